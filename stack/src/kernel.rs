@@ -1,0 +1,523 @@
+//! [`Transport`] over the kernel's TCP stack: non-blocking sockets, one edge-triggered mio `Poll`.
+//!
+//! Readiness bookkeeping that implements the contract in [`crate::transport`]:
+//! - `readable` flag: set by an epoll edge, cleared when a `recv` hits EAGAIN *or* returns a short
+//!   read. With edge-triggered epoll a short read means the queue was empty at that instant, and
+//!   any later arrival raises a fresh edge, so the next `recv` can answer `Ok(0)` without a
+//!   syscall. That saves the trailing EAGAIN `read()` per request, which matters for RR. The
+//!   shortcut is disabled once the peer hung up (`eof_pending`): EOF can come with the final
+//!   data and raises no further edge.
+//! - `write_blocked` flag: set by a short `send`. Only then is an epoll write edge reported as
+//!   `Writable`. Otherwise every readable edge (epoll reports the full mask) would carry a
+//!   spurious `Writable`.
+//! - `Closed` found inside `recv`/`send` is queued in `pending` and returned by the next `poll`,
+//!   which then does not block.
+
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+
+use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
+
+/// `SO_BUSY_POLL` from asm-generic/socket.h (x86_64, aarch64). `libc` does not export it for
+/// linux-gnu.
+const SO_BUSY_POLL: libc::c_int = 46;
+const LISTEN_BACKLOG: libc::c_int = 4096;
+/// Listener tokens live above every possible `ConnId` (which is a u32) so one `Token` space
+/// serves both.
+const LISTENER_TOKEN_BASE: usize = 1 << 40;
+/// Minimum free space offered to `read()`. Smaller reads would make large messages cost many
+/// syscalls. Larger ones waste memory per idle connection.
+const MIN_READ_SPACE: usize = 32 * 1024;
+
+/// Settings for [`KernelTransport`].
+#[derive(Clone, Debug)]
+pub struct KernelConfig {
+    /// Local address for listeners and the source address of outgoing connections.
+    /// `UNSPECIFIED` = all interfaces / let routing pick.
+    pub bind: Ipv4Addr,
+    /// `SO_BUSY_POLL` microseconds on every socket (opt-in: burns CPU in the kernel's receive
+    /// path, needs CAP_NET_ADMIN above `net.core.busy_read`).
+    pub busy_poll: Option<u32>,
+    /// Capacity of the epoll event batch.
+    pub event_capacity: usize,
+}
+
+impl Default for KernelConfig {
+    /// Loopback by default: the safe choice for tests and local benchmarks.
+    fn default() -> Self {
+        KernelConfig { bind: Ipv4Addr::LOCALHOST, busy_poll: None, event_capacity: 1024 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Non-blocking connect in flight. Waiting for the write edge.
+    Connecting,
+    Open,
+    /// `Closed` has been queued. Only `close()` is meaningful now.
+    Done,
+}
+
+#[derive(Debug)]
+struct Conn {
+    stream: TcpStream,
+    state: State,
+    readable: bool,
+    /// Peer hung up or the socket has an error: keep reading until EOF, ignoring short reads.
+    eof_pending: bool,
+    write_blocked: bool,
+    /// False after a reset/error/failed connect. A FIN from the peer alone keeps this true
+    /// (half-close: we may still answer).
+    can_send: bool,
+}
+
+impl Conn {
+    fn new(stream: TcpStream, state: State) -> Self {
+        Conn { stream, state, readable: false, eof_pending: false, write_blocked: false, can_send: true }
+    }
+}
+
+/// Kernel-TCP backend. See the module docs for how it meets the [`Transport`] contract.
+pub struct KernelTransport {
+    cfg: KernelConfig,
+    poll: Poll,
+    mio_events: Events,
+    listeners: Vec<TcpListener>,
+    conns: ConnSlab<Conn>,
+    /// Events found outside `poll` (EOF/reset seen in `recv`/`send`), delivered by the next one.
+    pending: Vec<Event>,
+}
+
+impl KernelTransport {
+    pub fn new(cfg: KernelConfig) -> Result<Self, TransportError> {
+        Ok(KernelTransport {
+            poll: Poll::new()?,
+            mio_events: Events::with_capacity(cfg.event_capacity.max(16)),
+            listeners: Vec::new(),
+            conns: ConnSlab::with_capacity(1024),
+            pending: Vec::with_capacity(64),
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &KernelConfig {
+        &self.cfg
+    }
+
+    /// Number of connections the application has not closed yet.
+    pub fn open_connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    fn queue_closed(pending: &mut Vec<Event>, id: ConnId, conn: &mut Conn) {
+        if conn.state != State::Done {
+            conn.state = State::Done;
+            conn.readable = false;
+            pending.push(Event::Closed(id));
+        }
+    }
+
+    fn accept_all(&mut self, index: usize, events: &mut Vec<Event>) {
+        let listener_id = ListenerId(index as u32);
+        loop {
+            let stream = match self.listeners[index].accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                // The peer gave up between SYN and accept: not our problem, try the next one.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionAborted || e.kind() == io::ErrorKind::Interrupted => {
+                    continue
+                }
+                Err(e) => {
+                    // EMFILE/ENFILE/ENOBUFS: leave the rest in the backlog. The next SYN raises a
+                    // new edge and we retry then.
+                    tracing::warn!(error = %e, "accept failed");
+                    return;
+                }
+            };
+            match self.add_stream(stream, State::Open) {
+                Ok(conn) => events.push(Event::Accepted { listener: listener_id, conn }),
+                Err(e) => tracing::warn!(error = %e, "dropping accepted connection"),
+            }
+        }
+    }
+
+    /// Configures a socket, registers it and gives it an id. On failure the socket is dropped
+    /// (closed) and the slot released.
+    fn add_stream(&mut self, stream: TcpStream, state: State) -> Result<ConnId, TransportError> {
+        stream.set_nodelay(true)?;
+        if let Some(us) = self.cfg.busy_poll {
+            set_int_opt(stream.as_raw_fd(), libc::SOL_SOCKET, SO_BUSY_POLL, us as libc::c_int)?;
+        }
+        let id = self.conns.insert(Conn::new(stream, state))?;
+        let conn = self.conns.get_mut(id).expect("just inserted");
+        let reg = self.poll.registry().register(&mut conn.stream, Token(id.0 as usize), Interest::READABLE | Interest::WRITABLE);
+        if let Err(e) = reg {
+            self.conns.remove(id);
+            return Err(e.into());
+        }
+        Ok(id)
+    }
+
+    fn handle_conn_event(&mut self, id: ConnId, ev: &mio::event::Event, events: &mut Vec<Event>) {
+        // Stale token: the connection was closed (and maybe the slot reused) after the kernel
+        // queued this event. The generation in the token makes the lookup fail.
+        let Some(conn) = self.conns.get_mut(id) else { return };
+        match conn.state {
+            State::Connecting => {
+                if !(ev.is_writable() || ev.is_error() || ev.is_write_closed() || ev.is_read_closed()) {
+                    return;
+                }
+                // mio's recipe: an error shows up in SO_ERROR; otherwise peer_addr() tells
+                // "connected" apart from a spurious wake-up (ENOTCONN).
+                let failed = match conn.stream.take_error() {
+                    Ok(Some(_)) | Err(_) => true,
+                    Ok(None) => match conn.stream.peer_addr() {
+                        Ok(_) => false,
+                        Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                        Err(_) => true,
+                    },
+                };
+                if failed {
+                    conn.can_send = false;
+                    conn.state = State::Done;
+                    events.push(Event::Closed(id));
+                    return;
+                }
+                conn.state = State::Open;
+                events.push(Event::Connected(id));
+                if ev.is_readable() || ev.is_read_closed() {
+                    conn.readable = true;
+                    conn.eof_pending |= ev.is_read_closed();
+                    events.push(Event::Readable(id));
+                }
+            }
+            State::Open => {
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    conn.readable = true;
+                    conn.eof_pending |= ev.is_read_closed() || ev.is_error();
+                    events.push(Event::Readable(id));
+                }
+                if conn.write_blocked && (ev.is_writable() || ev.is_write_closed() || ev.is_error()) {
+                    conn.write_blocked = false;
+                    events.push(Event::Writable(id));
+                }
+            }
+            State::Done => {}
+        }
+    }
+}
+
+impl Transport for KernelTransport {
+    fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+        let addr = SocketAddrV4::new(self.cfg.bind, port);
+        let fd = new_tcp_socket()?;
+        set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        if let Some(us) = self.cfg.busy_poll {
+            set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, SO_BUSY_POLL, us as libc::c_int)?;
+        }
+        bind(fd.as_raw_fd(), addr).map_err(|e| {
+            if e.kind() == io::ErrorKind::AddrInUse {
+                TransportError::AddrInUse(port)
+            } else {
+                e.into()
+            }
+        })?;
+        // std's listen() uses a smaller backlog. A connection storm of thousands of clients
+        // needs the queue.
+        cvt(unsafe { libc::listen(fd.as_raw_fd(), LISTEN_BACKLOG) })?;
+        let mut listener = TcpListener::from_std(std::net::TcpListener::from(fd));
+        let index = self.listeners.len();
+        self.poll.registry().register(&mut listener, Token(LISTENER_TOKEN_BASE + index), Interest::READABLE)?;
+        self.listeners.push(listener);
+        Ok(ListenerId(index as u32))
+    }
+
+    fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
+        let fd = new_tcp_socket()?;
+        if !self.cfg.bind.is_unspecified() {
+            // Defer port selection to connect(), so the 4-tuple (not just the local port) must be
+            // unique and tens of thousands of client connections per source IP still work.
+            set_int_opt(fd.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
+            bind(fd.as_raw_fd(), SocketAddrV4::new(self.cfg.bind, 0))?;
+        }
+        let (sa, len) = sockaddr_in(addr);
+        let rc = unsafe { libc::connect(fd.as_raw_fd(), (&sa as *const libc::sockaddr_in).cast(), len) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINPROGRESS) {
+                return Err(e.into());
+            }
+        }
+        let stream = TcpStream::from_std(std::net::TcpStream::from(fd));
+        self.add_stream(stream, State::Connecting)
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        // Events found during recv/send must not wait behind a blocking epoll_wait.
+        let timeout = if self.pending.is_empty() { timeout } else { Some(Duration::ZERO) };
+        events.append(&mut self.pending);
+        match self.poll.poll(&mut self.mio_events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        // Swap the batch out so the handlers can borrow `self` mutably. Nothing is allocated.
+        let mio_events = mem::replace(&mut self.mio_events, Events::with_capacity(0));
+        for ev in mio_events.iter() {
+            let token = ev.token().0;
+            if token >= LISTENER_TOKEN_BASE {
+                self.accept_all(token - LISTENER_TOKEN_BASE, events);
+            } else {
+                self.handle_conn_event(ConnId(token as u32), ev, events);
+            }
+        }
+        self.mio_events = mio_events;
+        Ok(())
+    }
+
+    fn recv(&mut self, id: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+        let conn = self.conns.get_mut(id).ok_or(TransportError::UnknownConn(id))?;
+        if !conn.readable || conn.state != State::Open {
+            return Ok(0);
+        }
+        if buf.capacity() - buf.len() < MIN_READ_SPACE {
+            buf.reserve(MIN_READ_SPACE);
+        }
+        let spare = buf.spare_capacity_mut();
+        let (ptr, want) = (spare.as_mut_ptr(), spare.len());
+        loop {
+            // SAFETY: recv writes at most `want` bytes into the buffer's spare capacity, and
+            // set_len below only covers the bytes the kernel reported as written.
+            let n = unsafe { libc::recv(conn.stream.as_raw_fd(), ptr.cast(), want, 0) };
+            if n > 0 {
+                let n = n as usize;
+                unsafe { buf.set_len(buf.len() + n) };
+                if n < want && !conn.eof_pending {
+                    conn.readable = false;
+                }
+                return Ok(n);
+            }
+            if n == 0 {
+                // EOF. Everything before the FIN has been handed out.
+                Self::queue_closed(&mut self.pending, id, conn);
+                return Ok(0);
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => {
+                    conn.readable = false;
+                    return Ok(0);
+                }
+                _ => {
+                    tracing::debug!(?id, error = %err, "recv error, closing");
+                    conn.can_send = false;
+                    Self::queue_closed(&mut self.pending, id, conn);
+                    return Ok(0);
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, id: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+        let conn = self.conns.get_mut(id).ok_or(TransportError::UnknownConn(id))?;
+        if conn.state == State::Connecting {
+            // Connected will follow: it is the writable notification.
+            return Ok(0);
+        }
+        if !conn.can_send {
+            return Err(TransportError::ConnectionClosed(id));
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            // MSG_NOSIGNAL: a reset peer must produce EPIPE, not kill the process with SIGPIPE.
+            let n = unsafe { libc::send(conn.stream.as_raw_fd(), data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
+            if n >= 0 {
+                let n = n as usize;
+                if n < data.len() {
+                    conn.write_blocked = true;
+                }
+                return Ok(n);
+            }
+            let err = io::Error::last_os_error();
+            match err.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => {
+                    conn.write_blocked = true;
+                    return Ok(0);
+                }
+                _ => {
+                    tracing::debug!(?id, error = %err, "send error, closing");
+                    conn.can_send = false;
+                    Self::queue_closed(&mut self.pending, id, conn);
+                    return Err(TransportError::ConnectionClosed(id));
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, id: ConnId) {
+        // Dropping the socket closes the fd, which also removes it from the epoll set (we never
+        // dup it). The kernel still delivers queued data and then sends FIN.
+        if let Some(conn) = self.conns.remove(id) {
+            drop(conn);
+            // A Closed queued but not yet delivered would refer to a dead id: drop it.
+            self.pending.retain(|ev| *ev != Event::Closed(id));
+        }
+    }
+
+    fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+        match self.listeners.get(listener.0 as usize)?.local_addr().ok()? {
+            SocketAddr::V4(a) => Some(a),
+            SocketAddr::V6(_) => None,
+        }
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        match self.conns.get(conn)?.stream.peer_addr().ok()? {
+            SocketAddr::V4(a) => Some(a),
+            SocketAddr::V6(_) => None,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "kernel"
+    }
+}
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn new_tcp_socket() -> io::Result<OwnedFd> {
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: fd was just returned by socket() and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    cvt(rc).map(drop)
+}
+
+fn sockaddr_in(addr: SocketAddrV4) -> (libc::sockaddr_in, libc::socklen_t) {
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: addr.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(*addr.ip()).to_be() },
+        sin_zero: [0; 8],
+    };
+    (sa, mem::size_of::<libc::sockaddr_in>() as libc::socklen_t)
+}
+
+fn bind(fd: RawFd, addr: SocketAddrV4) -> io::Result<()> {
+    let (sa, len) = sockaddr_in(addr);
+    cvt(unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), len) }).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn transport() -> KernelTransport {
+        KernelTransport::new(KernelConfig::default()).unwrap()
+    }
+
+    /// Polls until `pred` matches an event or 2 s pass. Returns the matching event.
+    fn wait_for(t: &mut KernelTransport, mut pred: impl FnMut(&Event) -> bool) -> Option<Event> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut events = Vec::new();
+        while Instant::now() < deadline {
+            events.clear();
+            t.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+            if let Some(ev) = events.iter().find(|e| pred(e)) {
+                return Some(*ev);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn connect_to_closed_port_reports_closed() {
+        // Reserve a port and close it again, so nothing listens there.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut t = transport();
+        let id = t.connect(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).unwrap();
+        assert_eq!(t.send(id, b"x").unwrap(), 0, "send before Connected accepts nothing");
+        assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Closed(_) | Event::Connected(_))), Some(Event::Closed(id)));
+        assert!(matches!(t.send(id, b"x"), Err(TransportError::ConnectionClosed(_))));
+        t.close(id);
+        assert!(matches!(t.recv(id, &mut BytesMut::new()), Err(TransportError::UnknownConn(_))));
+    }
+
+    #[test]
+    fn accept_echo_eof_and_stale_ids() {
+        let mut t = transport();
+        let l = t.listen(0).unwrap();
+        let addr = t.local_addr(l).unwrap();
+        assert_ne!(addr.port(), 0);
+        let client = t.connect(addr).unwrap();
+        let mut server = None;
+        let mut connected = false;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut events = Vec::new();
+        while (server.is_none() || !connected) && Instant::now() < deadline {
+            events.clear();
+            t.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+            for ev in &events {
+                match *ev {
+                    Event::Accepted { listener, conn } => {
+                        assert_eq!(listener, l);
+                        server = Some(conn);
+                    }
+                    Event::Connected(c) => {
+                        assert_eq!(c, client);
+                        connected = true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let server = server.expect("accepted");
+        assert!(connected);
+        assert_eq!(t.peer_addr(server).map(|a| *a.ip()), Some(Ipv4Addr::LOCALHOST));
+
+        assert_eq!(t.send(client, b"hello").unwrap(), 5);
+        assert_eq!(wait_for(&mut t, |e| *e == Event::Readable(server)), Some(Event::Readable(server)));
+        let mut buf = BytesMut::new();
+        while t.recv(server, &mut buf).unwrap() > 0 {}
+        assert_eq!(&buf[..], b"hello");
+
+        // Client closes: the server drains to EOF and gets Closed exactly once.
+        t.close(client);
+        assert!(wait_for(&mut t, |e| *e == Event::Readable(server)).is_some());
+        while t.recv(server, &mut buf).unwrap() > 0 {}
+        assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Closed(_))), Some(Event::Closed(server)));
+        assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Closed(_))), None, "Closed only once");
+        t.close(server);
+        assert_eq!(t.open_connections(), 0);
+        assert!(matches!(t.send(client, b"x"), Err(TransportError::UnknownConn(_))));
+    }
+}

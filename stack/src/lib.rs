@@ -1,0 +1,16 @@
+//! TCP/IP for the benchmark: a backend-independent request/response layer ([`rr`]) over the
+//! [`transport::Transport`] trait, with two backends: the kernel's TCP stack ([`kernel`]) and
+//! smoltcp over AF_XDP (`xsk`, added by its owner). Plus framing ([`codec`]) and CPU accounting
+//! ([`cpu`]) for the measurements.
+
+pub mod codec;
+pub mod cpu;
+pub mod kernel;
+pub mod rr;
+pub mod transport;
+// pub mod xsk; (added by the owner)
+
+pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
+pub use kernel::{KernelConfig, KernelTransport};
+pub use rr::{Client, ClientConfig, ClientError, ClientReport, Echo, EchoWorkload, Handler, Kv, LoadMode, Server, ServerConfig, ServerStats, Workload};
+pub use transport::{ConnId, Event, ListenerId, Transport, TransportError};

@@ -1,0 +1,663 @@
+//! A port: one interface queue as a batched, copy-mode AF_XDP endpoint.
+//!
+//! Frames move only through this type, so it can keep exact books:
+//! every UMEM frame is in exactly one [`Place`] (free, fill, app, tx), and
+//! [`Port::audit`] proves it. The hot path (recv, alloc, send, flush) does no
+//! allocation and at most one syscall per batch: a `sendto` when TX
+//! descriptors were published and the kernel asks to be woken.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::ring::{Consumer, Producer};
+use crate::socket::{RingSizes, Rings, SocketError, XskSocket};
+use crate::steer::{Steer, SteerError, SteerFlags};
+use crate::sys::{self, XdpDesc, XdpStatistics};
+use crate::tune::{self, QueueLayout, TuneError, TuneOptions, Tuning};
+use crate::umem::{Frame, FrameTable, Place, Umem, UmemConfig};
+use crate::AttachMode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    #[error("interface {0:?} not found (ip link show)")]
+    NoInterface(String),
+    #[error("creating the UMEM: {0}")]
+    Umem(#[source] io::Error),
+    #[error(transparent)]
+    Socket(#[from] SocketError),
+    #[error(transparent)]
+    Steer(#[from] SteerError),
+    #[error(transparent)]
+    Tune(#[from] TuneError),
+    #[error("{knob} = {value} rejected by the kernel: {source}{hint}")]
+    Knob { knob: &'static str, value: u32, source: io::Error, hint: &'static str },
+    #[error("the kernel bound {0} zero-copy although copy mode was asked for")]
+    ZeroCopy(String),
+    #[error("kicking TX failed: {0}")]
+    Kick(#[source] io::Error),
+}
+
+/// A kernel knob: leave it alone, let the port choose, or force a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Knob {
+    Off,
+    Auto,
+    Value(u32),
+}
+
+impl std::str::FromStr for Knob {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Knob, String> {
+        match s {
+            "off" | "0" => Ok(Knob::Off),
+            "auto" => Ok(Knob::Auto),
+            n => n.parse().map(Knob::Value).map_err(|_| format!("expected off, auto or a number, got {n:?}")),
+        }
+    }
+}
+
+/// Which flows the XDP program hands to the port.
+#[derive(Clone, Debug)]
+pub struct SteerSpec {
+    /// Destination address of steered frames (`0.0.0.0`: any).
+    pub addr: Ipv4Addr,
+    pub tcp_ports: Vec<u16>,
+    /// ARP for `addr` (dedicated-address mode), ICMP to `addr`.
+    pub flags: SteerFlags,
+}
+
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct BusyPoll {
+    pub usecs: u32,
+    pub budget: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct PortConfig {
+    pub ifname: String,
+    pub queue: u32,
+    pub umem: UmemConfig,
+    pub rings: RingSizes,
+    pub attach: AttachMode,
+    /// None: bind the socket but attach no program (TX-only use).
+    pub steer: Option<SteerSpec>,
+    /// XDP_MAX_TX_SKB_BUDGET; `Auto` = the TX ring size.
+    pub tx_budget: Knob,
+    /// XDP_GENERIC_XMIT_BATCH; `Auto` = 32, never above the budget.
+    pub xmit_batch: Knob,
+    pub busy_poll: Option<BusyPoll>,
+    /// Prepare the device (offloads, channels); false = check only.
+    pub tune: bool,
+}
+
+impl PortConfig {
+    pub fn new(ifname: &str) -> PortConfig {
+        PortConfig {
+            ifname: ifname.to_string(),
+            queue: 0,
+            umem: UmemConfig::default(),
+            rings: RingSizes::default(),
+            attach: AttachMode::Auto,
+            steer: None,
+            tx_budget: Knob::Auto,
+            xmit_batch: Knob::Auto,
+            busy_poll: None,
+            tune: true,
+        }
+    }
+}
+
+/// What the kernel and the device gave us, probed at bind.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Features {
+    pub ifname: String,
+    pub queue: u32,
+    pub driver: String,
+    /// Where the steering program runs (None: no program attached).
+    pub attach: Option<AttachMode>,
+    pub zerocopy: bool,
+    pub need_wakeup: bool,
+    /// XDP_MAX_TX_SKB_BUDGET in force (None: kernel older than 6.17, fixed at 32).
+    pub tx_budget: Option<u32>,
+    /// XDP_GENERIC_XMIT_BATCH in force (None: kernel without it).
+    pub xmit_batch: Option<u32>,
+    pub busy_poll: Option<BusyPoll>,
+    pub rings: RingSizes,
+    pub frame_size: u32,
+    pub frame_count: u32,
+}
+
+impl std::fmt::Display for Features {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{} driver={} xdp={} copy-mode need_wakeup={} tx_budget={} xmit_batch={} busy_poll={} rings(fill/comp/rx/tx)={}/{}/{}/{} frames={}x{}",
+            self.ifname,
+            self.queue,
+            self.driver,
+            self.attach.map_or("none".to_string(), |m| m.to_string()),
+            self.need_wakeup,
+            self.tx_budget.map_or("unsupported(32)".to_string(), |b| b.to_string()),
+            self.xmit_batch.map_or("unsupported".to_string(), |b| b.to_string()),
+            self.busy_poll.map_or("off".to_string(), |b| format!("{}us/{}", b.usecs, b.budget)),
+            self.rings.fill,
+            self.rings.comp,
+            self.rings.rx,
+            self.rings.tx,
+            self.frame_count,
+            self.frame_size,
+        )
+    }
+}
+
+/// The port's own counters.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Counters {
+    pub rx_frames: u64,
+    pub rx_batches: u64,
+    pub tx_frames: u64,
+    /// TX publishes (one Release store each).
+    pub tx_batches: u64,
+    pub completions: u64,
+    /// sendto calls.
+    pub kicks: u64,
+    /// sendto answered EAGAIN/EBUSY/ENOBUFS: descriptors stay queued, retried on the next flush.
+    pub kick_retries: u64,
+    /// send() found the TX ring full.
+    pub tx_ring_full: u64,
+    /// recvfrom calls (fill-ring wakeups, busy polling).
+    pub rx_wakeups: u64,
+    /// flushes that could not keep the fill ring topped up (no free frames).
+    pub fill_short: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct PortStats {
+    pub port: Counters,
+    pub xdp: XdpStatistics,
+}
+
+/// Where the frames are, with the kernel-side places split by ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Accounting {
+    pub total: u32,
+    pub free: u32,
+    /// Given for RX: in the fill ring, or taken by the kernel and not yet in RX.
+    pub fill: u32,
+    /// Received, waiting in the RX ring.
+    pub rx_ring: u32,
+    pub app: u32,
+    /// Given for TX: in the TX ring or being sent.
+    pub tx: u32,
+    /// Sent, waiting in the completion ring.
+    pub comp_ring: u32,
+}
+
+/// State shared by the ports of one interface: the program and the tuning.
+struct Iface {
+    steer: Option<Steer>,
+    tuning: Mutex<Option<Tuning>>,
+}
+
+impl Drop for Iface {
+    fn drop(&mut self) {
+        // Detach first: virtio_net refuses offload and channel changes while
+        // an XDP program is attached.
+        drop(self.steer.take());
+        if let Some(mut t) = self.tuning.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            for s in t.restore() {
+                tracing::info!("restore: {s}");
+            }
+        }
+    }
+}
+
+fn once(flag: &AtomicBool) -> bool {
+    !flag.swap(true, Ordering::Relaxed)
+}
+static SAID_NO_BUDGET: AtomicBool = AtomicBool::new(false);
+static SAID_NO_BATCH: AtomicBool = AtomicBool::new(false);
+static SAID_FEATURES: AtomicBool = AtomicBool::new(false);
+
+pub struct Port {
+    sock: XskSocket,
+    umem: Umem,
+    fill: Producer<u64>,
+    comp: Consumer<u64>,
+    rx: Consumer<XdpDesc>,
+    tx: Producer<XdpDesc>,
+    frames: FrameTable,
+    /// Frames kept off the fill ring so that TX never starves.
+    tx_reserve: u32,
+    /// A kick failed with a transient error: retry on the next flush.
+    kick_pending: bool,
+    counters: Counters,
+    features: Features,
+    iface: Arc<Iface>,
+}
+
+fn ifindex(ifname: &str) -> Result<u32, PortError> {
+    let c = std::ffi::CString::new(ifname).map_err(|_| PortError::NoInterface(ifname.to_string()))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the call's duration.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(PortError::NoInterface(ifname.to_string()))
+    } else {
+        Ok(i)
+    }
+}
+
+impl Port {
+    /// Opens one queue (`cfg.queue`).
+    pub fn open(cfg: &PortConfig) -> Result<Port, PortError> {
+        let iface = Self::prepare_iface(cfg, QueueLayout::Single)?;
+        let mut port = Self::open_queue(cfg, cfg.queue, iface.clone())?;
+        Self::start_steering(&iface, cfg, std::slice::from_mut(&mut port))?;
+        Ok(port)
+    }
+
+    /// Opens every RX queue of the interface, one socket and one UMEM each,
+    /// sharing one steering program, so that one stack shard can run per queue.
+    pub fn open_all(cfg: &PortConfig) -> Result<Vec<Port>, PortError> {
+        let iface = Self::prepare_iface(cfg, QueueLayout::All)?;
+        let n = tune::rx_queue_count(&cfg.ifname)?;
+        let mut ports = (0..n).map(|q| Self::open_queue(cfg, q, iface.clone())).collect::<Result<Vec<_>, _>>()?;
+        Self::start_steering(&iface, cfg, &mut ports)?;
+        Ok(ports)
+    }
+
+    fn prepare_iface(cfg: &PortConfig, queues: QueueLayout) -> Result<Arc<Iface>, PortError> {
+        ifindex(&cfg.ifname)?;
+        let opts = TuneOptions { mode: cfg.attach, queues, frame_size: cfg.umem.frame_size, apply: cfg.tune };
+        let tuning = tune::prepare(&cfg.ifname, &opts)?;
+        for s in &tuning.steps {
+            tracing::info!("tune {}: {s}", cfg.ifname);
+        }
+        Ok(Arc::new(Iface { steer: None, tuning: Mutex::new(Some(tuning)) }))
+    }
+
+    fn start_steering(iface: &Arc<Iface>, cfg: &PortConfig, ports: &mut [Port]) -> Result<(), PortError> {
+        let Some(spec) = &cfg.steer else { return Ok(()) };
+        // Attach in the mode the device was prepared for (tuning resolves Auto).
+        let mode = iface.tuning.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(cfg.attach, |t| t.mode);
+        let steer = Steer::attach(&cfg.ifname, mode)?;
+        steer.set_addr(spec.addr, spec.flags)?;
+        for &p in &spec.tcp_ports {
+            steer.add_tcp_port(p)?;
+        }
+        for port in ports.iter() {
+            steer.register_xsk(port.features.queue, port.sock.as_fd())?;
+        }
+        let mode = steer.mode();
+        // The ports were created before the program; give them the shared state.
+        let tuning = iface.tuning.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let shared = Arc::new(Iface { steer: Some(steer), tuning: Mutex::new(tuning) });
+        for port in ports.iter_mut() {
+            port.features.attach = Some(mode);
+            port.iface = shared.clone();
+        }
+        Ok(())
+    }
+
+    fn open_queue(cfg: &PortConfig, queue: u32, iface: Arc<Iface>) -> Result<Port, PortError> {
+        let index = ifindex(&cfg.ifname)?;
+        let umem = Umem::new(cfg.umem).map_err(PortError::Umem)?;
+        let sock = XskSocket::new()?;
+        let Rings { fill, comp, rx, tx } = sock.setup(&umem, cfg.rings)?;
+        let tx_budget = Self::set_budget(&sock, cfg)?;
+        let xmit_batch = Self::set_xmit_batch(&sock, cfg, tx_budget)?;
+        if let Some(bp) = cfg.busy_poll {
+            let set = |what, opt, v: u32| {
+                sock.set_sock_int(opt, v as i32).map_err(|source| PortError::Knob { knob: what, value: v, source, hint: "" })
+            };
+            set("SO_PREFER_BUSY_POLL", sys::SO_PREFER_BUSY_POLL, 1)?;
+            set("SO_BUSY_POLL", sys::SO_BUSY_POLL, bp.usecs)?;
+            set("SO_BUSY_POLL_BUDGET", sys::SO_BUSY_POLL_BUDGET, bp.budget)?;
+        }
+        sock.bind(&cfg.ifname, index, queue)?;
+        let zerocopy = sock.is_zerocopy().unwrap_or(false);
+        if zerocopy {
+            return Err(PortError::ZeroCopy(cfg.ifname.clone()));
+        }
+        let features = Features {
+            ifname: cfg.ifname.clone(),
+            queue,
+            driver: tune::driver_name(&cfg.ifname).unwrap_or_else(|_| "unknown".into()),
+            attach: None,
+            zerocopy,
+            need_wakeup: true,
+            tx_budget,
+            xmit_batch,
+            busy_poll: cfg.busy_poll,
+            rings: cfg.rings,
+            frame_size: cfg.umem.frame_size,
+            frame_count: cfg.umem.frame_count,
+        };
+        let frames = FrameTable::new(umem.frame_count(), umem.frame_size());
+        // Keep enough frames for a full TX ring off the fill ring, but never
+        // more than half the UMEM, so both directions always have frames.
+        let tx_reserve = cfg.rings.tx.min(umem.frame_count() / 2);
+        let mut port = Port {
+            sock,
+            umem,
+            fill,
+            comp,
+            rx,
+            tx,
+            frames,
+            tx_reserve,
+            kick_pending: false,
+            counters: Counters::default(),
+            features,
+            iface,
+        };
+        port.refill();
+        Ok(port)
+    }
+
+    /// XDP_MAX_TX_SKB_BUDGET: how many descriptors one sendto may turn into skbs.
+    fn set_budget(sock: &XskSocket, cfg: &PortConfig) -> Result<Option<u32>, PortError> {
+        let want = match cfg.tx_budget {
+            Knob::Off => return Ok(None),
+            // The kernel accepts [32, tx ring size]; a ring below 32 keeps the default.
+            Knob::Auto if cfg.rings.tx < 32 => return Ok(None),
+            Knob::Auto => cfg.rings.tx,
+            Knob::Value(v) => v,
+        };
+        match sock.set_xdp_u32(sys::XDP_MAX_TX_SKB_BUDGET, want) {
+            Ok(()) => Ok(Some(want)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+                if once(&SAID_NO_BUDGET) {
+                    tracing::warn!("kernel has no XDP_MAX_TX_SKB_BUDGET (Linux 6.17+): one sendto sends at most 32 frames");
+                }
+                Ok(None)
+            }
+            Err(source) => Err(PortError::Knob {
+                knob: "XDP_MAX_TX_SKB_BUDGET",
+                value: want,
+                source,
+                hint: " (allowed: 32 to the TX ring size)",
+            }),
+        }
+    }
+
+    /// XDP_GENERIC_XMIT_BATCH: skbs built and sent under one queue lock.
+    fn set_xmit_batch(sock: &XskSocket, cfg: &PortConfig, budget: Option<u32>) -> Result<Option<u32>, PortError> {
+        let want = match cfg.xmit_batch {
+            Knob::Off => return Ok(None),
+            Knob::Auto => 32.min(budget.unwrap_or(32)),
+            Knob::Value(v) => v,
+        };
+        match sock.set_xdp_u32(sys::XDP_GENERIC_XMIT_BATCH, want) {
+            Ok(()) => Ok(Some(want)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+                if once(&SAID_NO_BATCH) {
+                    tracing::warn!(
+                        "kernel has no XDP_GENERIC_XMIT_BATCH (option 10, proposed upstream): copy-mode TX takes the queue lock per frame"
+                    );
+                }
+                Ok(None)
+            }
+            Err(source) => Err(PortError::Knob {
+                knob: "XDP_GENERIC_XMIT_BATCH",
+                value: want,
+                source,
+                hint: " (must not exceed XDP_MAX_TX_SKB_BUDGET)",
+            }),
+        }
+    }
+
+    /// Logs the features line, once per process.
+    pub fn log_features(&self) {
+        if once(&SAID_FEATURES) {
+            tracing::info!("xsk port: {}", self.features);
+        }
+    }
+
+    pub fn features(&self) -> &Features {
+        &self.features
+    }
+
+    pub fn umem(&self) -> &Umem {
+        &self.umem
+    }
+
+    pub fn steer(&self) -> Option<&Steer> {
+        self.iface.steer.as_ref()
+    }
+
+    pub fn stats(&self) -> PortStats {
+        PortStats { port: self.counters, xdp: self.sock.statistics().unwrap_or_default() }
+    }
+
+    // ---- RX ---------------------------------------------------------------
+
+    /// Moves up to `max` received frames into `out` (which should have the
+    /// capacity reserved, so no allocation happens). Returns how many.
+    pub fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(d) = self.rx.pop() else { break };
+            if self.frames.transition(self.base(d.addr), Place::Fill, Place::App) {
+                let len = (d.len as usize).min(self.umem.frame_size() as usize) as u32;
+                out.push(self.umem.frame(d.addr, len));
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.rx.release();
+            self.counters.rx_frames += n as u64;
+            self.counters.rx_batches += 1;
+        } else if self.features.busy_poll.is_some() || self.fill.needs_wakeup() {
+            // Nothing received: drive NAPI (busy polling) or wake the fill side.
+            self.counters.rx_wakeups += 1;
+            let _ = self.sock.kick_rx();
+        }
+        n
+    }
+
+    /// Gives a frame back (received or allocated, not sent).
+    #[inline]
+    pub fn release(&mut self, f: Frame) {
+        let addr = self.umem.take(f);
+        self.frames.free(addr, Place::App);
+    }
+
+    // ---- TX ---------------------------------------------------------------
+
+    /// An empty frame to build a packet in; reaps completions if needed.
+    #[inline]
+    pub fn alloc(&mut self) -> Option<Frame> {
+        if self.frames.free_len() == 0 {
+            self.reap();
+        }
+        let addr = self.frames.alloc(Place::App)?;
+        Some(self.umem.frame(addr, 0))
+    }
+
+    /// Free TX ring slots (refreshes the kernel's index only when needed).
+    pub fn tx_space(&mut self, want: u32) -> u32 {
+        self.tx.free(want)
+    }
+
+    /// Queues a frame for sending; nothing reaches the kernel before
+    /// [`flush`](Self::flush). Gives the frame back if the TX ring is full.
+    #[inline]
+    pub fn send(&mut self, f: Frame) -> Result<(), Frame> {
+        let len = (f.len()).min(self.umem.capacity(&f)) as u32;
+        let desc = XdpDesc { addr: f.addr(), len, options: 0 };
+        if !self.tx.push(desc) {
+            self.counters.tx_ring_full += 1;
+            return Err(f);
+        }
+        let addr = self.umem.take(f);
+        self.frames.transition(self.base(addr), Place::App, Place::Tx);
+        self.counters.tx_frames += 1;
+        Ok(())
+    }
+
+    /// Publishes queued TX descriptors (one Release store) and kicks the
+    /// kernel (one sendto) if it asks for it; reaps completions and tops up
+    /// the fill ring. Transient kick errors are retried on the next flush.
+    pub fn flush(&mut self) -> Result<(), PortError> {
+        let published = self.tx.publish();
+        if published > 0 {
+            self.counters.tx_batches += 1;
+        }
+        if (published > 0 || self.kick_pending) && self.tx.needs_wakeup() {
+            self.kick()?;
+        }
+        self.reap();
+        self.refill();
+        Ok(())
+    }
+
+    fn kick(&mut self) -> Result<(), PortError> {
+        self.counters.kicks += 1;
+        match self.sock.kick_tx() {
+            Ok(()) => {
+                // Copy mode sends at most the budget per call: if descriptors
+                // are left, the next flush must kick again.
+                self.kick_pending = self.tx.in_flight() > 0;
+                Ok(())
+            }
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
+                    self.counters.kick_retries += 1;
+                    self.kick_pending = true;
+                    Ok(())
+                }
+                // ENETDOWN and friends: the descriptors stay queued; report it.
+                _ => {
+                    self.kick_pending = true;
+                    Err(PortError::Kick(e))
+                }
+            },
+        }
+    }
+
+    /// Whether a flush is needed to make progress on TX.
+    pub fn tx_pending(&self) -> bool {
+        self.kick_pending || self.tx.unpublished() > 0
+    }
+
+    /// Frames handed to the kernel for TX and not yet completed.
+    pub fn tx_outstanding(&self) -> u32 {
+        self.frames.count(Place::Tx)
+    }
+
+    /// Returns completed TX frames to the free list.
+    pub fn reap(&mut self) -> u32 {
+        let mut n = 0;
+        while let Some(addr) = self.comp.pop() {
+            if self.frames.free(addr, Place::Tx) {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.comp.release();
+            self.counters.completions += n as u64;
+        }
+        n
+    }
+
+    /// Tops up the fill ring from the free list, keeping the TX reserve.
+    fn refill(&mut self) {
+        let spare = (self.frames.free_len() as u32).saturating_sub(self.tx_reserve);
+        let want = self.fill.free(spare.max(1)).min(spare);
+        for _ in 0..want {
+            let Some(addr) = self.frames.alloc(Place::Fill) else { break };
+            let pushed = self.fill.push(addr);
+            debug_assert!(pushed, "fill ring had room");
+        }
+        if self.fill.publish() == 0 && self.fill.in_flight() == 0 && spare == 0 {
+            self.counters.fill_short += 1;
+        }
+    }
+
+    /// Flushes until every TX frame has completed, or `timeout`.
+    pub fn drain_tx(&mut self, timeout: Duration) -> Result<bool, PortError> {
+        let end = Instant::now() + timeout;
+        loop {
+            self.flush()?;
+            if self.frames.count(Place::Tx) == 0 {
+                return Ok(true);
+            }
+            if Instant::now() >= end {
+                return Ok(false);
+            }
+            if !self.kick_pending && self.tx.needs_wakeup() {
+                self.kick()?;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    // ---- accounting -------------------------------------------------------
+
+    fn base(&self, addr: u64) -> u64 {
+        addr - addr % self.umem.frame_size() as u64
+    }
+
+    pub fn accounting(&mut self) -> Accounting {
+        let rx_ring = self.rx.pending();
+        let comp_ring = self.comp.pending();
+        let fill = self.frames.count(Place::Fill);
+        let tx = self.frames.count(Place::Tx);
+        Accounting {
+            total: self.frames.total(),
+            free: self.frames.count(Place::Free),
+            fill: fill - rx_ring.min(fill),
+            rx_ring,
+            app: self.frames.count(Place::App),
+            tx: tx - comp_ring.min(tx),
+            comp_ring,
+        }
+    }
+
+    /// Proves that every frame is in exactly one place: the per-frame table
+    /// is consistent, the free list has each free frame once, no bad
+    /// transition happened, and the ring occupancies fit the places.
+    pub fn audit(&mut self) -> Result<Accounting, String> {
+        self.frames.audit()?;
+        let a = self.accounting();
+        let sum = a.free + a.fill + a.rx_ring + a.app + a.tx + a.comp_ring;
+        if sum != a.total {
+            return Err(format!("places add up to {sum}, not {}: {a:?}", a.total));
+        }
+        if a.rx_ring > self.frames.count(Place::Fill) || a.comp_ring > self.frames.count(Place::Tx) {
+            return Err(format!("rings hold more frames than the kernel was given: {a:?}"));
+        }
+        let fill_ring = self.fill.in_flight();
+        if fill_ring > self.frames.count(Place::Fill) {
+            return Err(format!("fill ring holds {fill_ring} > frames given for RX: {a:?}"));
+        }
+        Ok(a)
+    }
+}
+
+impl AsFd for Port {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
+/// The socket becomes readable when the RX ring has frames. mio is
+/// edge-triggered: drain RX fully after each event. The completion ring
+/// raises no events, so a sender waiting for TX frames must poll with a timeout.
+impl mio::event::Source for Port {
+    fn register(&mut self, registry: &mio::Registry, token: mio::Token, interests: mio::Interest) -> io::Result<()> {
+        mio::unix::SourceFd(&self.sock.as_raw_fd()).register(registry, token, interests)
+    }
+    fn reregister(&mut self, registry: &mio::Registry, token: mio::Token, interests: mio::Interest) -> io::Result<()> {
+        mio::unix::SourceFd(&self.sock.as_raw_fd()).reregister(registry, token, interests)
+    }
+    fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        mio::unix::SourceFd(&self.sock.as_raw_fd()).deregister(registry)
+    }
+}

@@ -1,0 +1,228 @@
+//! The AF_XDP socket: creation, UMEM registration, ring setup, copy-mode
+//! bind, and the kernel knobs (probed once, reported).
+
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use crate::mmap::Mmap;
+use crate::ring::{Consumer, Producer};
+use crate::sys::*;
+use crate::umem::Umem;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("creating an AF_XDP socket failed: {0} (needs root or CAP_NET_RAW + CAP_BPF; kernel needs CONFIG_XDP_SOCKETS)")]
+    Create(#[source] io::Error),
+    #[error("{what} failed: {source}")]
+    Setup { what: &'static str, source: io::Error },
+    #[error("registering the UMEM ({bytes} bytes) failed: {source}; {hint}")]
+    UmemReg { bytes: usize, source: io::Error, hint: &'static str },
+    #[error("binding to {ifname} queue {queue} in copy mode failed: {source}; {hint}")]
+    Bind { ifname: String, queue: u32, source: io::Error, hint: String },
+}
+
+/// Ring sizes (entries, powers of two).
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct RingSizes {
+    pub fill: u32,
+    pub comp: u32,
+    pub rx: u32,
+    pub tx: u32,
+}
+
+impl Default for RingSizes {
+    fn default() -> Self {
+        RingSizes { fill: 2048, comp: 2048, rx: 2048, tx: 2048 }
+    }
+}
+
+/// The four rings of one socket.
+pub struct Rings {
+    pub fill: Producer<u64>,
+    pub comp: Consumer<u64>,
+    pub rx: Consumer<XdpDesc>,
+    pub tx: Producer<XdpDesc>,
+}
+
+/// An AF_XDP socket with its UMEM registered and rings mapped, not yet bound.
+#[derive(Debug)]
+pub struct XskSocket {
+    fd: OwnedFd,
+}
+
+fn setsockopt<T>(fd: BorrowedFd<'_>, level: i32, opt: i32, v: &T) -> io::Result<()> {
+    // SAFETY: `v` is a live, initialised T and we pass its exact size; the
+    // kernel only reads `optlen` bytes from it.
+    let r = unsafe {
+        libc::setsockopt(fd.as_raw_fd(), level, opt, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn getsockopt<T: Default>(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<(T, usize)> {
+    let mut v = T::default();
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `v`, a valid T-sized
+    // buffer; all our T are plain integer structs, valid for any bytes.
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, opt, (&mut v as *mut T).cast(), &mut len) };
+    if r == 0 {
+        Ok((v, len as usize))
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+impl XskSocket {
+    pub fn new() -> Result<XskSocket, SocketError> {
+        // SAFETY: plain syscall; the returned fd is checked and then owned.
+        let fd = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(SocketError::Create(io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+        Ok(XskSocket { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// Registers `umem` and creates and maps the four rings.
+    pub fn setup(&self, umem: &Umem, sizes: RingSizes) -> Result<Rings, SocketError> {
+        for (n, name) in [(sizes.fill, "fill"), (sizes.comp, "completion"), (sizes.rx, "rx"), (sizes.tx, "tx")] {
+            if !n.is_power_of_two() || n < 2 {
+                return Err(SocketError::Setup {
+                    what: name,
+                    source: io::Error::new(io::ErrorKind::InvalidInput, format!("ring size {n} is not a power of two")),
+                });
+            }
+        }
+        let reg = XdpUmemReg {
+            addr: umem.area_ptr() as u64,
+            len: umem.area_len() as u64,
+            chunk_size: umem.frame_size(),
+            headroom: umem.config().headroom,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(self.fd.as_fd(), SOL_XDP, XDP_UMEM_REG, &reg).map_err(|e| SocketError::UmemReg {
+            bytes: umem.area_len(),
+            hint: if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
+                "the UMEM is pinned memory: it needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK (ulimit -l)"
+            } else {
+                "check frame size (2048 or 4096) and that the area is page aligned"
+            },
+            source: e,
+        })?;
+        let opt = |what, o, n: u32| setsockopt(self.fd.as_fd(), SOL_XDP, o, &n).map_err(|source| SocketError::Setup { what, source });
+        opt("setting the fill ring size", XDP_UMEM_FILL_RING, sizes.fill)?;
+        opt("setting the completion ring size", XDP_UMEM_COMPLETION_RING, sizes.comp)?;
+        opt("setting the rx ring size", XDP_RX_RING, sizes.rx)?;
+        opt("setting the tx ring size", XDP_TX_RING, sizes.tx)?;
+        let (off, _) = getsockopt::<XdpMmapOffsets>(self.fd.as_fd(), SOL_XDP, XDP_MMAP_OFFSETS)
+            .map_err(|source| SocketError::Setup { what: "reading ring offsets", source })?;
+        let map = |what, o: &XdpRingOffset, n: u32, elem: usize, pgoff| {
+            Mmap::ring(self.fd.as_fd(), o.desc as usize + n as usize * elem, pgoff)
+                .map_err(|source| SocketError::Setup { what, source })
+        };
+        let fill = map("mapping the fill ring", &off.fr, sizes.fill, 8, XDP_UMEM_PGOFF_FILL_RING)?;
+        let comp = map("mapping the completion ring", &off.cr, sizes.comp, 8, XDP_UMEM_PGOFF_COMPLETION_RING)?;
+        let rx = map("mapping the rx ring", &off.rx, sizes.rx, 16, XDP_PGOFF_RX_RING)?;
+        let tx = map("mapping the tx ring", &off.tx, sizes.tx, 16, XDP_PGOFF_TX_RING)?;
+        Ok(Rings {
+            fill: Producer::new(fill, &off.fr, sizes.fill),
+            comp: Consumer::new(comp, &off.cr, sizes.comp),
+            rx: Consumer::new(rx, &off.rx, sizes.rx),
+            tx: Producer::new(tx, &off.tx, sizes.tx),
+        })
+    }
+
+    /// Binds in copy mode with need_wakeup. Never zero-copy.
+    pub fn bind(&self, ifname: &str, ifindex: u32, queue: u32) -> Result<(), SocketError> {
+        let sa = SockaddrXdp {
+            sxdp_family: AF_XDP as u16,
+            sxdp_flags: XDP_COPY | XDP_USE_NEED_WAKEUP,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `sa` is a valid sockaddr_xdp and we pass its exact size.
+        let r = unsafe {
+            libc::bind(
+                self.fd.as_raw_fd(),
+                (&sa as *const SockaddrXdp).cast(),
+                size_of::<SockaddrXdp>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        let hint = match e.raw_os_error() {
+            Some(libc::EINVAL) => format!("does {ifname} have a queue {queue}? (ethtool -l {ifname})"),
+            Some(libc::EBUSY) => format!("another AF_XDP socket is bound to {ifname} queue {queue}"),
+            Some(libc::ENODEV) => format!("interface {ifname} vanished"),
+            _ => "see dmesg".to_string(),
+        };
+        Err(SocketError::Bind { ifname: ifname.to_string(), queue, source: e, hint })
+    }
+
+    pub fn statistics(&self) -> io::Result<XdpStatistics> {
+        getsockopt::<XdpStatistics>(self.fd.as_fd(), SOL_XDP, XDP_STATISTICS).map(|(s, _)| s)
+    }
+
+    /// True if the kernel bound this socket zero-copy (it must not: we ask for copy).
+    pub fn is_zerocopy(&self) -> io::Result<bool> {
+        getsockopt::<XdpOptions>(self.fd.as_fd(), SOL_XDP, XDP_OPTIONS).map(|(o, _)| o.flags & XDP_OPTIONS_ZEROCOPY != 0)
+    }
+
+    /// Sets a u32 SOL_XDP option (used for probing options 9 and 10).
+    pub fn set_xdp_u32(&self, opt: i32, v: u32) -> io::Result<()> {
+        setsockopt(self.fd.as_fd(), SOL_XDP, opt, &v)
+    }
+
+    /// Sets an int SOL_SOCKET option (busy polling).
+    pub fn set_sock_int(&self, opt: i32, v: i32) -> io::Result<()> {
+        setsockopt(self.fd.as_fd(), libc::SOL_SOCKET, opt, &v)
+    }
+
+    /// Tells the kernel to transmit what is in the TX ring (copy mode sends
+    /// in the context of this call, up to the TX budget).
+    #[inline]
+    pub fn kick_tx(&self) -> io::Result<()> {
+        // SAFETY: a zero-length sendto with no address touches no user memory.
+        let r = unsafe { libc::sendto(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+        if r >= 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// Wakes the RX side (fill-ring need_wakeup, or busy polling).
+    #[inline]
+    pub fn kick_rx(&self) -> io::Result<()> {
+        // SAFETY: a zero-length recvfrom with no buffer writes no user memory.
+        let r = unsafe {
+            libc::recvfrom(self.fd.as_raw_fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        if r >= 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+}
+
+impl AsFd for XskSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for XskSocket {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
+    }
+}

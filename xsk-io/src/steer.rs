@@ -1,0 +1,909 @@
+//! The XDP steering program (`src/bpf/steer.bpf.c`) and its loader.
+//!
+//! [`Steer::attach`] loads the program and attaches it to one interface
+//! through a **bpf_link** (`BPF_LINK_CREATE`, attach type `BPF_XDP`, with an
+//! explicit `XDP_FLAGS_SKB_MODE` / `XDP_FLAGS_DRV_MODE`). The link is owned
+//! by the [`Steer`] value: dropping it, or the process dying for any reason
+//! (including `SIGKILL`), detaches the program. Nothing is left behind on
+//! the interface, unlike a netlink (`ip link set ... xdp`) attachment.
+//!
+//! The program redirects into the AF_XDP socket registered for the
+//! receiving queue ([`Steer::register_xsk`]):
+//! - ARP whose target protocol address is ours, with [`SteerFlags::ARP`];
+//! - IPv4 TCP to our address whose destination port was added with
+//!   [`Steer::add_tcp_port`] (address `0.0.0.0` means any address);
+//! - IPv4 ICMP to our address, and non-first TCP/ICMP fragments, with
+//!   [`SteerFlags::ICMP`] (meant for an address dedicated to the stack).
+//!
+//! Everything else, VLAN-tagged frames included, goes to the kernel
+//! (`XDP_PASS`). A steer decision for a queue without a registered socket
+//! also goes to the kernel: the program never drops a frame.
+//!
+//! The object file is compiled by `build.rs` and embedded in the binary; it
+//! is opened with [`libbpf_rs::ObjectBuilder::open_memory`], which gives an
+//! owned [`libbpf_rs::Object`] (the generated skeleton borrows its storage,
+//! which does not fit a long-lived, `Arc`-shared value).
+
+use std::ffi::CString;
+use std::fmt;
+use std::io;
+use std::mem::size_of;
+use std::net::Ipv4Addr;
+use std::ops::{BitAnd, BitOr, BitOrAssign, RangeInclusive};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::sync::Once;
+
+use libbpf_rs::query::{LinkInfoIter, LinkTypeInfo, ProgInfoIter};
+use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle, ObjectBuilder, PrintLevel};
+
+use crate::AttachMode;
+
+/// Number of entries of `xsks_map`: the highest usable queue id is one less.
+/// Keep in sync with `XSKS_MAX_QUEUES` in `steer.bpf.c`.
+pub const MAX_QUEUES: u32 = 64;
+
+const PROG_NAME: &str = "xsk_steer";
+const MAP_XSKS: &str = "xsks_map";
+const MAP_TCP_PORTS: &str = "tcp_ports";
+const MAP_CFG: &str = "cfg";
+const MAP_COUNTERS: &str = "counters";
+
+// Indices of the `counters` map; keep in sync with `steer.bpf.c`.
+const CNT_STEERED: u32 = 0;
+const CNT_PASSED: u32 = 1;
+const CNT_NO_SOCKET: u32 = 2;
+
+/// The compiled program, 8-byte aligned for libelf.
+#[repr(C, align(8))]
+struct Aligned<B: ?Sized>(B);
+static STEER_OBJ: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o")));
+
+/// Errors of the steering program loader.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SteerError {
+    #[error("invalid interface name {ifname:?}: {reason}")]
+    InvalidInterfaceName {
+        ifname: String,
+        reason: &'static str,
+    },
+
+    #[error("no such interface {ifname:?}: {source}")]
+    NoSuchInterface {
+        ifname: String,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("loading the XDP steering program failed: {0}{hint}", hint = load_hint(.0))]
+    Load(#[source] libbpf_rs::Error),
+
+    #[error("interface {ifname} already has an XDP program ({existing}); {remedy}")]
+    AlreadyAttached {
+        ifname: String,
+        ifindex: u32,
+        /// The mode we tried to attach in.
+        mode: AttachMode,
+        /// What is attached, as far as we can tell.
+        existing: String,
+        /// How to get rid of it.
+        remedy: String,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("attaching the XDP program in {mode} mode to {ifname} (ifindex {ifindex}) failed: {source}{hint}")]
+    Attach {
+        ifname: String,
+        ifindex: u32,
+        mode: AttachMode,
+        #[source]
+        source: io::Error,
+        /// Empty, or `"; <likely cause>"`.
+        hint: String,
+    },
+
+    #[error("queue id {queue_id} is out of range: {MAP_XSKS} has {max} entries (queues 0..={})", max - 1)]
+    QueueOutOfRange { queue_id: u32, max: u32 },
+
+    #[error("invalid steering configuration: {0}")]
+    InvalidConfig(&'static str),
+
+    #[error("bpf map {map}: {op} failed: {source}")]
+    Map {
+        map: &'static str,
+        op: String,
+        #[source]
+        source: libbpf_rs::Error,
+    },
+}
+
+/// What to steer besides the TCP ports: bit 0 ARP, bit 1 ICMP (the `flags`
+/// word of the program's `cfg` map).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SteerFlags(u32);
+
+impl SteerFlags {
+    /// Only the TCP ports.
+    pub const NONE: SteerFlags = SteerFlags(0);
+    /// ARP frames whose target protocol address is the configured address.
+    pub const ARP: SteerFlags = SteerFlags(1 << 0);
+    /// ICMP to the configured address, and non-first TCP/ICMP fragments to
+    /// it: for an address dedicated to the userspace stack.
+    pub const ICMP: SteerFlags = SteerFlags(1 << 1);
+    /// Every known flag.
+    pub const ALL: SteerFlags = SteerFlags(Self::ARP.0 | Self::ICMP.0);
+
+    /// The raw bits, as the program sees them.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// `None` if `bits` has unknown bits set.
+    pub const fn from_bits(bits: u32) -> Option<SteerFlags> {
+        if bits & !Self::ALL.0 == 0 {
+            Some(SteerFlags(bits))
+        } else {
+            None
+        }
+    }
+
+    pub const fn empty() -> SteerFlags {
+        Self::NONE
+    }
+
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// True if every flag of `other` is set in `self`.
+    pub const fn contains(self, other: SteerFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub const fn union(self, other: SteerFlags) -> SteerFlags {
+        SteerFlags(self.0 | other.0)
+    }
+}
+
+impl BitOr for SteerFlags {
+    type Output = SteerFlags;
+    fn bitor(self, rhs: SteerFlags) -> SteerFlags {
+        self.union(rhs)
+    }
+}
+
+impl BitOrAssign for SteerFlags {
+    fn bitor_assign(&mut self, rhs: SteerFlags) {
+        *self = self.union(rhs);
+    }
+}
+
+impl BitAnd for SteerFlags {
+    type Output = SteerFlags;
+    fn bitand(self, rhs: SteerFlags) -> SteerFlags {
+        SteerFlags(self.0 & rhs.0)
+    }
+}
+
+impl fmt::Debug for SteerFlags {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("NONE");
+        }
+        let mut sep = "";
+        for (flag, name) in [(Self::ARP, "ARP"), (Self::ICMP, "ICMP")] {
+            if self.contains(flag) {
+                write!(f, "{sep}{name}")?;
+                sep = " | ";
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The program's counters, summed over CPUs. Every frame the program sees
+/// is counted in exactly one of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SteerCounters {
+    /// Redirected into an AF_XDP socket. (The socket can still drop it, e.g.
+    /// when its RX ring is full: see the socket's statistics.)
+    pub steered: u64,
+    /// Not for the userspace stack: handed to the kernel.
+    pub passed: u64,
+    /// For the userspace stack, but no socket registered for the receiving
+    /// queue: handed to the kernel instead.
+    pub no_socket: u64,
+}
+
+impl SteerCounters {
+    pub fn total(&self) -> u64 {
+        self.steered + self.passed + self.no_socket
+    }
+
+    /// `self - earlier`, per field (saturating).
+    pub fn delta(&self, earlier: &SteerCounters) -> SteerCounters {
+        SteerCounters {
+            steered: self.steered.saturating_sub(earlier.steered),
+            passed: self.passed.saturating_sub(earlier.passed),
+            no_socket: self.no_socket.saturating_sub(earlier.no_socket),
+        }
+    }
+}
+
+/// The steering program, attached to one interface through a bpf_link.
+///
+/// All methods take `&self`; the value is meant to be shared (`Arc`) by the
+/// per-queue ports. Dropping it detaches the program.
+#[derive(Debug)]
+pub struct Steer {
+    ifname: String,
+    ifindex: u32,
+    mode: AttachMode,
+    link_id: u32,
+    xsks: MapHandle,
+    tcp_ports: MapHandle,
+    cfg: MapHandle,
+    counters: MapHandle,
+    /// The bpf_link; closing it (drop, process exit) detaches the program.
+    link: OwnedFd,
+}
+
+impl Steer {
+    /// Load the program and attach it to `ifname`.
+    ///
+    /// `Skb` / `Drv` attach in exactly that mode or fail. `Auto` tries `Drv`
+    /// when the driver is `veth` or `virtio_net` and falls back to `Skb`
+    /// (one `warn!` line with the kernel's error) if that fails; other
+    /// drivers get `Skb`.
+    pub fn attach(ifname: &str, mode: AttachMode) -> Result<Steer, SteerError> {
+        route_libbpf_logs();
+        let ifindex = ifindex_of(ifname)?;
+
+        let obj = ObjectBuilder::default()
+            .name("xsk_steer")
+            .and_then(|b| b.open_memory(&STEER_OBJ.0))
+            .and_then(|open| open.load())
+            .map_err(SteerError::Load)?;
+
+        let prog = obj
+            .progs()
+            .find(|p| p.name() == PROG_NAME)
+            .ok_or_else(|| missing(format!("program {PROG_NAME}")))?;
+
+        let map = |name: &'static str| -> Result<MapHandle, SteerError> {
+            let m = obj
+                .maps()
+                .find(|m| m.name() == name)
+                .ok_or_else(|| missing(format!("map {name}")))?;
+            MapHandle::try_from(&m).map_err(SteerError::Load)
+        };
+        let xsks = map(MAP_XSKS)?;
+        let tcp_ports = map(MAP_TCP_PORTS)?;
+        let cfg = map(MAP_CFG)?;
+        let counters = map(MAP_COUNTERS)?;
+
+        let (link, mode) = match mode {
+            AttachMode::Skb | AttachMode::Drv => {
+                (attach_link(prog.as_fd(), ifname, ifindex, mode)?, mode)
+            }
+            AttachMode::Auto => {
+                let driver = driver_name(ifname);
+                match driver.as_deref() {
+                    Some(drv @ ("veth" | "virtio_net")) => {
+                        match attach_link(prog.as_fd(), ifname, ifindex, AttachMode::Drv) {
+                            Ok(link) => (link, AttachMode::Drv),
+                            Err(e @ SteerError::AlreadyAttached { .. }) => return Err(e),
+                            Err(e) => {
+                                tracing::warn!(
+                                    "{ifname} ({drv}): native XDP attach failed, falling back to skb (generic) mode: {e}"
+                                );
+                                (
+                                    attach_link(prog.as_fd(), ifname, ifindex, AttachMode::Skb)?,
+                                    AttachMode::Skb,
+                                )
+                            }
+                        }
+                    }
+                    other => {
+                        tracing::debug!(
+                            "{ifname}: driver {} is not known to do native XDP well, using skb mode",
+                            other.unwrap_or("<unknown>")
+                        );
+                        (
+                            attach_link(prog.as_fd(), ifname, ifindex, AttachMode::Skb)?,
+                            AttachMode::Skb,
+                        )
+                    }
+                }
+            }
+        };
+
+        let link_id = libbpf_rs::query::LinkInfo::from_fd(link.as_fd())
+            .map(|i| i.id)
+            .unwrap_or(0);
+        tracing::info!("XDP steering program attached to {ifname} (ifindex {ifindex}) in {mode} mode, bpf_link id {link_id}");
+
+        // `obj` is dropped here: the link keeps the program alive, the map
+        // handles keep the maps alive.
+        Ok(Steer {
+            ifname: ifname.to_owned(),
+            ifindex,
+            mode,
+            link_id,
+            xsks,
+            tcp_ports,
+            cfg,
+            counters,
+            link,
+        })
+    }
+
+    /// `Skb` or `Drv`: the mode actually attached.
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The kernel id of the bpf_link (as in `bpftool link`), 0 if unknown.
+    pub fn link_id(&self) -> u32 {
+        self.link_id
+    }
+
+    /// Set our IPv4 address and what to steer besides the TCP ports.
+    ///
+    /// `0.0.0.0` means "any address" for TCP and ICMP; ARP needs a concrete
+    /// address, so `ARP` with `0.0.0.0` is rejected.
+    pub fn set_addr(&self, addr: Ipv4Addr, flags: SteerFlags) -> Result<(), SteerError> {
+        if addr.is_unspecified() && flags.contains(SteerFlags::ARP) {
+            return Err(SteerError::InvalidConfig(
+                "ARP steering needs a concrete address, not 0.0.0.0",
+            ));
+        }
+        self.cfg
+            .update(&0u32.to_ne_bytes(), &encode_cfg(addr, flags), MapFlags::ANY)
+            .map_err(|source| SteerError::Map {
+                map: MAP_CFG,
+                op: format!("set address {addr} flags {flags:?}"),
+                source,
+            })
+    }
+
+    /// Steer TCP segments to destination port `port`.
+    pub fn add_tcp_port(&self, port: u16) -> Result<(), SteerError> {
+        self.set_tcp_port(port, 1)
+    }
+
+    /// Stop steering TCP destination port `port` (a no-op if it was not steered).
+    pub fn remove_tcp_port(&self, port: u16) -> Result<(), SteerError> {
+        self.set_tcp_port(port, 0)
+    }
+
+    /// Steer every TCP destination port in `ports` (one map update per port).
+    pub fn add_tcp_port_range(&self, ports: RangeInclusive<u16>) -> Result<(), SteerError> {
+        for port in ports {
+            self.set_tcp_port(port, 1)?;
+        }
+        Ok(())
+    }
+
+    fn set_tcp_port(&self, port: u16, on: u8) -> Result<(), SteerError> {
+        self.tcp_ports
+            .update(&port_key(port), &[on], MapFlags::ANY)
+            .map_err(|source| SteerError::Map {
+                map: MAP_TCP_PORTS,
+                op: format!("{} port {port}", if on == 1 { "add" } else { "remove" }),
+                source,
+            })
+    }
+
+    /// Direct steered frames received on `queue_id` to the AF_XDP socket
+    /// `xsk_fd` (which must be bound to this interface and queue). Replaces
+    /// any socket registered for that queue. The kernel drops the entry by
+    /// itself when the socket is closed.
+    pub fn register_xsk(&self, queue_id: u32, xsk_fd: BorrowedFd<'_>) -> Result<(), SteerError> {
+        check_queue(queue_id)?;
+        let fd = u32::try_from(xsk_fd.as_raw_fd()).expect("a BorrowedFd is never negative");
+        self.xsks
+            .update(&queue_id.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| SteerError::Map {
+                map: MAP_XSKS,
+                op: format!("register AF_XDP socket fd {fd} for queue {queue_id}"),
+                source,
+            })
+    }
+
+    /// Remove the socket of `queue_id`: steered frames on that queue go to
+    /// the kernel again. Not an error if none was registered.
+    pub fn unregister_xsk(&self, queue_id: u32) -> Result<(), SteerError> {
+        check_queue(queue_id)?;
+        match self.xsks.delete(&queue_id.to_ne_bytes()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(SteerError::Map {
+                map: MAP_XSKS,
+                op: format!("unregister queue {queue_id}"),
+                source,
+            }),
+        }
+    }
+
+    /// The program's counters, summed over CPUs.
+    pub fn counters(&self) -> Result<SteerCounters, SteerError> {
+        let read = |idx: u32, what: &str| -> Result<u64, SteerError> {
+            let percpu = self
+                .counters
+                .lookup_percpu(&idx.to_ne_bytes(), MapFlags::ANY)
+                .map_err(|source| SteerError::Map {
+                    map: MAP_COUNTERS,
+                    op: format!("read {what}"),
+                    source,
+                })?;
+            Ok(percpu.as_deref().map(sum_percpu).unwrap_or(0))
+        };
+        Ok(SteerCounters {
+            steered: read(CNT_STEERED, "steered")?,
+            passed: read(CNT_PASSED, "passed")?,
+            no_socket: read(CNT_NO_SOCKET, "no_socket")?,
+        })
+    }
+}
+
+impl Drop for Steer {
+    fn drop(&mut self) {
+        // Closing `link` (after this) detaches the program.
+        tracing::debug!(
+            "detaching XDP steering program from {} (bpf_link id {}, fd {})",
+            self.ifname,
+            self.link_id,
+            self.link.as_raw_fd()
+        );
+    }
+}
+
+fn load_hint(e: &libbpf_rs::Error) -> &'static str {
+    match e.kind() {
+        libbpf_rs::ErrorKind::PermissionDenied => "; needs CAP_BPF and CAP_NET_ADMIN (or root)",
+        _ => "",
+    }
+}
+
+fn missing(what: String) -> SteerError {
+    SteerError::Load(libbpf_rs::Error::from(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{what} not found in the embedded steer.bpf.o"),
+    )))
+}
+
+fn check_queue(queue_id: u32) -> Result<(), SteerError> {
+    if queue_id >= MAX_QUEUES {
+        return Err(SteerError::QueueOutOfRange {
+            queue_id,
+            max: MAX_QUEUES,
+        });
+    }
+    Ok(())
+}
+
+/// Key of `tcp_ports`: the port in host order, as a `u32`.
+fn port_key(port: u16) -> [u8; 4] {
+    u32::from(port).to_ne_bytes()
+}
+
+/// Value of `cfg[0]`: `struct steer_cfg { __be32 addr; __u32 flags; }`.
+fn encode_cfg(addr: Ipv4Addr, flags: SteerFlags) -> [u8; 8] {
+    let mut v = [0u8; 8];
+    v[..4].copy_from_slice(&addr.octets()); // network order
+    v[4..].copy_from_slice(&flags.bits().to_ne_bytes());
+    v
+}
+
+/// Sum of per-CPU `u64` values (each as native-endian bytes).
+fn sum_percpu(values: &[Vec<u8>]) -> u64 {
+    values
+        .iter()
+        .filter_map(|v| v.get(..8))
+        .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+        .fold(0u64, u64::wrapping_add)
+}
+
+fn validate_ifname(ifname: &str) -> Result<CString, SteerError> {
+    let bad = |reason| SteerError::InvalidInterfaceName {
+        ifname: ifname.to_owned(),
+        reason,
+    };
+    if ifname.is_empty() {
+        return Err(bad("empty"));
+    }
+    if ifname.len() >= libc::IFNAMSIZ {
+        return Err(bad("longer than 15 bytes"));
+    }
+    if ifname.contains('/') || ifname.chars().any(char::is_whitespace) {
+        return Err(bad("contains '/' or whitespace"));
+    }
+    CString::new(ifname).map_err(|_| bad("contains a NUL byte"))
+}
+
+fn ifindex_of(ifname: &str) -> Result<u32, SteerError> {
+    let name = validate_ifname(ifname)?;
+    // SAFETY: `name` is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if idx == 0 {
+        return Err(SteerError::NoSuchInterface {
+            ifname: ifname.to_owned(),
+            source: io::Error::last_os_error(),
+        });
+    }
+    Ok(idx)
+}
+
+fn mode_flags(mode: AttachMode) -> u32 {
+    match mode {
+        AttachMode::Skb => libbpf_sys::XDP_FLAGS_SKB_MODE,
+        AttachMode::Drv => libbpf_sys::XDP_FLAGS_DRV_MODE,
+        AttachMode::Auto => unreachable!("Auto is resolved before attaching"),
+    }
+}
+
+/// `BPF_LINK_CREATE(prog, ifindex, BPF_XDP, flags = mode)`.
+fn attach_link(
+    prog: BorrowedFd<'_>,
+    ifname: &str,
+    ifindex: u32,
+    mode: AttachMode,
+) -> Result<OwnedFd, SteerError> {
+    let opts = libbpf_sys::bpf_link_create_opts {
+        sz: size_of::<libbpf_sys::bpf_link_create_opts>() as libbpf_sys::size_t,
+        flags: mode_flags(mode),
+        ..Default::default()
+    };
+    // SAFETY: plain syscall wrapper; `opts` outlives the call. For BPF_XDP
+    // the target "fd" is the ifindex.
+    let ret = unsafe {
+        libbpf_sys::bpf_link_create(prog.as_raw_fd(), ifindex as i32, libbpf_sys::BPF_XDP, &opts)
+    };
+    if ret >= 0 {
+        // SAFETY: a fresh fd that nothing else owns.
+        return Ok(unsafe { OwnedFd::from_raw_fd(ret) });
+    }
+    let errno = -ret;
+    let source = io::Error::from_raw_os_error(errno);
+    if errno == libc::EBUSY || errno == libc::EEXIST {
+        if let Some((existing, remedy)) = describe_existing(ifname, ifindex) {
+            return Err(SteerError::AlreadyAttached {
+                ifname: ifname.to_owned(),
+                ifindex,
+                mode,
+                existing,
+                remedy,
+                source,
+            });
+        }
+    }
+    Err(SteerError::Attach {
+        ifname: ifname.to_owned(),
+        ifindex,
+        mode,
+        hint: attach_hint(errno, mode),
+        source,
+    })
+}
+
+/// A likely cause for an attach errno. The kernel's own explanation (its
+/// extack message) is not returned by BPF_LINK_CREATE; it only shows up in
+/// the `xdp:bpf_xdp_link_attach_failed` tracepoint.
+fn attach_hint(errno: i32, mode: AttachMode) -> String {
+    let drv = mode == AttachMode::Drv;
+    let hint = match errno {
+        libc::EPERM | libc::EACCES => "needs CAP_NET_ADMIN and CAP_BPF (or root)",
+        libc::EOPNOTSUPP if drv => {
+            "the driver has no native XDP, or refuses it in its current state (virtio_net: while the \
+             host implements guest offloads; `ethtool -K <if> rx-gro-hw off` first); skb mode works \
+             on every interface"
+        }
+        libc::ERANGE if drv => {
+            "MTU too large for native XDP (the program is not multi-buffer aware); lower the MTU \
+             (veth: the PEER's MTU counts, at most 3506 with 4 KiB pages)"
+        }
+        libc::EINVAL if drv => {
+            "the driver refused native XDP (virtio_net: MTU too large, or mergeable RX buffers \
+             without any_header_sg); the kernel's reason is in the xdp:bpf_xdp_link_attach_failed \
+             tracepoint"
+        }
+        libc::ENODEV => "the interface went away",
+        libc::EBUSY | libc::EEXIST => "an XDP program is attached in another mode or by another link",
+        _ => return String::new(),
+    };
+    format!("; {hint}")
+}
+
+/// What is attached to `ifindex` and how to remove it, if anything is.
+fn describe_existing(ifname: &str, ifindex: u32) -> Option<(String, String)> {
+    let mut q = libbpf_sys::bpf_xdp_query_opts {
+        sz: size_of::<libbpf_sys::bpf_xdp_query_opts>() as libbpf_sys::size_t,
+        ..Default::default()
+    };
+    // SAFETY: plain netlink query; `q` outlives the call.
+    let ret = unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut q) };
+    if ret != 0 {
+        return None;
+    }
+    let (prog_id, mode, ip_mode) = match q.attach_mode as u32 {
+        libbpf_sys::XDP_ATTACHED_DRV => (q.drv_prog_id, "drv", "xdpdrv"),
+        libbpf_sys::XDP_ATTACHED_SKB => (q.skb_prog_id, "skb", "xdpgeneric"),
+        libbpf_sys::XDP_ATTACHED_HW => (q.hw_prog_id, "hw", "xdpoffload"),
+        libbpf_sys::XDP_ATTACHED_MULTI => {
+            let id = [q.drv_prog_id, q.skb_prog_id, q.hw_prog_id]
+                .into_iter()
+                .find(|&i| i != 0)
+                .unwrap_or(0);
+            (id, "multiple modes", "xdp")
+        }
+        _ => return None, // nothing attached: the error was something else
+    };
+    let prog_name = ProgInfoIter::default()
+        .find(|p| p.id == prog_id)
+        .map(|p| p.name.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "?".into());
+    let link = LinkInfoIter::default().find(|l| {
+        l.prog_id == prog_id && matches!(&l.info, LinkTypeInfo::Xdp(x) if x.ifindex == ifindex)
+    });
+    let existing = format!("prog id {prog_id} {prog_name:?}, {mode} mode");
+    Some(match link {
+        Some(l) => (
+            format!("{existing}, held by bpf_link id {}", l.id),
+            format!(
+                "it is detached when the process owning that link exits, or with: bpftool link detach id {}",
+                l.id
+            ),
+        ),
+        None => (existing, format!("remove it with: ip link set dev {ifname} {ip_mode} off")),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Driver name (for `Auto`)
+
+const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
+
+/// `struct ethtool_drvinfo` (linux/ethtool.h).
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// The interface's driver: `ETHTOOL_GDRVINFO` (works for veth, which has no
+/// `device` in sysfs), else the `/sys/class/net/<if>/device/driver` link.
+fn driver_name(ifname: &str) -> Option<String> {
+    ethtool_driver(ifname).or_else(|| {
+        let link = std::fs::read_link(format!("/sys/class/net/{ifname}/device/driver")).ok()?;
+        Some(link.file_name()?.to_string_lossy().into_owned())
+    })
+}
+
+fn ethtool_driver(ifname: &str) -> Option<String> {
+    let name = validate_ifname(ifname).ok()?;
+    // SAFETY: plain socket(2); the fd is owned right away.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: fresh fd.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+
+    // SAFETY: all-zero is a valid EthtoolDrvinfo and ifreq.
+    let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+    info.cmd = ETHTOOL_GDRVINFO;
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
+        *dst = *src as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut info as *mut EthtoolDrvinfo).cast();
+    // SAFETY: SIOCETHTOOL with ifr pointing at a live, correctly sized drvinfo.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL as _, &mut ifr) };
+    if ret < 0 {
+        return None;
+    }
+    let len = info
+        .driver
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(info.driver.len());
+    let drv = String::from_utf8_lossy(&info.driver[..len]).into_owned();
+    (!drv.is_empty()).then_some(drv)
+}
+
+// ---------------------------------------------------------------------------
+// libbpf logging
+
+/// Route libbpf's messages to `tracing` (debug level, target `libbpf`)
+/// instead of stderr. Process-wide; installed once.
+fn route_libbpf_logs() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        fn to_tracing(level: PrintLevel, msg: String) {
+            let msg = msg.trim_end();
+            match level {
+                PrintLevel::Warn => tracing::debug!(target: "libbpf", "warn: {msg}"),
+                PrintLevel::Info => tracing::debug!(target: "libbpf", "{msg}"),
+                PrintLevel::Debug => tracing::trace!(target: "libbpf", "{msg}"),
+            }
+        }
+        libbpf_rs::set_print(Some((PrintLevel::Debug, to_tracing)));
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libbpf_rs::MapType;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn shareable_between_threads() {
+        fn is<T: Send + Sync>() {}
+        is::<Steer>();
+        is::<SteerError>();
+    }
+
+    #[test]
+    fn flags_bits_and_ops() {
+        assert_eq!(SteerFlags::NONE.bits(), 0);
+        assert_eq!(SteerFlags::ARP.bits(), 1);
+        assert_eq!(SteerFlags::ICMP.bits(), 2);
+        let both = SteerFlags::ARP | SteerFlags::ICMP;
+        assert_eq!(both.bits(), 3);
+        assert_eq!(both, SteerFlags::ALL);
+        assert!(both.contains(SteerFlags::ARP) && both.contains(SteerFlags::ICMP));
+        assert!(!SteerFlags::ARP.contains(SteerFlags::ICMP));
+        assert!(SteerFlags::ARP.contains(SteerFlags::NONE));
+        assert_eq!(both & SteerFlags::ICMP, SteerFlags::ICMP);
+        let mut f = SteerFlags::empty();
+        assert!(f.is_empty());
+        f |= SteerFlags::ICMP;
+        assert_eq!(f, SteerFlags::ICMP);
+        assert_eq!(SteerFlags::from_bits(3), Some(both));
+        assert_eq!(SteerFlags::from_bits(4), None);
+        assert_eq!(format!("{:?}", both), "ARP | ICMP");
+        assert_eq!(format!("{:?}", SteerFlags::NONE), "NONE");
+        assert_eq!(format!("{:?}", SteerFlags::ICMP), "ICMP");
+    }
+
+    #[test]
+    fn cfg_encoding_matches_struct_steer_cfg() {
+        let v = encode_cfg(
+            Ipv4Addr::new(198, 18, 99, 1),
+            SteerFlags::ARP | SteerFlags::ICMP,
+        );
+        // __be32 addr: the octets in wire order.
+        assert_eq!(&v[..4], &[198, 18, 99, 1]);
+        // __u32 flags: host order.
+        assert_eq!(u32::from_ne_bytes(v[4..].try_into().unwrap()), 3);
+        assert_eq!(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE), [0; 8]);
+    }
+
+    #[test]
+    fn port_keys_are_host_order_u32() {
+        assert_eq!(port_key(7777), 7777u32.to_ne_bytes());
+        assert_eq!(port_key(0), [0; 4]);
+        assert_eq!(port_key(u16::MAX), 65535u32.to_ne_bytes());
+    }
+
+    #[test]
+    fn port_ranges_cover_bounds_and_terminate() {
+        let all: Vec<u16> = (65530..=u16::MAX).collect();
+        assert_eq!(all, [65530, 65531, 65532, 65533, 65534, 65535]);
+        assert_eq!((0..=u16::MAX).count(), 65536);
+        #[allow(clippy::reversed_empty_ranges)]
+        let empty = 10u16..=9;
+        assert_eq!(empty.count(), 0);
+    }
+
+    #[test]
+    fn percpu_sum() {
+        let vals = vec![
+            5u64.to_ne_bytes().to_vec(),
+            7u64.to_ne_bytes().to_vec(),
+            vec![],
+        ];
+        assert_eq!(sum_percpu(&vals), 12);
+        assert_eq!(sum_percpu(&[]), 0);
+        let c = SteerCounters {
+            steered: 5,
+            passed: 10,
+            no_socket: 1,
+        };
+        assert_eq!(c.total(), 16);
+        assert_eq!(
+            c.delta(&SteerCounters {
+                steered: 2,
+                passed: 10,
+                no_socket: 0
+            }),
+            SteerCounters {
+                steered: 3,
+                passed: 0,
+                no_socket: 1
+            }
+        );
+    }
+
+    #[test]
+    fn ifname_validation() {
+        assert!(validate_ifname("eth0").is_ok());
+        assert!(validate_ifname("").is_err());
+        assert!(validate_ifname("0123456789abcdef").is_err());
+        assert!(validate_ifname("a/b").is_err());
+        assert!(validate_ifname("a\0b").is_err());
+        assert!(matches!(
+            ifindex_of("stst-nx0"),
+            Err(SteerError::NoSuchInterface { .. })
+        ));
+    }
+
+    #[test]
+    fn loopback_driver_is_readable_without_privileges() {
+        // `lo` has no driver name via ethtool on every kernel; only check
+        // that asking does not fail badly.
+        let _ = driver_name("lo");
+    }
+
+    #[test]
+    fn queue_range() {
+        assert!(check_queue(0).is_ok());
+        assert!(check_queue(MAX_QUEUES - 1).is_ok());
+        let e = check_queue(MAX_QUEUES).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "queue id 64 is out of range: xsks_map has 64 entries (queues 0..=63)"
+        );
+    }
+
+    /// Opening (not loading) the embedded object needs no privileges: check
+    /// that it has the program and the maps the loader expects, with the
+    /// layout the Rust side encodes.
+    #[test]
+    fn embedded_object_layout() {
+        let obj = ObjectBuilder::default()
+            .open_memory(&STEER_OBJ.0)
+            .expect("open steer.bpf.o");
+        let prog = obj
+            .progs()
+            .find(|p| p.name() == PROG_NAME)
+            .expect("program");
+        assert_eq!(prog.section(), OsStr::new("xdp"));
+        let check = |name: &str, ty: MapType, key: u32, value: u32, max: u32| {
+            let m = obj
+                .maps()
+                .find(|m| m.name() == name)
+                .unwrap_or_else(|| panic!("map {name}"));
+            assert_eq!(m.map_type(), ty, "{name} type");
+            assert_eq!(m.key_size(), key, "{name} key size");
+            assert_eq!(m.value_size(), value, "{name} value size");
+            assert_eq!(m.max_entries(), max, "{name} max entries");
+        };
+        check(MAP_XSKS, MapType::Xskmap, 4, 4, MAX_QUEUES);
+        check(MAP_TCP_PORTS, MapType::Array, 4, 1, 65536);
+        check(MAP_CFG, MapType::Array, 4, 8, 1);
+        check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, 3);
+    }
+}

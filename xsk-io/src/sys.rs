@@ -1,0 +1,126 @@
+//! The AF_XDP user ABI from `include/uapi/linux/if_xdp.h`, written out here
+//! because Debian's libc headers lag the kernel (options 9 and 10 are newer
+//! than any libc crate release).
+
+pub const AF_XDP: libc::c_int = 44;
+pub const SOL_XDP: libc::c_int = 283;
+
+// sockaddr_xdp.sxdp_flags
+pub const XDP_SHARED_UMEM: u16 = 1 << 0;
+pub const XDP_COPY: u16 = 1 << 1;
+pub const XDP_ZEROCOPY: u16 = 1 << 2;
+pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+
+// xdp_ring.flags
+pub const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
+
+// SOL_XDP socket options.
+pub const XDP_MMAP_OFFSETS: libc::c_int = 1;
+pub const XDP_RX_RING: libc::c_int = 2;
+pub const XDP_TX_RING: libc::c_int = 3;
+pub const XDP_UMEM_REG: libc::c_int = 4;
+pub const XDP_UMEM_FILL_RING: libc::c_int = 5;
+pub const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+pub const XDP_STATISTICS: libc::c_int = 7;
+pub const XDP_OPTIONS: libc::c_int = 8;
+/// Per-sendto descriptor budget of the copy-mode TX loop (Linux 6.17+).
+pub const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
+/// Batched generic xmit (proposed, see `shared/seeds`): not in released kernels.
+pub const XDP_GENERIC_XMIT_BATCH: libc::c_int = 10;
+
+pub const XDP_OPTIONS_ZEROCOPY: u32 = 1 << 0;
+
+// mmap offsets of the four rings.
+pub const XDP_PGOFF_RX_RING: libc::off_t = 0;
+pub const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
+pub const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
+pub const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
+
+/// Headroom the kernel reserves in front of every received frame (XDP_PACKET_HEADROOM).
+pub const XDP_PACKET_HEADROOM: u32 = 256;
+
+// Busy polling socket options (asm-generic/socket.h).
+pub const SO_BUSY_POLL: libc::c_int = 46;
+pub const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+pub const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SockaddrXdp {
+    pub sxdp_family: u16,
+    pub sxdp_flags: u16,
+    pub sxdp_ifindex: u32,
+    pub sxdp_queue_id: u32,
+    pub sxdp_shared_umem_fd: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpRingOffset {
+    pub producer: u64,
+    pub consumer: u64,
+    pub desc: u64,
+    pub flags: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpMmapOffsets {
+    pub rx: XdpRingOffset,
+    pub tx: XdpRingOffset,
+    pub fr: XdpRingOffset,
+    pub cr: XdpRingOffset,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpUmemReg {
+    pub addr: u64,
+    pub len: u64,
+    pub chunk_size: u32,
+    pub headroom: u32,
+    pub flags: u32,
+    pub tx_metadata_len: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct XdpStatistics {
+    pub rx_dropped: u64,
+    pub rx_invalid_descs: u64,
+    pub tx_invalid_descs: u64,
+    pub rx_ring_full: u64,
+    pub rx_fill_ring_empty_descs: u64,
+    pub tx_ring_empty_descs: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpOptions {
+    pub flags: u32,
+}
+
+/// One RX or TX ring entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct XdpDesc {
+    pub addr: u64,
+    pub len: u32,
+    pub options: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    #[test]
+    fn abi_sizes_match_if_xdp_h() {
+        assert_eq!(size_of::<SockaddrXdp>(), 16);
+        assert_eq!(size_of::<XdpRingOffset>(), 32);
+        assert_eq!(size_of::<XdpMmapOffsets>(), 128);
+        assert_eq!(size_of::<XdpUmemReg>(), 32);
+        assert_eq!(size_of::<XdpStatistics>(), 48);
+        assert_eq!(size_of::<XdpDesc>(), 16);
+    }
+}

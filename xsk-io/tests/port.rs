@@ -1,0 +1,377 @@
+//! Integration tests of the port on a real veth pair between two network
+//! namespaces, with the kernel on the other side. Need root.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use xsk_io::lab::{Lab, LabConfig};
+use xsk_io::pktgen::{self, FrameSpec, Proto};
+use xsk_io::port::{Knob, Port, PortConfig, SteerSpec};
+use xsk_io::rawsock::RawSocket;
+use xsk_io::socket::RingSizes;
+use xsk_io::steer::SteerFlags;
+use xsk_io::umem::{Frame, UmemConfig};
+use xsk_io::AttachMode;
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this integration test needs root (network namespaces, XDP, AF_XDP)");
+    }
+}
+
+fn lab(tag: &str) -> Lab {
+    require_root();
+    Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("building the veth lab")
+}
+
+fn spec(lab: &Lab, a_to_b: bool, proto: Proto, dst_port: u16, size: usize) -> FrameSpec {
+    let (src_mac, dst_mac, src_ip, dst_ip) = if a_to_b {
+        (lab.mac_a, lab.mac_b, lab.addr_a, lab.addr_b)
+    } else {
+        (lab.mac_b, lab.mac_a, lab.addr_b, lab.addr_a)
+    };
+    FrameSpec { src_mac, dst_mac, src_ip, dst_ip, src_port: 40000, dst_port, proto, size }
+}
+
+/// Marks a frame with a sequence number in its payload (after the TCP/UDP header).
+fn stamp(buf: &mut [u8], proto: Proto, seq: u32) {
+    let at = pktgen::min_size(proto);
+    buf[at..at + 4].copy_from_slice(&seq.to_be_bytes());
+}
+
+fn steered_cfg(lab: &Lab, mode: AttachMode, port: u16) -> PortConfig {
+    let mut cfg = PortConfig::new(&lab.if_a);
+    cfg.attach = mode;
+    cfg.steer = Some(SteerSpec { addr: lab.addr_a, tcp_ports: vec![port], flags: SteerFlags::default() });
+    cfg
+}
+
+fn recv_one(port: &mut Port, timeout: Duration) -> Option<Frame> {
+    let mut v = Vec::with_capacity(1);
+    let end = Instant::now() + timeout;
+    while Instant::now() < end {
+        if port.recv(&mut v, 1) == 1 {
+            return v.pop();
+        }
+        port.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    None
+}
+
+#[test]
+fn frames_cross_byte_exact_both_ways() {
+    let lab = lab("tpx");
+    for mode in [AttachMode::Skb, AttachMode::Drv] {
+        let _in_a = lab.ns_a.enter().unwrap();
+        let mut port = Port::open(&steered_cfg(&lab, mode, 7001)).unwrap();
+        assert_eq!(port.features().attach, Some(mode));
+        let raw = lab.ns_b.run_in({
+            let ifb = lab.if_b.clone();
+            move || RawSocket::open(&ifb)
+        });
+        let raw = raw.unwrap().unwrap();
+
+        // port -> kernel AF_PACKET socket, sizes from minimum to MTU
+        for (i, size) in [54usize, 60, 64, 200, 1000, 1514].into_iter().enumerate() {
+            let s = spec(&lab, true, Proto::Udp, 9, size);
+            let mut f = port.alloc().unwrap();
+            let n = pktgen::build(&s, port.umem().buf_mut(&mut f));
+            stamp(port.umem().buf_mut(&mut f), Proto::Udp, i as u32);
+            f.set_len(n);
+            let sent = port.umem().data(&f).to_vec();
+            port.send(f).unwrap();
+            port.flush().unwrap();
+            let mut buf = vec![0u8; 2048];
+            let got = loop {
+                let n = raw.recv(&mut buf, Duration::from_secs(2)).unwrap().expect("frame reached the peer");
+                // skip the peer's own chatter (IPv6 router solicitations etc.)
+                if buf[12..14] == [0x08, 0x00] {
+                    break n;
+                }
+            };
+            assert_eq!(&buf[..got], &sent[..], "{mode} size {size}: byte-exact at the peer");
+        }
+        assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
+
+        // kernel AF_PACKET socket -> port (steered TCP port)
+        for (i, size) in [54usize, 64, 300, 1514].into_iter().enumerate() {
+            let s = spec(&lab, false, Proto::Tcp, 7001, size);
+            let mut buf = vec![0u8; size.max(54)];
+            let n = pktgen::build(&s, &mut buf);
+            stamp(&mut buf, Proto::Tcp, i as u32);
+            raw.send(&buf[..n]).unwrap();
+            let f = recv_one(&mut port, Duration::from_secs(2)).expect("frame reached the port");
+            assert_eq!(port.umem().data(&f), &buf[..n], "{mode} size {size}: byte-exact at the port");
+            port.release(f);
+        }
+        port.audit().unwrap();
+        drop(port);
+    }
+}
+
+#[test]
+fn only_the_steered_port_reaches_the_socket() {
+    let lab = lab("tps");
+    let _in_a = lab.ns_a.enter().unwrap();
+    let mut port = Port::open(&steered_cfg(&lab, AttachMode::Skb, 7002)).unwrap();
+    // A kernel listener on another port keeps working.
+    let listener = TcpListener::bind(SocketAddrV4::new(lab.addr_a, 7003)).unwrap();
+    let addr_a = lab.addr_a;
+    let client = lab.ns_b.run_in(move || -> std::io::Result<String> {
+        let mut s = TcpStream::connect_timeout(&SocketAddrV4::new(addr_a, 7003).into(), Duration::from_secs(3))?;
+        s.write_all(b"hello")?;
+        let mut r = String::new();
+        s.read_to_string(&mut r)?;
+        Ok(r)
+    });
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut b = [0u8; 5];
+    conn.read_exact(&mut b).unwrap();
+    conn.write_all(b"world").unwrap();
+    drop(conn);
+    assert_eq!(client.unwrap().unwrap(), "world", "kernel TCP on an unsteered port");
+
+    // Ping (ICMP, ARP) still answered by the kernel.
+    let out = lab.ns_b.run(&["ping", "-c", "2", "-i", "0.2", "-W", "2", &lab.addr_a.to_string()]);
+    assert!(out.is_ok(), "ping through the steering program: {out:?}");
+
+    // The kernel's own traffic above never reached the socket.
+    let mut v = Vec::with_capacity(64);
+    port.recv(&mut v, 64);
+    assert!(v.is_empty(), "unsteered traffic reached the XSK");
+
+    // A SYN to the steered port goes to the XSK and not to the kernel (which would RST).
+    let ifb = lab.if_b.clone();
+    let s = spec(&lab, false, Proto::Tcp, 7002, 60);
+    let s2 = spec(&lab, false, Proto::Tcp, 7004, 60);
+    lab.ns_b
+        .run_in(move || {
+            let raw = RawSocket::open(&ifb).unwrap();
+            let mut buf = [0u8; 64];
+            for s in [&s, &s2] {
+                let n = pktgen::build(s, &mut buf);
+                raw.send(&buf[..n]).unwrap();
+            }
+        })
+        .unwrap();
+    let f = recv_one(&mut port, Duration::from_secs(2)).expect("steered frame");
+    assert_eq!(u16::from_be_bytes([port.umem().data(&f)[36], port.umem().data(&f)[37]]), 7002);
+    port.release(f);
+    assert!(recv_one(&mut port, Duration::from_millis(300)).is_none(), "port 7004 must stay with the kernel");
+    let c = port.steer().unwrap().counters().unwrap();
+    assert!(c.steered >= 1 && c.passed >= 1, "{c:?}");
+    port.audit().unwrap();
+}
+
+fn xdp_attached(lab: &Lab) -> bool {
+    let out = lab.ns_a.run(&["ip", "-d", "link", "show", "dev", &lab.if_a]).unwrap();
+    out.contains("prog/xdp")
+}
+
+#[test]
+fn sigkill_leaves_no_program_and_kernel_gets_the_port_back() {
+    let lab = lab("tpk");
+    let bench = env!("CARGO_BIN_EXE_xsk-bench");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &lab.ns_a.name, bench, "rxdrop", "--iface", &lab.if_a, "--port", "7005"])
+        .args(["--src-ip", &lab.addr_a.to_string(), "--duration", "60", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while !xdp_attached(&lab) {
+        assert!(Instant::now() < end, "the bench never attached its program");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // While it runs, port 7005 belongs to the XSK: a kernel listener gets nothing.
+    let addr_a = lab.addr_a;
+    let listen = move || {
+        let l = TcpListener::bind(SocketAddrV4::new(addr_a, 7005)).unwrap();
+        l.set_nonblocking(true).unwrap();
+        l
+    };
+    let l = lab.ns_a.run_in(listen).unwrap();
+    let connect = move || TcpStream::connect_timeout(&SocketAddrV4::new(addr_a, 7005).into(), Duration::from_millis(700)).is_ok();
+    assert!(!lab.ns_b.run_in(connect).unwrap(), "the kernel answered on a steered port");
+
+    // SIGKILL the whole `ip netns exec` chain's target.
+    let _ = Command::new("pkill").args(["-KILL", "-f", &format!("--iface {} --port 7005", lab.if_a)]).status();
+    let _ = child.kill();
+    let _ = child.wait();
+    let end = Instant::now() + Duration::from_secs(5);
+    while xdp_attached(&lab) {
+        assert!(Instant::now() < end, "XDP program outlived its process");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(lab.ns_b.run_in(connect).unwrap(), "kernel TCP to the port after the kill");
+    drop(l);
+}
+
+#[test]
+fn missing_kernel_knobs_are_detected_and_the_port_runs() {
+    let lab = lab("tpf");
+    let _in_a = lab.ns_a.enter().unwrap();
+    let mut cfg = PortConfig::new(&lab.if_a);
+    cfg.rings = RingSizes { fill: 512, comp: 512, rx: 512, tx: 512 };
+    let mut port = Port::open(&cfg).unwrap();
+    let f = port.features().clone();
+    // Probe option 10 on a separate socket to know what this kernel has.
+    let probe = xsk_io::socket::XskSocket::new().unwrap();
+    let umem = xsk_io::umem::Umem::new(UmemConfig { frame_count: 64, ..Default::default() }).unwrap();
+    let _rings = probe.setup(&umem, RingSizes { fill: 64, comp: 64, rx: 64, tx: 64 }).unwrap();
+    let has10 = match probe.set_xdp_u32(xsk_io::sys::XDP_GENERIC_XMIT_BATCH, 32) {
+        Ok(()) => true,
+        Err(e) => {
+            assert_eq!(e.raw_os_error(), Some(libc::ENOPROTOOPT), "unexpected error probing option 10: {e}");
+            false
+        }
+    };
+    assert_eq!(f.xmit_batch.is_some(), has10, "{f}");
+    if has10 {
+        assert!(f.xmit_batch.unwrap() <= f.tx_budget.unwrap_or(32));
+    }
+    let has9 = probe.set_xdp_u32(xsk_io::sys::XDP_MAX_TX_SKB_BUDGET, 64).is_ok();
+    assert_eq!(f.tx_budget, has9.then_some(512), "{f}");
+    // Explicit knobs: a budget above the ring is refused with a clear error.
+    if has9 {
+        let mut bad = cfg.clone();
+        bad.tx_budget = Knob::Value(4096);
+        let e = Port::open(&bad).err().expect("budget above the TX ring must fail").to_string();
+        assert!(e.contains("XDP_MAX_TX_SKB_BUDGET"), "{e}");
+    }
+    // And the port still sends.
+    let s = spec(&lab, true, Proto::Udp, 9, 64);
+    for _ in 0..100 {
+        let mut fr = port.alloc().unwrap();
+        let n = pktgen::build(&s, port.umem().buf_mut(&mut fr));
+        fr.set_len(n);
+        port.send(fr).unwrap();
+    }
+    assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
+    assert_eq!(port.stats().port.completions, 100);
+    port.audit().unwrap();
+}
+
+/// A million frames through two ports with rings small enough to be full
+/// most of the time; afterwards every frame of both UMEMs is accounted for.
+#[test]
+fn frame_accounting_survives_a_million_frames_with_full_rings() {
+    let lab = lab("tpa");
+    const TOTAL: u32 = 1_000_000;
+    let small = RingSizes { fill: 64, comp: 64, rx: 64, tx: 64 };
+    let umem = UmemConfig { frame_count: 192, frame_size: 2048, ..Default::default() };
+    // B reflects everything steered to it back to A.
+    let (ifb, addr_b) = (lab.if_b.clone(), lab.addr_b);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop_b = stop.clone();
+    let reflector = {
+        let ns_b = lab.ns_b.name.clone();
+        std::thread::spawn(move || {
+            let ns = xsk_io::lab::Netns { name: ns_b };
+            let _g = ns.enter().unwrap();
+            let mut cfg = PortConfig::new(&ifb);
+            cfg.rings = small;
+            cfg.umem = umem;
+            cfg.attach = AttachMode::Skb;
+            cfg.steer = Some(SteerSpec { addr: addr_b, tcp_ports: vec![7006], flags: SteerFlags::default() });
+            let mut b = Port::open(&cfg).unwrap();
+            let mut v = Vec::with_capacity(32);
+            while !stop_b.load(std::sync::atomic::Ordering::Relaxed) {
+                b.recv(&mut v, 32);
+                for mut f in v.drain(..) {
+                    let d = b.umem().data_mut(&mut f);
+                    let (dst, src) = d.split_at_mut(6);
+                    dst.swap_with_slice(&mut src[..6]);
+                    // swap IPs and ports so A's program steers it
+                    let mut ip = [0u8; 4];
+                    ip.copy_from_slice(&d[26..30]);
+                    d.copy_within(30..34, 26);
+                    d[30..34].copy_from_slice(&ip);
+                    d.swap(34, 36);
+                    d.swap(35, 37);
+                    if let Err(f) = b.send(f) {
+                        b.release(f);
+                    }
+                }
+                b.flush().unwrap();
+            }
+            b.drain_tx(Duration::from_secs(2)).unwrap();
+            let mut v = Vec::with_capacity(64);
+            while b.recv(&mut v, 64) > 0 {
+                for f in v.drain(..) {
+                    b.release(f);
+                }
+            }
+            (b.audit(), b.stats())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let _in_a = lab.ns_a.enter().unwrap();
+    let mut cfg = PortConfig::new(&lab.if_a);
+    cfg.rings = small;
+    cfg.umem = umem;
+    cfg.attach = AttachMode::Skb;
+    // A's traffic to B uses dst port 7006; B swaps ports so replies come to 40000.
+    cfg.steer = Some(SteerSpec { addr: lab.addr_a, tcp_ports: vec![40000], flags: SteerFlags::default() });
+    let mut a = Port::open(&cfg).unwrap();
+    let s = spec(&lab, true, Proto::Tcp, 7006, 128);
+    let (mut sent, mut got, mut bad) = (0u32, 0u32, 0u32);
+    let mut v = Vec::with_capacity(64);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while sent < TOTAL && Instant::now() < deadline {
+        for _ in 0..64 {
+            if sent == TOTAL {
+                break;
+            }
+            let Some(mut f) = a.alloc() else { break };
+            let n = pktgen::build(&s, a.umem().buf_mut(&mut f));
+            stamp(a.umem().buf_mut(&mut f), Proto::Tcp, sent);
+            f.set_len(n);
+            match a.send(f) {
+                Ok(()) => sent += 1,
+                Err(f) => {
+                    a.release(f);
+                    break;
+                }
+            }
+        }
+        a.flush().unwrap();
+        a.recv(&mut v, 64);
+        for f in v.drain(..) {
+            let d = a.umem().data(&f);
+            if d.len() != 128 || d[36..38] != [0x9c, 0x40] {
+                bad += 1;
+            }
+            got += 1;
+            a.release(f);
+        }
+    }
+    assert_eq!(sent, TOTAL, "sending a million frames took too long");
+    a.drain_tx(Duration::from_secs(2)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    while a.recv(&mut v, 64) > 0 {
+        got += v.len() as u32;
+        for f in v.drain(..) {
+            a.release(f);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (audit_b, stats_b) = reflector.join().unwrap();
+    let acc_a = a.audit().expect("frame accounting of A");
+    let acc_b = audit_b.expect("frame accounting of B");
+    let stats_a = a.stats();
+    eprintln!("A: sent {sent} got back {got} {acc_a:?} {stats_a:?}\nB: {acc_b:?} {stats_b:?}");
+    assert_eq!(bad, 0, "reflected frames corrupted");
+    assert!(got > TOTAL / 100, "hardly anything came back: {got}");
+    // The rings really were full at times (that is the point of this test).
+    let full = stats_a.port.tx_ring_full + stats_a.xdp.rx_ring_full + stats_b.xdp.rx_ring_full + stats_b.xdp.rx_dropped + stats_a.xdp.rx_dropped + stats_a.xdp.rx_fill_ring_empty_descs + stats_b.xdp.rx_fill_ring_empty_descs;
+    assert!(full > 0, "rings never filled: the test did not test full rings");
+    assert_eq!(acc_a.app, 0);
+    assert_eq!(acc_a.tx + acc_a.comp_ring, 0);
+    let _ = Ipv4Addr::LOCALHOST;
+}
