@@ -157,7 +157,11 @@ impl KernelTransport {
         }
         let id = self.conns.insert(Conn::new(stream, state))?;
         let conn = self.conns.get_mut(id).expect("just inserted");
-        let reg = self.poll.registry().register(&mut conn.stream, Token(id.0 as usize), Interest::READABLE | Interest::WRITABLE);
+        let reg = self.poll.registry().register(
+            &mut conn.stream,
+            Token(id.0 as usize),
+            Interest::READABLE | Interest::WRITABLE,
+        );
         if let Err(e) = reg {
             self.conns.remove(id);
             return Err(e.into());
@@ -340,7 +344,8 @@ impl Transport for KernelTransport {
         }
         loop {
             // MSG_NOSIGNAL: a reset peer must produce EPIPE, not kill the process with SIGPIPE.
-            let n = unsafe { libc::send(conn.stream.as_raw_fd(), data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
+            let n =
+                unsafe { libc::send(conn.stream.as_raw_fd(), data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
             if n >= 0 {
                 let n = n as usize;
                 if n < data.len() {
@@ -403,7 +408,8 @@ fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 fn new_tcp_socket() -> io::Result<OwnedFd> {
-    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
+    let fd =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: fd was just returned by socket() and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -445,9 +451,9 @@ mod tests {
         KernelTransport::new(KernelConfig::default()).unwrap()
     }
 
-    /// Polls until `pred` matches an event or 2 s pass. Returns the matching event.
-    fn wait_for(t: &mut KernelTransport, mut pred: impl FnMut(&Event) -> bool) -> Option<Event> {
-        let deadline = Instant::now() + Duration::from_secs(2);
+    /// Polls until `pred` matches an event or `limit` passes. Returns the matching event.
+    fn wait_within(t: &mut KernelTransport, limit: Duration, mut pred: impl FnMut(&Event) -> bool) -> Option<Event> {
+        let deadline = Instant::now() + limit;
         let mut events = Vec::new();
         while Instant::now() < deadline {
             events.clear();
@@ -457,6 +463,10 @@ mod tests {
             }
         }
         None
+    }
+
+    fn wait_for(t: &mut KernelTransport, pred: impl FnMut(&Event) -> bool) -> Option<Event> {
+        wait_within(t, Duration::from_secs(2), pred)
     }
 
     #[test]
@@ -474,7 +484,38 @@ mod tests {
 
     #[test]
     fn accept_echo_eof_and_stale_ids() {
-        let mut t = transport();
+        accept_echo_eof(transport());
+    }
+
+    #[test]
+    fn busy_poll_is_applied_to_every_socket() {
+        let cfg = KernelConfig { busy_poll: Some(50), ..KernelConfig::default() };
+        let mut t = KernelTransport::new(cfg.clone()).unwrap();
+        let l = match t.listen(0) {
+            Ok(l) => l,
+            // Values above net.core.busy_read need CAP_NET_ADMIN: nothing to test without it.
+            Err(TransportError::Io(e)) if e.raw_os_error() == Some(libc::EPERM) => return,
+            Err(e) => panic!("{e}"),
+        };
+        let client = t.connect(t.local_addr(l).unwrap()).unwrap();
+        let Some(Event::Accepted { conn: server, .. }) = wait_for(&mut t, |e| matches!(e, Event::Accepted { .. }))
+        else {
+            panic!("no Accepted");
+        };
+        for id in [client, server] {
+            let fd = t.conns.get(id).unwrap().stream.as_raw_fd();
+            let mut value: libc::c_int = 0;
+            let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+            let rc = unsafe {
+                libc::getsockopt(fd, libc::SOL_SOCKET, SO_BUSY_POLL, (&mut value as *mut libc::c_int).cast(), &mut len)
+            };
+            assert_eq!((rc, value), (0, 50), "{id:?}");
+        }
+        // The full life cycle works with busy polling on, too.
+        accept_echo_eof(KernelTransport::new(cfg).unwrap());
+    }
+
+    fn accept_echo_eof(mut t: KernelTransport) {
         let l = t.listen(0).unwrap();
         let addr = t.local_addr(l).unwrap();
         assert_ne!(addr.port(), 0);
@@ -515,7 +556,11 @@ mod tests {
         assert!(wait_for(&mut t, |e| *e == Event::Readable(server)).is_some());
         while t.recv(server, &mut buf).unwrap() > 0 {}
         assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Closed(_))), Some(Event::Closed(server)));
-        assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Closed(_))), None, "Closed only once");
+        assert_eq!(
+            wait_within(&mut t, Duration::from_millis(200), |e| matches!(e, Event::Closed(_))),
+            None,
+            "Closed only once"
+        );
         t.close(server);
         assert_eq!(t.open_connections(), 0);
         assert!(matches!(t.send(client, b"x"), Err(TransportError::UnknownConn(_))));

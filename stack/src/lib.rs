@@ -12,5 +12,8 @@ pub mod transport;
 
 pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
 pub use kernel::{KernelConfig, KernelTransport};
-pub use rr::{Client, ClientConfig, ClientError, ClientReport, Echo, EchoWorkload, Handler, Kv, LoadMode, Server, ServerConfig, ServerStats, Workload};
-pub use transport::{ConnId, Event, ListenerId, Transport, TransportError};
+pub use rr::{
+    Client, ClientConfig, ClientError, ClientReport, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest,
+    KvResponse, KvStatus, LoadMode, Server, ServerConfig, ServerStats, Workload,
+};
+pub use transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};

@@ -330,6 +330,11 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         &mut self.transport
     }
 
+    /// Takes the server apart (e.g. to inspect the handler's state after a run).
+    pub fn into_parts(self) -> (T, H) {
+        (self.transport, self.handler)
+    }
+
     /// Runs [`Server::step`] with the configured poll timeout until `stop()` returns true.
     pub fn run_until(&mut self, stop: impl Fn() -> bool) -> Result<(), TransportError> {
         while !stop() {
@@ -931,11 +936,8 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
                     next_due += interval;
                 }
             }
-            let issuing = if st.closed_loop {
-                st.may_issue(now)
-            } else {
-                next_due < st.deadline && st.issued < st.max_requests
-            };
+            let issuing =
+                if st.closed_loop { st.may_issue(now) } else { next_due < st.deadline && st.issued < st.max_requests };
             if live == 0 || (!issuing && st.outstanding == 0) || now >= drain_deadline {
                 st.report.lost += st.outstanding as u64;
                 break Ok(());

@@ -273,10 +273,7 @@ impl<T> ConnSlab<T> {
 
     /// Live entries with their current ids.
     pub fn iter(&self) -> impl Iterator<Item = (ConnId, &T)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.value.as_ref().map(|v| (ConnId::new(i, s.generation), v)))
+        self.slots.iter().enumerate().filter_map(|(i, s)| s.value.as_ref().map(|v| (ConnId::new(i, s.generation), v)))
     }
 
     fn gen_matches(entry: &Slot<T>, id: ConnId) -> bool {

@@ -1,0 +1,400 @@
+//! End-to-end request/response over the kernel backend on loopback: a `Server` in a thread,
+//! a `Client` in the test thread. Every run is bounded by a request count *and* a duration.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use stack::codec::{Codec, LengthPrefixed, Lines, Stream};
+use stack::kernel::{KernelConfig, KernelTransport};
+use stack::rr::{
+    Client, ClientConfig, ClientReport, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest, KvResponse, KvStatus,
+    LoadMode, Server, ServerConfig, ServerStats, Workload,
+};
+
+const MAX_FRAME: usize = 1 << 20;
+
+/// Counts allocations per thread, to check that the request path does not allocate.
+struct CountingAlloc;
+
+thread_local! {
+    // `const` init and no destructor: accessing it never allocates (no recursion).
+    static ALLOCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+fn thread_allocs() -> u64 {
+    ALLOCS.with(|c| c.get())
+}
+
+struct RunningServer<H> {
+    addr: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+    /// Stats, handler, and allocations made by the server thread while serving.
+    handle: JoinHandle<(ServerStats, H, u64)>,
+}
+
+impl<H> RunningServer<H> {
+    fn finish(self) -> (ServerStats, H) {
+        let (stats, handler, _) = self.finish_counting();
+        (stats, handler)
+    }
+
+    fn finish_counting(self) -> (ServerStats, H, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().expect("server thread panicked")
+    }
+}
+
+fn spawn_server<C, H>(codec: C, handler: H, cfg: ServerConfig) -> RunningServer<H>
+where
+    C: Codec + Clone + Send + 'static,
+    H: Handler + Send + 'static,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let stop2 = stop.clone();
+    let handle = thread::spawn(move || {
+        let transport = KernelTransport::new(KernelConfig::default()).unwrap();
+        let mut server = Server::new(transport, codec, handler, cfg).unwrap();
+        tx.send(server.local_addr().unwrap()).unwrap();
+        // Safety net: a test that forgets to stop the server must not hang the suite.
+        let limit = Instant::now() + Duration::from_secs(60);
+        let allocs = thread_allocs();
+        server.run_until(|| stop2.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
+        let allocs = thread_allocs() - allocs;
+        let stats = server.stats();
+        (stats, server.into_parts().1, allocs)
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(5)).expect("server did not start");
+    RunningServer { addr, stop, handle }
+}
+
+fn client_cfg(addr: SocketAddrV4, connections: usize, mode: LoadMode, max_requests: u64) -> ClientConfig {
+    ClientConfig {
+        connections,
+        mode,
+        duration: Duration::from_secs(10),
+        max_requests: Some(max_requests),
+        ..ClientConfig::new(addr)
+    }
+}
+
+fn run_client<C: Codec + Clone, W: Workload>(codec: C, workload: W, cfg: ClientConfig) -> ClientReport {
+    let transport = KernelTransport::new(KernelConfig::default()).unwrap();
+    Client::new(transport, codec, workload, cfg).run().expect("client run failed")
+}
+
+fn assert_clean(report: &ClientReport, expected: u64) {
+    assert_eq!(report.errors, 0, "{report}");
+    assert_eq!(report.lost, 0, "{report}");
+    assert_eq!(report.requests, expected, "{report}");
+    assert_eq!(report.latency.len(), expected);
+}
+
+/// Random 1 B..64 KiB echo over length-prefixed framing, every response compared byte-exact.
+fn echo_matrix(connections: usize, requests: u64) {
+    let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
+    for depth in [1, 4] {
+        let workload = EchoWorkload::random(1, 64 * 1024, 7 + depth as u64);
+        let cfg = client_cfg(server.addr, connections, LoadMode::ClosedLoop { depth }, requests);
+        let report = run_client(LengthPrefixed::new(MAX_FRAME), workload, cfg);
+        assert_clean(&report, requests);
+        assert_eq!(report.connections, connections);
+        eprintln!("conns {connections} depth {depth}: {report}");
+    }
+    let (stats, _) = server.finish();
+    assert_eq!(stats.requests, 2 * requests);
+    assert_eq!(stats.accepted, 2 * connections as u64);
+    assert_eq!(stats.protocol_errors + stats.io_errors, 0, "{stats:?}");
+}
+
+#[test]
+fn echo_1_connection() {
+    echo_matrix(1, 400);
+}
+
+#[test]
+fn echo_16_connections() {
+    echo_matrix(16, 1500);
+}
+
+#[test]
+fn echo_256_connections() {
+    echo_matrix(256, 3000);
+}
+
+/// RFC 862 style: no framing at all. The client recovers boundaries from the request
+/// lengths, and the server echoes whatever chunks it reads.
+#[test]
+fn echo_unframed_stream() {
+    let server = spawn_server(Stream, Echo, ServerConfig::default());
+    let cfg = client_cfg(server.addr, 4, LoadMode::ClosedLoop { depth: 4 }, 2000);
+    let report = run_client(Stream, EchoWorkload::random(1, 16 * 1024, 3), cfg);
+    assert_clean(&report, 2000);
+    server.finish();
+}
+
+#[test]
+fn echo_lines() {
+    let server = spawn_server(Lines::new(256), Echo, ServerConfig::default());
+    let workload = FnWorkload::new(
+        |conn, seq, out: &mut BytesMut| out.extend_from_slice(format!("conn {conn} line {seq}").as_bytes()),
+        |_conn, req: &[u8], resp: &[u8]| req == resp,
+    );
+    let cfg = client_cfg(server.addr, 3, LoadMode::ClosedLoop { depth: 8 }, 3000);
+    let report = run_client(Lines::new(256), workload, cfg);
+    assert_clean(&report, 3000);
+    server.finish();
+}
+
+/// Each connection alternates SET k / GET k on its own keys, so FIFO order per connection
+/// makes every GET's answer predictable even with pipelining.
+#[test]
+fn kv_set_get_pipelined() {
+    let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Kv::new(), ServerConfig::default());
+    let value_of = |conn: usize, n: u64| format!("value-{conn}-{n}").repeat(1 + (n % 5) as usize);
+    let generate = move |conn: usize, seq: u64, out: &mut BytesMut| {
+        let key = format!("key-{conn}-{}", seq / 2);
+        let value = value_of(conn, seq / 2);
+        let req = if seq % 2 == 0 {
+            KvRequest::Set { key: key.as_bytes(), value: value.as_bytes() }
+        } else {
+            KvRequest::Get { key: key.as_bytes() }
+        };
+        req.encode(out).unwrap();
+    };
+    let check = move |conn: usize, req: &[u8], resp: &[u8]| {
+        let Ok(resp) = KvResponse::parse(resp) else { return false };
+        match KvRequest::parse(req) {
+            Ok(KvRequest::Set { .. }) => resp.status == KvStatus::Ok && resp.value.is_empty(),
+            Ok(KvRequest::Get { key }) => {
+                let n: u64 = std::str::from_utf8(key).unwrap().rsplit('-').next().unwrap().parse().unwrap();
+                resp.status == KvStatus::Ok && resp.value == value_of(conn, n).as_bytes()
+            }
+            _ => false,
+        }
+    };
+    let cfg = client_cfg(server.addr, 8, LoadMode::ClosedLoop { depth: 4 }, 4000);
+    let report = run_client(LengthPrefixed::new(MAX_FRAME), FnWorkload::new(generate, check), cfg);
+    assert_clean(&report, 4000);
+    let (stats, kv) = server.finish();
+    assert_eq!(stats.requests, 4000);
+    assert_eq!(kv.len(), 2000, "one key per SET");
+    assert_eq!(kv.get(b"key-0-0").map(|v| &v[..]), Some(value_of(0, 0).as_bytes()));
+
+    // Misses, deletes and a malformed request, over the wire.
+    let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Kv::new(), ServerConfig::default());
+    let script: Vec<(Vec<u8>, KvStatus, &[u8])> = {
+        let enc = |r: KvRequest<'_>| {
+            let mut b = BytesMut::new();
+            r.encode(&mut b).unwrap();
+            b.to_vec()
+        };
+        vec![
+            (enc(KvRequest::Get { key: b"a" }), KvStatus::NotFound, b""),
+            (enc(KvRequest::Set { key: b"a", value: b"1" }), KvStatus::Ok, b""),
+            (enc(KvRequest::Get { key: b"a" }), KvStatus::Ok, b"1"),
+            (enc(KvRequest::Del { key: b"a" }), KvStatus::Ok, b""),
+            (enc(KvRequest::Del { key: b"a" }), KvStatus::NotFound, b""),
+            (b"Zjunk".to_vec(), KvStatus::BadRequest, b""),
+        ]
+    };
+    let n = script.len() as u64;
+    let reqs: Vec<Vec<u8>> = script.iter().map(|s| s.0.clone()).collect();
+    // One connection answers in order, so the n-th check belongs to the n-th script step.
+    let mut step = 0;
+    let workload = FnWorkload::new(
+        move |_conn, seq, out: &mut BytesMut| out.extend_from_slice(&reqs[seq as usize % reqs.len()]),
+        move |_conn, req: &[u8], resp: &[u8]| {
+            let (sent, status, value) = &script[step % script.len()];
+            step += 1;
+            req == &sent[..] && KvResponse::parse(resp) == Ok(KvResponse { status: *status, value })
+        },
+    );
+    let report = run_client(
+        LengthPrefixed::new(MAX_FRAME),
+        workload,
+        client_cfg(server.addr, 1, LoadMode::ClosedLoop { depth: 1 }, n),
+    );
+    assert_clean(&report, n);
+    server.finish();
+}
+
+/// A peer announcing a frame over the limit is disconnected; everyone else carries on.
+#[test]
+fn oversized_frame_closes_only_that_connection() {
+    let server = spawn_server(LengthPrefixed::new(64 * 1024), Echo, ServerConfig::default());
+    let addr = server.addr;
+    let bad = thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // A valid request first (answered), then a 4 GiB - 1 length header.
+        s.write_all(&[0, 0, 0, 2, b'h', b'i']).unwrap();
+        let mut resp = [0u8; 6];
+        s.read_exact(&mut resp).unwrap();
+        assert_eq!(&resp, &[0, 0, 0, 2, b'h', b'i']);
+        s.write_all(&[0xff, 0xff, 0xff, 0xff, 1, 2, 3]).unwrap();
+        let mut rest = Vec::new();
+        // EOF (Ok) or reset (Err) both mean the server closed us. A timeout would mean it did not.
+        match s.read_to_end(&mut rest) {
+            Ok(_) => assert!(rest.is_empty()),
+            Err(e) => assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "server kept the connection open"),
+        }
+    });
+    let cfg = client_cfg(server.addr, 8, LoadMode::ClosedLoop { depth: 2 }, 2000);
+    let report = run_client(LengthPrefixed::new(64 * 1024), EchoWorkload::random(1, 4096, 11), cfg);
+    assert_clean(&report, 2000);
+    bad.join().unwrap();
+    let (stats, _) = server.finish();
+    assert_eq!(stats.protocol_errors, 1, "{stats:?}");
+    assert_eq!(stats.requests, 2001);
+}
+
+/// A client that pipelines far more than the server's write high-water mark before reading
+/// anything. The server must pause reading, drain on Writable, resume, and lose nothing.
+#[test]
+fn backpressure_pauses_and_resumes_reading() {
+    let cfg = ServerConfig { write_high_water: 64 * 1024, ..ServerConfig::default() };
+    let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, cfg);
+    let count = 3000usize;
+    let mut stream = TcpStream::connect(server.addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let sender = thread::spawn(move || {
+        let mut codec = LengthPrefixed::new(MAX_FRAME);
+        let mut wire = BytesMut::new();
+        for i in 0..count {
+            codec.encode(&[(i % 251) as u8; 1000], &mut wire);
+        }
+        writer.write_all(&wire).unwrap();
+    });
+    // Reading only starts after a pause, so the server's send buffer and its wbuf fill up first.
+    thread::sleep(Duration::from_millis(200));
+    let mut codec = LengthPrefixed::new(MAX_FRAME);
+    let mut buf = BytesMut::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut got = 0;
+    while got < count {
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "server closed early after {got} responses");
+        buf.extend_from_slice(&chunk[..n]);
+        while let Some(msg) = codec.decode(&mut buf).unwrap() {
+            assert_eq!(&msg[..], &[(got % 251) as u8; 1000][..], "response {got}");
+            got += 1;
+        }
+    }
+    sender.join().unwrap();
+    drop(stream);
+    let (stats, _) = server.finish();
+    assert_eq!(stats.requests, count as u64);
+}
+
+/// Ten times more requests must not mean more allocations: buffers are reused and only
+/// grow (amortised), on both the server and the client side.
+#[test]
+fn hot_path_does_not_allocate_per_request() {
+    let mut measured = Vec::new();
+    for requests in [2_000u64, 20_000] {
+        let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
+        let transport = KernelTransport::new(KernelConfig::default()).unwrap();
+        let cfg = client_cfg(server.addr, 4, LoadMode::ClosedLoop { depth: 4 }, requests);
+        let mut client = Client::new(transport, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 2048, 5), cfg);
+        let before = thread_allocs();
+        let report = client.run().unwrap();
+        let client_allocs = thread_allocs() - before;
+        assert_clean(&report, requests);
+        let (_, _, server_allocs) = server.finish_counting();
+        measured.push((client_allocs, server_allocs));
+    }
+    let [(c_small, s_small), (c_big, s_big)] = measured[..] else { unreachable!() };
+    // Allow a little slack for amortised growth and the connection setup/teardown.
+    assert!(c_big <= c_small + 32, "client allocs: {c_small} for 2k requests, {c_big} for 20k");
+    assert!(s_big <= s_small + 32, "server allocs: {s_small} for 2k requests, {s_big} for 20k");
+}
+
+/// Open loop at a modest rate: the schedule (not the responses) paces the requests, and
+/// the expected count completes.
+#[test]
+fn open_loop_completes_schedule() {
+    let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
+    let cfg = ClientConfig {
+        duration: Duration::from_secs(3),
+        ..client_cfg(server.addr, 4, LoadMode::OpenLoop { rate: 2000.0 }, 1000)
+    };
+    let started = Instant::now();
+    let report = run_client(LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(64), cfg);
+    let elapsed = started.elapsed();
+    assert_clean(&report, 1000);
+    // 1000 requests at 2000/s are scheduled over 0.5 s. Finishing much earlier would mean the
+    // generator did not follow the schedule.
+    assert!(report.duration >= Duration::from_millis(450), "{report}");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+    let (stats, _) = server.finish();
+    assert_eq!(stats.requests, 1000);
+    assert_eq!(stats.accepted, 4);
+}
+
+/// A connect to a port where nothing listens fails cleanly instead of hanging.
+#[test]
+fn connect_failure_is_reported() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
+    let transport = KernelTransport::new(KernelConfig::default()).unwrap();
+    let cfg = ClientConfig { connect_timeout: Duration::from_secs(2), ..ClientConfig::new(addr) };
+    let err = Client::new(transport, LengthPrefixed::default(), EchoWorkload::fixed(8), cfg).run().unwrap_err();
+    assert!(err.to_string().contains("0 of 1"), "{err}");
+}
+
+/// Baseline numbers, not a correctness test:
+/// `cargo test --release -p stack --test kernel_rr -- --ignored --nocapture baseline`.
+#[test]
+#[ignore]
+fn baseline_loopback_rr() {
+    let secs = std::env::var("RR_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    // RR_SPIN=1: both sides poll with a zero timeout instead of sleeping in epoll_wait.
+    let spin = std::env::var("RR_SPIN").is_ok_and(|v| v == "1");
+    for (conns, depth, size) in [(1, 1, 64), (16, 1, 64), (16, 4, 64), (16, 1, 4096)] {
+        let server_cfg = ServerConfig { poll_timeout: spin.then_some(Duration::ZERO), ..ServerConfig::default() };
+        let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, server_cfg);
+        let cfg = ClientConfig {
+            connections: conns,
+            mode: LoadMode::ClosedLoop { depth },
+            duration: Duration::from_secs(secs),
+            busy_poll: spin,
+            ..ClientConfig::new(server.addr)
+        };
+        let cpu0 = stack::cpu::CpuSnapshot::now().unwrap();
+        let report = run_client(LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(size), cfg);
+        let usage = stack::cpu::CpuSnapshot::now().unwrap().since(&cpu0);
+        server.finish();
+        assert_eq!(report.errors, 0);
+        println!(
+            "conns {conns:>3} depth {depth} size {size:>5}: {report} | cpu: process {:.2} cores, machine {:.2} cores",
+            usage.process_cores(),
+            usage.machine_cores()
+        );
+    }
+}
