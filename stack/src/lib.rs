@@ -8,7 +8,7 @@ pub mod cpu;
 pub mod kernel;
 pub mod rr;
 pub mod transport;
-// pub mod xsk; (added by the owner)
+pub mod xsk;
 
 pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
 pub use kernel::{KernelConfig, KernelTransport};

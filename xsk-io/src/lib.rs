@@ -23,6 +23,7 @@ pub mod port;
 pub mod lab;
 pub mod pktgen;
 pub mod rawsock;
+pub mod ifaddr;
 
 /// How the XDP steering program is attached to the interface.
 ///

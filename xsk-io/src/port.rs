@@ -464,20 +464,30 @@ impl Port {
     /// Gives a frame back (received or allocated, not sent).
     #[inline]
     pub fn release(&mut self, f: Frame) {
-        let addr = self.umem.take(f);
-        self.frames.free(addr, Place::App);
+        self.split().1.release(f)
     }
 
     // ---- TX ---------------------------------------------------------------
 
+    /// Splits the port into the UMEM (read frames with it) and the TX half
+    /// (allocate, send, release), so that a received frame can be read while
+    /// a reply is built: what a smoltcp RX/TX token pair needs.
+    #[inline]
+    pub fn split(&mut self) -> (&Umem, TxHalf<'_>) {
+        let half = TxHalf {
+            umem: &self.umem,
+            tx: &mut self.tx,
+            comp: &mut self.comp,
+            frames: &mut self.frames,
+            counters: &mut self.counters,
+        };
+        (&self.umem, half)
+    }
+
     /// An empty frame to build a packet in; reaps completions if needed.
     #[inline]
     pub fn alloc(&mut self) -> Option<Frame> {
-        if self.frames.free_len() == 0 {
-            self.reap();
-        }
-        let addr = self.frames.alloc(Place::App)?;
-        Some(self.umem.frame(addr, 0))
+        self.split().1.alloc()
     }
 
     /// Free TX ring slots (refreshes the kernel's index only when needed).
@@ -489,16 +499,7 @@ impl Port {
     /// [`flush`](Self::flush). Gives the frame back if the TX ring is full.
     #[inline]
     pub fn send(&mut self, f: Frame) -> Result<(), Frame> {
-        let len = (f.len()).min(self.umem.capacity(&f)) as u32;
-        let desc = XdpDesc { addr: f.addr(), len, options: 0 };
-        if !self.tx.push(desc) {
-            self.counters.tx_ring_full += 1;
-            return Err(f);
-        }
-        let addr = self.umem.take(f);
-        self.frames.transition(self.base(addr), Place::App, Place::Tx);
-        self.counters.tx_frames += 1;
-        Ok(())
+        self.split().1.send(f)
     }
 
     /// Publishes queued TX descriptors (one Release store) and kicks the
@@ -553,17 +554,7 @@ impl Port {
 
     /// Returns completed TX frames to the free list.
     pub fn reap(&mut self) -> u32 {
-        let mut n = 0;
-        while let Some(addr) = self.comp.pop() {
-            if self.frames.free(addr, Place::Tx) {
-                n += 1;
-            }
-        }
-        if n > 0 {
-            self.comp.release();
-            self.counters.completions += n as u64;
-        }
-        n
+        self.split().1.reap()
     }
 
     /// Tops up the fill ring from the free list, keeping the TX reserve.
@@ -638,6 +629,75 @@ impl Port {
             return Err(format!("fill ring holds {fill_ring} > frames given for RX: {a:?}"));
         }
         Ok(a)
+    }
+}
+
+/// The sending side of a port, borrowed from it by [`Port::split`].
+pub struct TxHalf<'a> {
+    umem: &'a Umem,
+    tx: &'a mut Producer<XdpDesc>,
+    comp: &'a mut Consumer<u64>,
+    frames: &'a mut FrameTable,
+    counters: &'a mut Counters,
+}
+
+impl TxHalf<'_> {
+    fn base(&self, addr: u64) -> u64 {
+        addr - addr % self.umem.frame_size() as u64
+    }
+
+    /// Whether a frame could be sent now: a TX slot and a frame are free
+    /// (after reaping completions if needed).
+    #[inline]
+    pub fn ready(&mut self) -> bool {
+        if self.frames.free_len() == 0 {
+            self.reap();
+        }
+        self.frames.free_len() > 0 && self.tx.free(1) > 0
+    }
+
+    #[inline]
+    pub fn alloc(&mut self) -> Option<Frame> {
+        if self.frames.free_len() == 0 {
+            self.reap();
+        }
+        let addr = self.frames.alloc(Place::App)?;
+        Some(self.umem.frame(addr, 0))
+    }
+
+    #[inline]
+    pub fn release(&mut self, f: Frame) {
+        let addr = self.umem.take(f);
+        self.frames.free(addr, Place::App);
+    }
+
+    #[inline]
+    pub fn send(&mut self, f: Frame) -> Result<(), Frame> {
+        let len = f.len().min(self.umem.capacity(&f)) as u32;
+        let desc = XdpDesc { addr: f.addr(), len, options: 0 };
+        if !self.tx.push(desc) {
+            self.counters.tx_ring_full += 1;
+            return Err(f);
+        }
+        let addr = self.umem.take(f);
+        let base = self.base(addr);
+        self.frames.transition(base, Place::App, Place::Tx);
+        self.counters.tx_frames += 1;
+        Ok(())
+    }
+
+    pub fn reap(&mut self) -> u32 {
+        let mut n = 0;
+        while let Some(addr) = self.comp.pop() {
+            if self.frames.free(addr, Place::Tx) {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.comp.release();
+            self.counters.completions += n as u64;
+        }
+        n
     }
 }
 

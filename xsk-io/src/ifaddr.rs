@@ -1,0 +1,99 @@
+//! Addresses of an interface, as the calling thread's network namespace sees
+//! them (ioctl and getifaddrs, not sysfs).
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+fn ifreq(ifname: &str) -> io::Result<libc::ifreq> {
+    if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad interface name {ifname:?}")));
+    }
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in r.ifr_name.iter_mut().zip(ifname.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(r)
+}
+
+fn ioctl(ifname: &str, req: libc::c_ulong) -> io::Result<libc::ifreq> {
+    let mut r = ifreq(ifname)?;
+    // SAFETY: plain socket call; the fd is checked and owned.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `r` is a valid ifreq for the SIOCGIF* requests used here, which
+    // write only inside it.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut r) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r)
+}
+
+/// The interface's MAC address.
+pub fn mac(ifname: &str) -> io::Result<[u8; 6]> {
+    let r = ioctl(ifname, libc::SIOCGIFHWADDR)?;
+    // SAFETY: SIOCGIFHWADDR filled the ifru_hwaddr member of the union.
+    let sa = unsafe { r.ifr_ifru.ifru_hwaddr };
+    let mut m = [0u8; 6];
+    for (d, s) in m.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(m)
+}
+
+/// The interface's MTU.
+pub fn mtu(ifname: &str) -> io::Result<u32> {
+    let r = ioctl(ifname, libc::SIOCGIFMTU)?;
+    // SAFETY: SIOCGIFMTU filled the ifru_mtu member of the union.
+    Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// The first IPv4 address and prefix length on the interface.
+pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = None;
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` walks the list getifaddrs returned; every node, name
+        // and sockaddr stays valid until freeifaddrs.
+        unsafe {
+            let ifa = &*p;
+            let name = std::ffi::CStr::from_ptr(ifa.ifa_name).to_string_lossy();
+            if name == ifname && !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
+                let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                let prefix = if ifa.ifa_netmask.is_null() {
+                    32
+                } else {
+                    u32::from_be((*(ifa.ifa_netmask as *const libc::sockaddr_in)).sin_addr.s_addr).count_ones() as u8
+                };
+                found = Some((Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)), prefix));
+                break;
+            }
+            p = ifa.ifa_next;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn loopback_has_127_0_0_1() {
+        let (a, p) = super::ipv4("lo").unwrap().expect("lo has an IPv4 address");
+        assert_eq!(a, std::net::Ipv4Addr::LOCALHOST);
+        assert_eq!(p, 8);
+        assert_eq!(super::mtu("lo").unwrap(), 65536);
+        assert!(super::mac("nonexistent0").is_err());
+    }
+}
