@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Client, ClientConfig, ClientReport, Echo, EchoWorkload, LoadMode, Server, ServerConfig, ServerStats};
-use stack::xsk::{AddrMode, XskConfig, XskTransport};
+use stack::xsk::faults::Faults;
+use stack::xsk::{AddrMode, StackStats, XskConfig, XskTransport};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use xsk_io::lab::{Lab, LabConfig, Netns};
 use xsk_io::AttachMode;
 
@@ -41,14 +44,18 @@ fn xsk_cfg(lab: &Lab, mode: AddrMode) -> XskConfig {
 
 struct Running {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<(ServerStats, Result<xsk_io::port::Accounting, String>)>,
+    handle: JoinHandle<(ServerStats, StackStats, Result<xsk_io::port::Accounting, String>)>,
 }
 
 impl Running {
     fn finish(self) -> (ServerStats, xsk_io::port::Accounting) {
+        let (s, _, a) = self.finish_all();
+        (s, a)
+    }
+    fn finish_all(self) -> (ServerStats, StackStats, xsk_io::port::Accounting) {
         self.stop.store(true, Ordering::Relaxed);
-        let (s, a) = self.handle.join().expect("server thread panicked");
-        (s, a.expect("frame accounting"))
+        let (s, st, a) = self.handle.join().expect("server thread panicked");
+        (s, st, a.expect("frame accounting"))
     }
 }
 
@@ -67,8 +74,19 @@ fn xsk_server(ns: &Netns, cfg: XskConfig, port: u16) -> Running {
         server.run_until(|| stop2.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
         let stats = server.stats();
         let (mut t, _) = server.into_parts();
+        // Let closing connections finish before counting sockets.
+        let end = Instant::now() + Duration::from_secs(2);
+        let mut ev = Vec::new();
+        while Instant::now() < end {
+            use stack::transport::Transport;
+            let _ = t.poll(&mut ev, Some(Duration::from_millis(10)));
+            ev.clear();
+            if t.stats().live_sockets == t.listening_sockets() {
+                break;
+            }
+        }
         let audit = t.audit();
-        (stats, audit)
+        (stats, t.stats(), audit)
     });
     rx.recv_timeout(Duration::from_secs(10)).expect("xsk server did not start");
     Running { stop, handle }
@@ -134,4 +152,126 @@ fn thousand_connections_hundred_requests_each() {
     assert_clean(&r, 100_000);
     let (stats, _) = srv.finish();
     assert_eq!(stats.accepted, 1000);
+}
+
+fn kernel_server(ns: &Netns, bind: Ipv4Addr, port: u16) -> (Arc<AtomicBool>, JoinHandle<ServerStats>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let ns = ns.clone();
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        let _in = ns.enter().unwrap();
+        let t = KernelTransport::new(KernelConfig { bind, ..KernelConfig::default() }).unwrap();
+        let scfg = ServerConfig { port, poll_timeout: Some(Duration::from_millis(5)), ..ServerConfig::default() };
+        let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
+        tx.send(()).unwrap();
+        let limit = Instant::now() + Duration::from_secs(120);
+        server.run_until(|| stop2.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
+        server.stats()
+    });
+    rx.recv_timeout(Duration::from_secs(10)).expect("kernel server did not start");
+    (stop, h)
+}
+
+fn xsk_client(ns: &Netns, xcfg: XskConfig, cfg: ClientConfig, min: usize, max: usize) -> (ClientReport, xsk_io::port::Accounting) {
+    ns.run_in(move || {
+        let t = XskTransport::new(xcfg).expect("xsk transport");
+        let mut c = Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(min, max, 11), cfg);
+        let r = c.run().expect("client");
+        let (mut t, _) = c.into_parts();
+        (r, t.audit().expect("frame accounting"))
+    })
+    .unwrap()
+}
+
+#[test]
+fn echo_random_sizes_stack_client_kernel_server_both_modes() {
+    let lab = lab("sxc");
+    let (stop, h) = kernel_server(&lab.ns_b, lab.addr_b, 7103);
+    for mode in [AddrMode::Shared, dedicated(&lab).0] {
+        let (r, acc) = xsk_client(&lab.ns_a, xsk_cfg(&lab, mode.clone()), cfg(SocketAddrV4::new(lab.addr_b, 7103), 4, 2, 200), 1, 1 << 20);
+        assert_clean(&r, 200);
+        assert_eq!(acc.app, 0, "{mode:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+#[test]
+fn loss_duplication_reordering_every_byte_once_in_order() {
+    let lab = lab("sxf");
+    let (mode, a) = dedicated(&lab);
+    let faults = Faults { rx_drop: 0.02, rx_dup: 0.02, rx_reorder: 0.02, tx_drop: 0.02, seed: 42 };
+    let mut c = xsk_cfg(&lab, mode);
+    c.faults = faults;
+    let srv = xsk_server(&lab.ns_a, c, 7104);
+    let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7104), 4, 1, 100), 1, 256 * 1024);
+    assert_clean(&r, 100);
+    let (_, st, _) = srv.finish_all();
+    assert!(st.device.rx_frames > 0);
+    // And the stack as the client, faults on its side.
+    let (stop, h) = kernel_server(&lab.ns_b, lab.addr_b, 7105);
+    let mut c = xsk_cfg(&lab, dedicated(&lab).0);
+    c.faults = faults;
+    let (r, _) = xsk_client(&lab.ns_a, c, cfg(SocketAddrV4::new(lab.addr_b, 7105), 4, 1, 100), 1, 256 * 1024);
+    assert_clean(&r, 100);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut v = (payload.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Connect/request/close cycles from kernel clients; afterwards the stack
+/// holds no socket beyond its listeners and every UMEM frame is accounted for.
+#[test]
+fn connection_churn_leaks_nothing() {
+    let lab = lab("sxn");
+    let (mode, a) = dedicated(&lab);
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode), 7106);
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"]).unwrap();
+    let cycles: u32 = std::env::var("CHURN_CYCLES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let t0 = Instant::now();
+    let done = lab
+        .ns_b
+        .run_in(move || {
+            let req = frame(b"ping");
+            let mut resp = [0u8; 8];
+            let mut ok = 0u32;
+            for i in 0..cycles {
+                let mut s = TcpStream::connect_timeout(&SocketAddrV4::new(a, 7106).into(), Duration::from_secs(3)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                s.write_all(&req).unwrap();
+                s.read_exact(&mut resp).unwrap();
+                assert_eq!(&resp[..], &req[..]);
+                // Three of four close with RST (no TIME-WAIT on this side), one with FIN.
+                if i % 4 != 0 {
+                    let _ = socket2_linger_zero(&s);
+                }
+                ok += 1;
+            }
+            ok
+        })
+        .unwrap();
+    eprintln!("{done} cycles in {:?}", t0.elapsed());
+    let (stats, st, acc) = srv.finish_all();
+    assert_eq!(done, cycles);
+    assert_eq!(stats.accepted, cycles as u64, "{stats:?}");
+    assert_eq!(acc.app, 0);
+    assert!(st.pooled_sockets <= 1024, "{st:?}");
+    assert_eq!(st.live_sockets, st.listening, "sockets leaked: {st:?}");
+    eprintln!("{st:?}");
+}
+
+fn socket2_linger_zero(s: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let l = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: a valid linger struct of the size passed, on an open socket.
+    let r = unsafe {
+        libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_LINGER, (&l as *const libc::linger).cast(), std::mem::size_of::<libc::linger>() as u32)
+    };
+    if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }

@@ -45,6 +45,7 @@ pub struct OneShot<'a, 'p> {
     pub stats: &'a mut DeviceStats,
     /// Shared-address mode: ARP belongs to the kernel; record targets instead of sending.
     pub arp_targets: Option<&'a mut Vec<[u8; 4]>>,
+    pub faults: Option<&'a mut super::faults::FaultState>,
     pub mtu: usize,
 }
 
@@ -90,6 +91,7 @@ pub struct Tx<'a, 'p> {
     scratch: &'a mut [u8],
     stats: &'a mut DeviceStats,
     arp_targets: Option<&'a mut Vec<[u8; 4]>>,
+    faults: Option<&'a mut super::faults::FaultState>,
 }
 
 impl phy::TxToken for Tx<'_, '_> {
@@ -117,6 +119,12 @@ impl phy::TxToken for Tx<'_, '_> {
                     targets.push([d[38], d[39], d[40], d[41]]);
                 }
                 self.stats.arp_intercepted += 1;
+                self.tx.release(frame);
+                return r;
+            }
+        }
+        if let Some(f) = self.faults {
+            if f.tx_drop() {
                 self.tx.release(frame);
                 return r;
             }
@@ -156,6 +164,7 @@ impl<'a, 'p> phy::Device for OneShot<'a, 'p> {
             scratch: self.scratch,
             stats: self.stats,
             arp_targets: self.arp_targets.as_deref_mut(),
+            faults: self.faults.as_deref_mut(),
         };
         Some((rx, tx))
     }
@@ -170,6 +179,7 @@ impl<'a, 'p> phy::Device for OneShot<'a, 'p> {
             scratch: self.scratch,
             stats: self.stats,
             arp_targets: self.arp_targets.as_deref_mut(),
+            faults: self.faults.as_deref_mut(),
         })
     }
 

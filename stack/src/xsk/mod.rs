@@ -12,6 +12,7 @@
 
 pub mod demux;
 pub mod device;
+pub mod faults;
 pub mod neigh;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -30,6 +31,7 @@ use xsk_io::umem::Frame;
 use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
 use demux::{bucket_of, classify, Flow};
 use device::{DeviceStats, OneShot, RxSlot};
+use faults::{FaultState, Faults, RxFate};
 use neigh::Neighbours;
 
 /// Which IPv4 address the stack uses.
@@ -71,6 +73,8 @@ pub struct XskConfig {
     pub congestion: Congestion,
     /// Frames taken from the RX ring per loop iteration at most.
     pub rx_batch: usize,
+    /// Fault injection (tests): off by default.
+    pub faults: Faults,
 }
 
 impl XskConfig {
@@ -89,6 +93,7 @@ impl XskConfig {
             timeout: Some(Duration::from_secs(60)),
             congestion: Congestion::Cubic,
             rx_batch: 64,
+            faults: Faults::default(),
         }
     }
 }
@@ -156,7 +161,12 @@ pub struct StackStats {
     pub connected: u64,
     pub closed: u64,
     pub recycled: u64,
+    /// Half-open connections dropped because the bucket's SYN backlog was full.
+    pub syn_dropped: u64,
+    /// Sockets in the sets: listeners, half-open, connections, closing.
     pub live_sockets: usize,
+    /// Of those, listeners waiting for a SYN.
+    pub listening: usize,
     pub pooled_sockets: usize,
     pub port: PortStats,
 }
@@ -186,6 +196,9 @@ pub struct XskTransport {
     mtu: usize,
     epoch: std::time::Instant,
     reserved_ports: Option<ReservedPorts>,
+    faults: Option<FaultState>,
+    /// A frame held back by reorder injection.
+    delayed: Option<Frame>,
 }
 
 /// The kernel's `ip_local_reserved_ports`, restored on drop.
@@ -261,6 +274,7 @@ impl XskTransport {
                 scratch: &mut scratch,
                 stats: &mut stats,
                 arp_targets: None,
+                faults: None,
                 mtu,
             };
             let mut iface = Interface::new(icfg, &mut dev, SmolInstant::from_micros(0));
@@ -305,6 +319,8 @@ impl XskTransport {
             mtu,
             epoch,
             reserved_ports,
+            faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
+            delayed: None,
             cfg,
         })
     }
@@ -323,7 +339,13 @@ impl XskTransport {
         s.port = self.port.stats();
         s.live_sockets = self.buckets.iter().map(|b| b.sockets.iter().count()).sum();
         s.pooled_sockets = self.pool.len();
+        s.listening = self.listening_sockets();
         s
+    }
+
+    /// Listening sockets waiting for a SYN, over all buckets.
+    pub fn listening_sockets(&self) -> usize {
+        self.buckets.iter().map(|b| b.listeners.len()).sum()
     }
 
     /// Frame accounting of the underlying port (see `Port::audit`).
@@ -437,6 +459,7 @@ impl XskTransport {
             scratch: &mut self.scratch,
             stats: &mut self.stats,
             arp_targets: self.neigh.as_ref().map(|_| &mut self.arp_targets),
+            faults: self.faults.as_mut(),
             mtu: self.mtu,
         };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
@@ -446,6 +469,34 @@ impl XskTransport {
         }
         self.replenish_listeners(b);
         self.mark_dirty(b as u32);
+    }
+
+    /// `ingress`, through the fault injector when one is configured.
+    fn ingress_faulty(&mut self, frame: Frame, now: SmolInstant, wall: std::time::Instant) {
+        let Some(f) = &mut self.faults else { return self.ingress(frame, now, wall) };
+        match f.rx() {
+            RxFate::Deliver => {
+                self.ingress(frame, now, wall);
+                if let Some(d) = self.delayed.take() {
+                    self.ingress(d, now, wall);
+                }
+            }
+            RxFate::Drop => self.port.release(frame),
+            RxFate::Duplicate => {
+                let copy = self.port.umem().data(&frame).to_vec();
+                let b = match classify(&copy) {
+                    Flow::Tcp { src, sport, dport } => bucket_of(src, sport, dport, self.buckets.len()),
+                    _ => 0,
+                };
+                self.ingress(frame, now, wall);
+                self.feed(RxSlot::Bytes(&copy), b, now);
+                self.mark_dirty(b as u32);
+            }
+            RxFate::Delay => match self.delayed.replace(frame) {
+                Some(prev) => self.ingress(prev, now, wall),
+                None => {}
+            },
+        }
     }
 
     /// A synthetic frame (ARP reply) into smoltcp.
@@ -460,6 +511,7 @@ impl XskTransport {
             scratch: &mut self.scratch,
             stats: &mut self.stats,
             arp_targets: None,
+            faults: None,
             mtu: self.mtu,
         };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
@@ -516,6 +568,7 @@ impl XskTransport {
                 scratch: &mut self.scratch,
                 stats: &mut self.stats,
                 arp_targets: self.neigh.as_ref().map(|_| &mut self.arp_targets),
+                faults: self.faults.as_mut(),
                 mtu: self.mtu,
             };
             let bucket = &mut self.buckets[b];
@@ -548,6 +601,16 @@ impl XskTransport {
                 continue;
             }
             self.buckets[b].listeners.swap_remove(k);
+            // Half-open connections are bounded (a SYN flood must not grow
+            // memory): past the limit the oldest one is dropped, as the
+            // kernel drops from a full SYN queue.
+            if self.buckets[b].embryos.len() >= self.embryo_limit() {
+                let (old, _) = self.buckets[b].embryos.remove(0);
+                self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
+                let s = Self::take_socket(&mut self.buckets[b].sockets, old);
+                self.recycle(s);
+                self.counters.syn_dropped += 1;
+            }
             self.buckets[b].embryos.push((h, lid));
             if let Some(Some(port)) = self.listeners.get(lid.0 as usize) {
                 let port = *port;
@@ -558,6 +621,11 @@ impl XskTransport {
                 }
             }
         }
+    }
+
+    /// Half-open connections a bucket may hold.
+    fn embryo_limit(&self) -> usize {
+        (self.cfg.backlog.div_ceil(self.buckets.len())).max(1) * 4
     }
 
     /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
@@ -745,7 +813,10 @@ impl Transport for XskTransport {
             let mut batch = std::mem::take(&mut self.rx_batch);
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
             for f in batch.drain(..) {
-                self.ingress(f, now, wall);
+                self.ingress_faulty(f, now, wall);
+            }
+            if let Some(d) = self.delayed.take() {
+                self.ingress(d, now, wall);
             }
             self.rx_batch = batch;
             self.egress_and_scan(now);
