@@ -275,3 +275,175 @@ fn socket2_linger_zero(s: &TcpStream) -> std::io::Result<()> {
     };
     if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
+
+/// Random and malformed frames from an AF_PACKET socket in the peer
+/// namespace, plus a SYN flood: the stack does not panic, stays bounded, and
+/// a connection opened before keeps working.
+#[test]
+fn hostile_frames_and_syn_flood() {
+    use xsk_io::pktgen::{self, FrameSpec, Proto};
+    let lab = lab("sxh");
+    let (mode, a) = dedicated(&lab);
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode), 7107);
+    // A long-lived connection across the attack.
+    let mut keep = lab
+        .ns_b
+        .run_in(move || {
+            let s = TcpStream::connect_timeout(&SocketAddrV4::new(a, 7107).into(), Duration::from_secs(3)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s
+        })
+        .unwrap();
+    let ping = |s: &mut TcpStream, n: u8| {
+        let req = frame(&[n; 100]);
+        s.write_all(&req).unwrap();
+        let mut resp = vec![0u8; req.len()];
+        s.read_exact(&mut resp).unwrap();
+        assert_eq!(resp, req);
+    };
+    ping(&mut keep, 1);
+    let (ifb, mac_a, mac_b, addr_b) = (lab.if_b.clone(), lab.mac_a, lab.mac_b, lab.addr_b);
+    let sent = lab
+        .ns_b
+        .run_in(move || {
+            let raw = xsk_io::rawsock::RawSocket::open(&ifb).unwrap();
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+            let mut next = move || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let base = FrameSpec {
+                src_mac: mac_b,
+                dst_mac: mac_a,
+                src_ip: addr_b,
+                dst_ip: a,
+                src_port: 50000,
+                dst_port: 7107,
+                proto: Proto::Tcp,
+                size: 80,
+            };
+            let mut buf = vec![0u8; 1600];
+            let mut sent = 0u64;
+            for i in 0..60_000u64 {
+                let mut spec = base.clone();
+                spec.src_port = 1024 + (next() % 60000) as u16;
+                let n = pktgen::build(&spec, &mut buf);
+                let f = &mut buf[..n];
+                f[47] = 0x02; // SYN
+                tcp_checksum(f);
+                match i % 8 {
+                    // random bytes after the Ethernet header
+                    0 => f[14..].iter_mut().for_each(|b| *b = next() as u8),
+                    // truncated: IP header claims more than there is
+                    1 => {
+                        let _ = raw.send(&f[..14 + 10 + (next() % 30) as usize]);
+                        sent += 1;
+                        continue;
+                    }
+                    // bad IP or TCP checksum
+                    2 => f[24] ^= 0xff,
+                    3 => f[50] ^= 0x5a,
+                    // bad total length
+                    4 => f[16..18].copy_from_slice(&(next() as u16).to_be_bytes()),
+                    // bogus TCP options: data offset 15 with garbage options
+                    5 => {
+                        f[46] = 0xf0;
+                        f[54..].iter_mut().for_each(|b| *b = next() as u8);
+                    }
+                    // IP fragments
+                    6 => f[20] = 0x20 | (next() as u8 & 0x1f),
+                    // a valid SYN from a random port: the flood
+                    _ => {}
+                }
+                let _ = raw.send(f);
+                sent += 1;
+            }
+            sent
+        })
+        .unwrap();
+    assert_eq!(sent, 60_000);
+    std::thread::sleep(Duration::from_millis(300));
+    ping(&mut keep, 2);
+    // New connections work after the flood too.
+    let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7107), 8, 1, 800), 1, 2000);
+    assert_clean(&r, 800);
+    drop(keep);
+    let (_, st, _) = srv.finish_all();
+    eprintln!("{st:?}");
+    assert!(st.syn_dropped > 0, "the flood should have hit the SYN backlog bound: {st:?}");
+    assert!(st.live_sockets < 5_000, "socket count grew with the flood: {st:?}");
+}
+
+/// FIN, RST, half-close, a killed peer and an idle peer that vanished.
+#[test]
+fn close_paths_behave_like_kernel_tcp() {
+    let lab = lab("sxe");
+    let (mode, a) = dedicated(&lab);
+    let mut c = xsk_cfg(&lab, mode);
+    c.keepalive = Some(Duration::from_millis(200));
+    c.timeout = Some(Duration::from_secs(1));
+    let srv = xsk_server(&lab.ns_a, c, 7108);
+    let dst = SocketAddrV4::new(a, 7108);
+    lab.ns_b
+        .run_in(move || {
+            // Half-close: the request, then our FIN; the response still comes, then EOF.
+            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let req = frame(b"half-closed");
+            s.write_all(&req).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let mut all = Vec::new();
+            s.read_to_end(&mut all).unwrap();
+            assert_eq!(all, req, "response after half-close, then FIN");
+            // RST mid-request: the server drops the connection, others go on.
+            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
+            s.write_all(&[0, 0, 1, 0, 1, 2]).unwrap();
+            socket2_linger_zero(&s).unwrap();
+            drop(s);
+            // Plain FIN after a complete exchange.
+            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(&frame(b"x")).unwrap();
+            let mut r = [0u8; 5];
+            s.read_exact(&mut r).unwrap();
+        })
+        .unwrap();
+    // A peer process killed with SIGKILL: its kernel closes the socket for it.
+    let mut child = std::process::Command::new("ip")
+        .args(["netns", "exec", &lab.ns_b.name, "bash", "-c", &format!("exec 3<>/dev/tcp/{}/{}; sleep 30", a, 7108)])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // An idle peer that vanishes (link down): keepalive + timeout end it.
+    let idle = lab
+        .ns_b
+        .run_in(move || TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap())
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    lab.ns_b.run(&["ip", "link", "set", "dev", &lab.if_b, "down"]).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    lab.ns_b.run(&["ip", "link", "set", "dev", &lab.if_b, "up"]).unwrap();
+    drop(idle);
+    let (stats, st, _) = srv.finish_all();
+    eprintln!("{stats:?}\n{st:?}");
+    assert_eq!(stats.accepted, 5, "{stats:?}");
+    assert_eq!(st.live_sockets, st.listening, "every closed connection was recycled: {st:?}");
+}
+
+/// Recomputes the TCP checksum of an Ethernet/IPv4/TCP frame (no IP options).
+fn tcp_checksum(f: &mut [u8]) {
+    let l4_len = f.len() - 34;
+    f[50] = 0;
+    f[51] = 0;
+    let mut pseudo = 0u32;
+    for w in f[26..34].chunks(2) {
+        pseudo += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    pseudo += 6 + l4_len as u32;
+    let c = xsk_io::pktgen::checksum(&f[34..], pseudo);
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+}
