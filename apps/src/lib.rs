@@ -1,1 +1,751 @@
+//! Shared pieces of the `rr-server` and `rr-bench` binaries: command-line options common to
+//! both (backend, AF_XDP knobs, durations), the KV load workload, the progress wrapper for
+//! long runs, and the result records (`--json`) with their human-readable table.
 
+use std::fmt::{self, Write as _};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use bytes::BytesMut;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+use stack::rr::{KvRequest, KvResponse, KvStatus, Workload};
+use stack::xsk::{AddrMode, XskConfig};
+use xsk_io::port::{BusyPoll, Knob};
+use xsk_io::socket::RingSizes;
+use xsk_io::umem::UmemConfig;
+use xsk_io::AttachMode;
+
+// ---------------------------------------------------------------------------------------------
+// Common options
+// ---------------------------------------------------------------------------------------------
+
+/// Which TCP/IP stack carries the connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// smoltcp over an AF_XDP copy-mode port (needs --iface, root).
+    Xsk,
+    /// The kernel's TCP stack (epoll).
+    Kernel,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::Xsk => "xsk",
+            Backend::Kernel => "kernel",
+        })
+    }
+}
+
+/// The request/response protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Service {
+    /// Echo with framing: u32 big-endian length, then the payload; the reply is the same frame.
+    Echo,
+    /// In-memory key-value store (GET/SET/DEL) over the same length-prefixed framing.
+    Kv,
+    /// RFC 862 echo: a plain byte stream sent back unchanged (works with nc/socat).
+    TcpEcho,
+}
+
+impl fmt::Display for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Service::Echo => "echo",
+            Service::Kv => "kv",
+            Service::TcpEcho => "tcp-echo",
+        })
+    }
+}
+
+/// `--addr`: `shared` or a dedicated `A.B.C.D/LEN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrArg {
+    Shared,
+    Dedicated { addr: Ipv4Addr, prefix_len: u8 },
+}
+
+impl AddrArg {
+    pub fn mode(self) -> AddrMode {
+        match self {
+            AddrArg::Shared => AddrMode::Shared,
+            AddrArg::Dedicated { addr, prefix_len } => AddrMode::Dedicated { addr, prefix_len },
+        }
+    }
+}
+
+impl fmt::Display for AddrArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AddrArg::Shared => f.write_str("shared"),
+            AddrArg::Dedicated { addr, prefix_len } => write!(f, "{addr}/{prefix_len}"),
+        }
+    }
+}
+
+impl FromStr for AddrArg {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "shared" {
+            return Ok(AddrArg::Shared);
+        }
+        let usage = || format!("expected `shared` or A.B.C.D/LEN, got {s:?}");
+        let (addr, len) = s.split_once('/').ok_or_else(usage)?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| usage())?;
+        let prefix_len: u8 = len.parse().map_err(|_| usage())?;
+        if !(1..=32).contains(&prefix_len) {
+            return Err(format!("prefix length {prefix_len} out of range 1..=32"));
+        }
+        if addr.is_unspecified() || addr.is_multicast() || addr.is_broadcast() {
+            return Err(format!("{addr} cannot be a host address"));
+        }
+        Ok(AddrArg::Dedicated { addr, prefix_len })
+    }
+}
+
+/// Parses `10`, `10s`, `1.5s`, `250ms`, `500us`, `2m` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?} (examples: 10, 2.5s, 300ms, 1m)"))?;
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "m" | "min" => 60.0,
+        other => return Err(format!("unknown duration unit {other:?} (use us, ms, s or m)")),
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("duration {s:?} out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses a byte count: `64`, `16k`, `4M` (binary multiples).
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1usize << 10),
+        Some((i, 'm' | 'M')) => (&s[..i], 1 << 20),
+        _ => (s, 1),
+    };
+    let n: usize = num.parse().map_err(|_| format!("invalid byte count {s:?} (examples: 64, 16k, 1M)"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("byte count {s:?} too large"))
+}
+
+/// AF_XDP options shared by both binaries. They only matter with `--backend xsk`.
+#[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "AF_XDP options (--backend xsk only)")]
+pub struct XskOpts {
+    /// Interface the AF_XDP port binds to (required with --backend xsk). The XDP steering
+    /// program is attached to it while the process runs and detached on exit.
+    #[arg(long, value_name = "IFNAME")]
+    pub iface: Option<String>,
+    /// IPv4 address of the userspace stack. `shared`: the interface's own address; only the
+    /// stack's TCP ports (listening ports and its ephemeral range 40000-59999, which the kernel
+    /// is told not to use) are steered to it, ARP stays with the kernel. `A.B.C.D/LEN`: a
+    /// dedicated address the kernel does not have; the stack answers ARP and ping for it.
+    #[arg(long, value_name = "shared|A.B.C.D/LEN", default_value = "shared")]
+    pub addr: AddrArg,
+    /// RX/TX queue of the interface to bind.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub queue: u32,
+    /// Where the XDP program runs: skb (generic), drv (native, in the driver) or auto (drv
+    /// where the driver supports it). The socket itself is always in copy mode.
+    #[arg(long, value_name = "skb|drv|auto", default_value = "skb")]
+    pub attach: AttachMode,
+    /// Frames taken from the RX ring per loop iteration at most (XskConfig.rx_batch).
+    #[arg(long, value_name = "FRAMES", default_value_t = 64)]
+    pub batch: usize,
+    /// XDP_MAX_TX_SKB_BUDGET: frames one TX kick may send. off, auto (= the TX ring size) or a
+    /// number between 32 and the TX ring size (PortConfig.tx_budget).
+    #[arg(long, value_name = "off|auto|N", default_value = "auto")]
+    pub tx_budget: Knob,
+    /// XDP_GENERIC_XMIT_BATCH: frames sent under one TX queue lock. off, auto (32, at most the
+    /// budget) or a number (PortConfig.xmit_batch).
+    #[arg(long, value_name = "off|auto|N", default_value = "auto")]
+    pub xmit_batch: Knob,
+    /// Entries in each of the four rings: fill, completion, RX, TX (power of two;
+    /// PortConfig.rings).
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    pub ring_size: u32,
+    /// UMEM frames (PortConfig.umem.frame_count) [default: twice --ring-size].
+    #[arg(long, value_name = "N")]
+    pub frames: Option<u32>,
+    /// SO_BUSY_POLL_BUDGET (packets per busy-poll pass), used with --busy-poll.
+    #[arg(long, value_name = "PACKETS", default_value_t = 64)]
+    pub busy_budget: u32,
+    /// Per-connection TCP receive and transmit buffer of the userspace stack, e.g. 64k.
+    /// The kernel backend keeps the kernel's autotuning (net.ipv4.tcp_rmem/tcp_wmem).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "64k")]
+    pub buffer: usize,
+    /// Don't prepare the device (offloads, channels); only check that it is usable.
+    #[arg(long)]
+    pub no_tune: bool,
+}
+
+impl XskOpts {
+    /// Argument ids of these options, for [`warn_ignored`].
+    pub const IDS: &'static [&'static str] = &[
+        "iface",
+        "addr",
+        "queue",
+        "attach",
+        "batch",
+        "tx_budget",
+        "xmit_batch",
+        "ring_size",
+        "frames",
+        "busy_budget",
+        "buffer",
+        "no_tune",
+    ];
+
+    /// The stack configuration these options describe. `max_conns` sizes the socket buckets,
+    /// `busy_poll` is SO_BUSY_POLL in microseconds.
+    pub fn config(&self, max_conns: usize, busy_poll: Option<u32>) -> Result<XskConfig> {
+        let Some(iface) = self.iface.as_deref() else { bail!("--backend xsk needs --iface") };
+        ensure!(
+            self.ring_size.is_power_of_two() && (64..=65536).contains(&self.ring_size),
+            "--ring-size {} must be a power of two between 64 and 65536",
+            self.ring_size
+        );
+        let frames = match self.frames {
+            Some(f) => f,
+            None => self.ring_size.checked_mul(2).context("--ring-size too large")?,
+        };
+        ensure!(frames >= 2 * 64, "--frames {frames} is too few (at least 128)");
+        ensure!(self.batch >= 1, "--batch must be at least 1");
+        ensure!(self.buffer >= 1024, "--buffer {} is too small (at least 1024 bytes)", self.buffer);
+        ensure!(max_conns >= 1, "the connection limit must be at least 1");
+        let mut c = XskConfig::new(iface, self.addr.mode());
+        c.port.queue = self.queue;
+        c.port.attach = self.attach;
+        c.port.tx_budget = self.tx_budget;
+        c.port.xmit_batch = self.xmit_batch;
+        let r = self.ring_size;
+        c.port.rings = RingSizes { fill: r, comp: r, rx: r, tx: r };
+        c.port.umem = UmemConfig { frame_count: frames, ..UmemConfig::default() };
+        c.port.busy_poll = busy_poll.map(|usecs| BusyPoll { usecs, budget: self.busy_budget });
+        c.port.tune = !self.no_tune;
+        c.rx_batch = self.batch;
+        c.max_conns = max_conns;
+        c.rx_buffer = self.buffer;
+        c.tx_buffer = self.buffer;
+        Ok(c)
+    }
+}
+
+/// Warns about options that were given on the command line but do not apply (e.g. AF_XDP
+/// knobs with `--backend kernel`). `ids` must be argument ids of the command.
+pub fn warn_ignored(matches: &ArgMatches, ids: &[&str], why: &str) {
+    for id in ids {
+        if matches.value_source(id) == Some(ValueSource::CommandLine) {
+            tracing::warn!("--{} is ignored {why}", id.replace('_', "-"));
+        }
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the default level `info`.
+pub fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Raises the soft RLIMIT_NOFILE to at least `want` (capped by the hard limit), so the kernel
+/// backend is not stopped at 1024 descriptors. Returns the new soft limit.
+pub fn raise_nofile_limit(want: u64) -> std::io::Result<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if lim.rlim_cur >= want {
+        return Ok(lim.rlim_cur);
+    }
+    lim.rlim_cur = want.min(lim.rlim_max);
+    // SAFETY: `lim` is a valid rlimit with cur <= max.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(lim.rlim_cur)
+}
+
+/// Writes `contents` to `path` atomically (temporary file + rename), so a script polling for
+/// the file never reads it half-written.
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    std::fs::write(&tmp, contents).with_context(|| format!("writing {}", Path::new(&tmp).display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+}
+
+/// Online CPUs (the machine-wide CPU figures are summed over all of them).
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(1)
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV workload
+// ---------------------------------------------------------------------------------------------
+
+/// Load for the `kv` service. Each connection owns `keys` keys: its first `keys` requests SET
+/// them (value of `value_size` bytes), every later request GETs one of them round robin and
+/// checks the value. Connections never touch each other's keys, so pipelining stays
+/// deterministic. Requests are 3 + 17 bytes (GET) or that plus the value (SET).
+#[derive(Clone, Debug)]
+pub struct KvWorkload {
+    keys: u64,
+    value_size: usize,
+    pool: Vec<u8>,
+}
+
+/// Key length: `k` + 8 hex digits of the connection + 8 of the key index.
+const KV_KEY_LEN: usize = 17;
+
+impl KvWorkload {
+    pub fn new(value_size: usize, keys: u64) -> Self {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let pool = (0..value_size + 4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        KvWorkload { keys: keys.max(1), value_size, pool }
+    }
+
+    fn value(&self, conn: u64, k: u64) -> &[u8] {
+        let span = (self.pool.len() - self.value_size + 1) as u64;
+        let off = (conn.wrapping_mul(1_000_003).wrapping_add(k.wrapping_mul(7919)) % span) as usize;
+        &self.pool[off..off + self.value_size]
+    }
+
+    fn key(conn: u64, k: u64) -> [u8; KV_KEY_LEN] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut key = [b'k'; KV_KEY_LEN];
+        for i in 0..8 {
+            key[1 + i] = HEX[((conn >> (28 - 4 * i)) & 0xf) as usize];
+            key[9 + i] = HEX[((k >> (28 - 4 * i)) & 0xf) as usize];
+        }
+        key
+    }
+
+    fn parse_key(key: &[u8]) -> Option<(u64, u64)> {
+        if key.len() != KV_KEY_LEN || key[0] != b'k' {
+            return None;
+        }
+        let hex = |s: &[u8]| u64::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok();
+        Some((hex(&key[1..9])?, hex(&key[9..17])?))
+    }
+}
+
+impl Workload for KvWorkload {
+    fn next_request(&mut self, conn: usize, seq: u64, out: &mut BytesMut) {
+        let (c, k) = (conn as u64 & 0xffff_ffff, seq % self.keys);
+        let key = Self::key(c, k);
+        let req = if seq < self.keys {
+            KvRequest::Set { key: &key, value: self.value(c, k) }
+        } else {
+            KvRequest::Get { key: &key }
+        };
+        // A 17-byte key always fits the u16 key length: encoding cannot fail.
+        let _ = req.encode(out);
+    }
+
+    fn check(&mut self, _conn: usize, req: &[u8], resp: &[u8]) -> bool {
+        let Ok(resp) = KvResponse::parse(resp) else { return false };
+        if resp.status != KvStatus::Ok {
+            return false;
+        }
+        match KvRequest::parse(req) {
+            Ok(KvRequest::Get { key }) => {
+                Self::parse_key(key).is_some_and(|(c, k)| resp.value == self.value(c, k))
+            }
+            Ok(KvRequest::Set { .. } | KvRequest::Del { .. }) => resp.value.is_empty(),
+            Err(_) => false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress
+// ---------------------------------------------------------------------------------------------
+
+/// Wraps a [`Workload`] to print a progress line about once a second while a
+/// [`stack::rr::Client`] runs: `check` is called for every response on the client's thread,
+/// so counting there needs no change to the client and no extra connections. The clock is
+/// read about 100 times a second, not per response.
+pub struct Progress<W> {
+    inner: W,
+    enabled: bool,
+    phase: String,
+    start: Instant,
+    next: Instant,
+    last_at: Instant,
+    total: u64,
+    failed: u64,
+    last_total: u64,
+    stride: u64,
+    countdown: u64,
+    said_interrupted: bool,
+}
+
+impl<W: Workload> Progress<W> {
+    pub fn new(inner: W, enabled: bool) -> Self {
+        let now = Instant::now();
+        Progress {
+            inner,
+            enabled,
+            phase: String::new(),
+            start: now,
+            next: now,
+            last_at: now,
+            total: 0,
+            failed: 0,
+            last_total: 0,
+            stride: 1,
+            countdown: 1,
+            said_interrupted: false,
+        }
+    }
+
+    /// Starts counting a new phase (e.g. "warm-up", "run").
+    pub fn begin(&mut self, phase: &str) {
+        let now = Instant::now();
+        self.phase = phase.to_string();
+        self.start = now;
+        self.last_at = now;
+        self.next = now + Duration::from_secs(1);
+        self.total = 0;
+        self.failed = 0;
+        self.last_total = 0;
+        self.stride = 1;
+        self.countdown = 1;
+    }
+
+    /// Responses checked in the current phase, and how many failed the check.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.total, self.failed)
+    }
+
+    pub fn inner(&self) -> &W {
+        &self.inner
+    }
+
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+
+    fn tick(&mut self) {
+        self.countdown -= 1;
+        if self.countdown > 0 {
+            return;
+        }
+        self.countdown = self.stride;
+        let now = Instant::now();
+        if now < self.next {
+            return;
+        }
+        let dt = now.saturating_duration_since(self.last_at).as_secs_f64();
+        let rate = if dt > 0.0 { (self.total - self.last_total) as f64 / dt } else { 0.0 };
+        eprintln!(
+            "{:>8} {:>6.1}s {:>12} req/s {:>14} responses {:>6} failed checks",
+            self.phase,
+            now.saturating_duration_since(self.start).as_secs_f64(),
+            group_digits(rate.round() as u64),
+            group_digits(self.total),
+            self.failed,
+        );
+        if xsk_io::lab::interrupted() && !self.said_interrupted {
+            self.said_interrupted = true;
+            eprintln!("interrupted: this phase ends at its --duration; press Ctrl-C again to abort at once");
+        }
+        // About 100 clock reads per second at the current rate.
+        self.stride = ((rate / 100.0) as u64).clamp(1, 1 << 20);
+        self.countdown = self.stride;
+        self.last_at = now;
+        self.last_total = self.total;
+        while self.next <= now {
+            self.next += Duration::from_secs(1);
+        }
+    }
+}
+
+impl<W: Workload> Workload for Progress<W> {
+    fn next_request(&mut self, conn: usize, seq: u64, out: &mut BytesMut) {
+        self.inner.next_request(conn, seq, out)
+    }
+
+    fn check(&mut self, conn: usize, req: &[u8], resp: &[u8]) -> bool {
+        let ok = self.inner.check(conn, req, resp);
+        self.total += 1;
+        self.failed += u64::from(!ok);
+        if self.enabled {
+            self.tick();
+        }
+        ok
+    }
+
+    fn response_len(&self, req: &[u8]) -> Option<usize> {
+        self.inner.response_len(req)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+// ---------------------------------------------------------------------------------------------
+
+/// What `rr-bench --json` writes. Latencies are microseconds; CPU figures are CPU time per
+/// request in microseconds (null when unknown) and average cores busy over the measured run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchResult {
+    /// Client backend.
+    pub backend: Backend,
+    pub service: Service,
+    /// Server address.
+    pub connect: String,
+    pub conns: usize,
+    /// Requests kept in flight per connection (closed loop); 0 in open loop.
+    pub depth: usize,
+    /// "closed" or "open".
+    pub mode: String,
+    /// Open loop: requests per second over all connections.
+    pub rate: Option<f64>,
+    pub req_size: usize,
+    pub resp_size: usize,
+    pub warmup_s: f64,
+    /// First request to last response of the measured run.
+    pub duration_s: f64,
+    pub requests: u64,
+    pub rps: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    pub mean_us: f64,
+    /// Failed checks, bad responses and connections that died.
+    pub errors: u64,
+    /// Requests that never got a response.
+    pub lost: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// This process (user + system, getrusage).
+    pub cpu_us_per_req_client: Option<f64>,
+    /// All CPUs of the machine (/proc/stat busy time: includes softirq work and everything
+    /// else running).
+    pub cpu_us_per_req_machine: Option<f64>,
+    /// The process given by --server-pid (/proc/PID/stat).
+    pub cpu_us_per_req_server: Option<f64>,
+    pub cores_client: f64,
+    pub cores_machine: f64,
+    pub cores_server: Option<f64>,
+    pub cpus: usize,
+    pub server_pid: Option<u32>,
+    /// xsk client only: stack counters and frame audit.
+    pub xsk: Option<serde_json::Value>,
+}
+
+/// Groups digits: 1234567 -> "1,234,567".
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
+}
+
+impl BenchResult {
+    /// The human-readable result table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let load = match self.rate {
+            Some(r) => format!("open loop at {} req/s", group_digits(r.round() as u64)),
+            None => format!("closed loop, depth {}", self.depth),
+        };
+        let _ = writeln!(
+            s,
+            "== rr-bench: {} client -> {} ({}, {} B requests, {} B responses)",
+            self.backend, self.connect, self.service, self.req_size, self.resp_size
+        );
+        let _ = writeln!(
+            s,
+            "   {} connections, {load}, {:.2} s measured after {:.2} s warm-up",
+            self.conns, self.duration_s, self.warmup_s
+        );
+        let _ = writeln!(
+            s,
+            "  {:<16}{:>12} req/s  ({} requests)",
+            "throughput",
+            group_digits(self.rps.round() as u64),
+            group_digits(self.requests)
+        );
+        let _ = writeln!(s, "  {:<16}{:>12} / {}", "errors / lost", self.errors, self.lost);
+        let _ = writeln!(
+            s,
+            "  {:<16}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+            "latency", "p50", "p90", "p99", "p99.9", "max", "mean"
+        );
+        let _ = writeln!(
+            s,
+            "  {:<16}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}{:>10.1}",
+            "  (us)", self.p50_us, self.p90_us, self.p99_us, self.p999_us, self.max_us, self.mean_us
+        );
+        let _ = writeln!(s, "  {:<16}{:>10}{:>10}{:>10}", "CPU", "client", "machine", "server");
+        let _ = writeln!(
+            s,
+            "  {:<16}{:>10}{:>10}{:>10}",
+            "  us/request",
+            opt(self.cpu_us_per_req_client, 2),
+            opt(self.cpu_us_per_req_machine, 2),
+            opt(self.cpu_us_per_req_server, 2)
+        );
+        let _ = writeln!(
+            s,
+            "  {:<16}{:>10.2}{:>10.2}{:>10}   (machine: {} CPUs)",
+            "  cores busy",
+            self.cores_client,
+            self.cores_machine,
+            opt(self.cores_server, 2),
+            self.cpus
+        );
+        s
+    }
+}
+
+/// What `rr-server --json` writes at exit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ServerSummary {
+    pub backend: Backend,
+    pub service: Service,
+    pub listen: String,
+    pub uptime_s: f64,
+    pub requests: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub accepted: u64,
+    pub closed: u64,
+    pub open_at_exit: usize,
+    pub protocol_errors: u64,
+    pub io_errors: u64,
+    pub cpu_s: f64,
+    /// xsk only: stack counters, port features and the frame audit.
+    pub xsk: Option<serde_json::Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stack::rr::{Handler, Kv};
+    use stack::ConnId;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        for bad in ["", "s", "-1", "1h", "1e400", "nan", "1.2.3", "1e9999s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("64"), Ok(64));
+        assert_eq!(parse_bytes("16k"), Ok(16384));
+        assert_eq!(parse_bytes("1M"), Ok(1 << 20));
+        assert!(parse_bytes("").is_err());
+        assert!(parse_bytes("k").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("99999999999999999999M").is_err());
+    }
+
+    #[test]
+    fn addr_args() {
+        assert_eq!("shared".parse(), Ok(AddrArg::Shared));
+        assert_eq!(
+            "198.18.0.100/24".parse(),
+            Ok(AddrArg::Dedicated { addr: Ipv4Addr::new(198, 18, 0, 100), prefix_len: 24 })
+        );
+        for bad in ["198.18.0.100", "198.18.0.100/33", "198.18.0.100/0", "0.0.0.0/8", "x/24", "224.0.0.1/4", ""] {
+            assert!(bad.parse::<AddrArg>().is_err(), "{bad:?}");
+        }
+        assert_eq!(AddrArg::Dedicated { addr: Ipv4Addr::new(10, 0, 0, 1), prefix_len: 8 }.to_string(), "10.0.0.1/8");
+    }
+
+    #[test]
+    fn kv_workload_against_kv_handler() {
+        let mut w = KvWorkload::new(100, 4);
+        let mut h = Kv::new();
+        let (mut req, mut resp) = (BytesMut::new(), BytesMut::new());
+        for conn in 0..3 {
+            for seq in 0..20 {
+                req.clear();
+                resp.clear();
+                w.next_request(conn, seq, &mut req);
+                assert!(matches!(KvRequest::parse(&req), Ok(KvRequest::Set { .. })) == (seq < 4));
+                h.handle(ConnId(0), &req, &mut resp);
+                assert!(w.check(conn, &req, &resp), "conn {conn} seq {seq}");
+            }
+        }
+        assert_eq!(h.len(), 12);
+        // A wrong value, a miss and garbage fail the check.
+        req.clear();
+        w.next_request(0, 10, &mut req);
+        assert!(!w.check(0, &req, b"\x00wrong"));
+        assert!(!w.check(0, &req, b"\x01"));
+        assert!(!w.check(0, &req, b""));
+        assert!(!w.check(0, b"garbage", b"\x00"));
+        assert_eq!(KvWorkload::parse_key(&KvWorkload::key(0xdead_beef, 7)), Some((0xdead_beef, 7)));
+        assert_eq!(KvWorkload::parse_key(b"kzzzzzzzz00000000"), None);
+    }
+
+    #[test]
+    fn progress_forwards_and_counts() {
+        let mut p = Progress::new(stack::rr::EchoWorkload::fixed(8), false);
+        p.begin("run");
+        let mut out = BytesMut::new();
+        p.next_request(0, 0, &mut out);
+        assert_eq!(out.len(), 8);
+        assert_eq!(p.response_len(&out), Some(8));
+        assert!(p.check(0, &out, &out));
+        assert!(!p.check(0, &out, b"x"));
+        assert_eq!(p.counts(), (2, 1));
+    }
+
+    #[test]
+    fn digits_grouped() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1000), "1,000");
+        assert_eq!(group_digits(1234567), "1,234,567");
+    }
+}

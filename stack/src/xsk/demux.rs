@@ -52,7 +52,8 @@ pub fn classify(frame: &[u8]) -> Flow {
     }
     let ihl = (ip[0] & 0x0f) as usize * 4;
     let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
+    // More-fragments flag or an offset: a fragment (smoltcp here does not reassemble).
+    let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
     if ip[9] != 6 || frag_off != 0 || ihl < 20 || ip.len() < ihl + 4 {
         return Flow::Ipv4 { src };
     }
