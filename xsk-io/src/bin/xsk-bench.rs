@@ -208,7 +208,9 @@ fn in_lab(args: &Args) -> Result<()> {
     let status = c.status().context("running the benchmark in the lab")?;
     let rx_after = read_counter(&lab, "rx_packets");
     if let Some(mut g) = gen {
-        let _ = g.kill();
+        // SIGINT, not SIGKILL: the generator writes its summary and detaches cleanly.
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(g.id() as i32, libc::SIGINT) };
         let _ = g.wait();
     }
     if !status.success() {

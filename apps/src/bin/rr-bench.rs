@@ -1,0 +1,678 @@
+//! rr-bench: load generator for rr-server, on the kernel's TCP or on smoltcp over AF_XDP.
+//!
+//! Closed loop (default: `--depth` requests in flight per connection) or open loop (`--rate`:
+//! requests scheduled at a fixed total rate, latency measured from the scheduled time, so a
+//! slow server cannot hide queueing). Every response is checked. The warm-up is a separate run
+//! whose numbers are discarded. Reports throughput, latency percentiles, errors and CPU time
+//! per request of this process, the whole machine and optionally the server.
+//!
+//! With `--lab SERVER_BACKEND` it builds its own veth lab (two network namespaces), starts
+//! rr-server in one, runs the load from the other, and removes everything afterwards.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+
+use apps::{
+    init_tracing, parse_bytes, parse_duration, warn_ignored, AddrArg, Backend, BenchResult, KvWorkload, Progress,
+    Service, XskOpts,
+};
+use stack::codec::{Codec, LengthPrefixed, Stream};
+use stack::cpu::{pid_cpu, CpuSnapshot};
+use stack::kernel::{KernelConfig, KernelTransport};
+use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
+use stack::transport::Transport;
+use stack::xsk::XskTransport;
+use xsk_io::lab::{self, Lab, LabConfig, Netns};
+
+/// Exit status when the run completed with errors (clap uses 2 for usage errors).
+const EXIT_RUN_ERRORS: u8 = 3;
+/// Lab namespace prefix of rr-bench.
+const LAB_PREFIX: &str = "rrb";
+/// KV key length + op byte + u16 key length: the size of a GET request payload.
+const KV_GET_LEN: usize = 3 + 17;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "rr-bench",
+    version,
+    about = "Load generator for rr-server: throughput, latency percentiles and CPU per request",
+    after_help = "\
+Sizes are payload bytes without the 4-byte length header of echo and kv. echo and tcp-echo
+send the request back, so --resp-size must equal --req-size (or be left out). kv: the first
+--kv-keys requests of every connection SET its keys with --resp-size-byte values (default
+--req-size), all later ones GET them and check the value; the reported request size is then
+the GET's 20 bytes and the response size 1 + value.
+
+Output: progress lines on stderr once a second (unless --quiet), the result table on stdout,
+--json FILE for scripts. Exit status: 0 ok, 1 setup or run failed, 2 bad command line, 3 the
+run completed but had errors (failed checks, dead connections) or no responses at all.
+
+SIGINT/SIGTERM: the current phase still ends at its --duration, later phases are skipped; a
+second signal exits at once (and in --lab mode removes the lab).
+
+Examples:
+  rr-bench --connect 198.18.0.100:7000 --conns 16 --req-size 64 --duration 10s
+  rr-bench --connect 198.18.0.100:7000 --rate 50000 --conns 32 --json out.json
+  rr-bench --backend xsk --iface eth1 --addr 198.18.0.101/24 --connect 198.18.0.1:7000
+  rr-bench --lab xsk --conns 16 --req-size 64 --duration 3s     # own veth lab, xsk server"
+)]
+struct Args {
+    /// Client TCP/IP stack: kernel, or xsk (smoltcp over AF_XDP, needs --iface and root).
+    #[arg(long, value_enum, default_value_t = Backend::Kernel)]
+    backend: Backend,
+    /// Server address.
+    #[arg(long, value_name = "IP:PORT", required_unless_present = "lab", conflicts_with = "lab")]
+    connect: Option<SocketAddrV4>,
+    /// Protocol of the server (see rr-server --help): echo, kv or tcp-echo.
+    #[arg(long, value_enum, default_value_t = Service::Echo)]
+    service: Service,
+    /// Connections to open.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    conns: usize,
+    /// Closed loop: requests kept in flight per connection (pipelining). Ignored with --rate.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    depth: usize,
+    /// Request payload size, e.g. 64 or 4k.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "64")]
+    req_size: usize,
+    /// Response payload size. echo/tcp-echo: equal to --req-size (the only allowed value).
+    /// kv: the value size [default: --req-size].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    resp_size: Option<usize>,
+    /// Measured run length, e.g. 10s, 500ms, 1m (new requests stop then; outstanding ones
+    /// get --drain-timeout to come back).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    duration: Duration,
+    /// Warm-up before the measured run, on separate connections; its numbers are discarded.
+    /// 0 disables it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s")]
+    warmup: Duration,
+    /// Open loop: send R requests per second in total (round robin over the connections)
+    /// whatever the responses do; latency counts from each request's scheduled time (no
+    /// coordinated omission). Without it: closed loop.
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    rate: Option<f64>,
+    /// Stop the measured run after this many requests (or at --duration, whichever is first).
+    #[arg(long, value_name = "N")]
+    max_requests: Option<u64>,
+    /// All connections must be established within this time.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    connect_timeout: Duration,
+    /// After --duration, wait at most this long for outstanding responses (the rest count as
+    /// lost).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    drain_timeout: Duration,
+    /// Kernel backend: local source address (0.0.0.0 = chosen by routing).
+    #[arg(long, default_value_t = Ipv4Addr::UNSPECIFIED)]
+    bind: Ipv4Addr,
+    /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or the AF_XDP
+    /// socket (xsk), and the client polls without sleeping. Burns a core.
+    #[arg(long, value_name = "USECS")]
+    busy_poll: Option<u32>,
+    /// Largest response frame accepted (echo, kv).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "16M")]
+    max_frame: usize,
+    /// kv: keys per connection.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    kv_keys: u64,
+    /// Also report the CPU time of this process (the server) per request, from
+    /// /proc/PID/stat. Set automatically in --lab mode.
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
+    /// Write the results as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// No progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+    #[command(flatten)]
+    xsk: XskOpts,
+    /// Lab mode: build a veth lab (two fresh network namespaces, 198.18.0.0/15), run rr-server
+    /// with this backend in one and the load from the other, then remove everything. The
+    /// client's --iface/--addr/--bind are set by the lab (xsk ends use dedicated addresses
+    /// .100 (server) and .101 (client) unless --lab-shared).
+    #[arg(long, value_name = "SERVER_BACKEND", help_heading = "Lab mode")]
+    lab: Option<Backend>,
+    /// Lab mode: xsk ends share the kernel's addresses instead of dedicated ones.
+    #[arg(long, help_heading = "Lab mode")]
+    lab_shared: bool,
+    /// Lab mode: the server's port.
+    #[arg(long, value_name = "PORT", default_value_t = 7000, help_heading = "Lab mode")]
+    port: u16,
+    /// Lab mode: extra rr-server argument (repeatable), e.g. --server-arg=--busy-poll
+    /// --server-arg=50.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true, help_heading = "Lab mode")]
+    server_arg: Vec<String>,
+    /// Lab mode: rr-server binary [default: next to this binary].
+    #[arg(long, value_name = "PATH", help_heading = "Lab mode")]
+    server_exe: Option<PathBuf>,
+}
+
+/// The validated load description.
+#[derive(Clone, Debug)]
+struct Plan {
+    mode: LoadMode,
+    /// Echo payload size or KV value size.
+    size: usize,
+    req_size: usize,
+    resp_size: usize,
+}
+
+impl Plan {
+    fn new(a: &Args) -> Result<Plan> {
+        ensure!((1..=1_000_000).contains(&a.conns), "--conns must be between 1 and 1000000");
+        ensure!(!a.duration.is_zero(), "--duration must be positive");
+        ensure!(a.max_requests != Some(0), "--max-requests must be at least 1");
+        ensure!(!a.connect_timeout.is_zero(), "--connect-timeout must be positive");
+        let mode = match a.rate {
+            Some(r) if !(r.is_finite() && r > 0.0) => bail!("--rate must be a positive number, got {r}"),
+            Some(rate) => LoadMode::OpenLoop { rate },
+            None => {
+                ensure!((1..=65536).contains(&a.depth), "--depth must be between 1 and 65536");
+                LoadMode::ClosedLoop { depth: a.depth }
+            }
+        };
+        match a.service {
+            Service::Echo | Service::TcpEcho => {
+                if let Some(r) = a.resp_size.filter(|&r| r != a.req_size) {
+                    bail!("{}: the response is the request, so --resp-size ({r}) must equal --req-size ({})", a.service, a.req_size);
+                }
+                if a.service == Service::TcpEcho {
+                    ensure!(a.req_size >= 1, "tcp-echo: --req-size must be at least 1 (a stream has no empty messages)");
+                }
+                ensure!(
+                    a.req_size <= a.max_frame,
+                    "--req-size {} exceeds --max-frame {}",
+                    a.req_size,
+                    a.max_frame
+                );
+                Ok(Plan { mode, size: a.req_size, req_size: a.req_size, resp_size: a.req_size })
+            }
+            Service::Kv => {
+                let value = a.resp_size.unwrap_or(a.req_size);
+                ensure!(a.kv_keys >= 1, "--kv-keys must be at least 1");
+                ensure!(
+                    value < a.max_frame && KV_GET_LEN + value <= a.max_frame,
+                    "kv value size {value} does not fit --max-frame {}",
+                    a.max_frame
+                );
+                Ok(Plan { mode, size: value, req_size: KV_GET_LEN, resp_size: 1 + value })
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    let matches = Args::command().get_matches();
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    match run(&args, &matches) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("rr-bench: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
+    lab::install_signal_handlers();
+    let plan = Plan::new(args)?;
+    if args.rate.is_some() {
+        warn_ignored(matches, &["depth"], "with --rate (open loop has no fixed depth)");
+    }
+    if let Some(server_backend) = args.lab {
+        warn_ignored(matches, &["iface", "addr", "bind", "server_pid"], "in --lab mode (the lab sets it)");
+        return in_lab(args, server_backend);
+    }
+    warn_ignored(matches, &["lab_shared", "port", "server_arg", "server_exe"], "without --lab");
+    match args.backend {
+        Backend::Kernel => warn_ignored(matches, XskOpts::IDS, "with --backend kernel"),
+        Backend::Xsk => warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)"),
+    }
+    let outcome = bench(args, &plan)?;
+    finish(args, &outcome)
+}
+
+/// Result of one benchmark: the numbers, and for xsk a failed frame audit.
+struct Outcome {
+    result: BenchResult,
+    audit_error: Option<String>,
+}
+
+/// Prints the table, writes the JSON and picks the exit status.
+fn finish(args: &Args, o: &Outcome) -> Result<ExitCode> {
+    print!("{}", o.result.table());
+    if let Some(p) = &args.json {
+        let text = serde_json::to_vec_pretty(&o.result).context("encoding the results")?;
+        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+        println!("wrote {}", p.display());
+    }
+    if let Some(e) = &o.audit_error {
+        bail!("UMEM frame audit of the xsk client failed: {e}");
+    }
+    if o.result.errors > 0 || o.result.requests == 0 {
+        eprintln!(
+            "rr-bench: the run had {} errors and {} responses",
+            o.result.errors, o.result.requests
+        );
+        return Ok(ExitCode::from(EXIT_RUN_ERRORS));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
+    let Some(addr) = args.connect else { bail!("--connect is required") };
+    match args.backend {
+        Backend::Kernel => {
+            match apps::raise_nofile_limit(args.conns as u64 + 64) {
+                Ok(n) if (n as usize) < args.conns + 16 => {
+                    bail!("the open-file limit {n} is too low for --conns {} (raise ulimit -n)", args.conns)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
+            }
+            let kcfg = KernelConfig { bind: args.bind, busy_poll: args.busy_poll, ..KernelConfig::default() };
+            let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
+            let (_t, result) = drive(t, addr, args, plan)?;
+            Ok(Outcome { result, audit_error: None })
+        }
+        Backend::Xsk => {
+            let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
+            let iface = xcfg.port.ifname.clone();
+            let t = XskTransport::new(xcfg)
+                .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
+            eprintln!("xsk port: {}", t.port().features());
+            eprintln!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
+            let (mut t, mut result) = drive(t, addr, args, plan)?;
+            let stats = t.stats();
+            let audit = t.audit();
+            // Dropping the transport detaches the XDP program.
+            drop(t);
+            match &audit {
+                Ok(a) => eprintln!("xsk client frame audit: ok {a:?}"),
+                Err(e) => eprintln!("xsk client frame audit: FAILED: {e}"),
+            }
+            result.xsk = Some(serde_json::json!({
+                "stats": stats,
+                "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
+            }));
+            Ok(Outcome { result, audit_error: audit.err() })
+        }
+    }
+}
+
+fn drive<T: Transport>(t: T, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Result<(T, BenchResult)> {
+    match args.service {
+        Service::Echo => drive_with(t, LengthPrefixed::new(args.max_frame), EchoWorkload::fixed(plan.size), addr, args, plan),
+        Service::TcpEcho => drive_with(t, Stream, EchoWorkload::fixed(plan.size), addr, args, plan),
+        Service::Kv => {
+            drive_with(t, LengthPrefixed::new(args.max_frame), KvWorkload::new(plan.size, args.kv_keys), addr, args, plan)
+        }
+    }
+}
+
+/// Warm-up (discarded), then the measured run with CPU counters read around it.
+fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
+    mut t: T,
+    codec: C,
+    workload: W,
+    addr: SocketAddrV4,
+    args: &Args,
+    plan: &Plan,
+) -> Result<(T, BenchResult)> {
+    let mut progress = Progress::new(workload, !args.quiet);
+    let base = ClientConfig {
+        connections: args.conns,
+        mode: plan.mode,
+        connect_timeout: args.connect_timeout,
+        drain_timeout: args.drain_timeout,
+        busy_poll: args.busy_poll.is_some(),
+        ..ClientConfig::new(addr)
+    };
+    if !args.warmup.is_zero() {
+        progress.begin("warm-up");
+        let cfg = ClientConfig { duration: args.warmup, max_requests: None, ..base.clone() };
+        let mut client = Client::new(t, codec.clone(), progress, cfg);
+        let report = client.run();
+        (t, progress) = client.into_parts();
+        let report = report.with_context(|| format!("warm-up against {addr}"))?;
+        if !args.quiet {
+            eprintln!("warm-up: {report}");
+        }
+        if report.errors > 0 {
+            tracing::warn!("the warm-up had {} errors", report.errors);
+        }
+        ensure!(!lab::interrupted(), "interrupted during the warm-up");
+    }
+
+    let server_before = match args.server_pid {
+        Some(pid) => Some(pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading /proc/{pid}/stat"))?),
+        None => None,
+    };
+    let before = CpuSnapshot::now().context("reading CPU counters")?;
+    progress.begin("run");
+    let cfg = ClientConfig { duration: args.duration, max_requests: args.max_requests, ..base };
+    let mut client = Client::new(t, codec, progress, cfg);
+    let report = client.run();
+    let after = CpuSnapshot::now().context("reading CPU counters")?;
+    let server_after = args.server_pid.and_then(|pid| {
+        pid_cpu(pid).map_err(|e| tracing::warn!("--server-pid {pid}: {e}: no server CPU figures")).ok()
+    });
+    let (t, _) = client.into_parts();
+    let report = report.with_context(|| format!("measured run against {addr}"))?;
+
+    let usage = after.since(&before);
+    let server_cpu = server_before.zip(server_after).map(|(a, b)| b.saturating_sub(a));
+    let result = make_result(&report, args, plan, addr, &usage, server_cpu);
+    Ok((t, result))
+}
+
+fn make_result(
+    r: &ClientReport,
+    args: &Args,
+    plan: &Plan,
+    addr: SocketAddrV4,
+    usage: &stack::cpu::CpuUsage,
+    server_cpu: Option<Duration>,
+) -> BenchResult {
+    let per_req = |d: Duration| (r.requests > 0).then(|| d.as_secs_f64() * 1e6 / r.requests as f64);
+    let cores = |d: Duration| {
+        let w = usage.wall.as_secs_f64();
+        if w > 0.0 {
+            d.as_secs_f64() / w
+        } else {
+            0.0
+        }
+    };
+    let us = |q: f64| r.latency_at(q).as_nanos() as f64 / 1000.0;
+    let empty = r.latency.is_empty();
+    BenchResult {
+        backend: args.backend,
+        service: args.service,
+        connect: addr.to_string(),
+        conns: args.conns,
+        depth: match plan.mode {
+            LoadMode::ClosedLoop { depth } => depth,
+            LoadMode::OpenLoop { .. } => 0,
+        },
+        mode: match plan.mode {
+            LoadMode::ClosedLoop { .. } => "closed".into(),
+            LoadMode::OpenLoop { .. } => "open".into(),
+        },
+        rate: args.rate,
+        req_size: plan.req_size,
+        resp_size: plan.resp_size,
+        warmup_s: args.warmup.as_secs_f64(),
+        duration_s: r.duration.as_secs_f64(),
+        requests: r.requests,
+        rps: r.requests_per_sec(),
+        p50_us: us(0.5),
+        p90_us: us(0.9),
+        p99_us: us(0.99),
+        p999_us: us(0.999),
+        max_us: if empty { 0.0 } else { r.latency.max() as f64 / 1000.0 },
+        mean_us: if empty { 0.0 } else { r.latency.mean() / 1000.0 },
+        errors: r.errors,
+        lost: r.lost,
+        bytes_sent: r.bytes_sent,
+        bytes_received: r.bytes_received,
+        cpu_us_per_req_client: per_req(usage.process),
+        cpu_us_per_req_machine: per_req(usage.machine.busy),
+        cpu_us_per_req_server: server_cpu.and_then(per_req),
+        cores_client: cores(usage.process),
+        cores_machine: cores(usage.machine.busy),
+        cores_server: server_cpu.map(cores),
+        cpus: apps::online_cpus(),
+        server_pid: args.server_pid,
+        xsk: None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lab mode
+// ---------------------------------------------------------------------------------------------
+
+/// The server child; killed if still running when dropped (error paths).
+struct ServerProc {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl ServerProc {
+    fn output(&self) -> String {
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        format!("{}{}", read(&self.out), read(&self.err))
+    }
+
+    /// Waits for the ready file, failing early if the server exits.
+    fn wait_ready(&mut self, ready: &Path, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if ready.exists() {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait().context("checking on rr-server")? {
+                bail!("rr-server exited before it was ready ({status}):\n{}", self.output());
+            }
+            if Instant::now() > deadline || lab::interrupted() {
+                bail!("rr-server was not ready within {timeout:?}:\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGINT, then wait up to `timeout` (SIGKILL after that). True if it exited with 0.
+    fn stop(&mut self, timeout: Duration) -> Result<bool> {
+        if self.child.try_wait()?.is_none() {
+            let pid = i32::try_from(self.child.id()).context("server pid out of range")?;
+            // SAFETY: plain syscall on our own child's pid, which is not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                if !status.success() {
+                    eprintln!("rr-server exited with {status}");
+                }
+                return Ok(status.success());
+            }
+            if Instant::now() > deadline {
+                eprintln!("rr-server did not exit within {timeout:?} of SIGINT: killing it");
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether an XDP program is attached to `ifname` in `ns`.
+fn xdp_attached(ns: &Netns, ifname: &str) -> Result<bool> {
+    let out = ns.run(&["ip", "-d", "link", "show", "dev", ifname]).with_context(|| format!("ip link show {ifname}"))?;
+    Ok(out.contains("prog/xdp"))
+}
+
+fn server_exe(args: &Args) -> Result<PathBuf> {
+    let exe = match &args.server_exe {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .context("locating this binary")?
+            .parent()
+            .context("this binary has no parent directory")?
+            .join("rr-server"),
+    };
+    ensure!(exe.is_file(), "rr-server not found at {} (build it, or pass --server-exe)", exe.display());
+    Ok(exe)
+}
+
+fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
+    let exe = server_exe(args)?;
+    lab::sweep_stale(LAB_PREFIX);
+    let lab = Lab::new(&LabConfig::new(LAB_PREFIX)).context("building the veth lab")?;
+    // Kernel TCP on veth leaves checksums to "hardware"; an AF_XDP receiver needs real ones.
+    lab.disable_tx_offloads().context("turning TX checksum offload off in the lab")?;
+    eprintln!("lab: {lab}");
+    let o = lab.addr_a.octets();
+    let host = |n: u8| Ipv4Addr::new(o[0], o[1], o[2], n);
+    let dedicated = |n: u8| AddrArg::Dedicated { addr: host(n), prefix_len: lab.prefix_len };
+
+    let server_ip = match (server_backend, args.lab_shared) {
+        (Backend::Xsk, false) => host(100),
+        _ => lab.addr_a,
+    };
+    let dir = std::env::temp_dir().join(format!("rr-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let ready = dir.join("ready");
+    let (out, err) = (dir.join("server.out"), dir.join("server.err"));
+    let safety = args.warmup + args.duration + 2 * (args.connect_timeout + args.drain_timeout) + Duration::from_secs(60);
+
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &lab.ns_a.name]).arg(&exe);
+    cmd.args(["--backend", &server_backend.to_string(), "--service", &args.service.to_string()]);
+    cmd.args(["--port", &args.port.to_string(), "--duration", &format!("{}s", safety.as_secs())]);
+    cmd.args(["--max-conns", &args.conns.max(64).to_string()]);
+    cmd.arg("--ready-file").arg(&ready);
+    match server_backend {
+        Backend::Xsk => {
+            let addr = if args.lab_shared { AddrArg::Shared } else { dedicated(100) };
+            cmd.args(["--iface", &lab.if_a, "--addr", &addr.to_string()]);
+        }
+        Backend::Kernel => {
+            cmd.args(["--bind", &lab.addr_a.to_string()]);
+        }
+    }
+    cmd.args(&args.server_arg);
+    cmd.stdin(Stdio::null())
+        .stdout(File::create(&out).with_context(|| format!("creating {}", out.display()))?)
+        .stderr(File::create(&err).with_context(|| format!("creating {}", err.display()))?);
+    let child = cmd.spawn().context("starting rr-server in the lab")?;
+    let mut server = ServerProc { child, out, err };
+    server.wait_ready(&ready, Duration::from_secs(30))?;
+    eprintln!("rr-server ({server_backend}) ready at {server_ip}:{} in {}, pid {}", args.port, lab.ns_a, server.child.id());
+
+    let mut client = args.clone();
+    client.lab = None;
+    client.connect = Some(SocketAddrV4::new(server_ip, args.port));
+    client.server_pid = Some(server.child.id());
+    match args.backend {
+        Backend::Xsk => {
+            client.xsk.iface = Some(lab.if_b.clone());
+            client.xsk.addr = if args.lab_shared { AddrArg::Shared } else { dedicated(101) };
+        }
+        Backend::Kernel => client.bind = lab.addr_b,
+    }
+    let outcome = lab.ns_b.run_in(move || Plan::new(&client).and_then(|plan| bench(&client, &plan)));
+
+    let clean_exit = server.stop(Duration::from_secs(15))?;
+    let server_output = server.output();
+    let leftover: Vec<String> = [(&lab.ns_a, &lab.if_a), (&lab.ns_b, &lab.if_b)]
+        .into_iter()
+        .filter(|(ns, ifname)| xdp_attached(ns, ifname).unwrap_or(true))
+        .map(|(_, ifname)| ifname.clone())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(lab);
+
+    let print_server = || {
+        println!("---- rr-server ({server_backend}) ----");
+        for line in server_output.lines() {
+            println!("  {line}");
+        }
+    };
+    let outcome = match outcome.context("running the client in the lab")? {
+        Ok(o) => o,
+        Err(e) => {
+            print_server();
+            return Err(e);
+        }
+    };
+    let code = finish(args, &outcome);
+    print_server();
+    let code = code?;
+    ensure!(clean_exit, "rr-server did not exit cleanly (status 0) after SIGINT");
+    ensure!(leftover.is_empty(), "an XDP program is still attached to {leftover:?}");
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
+        let mut v = vec!["rr-bench", "--connect", "127.0.0.1:7000"];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v)
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn ignored_ids_exist() {
+        let m = Args::command().get_matches_from(["rr-bench", "--connect", "127.0.0.1:1", "--lab-shared", "--depth", "2"]);
+        warn_ignored(&m, XskOpts::IDS, "test");
+        warn_ignored(&m, &["lab_shared", "port", "server_arg", "server_exe", "depth", "bind"], "test");
+        warn_ignored(&m, &["iface", "addr", "bind", "server_pid"], "test");
+    }
+
+    #[test]
+    fn plans() {
+        let p = Plan::new(&parse(&["--req-size", "1k"]).unwrap()).unwrap();
+        assert_eq!((p.req_size, p.resp_size, p.mode), (1024, 1024, LoadMode::ClosedLoop { depth: 1 }));
+        let p = Plan::new(&parse(&["--service", "kv", "--resp-size", "100"]).unwrap()).unwrap();
+        assert_eq!((p.size, p.req_size, p.resp_size), (100, KV_GET_LEN, 101));
+        let p = Plan::new(&parse(&["--rate", "1000"]).unwrap()).unwrap();
+        assert_eq!(p.mode, LoadMode::OpenLoop { rate: 1000.0 });
+        for bad in [
+            &["--resp-size", "10"][..],
+            &["--rate", "0"],
+            &["--rate", "-5"],
+            &["--rate", "NaN"],
+            &["--rate", "inf"],
+            &["--depth", "0"],
+            &["--conns", "0"],
+            &["--duration", "0"],
+            &["--max-requests", "0"],
+            &["--service", "tcp-echo", "--req-size", "0"],
+            &["--req-size", "2k", "--max-frame", "1k"],
+        ] {
+            assert!(Plan::new(&parse(bad).unwrap()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected_by_the_parser() {
+        assert!(Args::try_parse_from(["rr-bench"]).is_err(), "--connect or --lab is required");
+        assert!(parse(&["--lab", "xsk"]).is_err(), "--connect conflicts with --lab");
+        assert!(Args::try_parse_from(["rr-bench", "--connect", "nonsense"]).is_err());
+        assert!(parse(&["--duration", "soon"]).is_err());
+        assert!(parse(&["--addr", "1.2.3.4"]).is_err());
+        assert!(parse(&["--attach", "sideways"]).is_err());
+        assert!(parse(&["--tx-budget", "lots"]).is_err());
+        let a = Args::try_parse_from(["rr-bench", "--lab", "kernel", "--server-arg", "--busy-poll", "--server-arg=50"]).unwrap();
+        assert_eq!(a.server_arg, ["--busy-poll", "50"]);
+    }
+}

@@ -1,0 +1,300 @@
+//! rr-server: a request/response server on the kernel's TCP or on smoltcp over AF_XDP.
+//!
+//! Services: `echo` (length-prefixed frames sent back), `kv` (GET/SET/DEL over the same
+//! framing) and `tcp-echo` (RFC 862: raw bytes back, for nc/socat). It runs until SIGINT or
+//! SIGTERM (or `--duration`), then prints its counters (for xsk also the stack counters and
+//! the UMEM frame audit), detaches the XDP program and exits 0.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+
+use apps::{init_tracing, parse_bytes, parse_duration, warn_ignored, Backend, ServerSummary, Service, XskOpts};
+use stack::codec::{Codec, LengthPrefixed, Stream};
+use stack::cpu::process_cpu;
+use stack::kernel::{KernelConfig, KernelTransport};
+use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};
+use stack::transport::Transport;
+use stack::xsk::XskTransport;
+use xsk_io::lab;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "rr-server",
+    version,
+    about = "Request/response server on the kernel's TCP stack or on smoltcp over AF_XDP",
+    after_help = "\
+Runs until SIGINT/SIGTERM (or --duration), then prints its counters (xsk: also the stack
+counters and the UMEM frame audit), detaches the XDP program and exits 0. A second signal
+exits at once. Exit status 1: setup failed, the event loop failed, or the frame audit found
+a leak.
+
+Examples:
+  rr-server --backend kernel --bind 0.0.0.0 --port 7000
+  rr-server --backend xsk --iface eth1 --addr 198.18.0.100/24 --service kv --ready-file /tmp/ready
+  rr-server --backend xsk --iface eth1 --service tcp-echo --port 7   # then: nc <addr> 7"
+)]
+struct Args {
+    /// TCP/IP stack: xsk (smoltcp over AF_XDP, needs --iface and root) or kernel.
+    #[arg(long, value_enum, default_value_t = Backend::Kernel)]
+    backend: Backend,
+    /// Protocol: echo (u32 big-endian length + payload, echoed), kv (GET/SET/DEL requests over
+    /// the same framing: op byte 'G'/'S'/'D', u16 key length, key, value for 'S'; reply: status
+    /// byte 0 ok / 1 not found / 2 bad request, then the value) or tcp-echo (RFC 862 byte
+    /// stream echo, talks to nc and socat).
+    #[arg(long, value_enum, default_value_t = Service::Echo)]
+    service: Service,
+    /// TCP port to listen on.
+    #[arg(long, default_value_t = 7000)]
+    port: u16,
+    /// Kernel backend: local address to listen on (0.0.0.0 = every interface of the network
+    /// namespace; the default accepts only local clients).
+    #[arg(long, default_value_t = Ipv4Addr::LOCALHOST)]
+    bind: Ipv4Addr,
+    /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or on the AF_XDP
+    /// socket (xsk), and the event loop polls without sleeping. Burns a core.
+    #[arg(long, value_name = "USECS")]
+    busy_poll: Option<u32>,
+    /// Connections to size for. xsk: socket buckets and slab of the stack (more connections
+    /// still work, with longer scans). kernel: the open-file limit is raised to fit them.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_conns: usize,
+    /// Largest request frame accepted by echo and kv, e.g. 1M. Longer frames close the
+    /// connection (protocol error).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "16M")]
+    max_frame: usize,
+    /// Stop reading from a connection while this many response bytes wait to be sent
+    /// (back-pressure against clients that pipeline without reading).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "4M")]
+    write_high_water: usize,
+    /// Exit by itself after this long (e.g. 30s, 2m), as if SIGINT arrived.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Write `ADDR:PORT` to this file once listening (atomically; removed again at exit), so
+    /// scripts and tests can wait for it.
+    #[arg(long, value_name = "PATH")]
+    ready_file: Option<PathBuf>,
+    /// Write the exit summary (counters, xsk stats and audit) as JSON to this file.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    #[command(flatten)]
+    xsk: XskOpts,
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    let matches = Args::command().get_matches();
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    match run(&args, &matches) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rr-server: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Why the loop stopped.
+fn stop_reason(deadline: Option<Instant>) -> &'static str {
+    if lab::interrupted() {
+        "signal"
+    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+        "--duration"
+    } else {
+        "error"
+    }
+}
+
+/// Removes the ready file when dropped, whatever way `run` ends.
+struct ReadyFile<'a>(Option<&'a Path>);
+
+impl Drop for ReadyFile<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
+    lab::install_signal_handlers();
+    if let Some(p) = &args.ready_file {
+        // A stale file from an earlier run would tell waiters we are up before we are.
+        match std::fs::remove_file(p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing the old ready file {}", p.display())),
+        }
+    }
+    let ready = ReadyFile(args.ready_file.as_deref());
+    let cfg = ServerConfig {
+        port: args.port,
+        write_high_water: args.write_high_water.max(1),
+        poll_timeout: Some(if args.busy_poll.is_some() { Duration::ZERO } else { Duration::from_millis(10) }),
+    };
+    match args.backend {
+        Backend::Kernel => {
+            warn_ignored(matches, XskOpts::IDS, "with --backend kernel");
+            match apps::raise_nofile_limit(args.max_conns as u64 + 64) {
+                Ok(n) if (n as usize) < args.max_conns + 16 => {
+                    tracing::warn!("open-file limit is {n}: fewer than --max-conns {} connections fit", args.max_conns)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
+            }
+            let kcfg = KernelConfig { bind: args.bind, busy_poll: args.busy_poll, ..KernelConfig::default() };
+            let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
+            let (_t, summary) = serve(t, args, cfg, &ready)?;
+            print_summary(&summary);
+            write_json(args, &summary)
+        }
+        Backend::Xsk => {
+            warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)");
+            let xcfg = args.xsk.config(args.max_conns, args.busy_poll)?;
+            let iface = xcfg.port.ifname.clone();
+            let t = XskTransport::new(xcfg)
+                .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
+            println!("xsk port: {}", t.port().features());
+            println!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
+            let (mut t, mut summary) = serve(t, args, cfg, &ready)?;
+            let stats = t.stats();
+            let audit = t.audit();
+            let features = t.port().features().clone();
+            // Dropping the transport aborts what is still open and detaches the XDP program.
+            drop(t);
+            summary.xsk = Some(serde_json::json!({
+                "stats": stats,
+                "features": features,
+                "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
+            }));
+            print_summary(&summary);
+            println!(
+                "xsk stack: accepted {} connected {} closed {} recycled {} live sockets {} pooled {}",
+                stats.accepted, stats.connected, stats.closed, stats.recycled, stats.live_sockets, stats.pooled_sockets
+            );
+            println!("xsk device: {}", serde_json::to_string(&stats.device).unwrap_or_default());
+            println!("xsk port counters: {}", serde_json::to_string(&stats.port.port).unwrap_or_default());
+            println!("xsk xdp statistics: {}", serde_json::to_string(&stats.port.xdp).unwrap_or_default());
+            match &audit {
+                Ok(a) => println!("frame audit: ok {a:?}"),
+                Err(e) => println!("frame audit: FAILED: {e}"),
+            }
+            println!("xdp program detached from {iface}");
+            write_json(args, &summary)?;
+            if let Err(e) = audit {
+                bail!("UMEM frame audit failed: {e}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn write_json(args: &Args, summary: &ServerSummary) -> Result<()> {
+    if let Some(p) = &args.json {
+        let text = serde_json::to_vec_pretty(summary).context("encoding the summary")?;
+        std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// Picks codec and handler for the service, runs the server, returns the transport for the
+/// backend's own report.
+fn serve<T: Transport>(t: T, args: &Args, cfg: ServerConfig, ready: &ReadyFile<'_>) -> Result<(T, ServerSummary)> {
+    match args.service {
+        Service::Echo => serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready),
+        Service::Kv => serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready),
+        Service::TcpEcho => serve_with(t, Stream, Echo, args, cfg, ready),
+    }
+}
+
+fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
+    t: T,
+    codec: C,
+    handler: H,
+    args: &Args,
+    cfg: ServerConfig,
+    ready: &ReadyFile<'_>,
+) -> Result<(T, ServerSummary)> {
+    let backend = t.name();
+    let mut server = Server::new(t, codec, handler, cfg).with_context(|| format!("listening on port {}", args.port))?;
+    let listen = server.local_addr().map_or_else(|| format!("?:{}", args.port), |a| a.to_string());
+    println!("rr-server: {} service on the {backend} backend, listening on {listen}", args.service);
+    if let Some(p) = ready.0 {
+        apps::write_atomically(p, format!("{listen}\n").as_bytes())?;
+    }
+    let started = Instant::now();
+    let cpu0 = process_cpu().unwrap_or_default();
+    let deadline = args.duration.map(|d| started + d);
+    let result = server.run_until(|| lab::interrupted() || deadline.is_some_and(|d| Instant::now() >= d));
+    let uptime = started.elapsed();
+    let cpu = process_cpu().unwrap_or_default().saturating_sub(cpu0);
+    let stats: ServerStats = server.stats();
+    let open = server.connections();
+    result.with_context(|| format!("server loop after {uptime:.1?} ({} requests served)", stats.requests))?;
+    println!(
+        "rr-server: stopped by {} after {:.2} s",
+        stop_reason(deadline),
+        uptime.as_secs_f64()
+    );
+    let (t, _handler) = server.into_parts();
+    Ok((
+        t,
+        ServerSummary {
+            backend: args.backend,
+            service: args.service,
+            listen,
+            uptime_s: uptime.as_secs_f64(),
+            requests: stats.requests,
+            bytes_in: stats.bytes_in,
+            bytes_out: stats.bytes_out,
+            accepted: stats.accepted,
+            closed: stats.closed,
+            open_at_exit: open,
+            protocol_errors: stats.protocol_errors,
+            io_errors: stats.io_errors,
+            cpu_s: cpu.as_secs_f64(),
+            xsk: None,
+        },
+    ))
+}
+
+fn print_summary(s: &ServerSummary) {
+    let per_req = if s.requests > 0 { format!("{:.2} us/request", s.cpu_s * 1e6 / s.requests as f64) } else { "-".into() };
+    println!(
+        "rr-server: {} requests, {} bytes in, {} bytes out; connections: {} accepted, {} closed, {} open at exit; \
+         errors: {} protocol, {} io; CPU {:.2} s ({per_req})",
+        apps::group_digits(s.requests),
+        apps::group_digits(s.bytes_in),
+        apps::group_digits(s.bytes_out),
+        s.accepted,
+        s.closed,
+        s.open_at_exit,
+        s.protocol_errors,
+        s.io_errors,
+        s.cpu_s,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_consistent() {
+        Args::command().debug_assert();
+    }
+
+    #[test]
+    fn ignored_ids_exist() {
+        let m = Args::command().get_matches_from(["rr-server", "--iface", "x", "--bind", "0.0.0.0"]);
+        warn_ignored(&m, XskOpts::IDS, "test");
+        warn_ignored(&m, &["bind"], "test");
+    }
+}

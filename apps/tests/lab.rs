@@ -1,0 +1,335 @@
+//! rr-server and rr-bench end to end in veth labs: the server runs under `ip netns exec` in
+//! ns_a with each backend, rr-bench loads it from ns_b with each client backend, and the
+//! server must exit 0 on SIGINT/SIGTERM with no XDP program left behind. Needs root.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use apps::{BenchResult, ServerSummary};
+use xsk_io::lab::{Lab, LabConfig, Netns};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_rr-server");
+const BENCH: &str = env!("CARGO_BIN_EXE_rr-bench");
+
+fn lab(tag: &str) -> Lab {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
+    xsk_io::lab::sweep_stale(tag);
+    let lab = Lab::new(&LabConfig::new(tag)).expect("lab");
+    // Kernel-sent frames on veth otherwise carry unfinished checksums that the AF_XDP side sees.
+    lab.disable_tx_offloads().expect("tx offloads off");
+    lab
+}
+
+/// An address on the lab subnet that the kernel does not have.
+fn dedicated(lab: &Lab, host: u8) -> (Ipv4Addr, String) {
+    let o = lab.addr_a.octets();
+    let a = Ipv4Addr::new(o[0], o[1], o[2], host);
+    (a, format!("{a}/{}", lab.prefix_len))
+}
+
+/// Scratch directory for ready files, JSON and logs of one test.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("apps-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A binary running under `ip netns exec` (which execs it: the child pid is the binary's),
+/// with stdout/stderr in files. Killed on drop if still running.
+struct Proc {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Proc {
+    fn spawn(ns: &Netns, exe: &str, args: &[&str], dir: &Path, name: &str) -> Proc {
+        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name, exe])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(File::create(&out).unwrap())
+            .stderr(File::create(&err).unwrap())
+            .spawn()
+            .expect("spawn under ip netns exec");
+        Proc { child, out, err }
+    }
+
+    fn output(&self) -> String {
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        format!("--- stdout\n{}--- stderr\n{}", read(&self.out), read(&self.err))
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn wait_file(&mut self, path: &Path, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !path.exists() {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                panic!("exited ({st}) before writing {}:\n{}", path.display(), self.output());
+            }
+            assert!(Instant::now() < deadline, "no {} within {timeout:?}:\n{}", path.display(), self.output());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("did not exit within {timeout:?}:\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&mut self, sig: libc::c_int, timeout: Duration) -> ExitStatus {
+        // SAFETY: plain syscall on our own, not yet reaped child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+        self.wait(timeout)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Starts rr-server in ns_a and waits until it listens.
+fn start_server(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
+    let ready = dir.join("ready");
+    let mut all = vec!["--ready-file", ready.to_str().unwrap(), "--duration", "120s"];
+    all.extend_from_slice(args);
+    let mut p = Proc::spawn(&lab.ns_a, SERVER, &all, dir, "server");
+    p.wait_file(&ready, Duration::from_secs(30));
+    p
+}
+
+/// Runs rr-bench in ns_b to completion and returns its JSON result.
+fn run_bench(lab: &Lab, dir: &Path, name: &str, args: &[&str]) -> BenchResult {
+    let json = dir.join(format!("{name}.json"));
+    let mut all = vec!["--json", json.to_str().unwrap(), "--quiet"];
+    all.extend_from_slice(args);
+    let mut p = Proc::spawn(&lab.ns_b, BENCH, &all, dir, name);
+    let st = p.wait(Duration::from_secs(60));
+    assert!(st.success(), "rr-bench {args:?}: {st}\n{}", p.output());
+    let r: BenchResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    eprintln!("{name}: {}", p.stdout());
+    r
+}
+
+fn assert_good(r: &BenchResult) {
+    assert!(r.rps > 0.0, "{r:?}");
+    assert!(r.requests > 0, "{r:?}");
+    assert_eq!(r.errors, 0, "{r:?}");
+    assert_eq!(r.lost, 0, "{r:?}");
+    assert!(r.p50_us > 0.0 && r.p50_us <= r.p99_us && r.p99_us <= r.max_us, "{r:?}");
+    assert!(r.cpu_us_per_req_client.is_some_and(|c| c > 0.0), "{r:?}");
+    assert!(r.cpu_us_per_req_machine.is_some(), "{r:?}");
+}
+
+fn xdp_attached(ns: &Netns, ifname: &str) -> bool {
+    ns.run(&["ip", "-d", "link", "show", "dev", ifname]).expect("ip link show").contains("prog/xdp")
+}
+
+/// Stops the server with `sig` and checks it exits 0, detached, and reports sane counters.
+fn stop_server(lab: &Lab, mut server: Proc, sig: libc::c_int) -> ServerSummary {
+    let st = server.signal(sig, Duration::from_secs(20));
+    assert!(st.success(), "rr-server exit {st}:\n{}", server.output());
+    assert!(!xdp_attached(&lab.ns_a, &lab.if_a), "XDP program left on {}", lab.if_a);
+    let json = server.out.with_file_name("server.json");
+    let s: ServerSummary = serde_json::from_slice(&std::fs::read(&json).expect("server --json")).unwrap();
+    assert_eq!((s.protocol_errors, s.io_errors), (0, 0), "{s:?}");
+    assert_eq!(s.accepted, s.closed, "{s:?}");
+    s
+}
+
+const LOAD: &[&str] = &["--conns", "4", "--depth", "2", "--duration", "1s", "--warmup", "300ms"];
+
+#[test]
+fn xsk_server_dedicated_address_kernel_client() {
+    let lab = lab("rrx");
+    let dir = scratch("xsk-server");
+    let (ip, cidr) = dedicated(&lab, 100);
+    let json = dir.join("server.json");
+    let server = start_server(
+        &lab,
+        &dir,
+        &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--port", "7300", "--json", json.to_str().unwrap()],
+    );
+    assert!(server.stdout().contains("xsk port: "), "features line:\n{}", server.output());
+    assert!(xdp_attached(&lab.ns_a, &lab.if_a), "the server attached its program");
+    let connect = SocketAddrV4::new(ip, 7300).to_string();
+    let mut args = vec!["--backend", "kernel", "--connect", &connect];
+    args.extend_from_slice(LOAD);
+    let r = run_bench(&lab, &dir, "kernel-client", &args);
+    assert_good(&r);
+    assert_eq!((r.conns, r.depth, r.req_size), (4, 2, 64));
+    let summary = stop_server(&lab, server, libc::SIGINT);
+    assert!(summary.requests >= r.requests, "{summary:?}");
+    let xsk = summary.xsk.expect("xsk stats");
+    assert!(xsk["audit"]["total"].as_u64().is_some(), "frame audit ok: {xsk}");
+    assert_eq!(xsk["audit"]["app"].as_u64(), Some(0), "{xsk}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn kernel_server_kernel_and_xsk_clients() {
+    let lab = lab("rrk");
+    let dir = scratch("kernel-server");
+    let json = dir.join("server.json");
+    let addr_a = lab.addr_a.to_string();
+    let server = start_server(
+        &lab,
+        &dir,
+        &["--backend", "kernel", "--bind", &addr_a, "--port", "7301", "--json", json.to_str().unwrap()],
+    );
+    let pid = server.child.id().to_string();
+    let connect = SocketAddrV4::new(lab.addr_a, 7301).to_string();
+
+    let mut args = vec!["--backend", "kernel", "--connect", &connect, "--server-pid", &pid];
+    args.extend_from_slice(LOAD);
+    let k = run_bench(&lab, &dir, "kernel-client", &args);
+    assert_good(&k);
+    assert!(k.cpu_us_per_req_server.is_some_and(|c| c > 0.0), "server CPU from /proc/PID/stat: {k:?}");
+
+    let (_, client_cidr) = dedicated(&lab, 101);
+    let mut args =
+        vec!["--backend", "xsk", "--iface", &lab.if_b, "--addr", &client_cidr, "--connect", &connect, "--attach", "skb"];
+    args.extend_from_slice(LOAD);
+    let x = run_bench(&lab, &dir, "xsk-client", &args);
+    assert_good(&x);
+    assert_eq!(x.backend, apps::Backend::Xsk);
+    let xsk = x.xsk.as_ref().expect("xsk client stats");
+    assert_eq!(xsk["audit"]["app"].as_u64(), Some(0), "{xsk}");
+    assert!(!xdp_attached(&lab.ns_b, &lab.if_b), "the xsk client detached its program");
+
+    let summary = stop_server(&lab, server, libc::SIGINT);
+    assert!(summary.requests >= k.requests + x.requests, "{summary:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn kv_service_over_both_backends() {
+    let lab = lab("rrv");
+    let dir = scratch("kv");
+    let json = dir.join("server.json");
+    let (ip, cidr) = dedicated(&lab, 100);
+    let server = start_server(
+        &lab,
+        &dir,
+        &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--service", "kv", "--port", "7302", "--json", json.to_str().unwrap()],
+    );
+    let connect = SocketAddrV4::new(ip, 7302).to_string();
+    let mut args = vec!["--service", "kv", "--resp-size", "200", "--kv-keys", "8", "--connect", &connect];
+    args.extend_from_slice(LOAD);
+    let r = run_bench(&lab, &dir, "kv-client", &args);
+    assert_good(&r);
+    assert_eq!((r.req_size, r.resp_size), (20, 201));
+    stop_server(&lab, server, libc::SIGTERM);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends bytes in uneven chunks with a plain std TcpStream from ns_b and reads each chunk back,
+/// then half-closes and expects the server to close too (RFC 862).
+fn tcp_echo_roundtrip(ns: &Netns, addr: SocketAddrV4) {
+    ns.run_in(move || {
+        let mut s = TcpStream::connect_timeout(&addr.into(), Duration::from_secs(10)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut x: u32 = 12345;
+        let mut total = 0;
+        for len in [1usize, 2, 7, 100, 1460, 1461, 5000, 20_000, 65_536, 3] {
+            let chunk: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (x >> 16) as u8
+                })
+                .collect();
+            s.write_all(&chunk).expect("write");
+            let mut back = vec![0u8; len];
+            s.read_exact(&mut back).expect("read back");
+            assert_eq!(back, chunk, "chunk of {len} bytes came back changed");
+            total += len;
+        }
+        s.shutdown(Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).expect("EOF after half-close");
+        assert!(rest.is_empty(), "{} unexpected bytes", rest.len());
+        total
+    })
+    .expect("run in ns_b");
+}
+
+#[test]
+fn tcp_echo_with_std_tcpstream_xsk_server() {
+    let lab = lab("rrt");
+    let dir = scratch("tcp-echo-xsk");
+    let json = dir.join("server.json");
+    let (ip, cidr) = dedicated(&lab, 100);
+    let server = start_server(
+        &lab,
+        &dir,
+        &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--service", "tcp-echo", "--port", "7", "--json", json.to_str().unwrap()],
+    );
+    tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(ip, 7));
+    let s = stop_server(&lab, server, libc::SIGINT);
+    assert_eq!(s.accepted, 1, "{s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tcp_echo_with_std_tcpstream_kernel_server() {
+    let lab = lab("rre");
+    let dir = scratch("tcp-echo-kernel");
+    let json = dir.join("server.json");
+    let addr_a = lab.addr_a.to_string();
+    let server = start_server(
+        &lab,
+        &dir,
+        &["--backend", "kernel", "--bind", &addr_a, "--service", "tcp-echo", "--port", "7", "--json", json.to_str().unwrap()],
+    );
+    tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(lab.addr_a, 7));
+    let s = stop_server(&lab, server, libc::SIGTERM);
+    assert_eq!(s.accepted, 1, "{s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_lab_mode_end_to_end() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
+    let dir = scratch("lab-mode");
+    let json = dir.join("lab.json");
+    let out = Command::new(BENCH)
+        .args(["--lab", "xsk", "--backend", "xsk", "--server-exe", SERVER, "--quiet", "--json"])
+        .arg(&json)
+        .args(LOAD)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("frame audit: ok"), "server audit in the output: {text}");
+    let r: BenchResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_good(&r);
+    assert!(r.cpu_us_per_req_server.is_some(), "{r:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
