@@ -377,9 +377,7 @@ impl Workload for KvWorkload {
             return false;
         }
         match KvRequest::parse(req) {
-            Ok(KvRequest::Get { key }) => {
-                Self::parse_key(key).is_some_and(|(c, k)| resp.value == self.value(c, k))
-            }
+            Ok(KvRequest::Get { key }) => Self::parse_key(key).is_some_and(|(c, k)| resp.value == self.value(c, k)),
             Ok(KvRequest::Set { .. } | KvRequest::Del { .. }) => resp.value.is_empty(),
             Err(_) => false,
         }

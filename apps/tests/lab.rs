@@ -172,7 +172,18 @@ fn xsk_server_dedicated_address_kernel_client() {
     let server = start_server(
         &lab,
         &dir,
-        &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--port", "7300", "--json", json.to_str().unwrap()],
+        &[
+            "--backend",
+            "xsk",
+            "--iface",
+            &lab.if_a,
+            "--addr",
+            &cidr,
+            "--port",
+            "7300",
+            "--json",
+            json.to_str().unwrap(),
+        ],
     );
     assert!(server.stdout().contains("xsk port: "), "features line:\n{}", server.output());
     assert!(xdp_attached(&lab.ns_a, &lab.if_a), "the server attached its program");
@@ -211,8 +222,18 @@ fn kernel_server_kernel_and_xsk_clients() {
     assert!(k.cpu_us_per_req_server.is_some_and(|c| c > 0.0), "server CPU from /proc/PID/stat: {k:?}");
 
     let (_, client_cidr) = dedicated(&lab, 101);
-    let mut args =
-        vec!["--backend", "xsk", "--iface", &lab.if_b, "--addr", &client_cidr, "--connect", &connect, "--attach", "skb"];
+    let mut args = vec![
+        "--backend",
+        "xsk",
+        "--iface",
+        &lab.if_b,
+        "--addr",
+        &client_cidr,
+        "--connect",
+        &connect,
+        "--attach",
+        "skb",
+    ];
     args.extend_from_slice(LOAD);
     let x = run_bench(&lab, &dir, "xsk-client", &args);
     assert_good(&x);
@@ -235,7 +256,20 @@ fn kv_service_over_both_backends() {
     let server = start_server(
         &lab,
         &dir,
-        &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--service", "kv", "--port", "7302", "--json", json.to_str().unwrap()],
+        &[
+            "--backend",
+            "xsk",
+            "--iface",
+            &lab.if_a,
+            "--addr",
+            &cidr,
+            "--service",
+            "kv",
+            "--port",
+            "7302",
+            "--json",
+            json.to_str().unwrap(),
+        ],
     );
     let connect = SocketAddrV4::new(ip, 7302).to_string();
     let mut args = vec!["--service", "kv", "--resp-size", "200", "--kv-keys", "8", "--connect", &connect];
@@ -287,7 +321,20 @@ fn tcp_echo_with_std_tcpstream_xsk_server() {
     let server = start_server(
         &lab,
         &dir,
-        &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--service", "tcp-echo", "--port", "7", "--json", json.to_str().unwrap()],
+        &[
+            "--backend",
+            "xsk",
+            "--iface",
+            &lab.if_a,
+            "--addr",
+            &cidr,
+            "--service",
+            "tcp-echo",
+            "--port",
+            "7",
+            "--json",
+            json.to_str().unwrap(),
+        ],
     );
     tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(ip, 7));
     let s = stop_server(&lab, server, libc::SIGINT);
@@ -304,7 +351,18 @@ fn tcp_echo_with_std_tcpstream_kernel_server() {
     let server = start_server(
         &lab,
         &dir,
-        &["--backend", "kernel", "--bind", &addr_a, "--service", "tcp-echo", "--port", "7", "--json", json.to_str().unwrap()],
+        &[
+            "--backend",
+            "kernel",
+            "--bind",
+            &addr_a,
+            "--service",
+            "tcp-echo",
+            "--port",
+            "7",
+            "--json",
+            json.to_str().unwrap(),
+        ],
     );
     tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(lab.addr_a, 7));
     let s = stop_server(&lab, server, libc::SIGTERM);

@@ -181,17 +181,19 @@ impl Plan {
         match a.service {
             Service::Echo | Service::TcpEcho => {
                 if let Some(r) = a.resp_size.filter(|&r| r != a.req_size) {
-                    bail!("{}: the response is the request, so --resp-size ({r}) must equal --req-size ({})", a.service, a.req_size);
+                    bail!(
+                        "{}: the response is the request, so --resp-size ({r}) must equal --req-size ({})",
+                        a.service,
+                        a.req_size
+                    );
                 }
                 if a.service == Service::TcpEcho {
-                    ensure!(a.req_size >= 1, "tcp-echo: --req-size must be at least 1 (a stream has no empty messages)");
+                    ensure!(
+                        a.req_size >= 1,
+                        "tcp-echo: --req-size must be at least 1 (a stream has no empty messages)"
+                    );
                 }
-                ensure!(
-                    a.req_size <= a.max_frame,
-                    "--req-size {} exceeds --max-frame {}",
-                    a.req_size,
-                    a.max_frame
-                );
+                ensure!(a.req_size <= a.max_frame, "--req-size {} exceeds --max-frame {}", a.req_size, a.max_frame);
                 Ok(Plan { mode, size: a.req_size, req_size: a.req_size, resp_size: a.req_size })
             }
             Service::Kv => {
@@ -261,10 +263,7 @@ fn finish(args: &Args, o: &Outcome) -> Result<ExitCode> {
         bail!("UMEM frame audit of the xsk client failed: {e}");
     }
     if o.result.errors > 0 || o.result.requests == 0 {
-        eprintln!(
-            "rr-bench: the run had {} errors and {} responses",
-            o.result.errors, o.result.requests
-        );
+        eprintln!("rr-bench: the run had {} errors and {} responses", o.result.errors, o.result.requests);
         return Ok(ExitCode::from(EXIT_RUN_ERRORS));
     }
     Ok(ExitCode::SUCCESS)
@@ -313,11 +312,18 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
 
 fn drive<T: Transport>(t: T, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Result<(T, BenchResult)> {
     match args.service {
-        Service::Echo => drive_with(t, LengthPrefixed::new(args.max_frame), EchoWorkload::fixed(plan.size), addr, args, plan),
-        Service::TcpEcho => drive_with(t, Stream, EchoWorkload::fixed(plan.size), addr, args, plan),
-        Service::Kv => {
-            drive_with(t, LengthPrefixed::new(args.max_frame), KvWorkload::new(plan.size, args.kv_keys), addr, args, plan)
+        Service::Echo => {
+            drive_with(t, LengthPrefixed::new(args.max_frame), EchoWorkload::fixed(plan.size), addr, args, plan)
         }
+        Service::TcpEcho => drive_with(t, Stream, EchoWorkload::fixed(plan.size), addr, args, plan),
+        Service::Kv => drive_with(
+            t,
+            LengthPrefixed::new(args.max_frame),
+            KvWorkload::new(plan.size, args.kv_keys),
+            addr,
+            args,
+            plan,
+        ),
     }
 }
 
@@ -545,7 +551,8 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let ready = dir.join("ready");
     let (out, err) = (dir.join("server.out"), dir.join("server.err"));
-    let safety = args.warmup + args.duration + 2 * (args.connect_timeout + args.drain_timeout) + Duration::from_secs(60);
+    let safety =
+        args.warmup + args.duration + 2 * (args.connect_timeout + args.drain_timeout) + Duration::from_secs(60);
 
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &lab.ns_a.name]).arg(&exe);
@@ -569,7 +576,12 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     let child = cmd.spawn().context("starting rr-server in the lab")?;
     let mut server = ServerProc { child, out, err };
     server.wait_ready(&ready, Duration::from_secs(30))?;
-    eprintln!("rr-server ({server_backend}) ready at {server_ip}:{} in {}, pid {}", args.port, lab.ns_a, server.child.id());
+    eprintln!(
+        "rr-server ({server_backend}) ready at {server_ip}:{} in {}, pid {}",
+        args.port,
+        lab.ns_a,
+        server.child.id()
+    );
 
     let mut client = args.clone();
     client.lab = None;
@@ -632,7 +644,8 @@ mod tests {
 
     #[test]
     fn ignored_ids_exist() {
-        let m = Args::command().get_matches_from(["rr-bench", "--connect", "127.0.0.1:1", "--lab-shared", "--depth", "2"]);
+        let m =
+            Args::command().get_matches_from(["rr-bench", "--connect", "127.0.0.1:1", "--lab-shared", "--depth", "2"]);
         warn_ignored(&m, XskOpts::IDS, "test");
         warn_ignored(&m, &["lab_shared", "port", "server_arg", "server_exe", "depth", "bind"], "test");
         warn_ignored(&m, &["iface", "addr", "bind", "server_pid"], "test");
@@ -672,7 +685,8 @@ mod tests {
         assert!(parse(&["--addr", "1.2.3.4"]).is_err());
         assert!(parse(&["--attach", "sideways"]).is_err());
         assert!(parse(&["--tx-budget", "lots"]).is_err());
-        let a = Args::try_parse_from(["rr-bench", "--lab", "kernel", "--server-arg", "--busy-poll", "--server-arg=50"]).unwrap();
+        let a = Args::try_parse_from(["rr-bench", "--lab", "kernel", "--server-arg", "--busy-poll", "--server-arg=50"])
+            .unwrap();
         assert_eq!(a.server_arg, ["--busy-poll", "50"]);
     }
 }

@@ -238,11 +238,7 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
     let stats: ServerStats = server.stats();
     let open = server.connections();
     result.with_context(|| format!("server loop after {uptime:.1?} ({} requests served)", stats.requests))?;
-    println!(
-        "rr-server: stopped by {} after {:.2} s",
-        stop_reason(deadline),
-        uptime.as_secs_f64()
-    );
+    println!("rr-server: stopped by {} after {:.2} s", stop_reason(deadline), uptime.as_secs_f64());
     let (t, _handler) = server.into_parts();
     Ok((
         t,
@@ -266,7 +262,8 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
 }
 
 fn print_summary(s: &ServerSummary) {
-    let per_req = if s.requests > 0 { format!("{:.2} us/request", s.cpu_s * 1e6 / s.requests as f64) } else { "-".into() };
+    let per_req =
+        if s.requests > 0 { format!("{:.2} us/request", s.cpu_s * 1e6 / s.requests as f64) } else { "-".into() };
     println!(
         "rr-server: {} requests, {} bytes in, {} bytes out; connections: {} accepted, {} closed, {} open at exit; \
          errors: {} protocol, {} io; CPU {:.2} s ({per_req})",

@@ -1,0 +1,398 @@
+//! rr-demo: the project's main demo. Builds its own lab (two network
+//! namespaces joined by veth, 198.18.0.0/15), runs the same request/response
+//! workloads against `rr-server --backend xsk` and `--backend kernel`,
+//! alternating A B A B, and prints medians with the xsk/kernel ratio. Writes
+//! `results.json` and `results.svg` to the output folder and removes
+//! everything it set up, also on Ctrl-C.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use xsk_io::lab::{self, Lab, LabConfig};
+
+#[derive(Parser, Debug)]
+#[command(version, about = "Compare the AF_XDP stack with kernel TCP on request/response work, side by side")]
+struct Args {
+    /// Short runs (about a minute in all) for CI: one round, 1 s per case.
+    #[arg(long)]
+    quick: bool,
+    /// Rounds of alternating runs per case (the table shows medians).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 4.0)]
+    seconds: f64,
+    /// Where the XDP program runs on the server side: skb, drv or auto.
+    #[arg(long, default_value = "drv")]
+    attach: String,
+    /// Output folder for results.json and results.svg.
+    #[arg(long, default_value = "out/rr-demo")]
+    out: PathBuf,
+    /// Only run cases whose name contains this.
+    #[arg(long)]
+    only: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    name: &'static str,
+    conns: usize,
+    depth: usize,
+    /// Client on the same backend as the server (stack to stack, kernel to kernel).
+    same_client: bool,
+    busy_poll: bool,
+    /// Open loop at this rate instead of closed loop.
+    rate: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Row {
+    backend: String,
+    case: String,
+    round: usize,
+    conns: usize,
+    rps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    cpu_us_per_req: f64,
+    cpu_us_per_req_machine: f64,
+    errors: u64,
+}
+
+fn cases() -> Vec<Case> {
+    let c = |name, conns, same_client, busy_poll, rate| Case { name, conns, depth: 1, same_client, busy_poll, rate };
+    vec![
+        c("rr-1", 1, false, false, None),
+        c("rr-16", 16, false, false, None),
+        c("rr-256", 256, false, false, None),
+        c("same-16", 16, true, false, None),
+        c("busy-1", 1, false, true, None),
+        c("open-5k", 16, false, false, Some(5000)),
+    ]
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("rr-demo: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn sibling(name: &str) -> Result<PathBuf> {
+    let p = std::env::current_exe()?.with_file_name(name);
+    if !p.exists() {
+        bail!("{} not found next to rr-demo (build the workspace: cargo build --release)", p.display());
+    }
+    Ok(p)
+}
+
+struct Server {
+    child: Child,
+}
+
+impl Server {
+    fn stop(mut self) -> Result<()> {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Some(st) = self.child.try_wait()? {
+                if !st.success() {
+                    bail!("rr-server exited with {st}");
+                }
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        bail!("rr-server did not stop on SIGINT");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+struct Env {
+    lab: Lab,
+    server_exe: PathBuf,
+    bench_exe: PathBuf,
+    tmp: PathBuf,
+    xsk_server_addr: std::net::Ipv4Addr,
+    xsk_client_addr: std::net::Ipv4Addr,
+    attach: String,
+}
+
+fn start_server(env: &Env, backend: &str, case: &Case) -> Result<(Server, String)> {
+    let ready = env.tmp.join(format!("ready-{backend}"));
+    let _ = std::fs::remove_file(&ready);
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &env.lab.ns_a.name]).arg(&env.server_exe);
+    c.args(["--backend", backend, "--service", "echo", "--port", "7000", "--max-conns", "4096"]);
+    let target = if backend == "xsk" {
+        c.args(["--iface", &env.lab.if_a, "--attach", &env.attach]);
+        c.args(["--addr", &format!("{}/{}", env.xsk_server_addr, env.lab.prefix_len)]);
+        format!("{}:7000", env.xsk_server_addr)
+    } else {
+        c.args(["--bind", &env.lab.addr_a.to_string()]);
+        format!("{}:7000", env.lab.addr_a)
+    };
+    if case.busy_poll {
+        c.args(["--busy-poll", "50"]);
+    }
+    c.arg("--ready-file").arg(&ready);
+    let child = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().context("starting rr-server")?;
+    let server = Server { child };
+    let end = Instant::now() + Duration::from_secs(10);
+    while !ready.exists() {
+        if Instant::now() > end {
+            bail!("rr-server ({backend}) did not become ready");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((server, target))
+}
+
+fn run_case(env: &Env, backend: &str, case: &Case, round: usize, secs: f64) -> Result<Row> {
+    let (server, target) = start_server(env, backend, case)?;
+    let json = env.tmp.join(format!("bench-{backend}-{}-{round}.json", case.name));
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &env.lab.ns_b.name]).arg(&env.bench_exe);
+    let client_backend = if case.same_client { backend } else { "kernel" };
+    c.args(["--backend", client_backend, "--connect", &target]);
+    if client_backend == "xsk" {
+        c.args(["--iface", &env.lab.if_b, "--attach", &env.attach]);
+        c.args(["--addr", &format!("{}/{}", env.xsk_client_addr, env.lab.prefix_len)]);
+    } else {
+        c.args(["--bind", &env.lab.addr_b.to_string()]);
+    }
+    c.args(["--conns", &case.conns.to_string(), "--depth", &case.depth.to_string(), "--req-size", "64"]);
+    c.args(["--duration", &format!("{}ms", (secs * 1000.0) as u64), "--warmup", "300ms", "--quiet"]);
+    if let Some(r) = case.rate {
+        c.args(["--rate", &r.to_string()]);
+    }
+    if case.busy_poll {
+        c.args(["--busy-poll", "50"]);
+    }
+    c.args(["--server-pid", &server.child.id().to_string()]);
+    c.arg("--json").arg(&json);
+    let out = c.stdout(Stdio::null()).stderr(Stdio::piped()).output().context("running rr-bench")?;
+    server.stop()?;
+    if !out.status.success() {
+        bail!("rr-bench failed for {backend}/{}: {}", case.name, String::from_utf8_lossy(&out.stderr));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
+    let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    Ok(Row {
+        backend: backend.to_string(),
+        case: case.name.to_string(),
+        round,
+        conns: case.conns,
+        rps: f("rps"),
+        p50_us: f("p50_us"),
+        p99_us: f("p99_us"),
+        p999_us: f("p999_us"),
+        cpu_us_per_req: f("cpu_us_per_req_server"),
+        cpu_us_per_req_machine: f("cpu_us_per_req_machine"),
+        errors: v["errors"].as_u64().unwrap_or(0) + v["lost"].as_u64().unwrap_or(0),
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    lab::install_signal_handlers();
+    let (rounds, secs) = if args.quick { (1, 1.0) } else { (args.rounds.max(1), args.seconds) };
+    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    lab::sweep_stale("rd");
+    let lab = Lab::new(&LabConfig { prefix: "rd".into(), ..LabConfig::default() }).context("building the veth lab")?;
+    lab.disable_tx_offloads()?;
+    let o = lab.addr_a.octets();
+    let env = Env {
+        server_exe: sibling("rr-server")?,
+        bench_exe: sibling("rr-bench")?,
+        tmp: std::env::temp_dir().join(format!("rr-demo-{}", std::process::id())),
+        xsk_server_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 100),
+        xsk_client_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 101),
+        attach: args.attach.clone(),
+        lab,
+    };
+    std::fs::create_dir_all(&env.tmp)?;
+    println!("lab: {} ({}) <-> {} ({}); {rounds} round(s) of {secs} s per case, alternating xsk/kernel", env.lab.ns_a.name, env.lab.addr_a, env.lab.ns_b.name, env.lab.addr_b);
+    let mut rows = Vec::new();
+    let cases: Vec<Case> = cases().into_iter().filter(|c| args.only.as_deref().is_none_or(|o| c.name.contains(o))).collect();
+    let total = cases.len() * rounds * 2;
+    let mut n = 0;
+    'outer: for case in &cases {
+        for round in 0..rounds {
+            // Alternate which backend goes first, so drift hits both alike.
+            let order = if round % 2 == 0 { ["xsk", "kernel"] } else { ["kernel", "xsk"] };
+            for backend in order {
+                if lab::interrupted() {
+                    break 'outer;
+                }
+                n += 1;
+                let row = run_case(&env, backend, case, round, secs)?;
+                println!(
+                    "[{n:>2}/{total}] {:<8} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
+                    row.case, row.backend, row.rps, row.p50_us, row.p99_us, row.cpu_us_per_req
+                );
+                rows.push(row);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&env.tmp);
+    if lab::interrupted() {
+        println!("interrupted: partial results");
+    }
+    report(&rows, &cases, &args.out)?;
+    drop(env);
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Summary {
+    backend: String,
+    case: String,
+    conns: usize,
+    rps: f64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    cpu_us_per_req: f64,
+    cpu_us_per_req_machine: f64,
+    errors: u64,
+    runs: usize,
+}
+
+fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
+    let mut sums: BTreeMap<(String, String), Summary> = BTreeMap::new();
+    for case in cases {
+        for backend in ["xsk", "kernel"] {
+            let rs: Vec<&Row> = rows.iter().filter(|r| r.case == case.name && r.backend == backend).collect();
+            if rs.is_empty() {
+                continue;
+            }
+            let m = |f: fn(&Row) -> f64| median(rs.iter().map(|r| f(r)).collect());
+            sums.insert(
+                (case.name.to_string(), backend.to_string()),
+                Summary {
+                    backend: backend.into(),
+                    case: case.name.into(),
+                    conns: case.conns,
+                    rps: m(|r| r.rps),
+                    p50_us: m(|r| r.p50_us),
+                    p99_us: m(|r| r.p99_us),
+                    p999_us: m(|r| r.p999_us),
+                    cpu_us_per_req: m(|r| r.cpu_us_per_req),
+                    cpu_us_per_req_machine: m(|r| r.cpu_us_per_req_machine),
+                    errors: rs.iter().map(|r| r.errors).sum(),
+                    runs: rs.len(),
+                },
+            );
+        }
+    }
+    println!();
+    println!(
+        "{:<9} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>7} {:>7} {:>6} | {:>7} {:>7}",
+        "case", "conns", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc"
+    );
+    for case in cases {
+        let (Some(x), Some(k)) = (sums.get(&(case.name.into(), "xsk".into())), sums.get(&(case.name.into(), "kernel".into()))) else {
+            continue;
+        };
+        println!(
+            "{:<9} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7.2} {:>7.2}",
+            case.name,
+            case.conns,
+            x.rps,
+            k.rps,
+            x.rps / k.rps,
+            x.p50_us,
+            k.p50_us,
+            x.p99_us,
+            k.p99_us,
+            x.cpu_us_per_req,
+            k.cpu_us_per_req,
+            x.cpu_us_per_req / k.cpu_us_per_req,
+            x.cpu_us_per_req_machine,
+            k.cpu_us_per_req_machine
+        );
+    }
+    println!("(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context; mc = whole machine)");
+    let errors: u64 = sums.values().map(|s| s.errors).sum();
+    let json = serde_json::json!({ "summary": sums.values().collect::<Vec<_>>(), "runs": rows });
+    std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&json)?)?;
+    std::fs::write(out.join("results.svg"), svg(&sums, cases))?;
+    println!("wrote {} and {}", out.join("results.json").display(), out.join("results.svg").display());
+    if errors > 0 {
+        bail!("{errors} requests failed or were lost");
+    }
+    Ok(())
+}
+
+/// Two panels: throughput per case, and p50/p99 latency per case, xsk vs kernel.
+fn svg(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> String {
+    let (w, h, pad) = (900.0, 640.0, 60.0);
+    let panel_h = (h - 3.0 * pad) / 2.0;
+    let get = |c: &str, b: &str| sums.get(&(c.to_string(), b.to_string()));
+    let max_rps = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.rps))).fold(1.0, f64::max);
+    let max_lat = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.p99_us))).filter(|x| x.is_finite()).fold(1.0, f64::max);
+    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>"#);
+    s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Requests per second (median), xsk (blue) vs kernel (grey)</text>"#, pad - 20.0);
+    s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Latency p50 (solid) and p99 (light), microseconds</text>"#, 2.0 * pad + panel_h - 20.0);
+    let group = (w - 2.0 * pad) / cases.len().max(1) as f64;
+    for (i, c) in cases.iter().enumerate() {
+        let x0 = pad + i as f64 * group;
+        for (j, b) in ["xsk", "kernel"].iter().enumerate() {
+            let Some(v) = get(c.name, b) else { continue };
+            let color = if *b == "xsk" { "#3366cc" } else { "#999999" };
+            let bw = group * 0.35;
+            let x = x0 + 0.1 * group + j as f64 * bw;
+            let bh = panel_h * v.rps / max_rps;
+            s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{bh:.1}" fill="{color}"/>"#, pad + panel_h - bh);
+            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}k</text>"#, x + bw / 2.0, pad + panel_h - bh - 3.0, v.rps / 1000.0);
+            let base = 2.0 * pad + 2.0 * panel_h;
+            for (val, op) in [(v.p99_us, "0.35"), (v.p50_us, "1")] {
+                if !val.is_finite() {
+                    continue;
+                }
+                let lh = panel_h * (val / max_lat).min(1.0);
+                s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{lh:.1}" fill="{color}" fill-opacity="{op}"/>"#, base - lh);
+            }
+            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}</text>"#, x + bw / 2.0, base - panel_h * (v.p50_us / max_lat).min(1.0) - 3.0, v.p50_us);
+        }
+        for y in [pad + panel_h + 15.0, 2.0 * pad + 2.0 * panel_h + 15.0] {
+            s += &format!(r#"<text x="{:.1}" y="{y:.1}" text-anchor="middle">{} ({} conns)</text>"#, x0 + group / 2.0, c.name, c.conns);
+        }
+    }
+    s += "</svg>\n";
+    s
+}

@@ -1,0 +1,161 @@
+//! What every scenario needs before it boots anything: root, the host tools, no stale
+//! namespaces, the guest kernel and a fresh initramfs, and a run folder for the logs.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::guest::{Accel, GuestSpec};
+use crate::initramfs::{self, InitramfsInfo};
+use crate::kernel::{self, GuestKernel};
+use crate::netns::{self, HostNet};
+use crate::tools;
+use crate::util::{cmd, run, unix_now};
+
+/// Options shared by all scenarios.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Common {
+    /// Acceleration: auto probes KVM with a short boot and falls back to TCG.
+    #[arg(long, value_enum, default_value_t = Accel::Auto)]
+    pub accel: Accel,
+    /// Seconds a KVM guest gets to come up in the auto probe.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub kvm_probe_secs: f64,
+    /// Seconds a guest gets to come up (TCG, or KVM when forced).
+    #[arg(long, value_name = "SECS", default_value_t = 90.0)]
+    pub boot_timeout_secs: f64,
+    /// Guest memory.
+    #[arg(long, value_name = "MB", default_value_t = 256)]
+    pub mem_mb: u32,
+    /// Debian kernel package (metapackage or image package) for the guest.
+    #[arg(long, value_name = "PKG", default_value = kernel::DEFAULT_PACKAGE)]
+    pub kernel_package: String,
+    /// Ask apt again which kernel the package resolves to (else the unpacked one is reused).
+    #[arg(long)]
+    pub refresh_kernel: bool,
+    /// Work folder (kernel, initramfs, run logs) [default: <target>/vm].
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// Where rr-server, rr-bench and xsk-bench are [default: <target>/release].
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Also write the report as JSON here (it is always written to the run folder).
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+}
+
+/// The prepared environment.
+pub struct Env {
+    pub common: Common,
+    pub work: PathBuf,
+    pub bin_dir: PathBuf,
+    /// This run's logs: `<work>/runs/<scenario>-<time>-<pid>`.
+    pub run_dir: PathBuf,
+    pub kernel: GuestKernel,
+    pub initramfs: InitramfsInfo,
+    pub host_kernel: String,
+    pub qemu_version: String,
+    pub prepare_secs: f64,
+    pub started: Instant,
+}
+
+/// The cargo target folder: $CARGO_TARGET_DIR, else the workspace's `target`.
+pub fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(d);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).join("target")
+}
+
+impl Env {
+    pub fn prepare(common: &Common, scenario: &str) -> Result<Env> {
+        let started = Instant::now();
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            bail!("vm-tests needs root (network namespaces, tap devices, apt-get download)");
+        }
+        tools::check()?;
+        netns::sweep_stale();
+        let target = target_dir();
+        let work = common.work_dir.clone().unwrap_or_else(|| target.join("vm"));
+        let bin_dir = common.bin_dir.clone().unwrap_or_else(|| target.join("release"));
+        std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+        let run_dir = work.join("runs").join(format!("{scenario}-{}-{}", unix_now(), std::process::id()));
+        std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
+        prune_runs(&work.join("runs"), 12);
+
+        let kernel = kernel::prepare(&work, &common.kernel_package, common.refresh_kernel)?;
+        kernel.check_config()?;
+        let initramfs = initramfs::build(&work, &kernel, &bin_dir)?;
+        let host_kernel = run(&mut cmd("uname", ["-r"])).map(|s| s.trim().to_string()).unwrap_or_default();
+        let qemu_version = run(&mut cmd("qemu-system-x86_64", ["--version"]))
+            .ok()
+            .and_then(|s| s.lines().next().map(|l| l.trim_start_matches("QEMU emulator version ").to_string()))
+            .unwrap_or_default();
+        eprintln!(
+            "vm-tests: guest kernel {} ({} {}), modules {}, initramfs {:.1} MB, logs in {}",
+            kernel.release,
+            kernel.package,
+            kernel.version,
+            initramfs.modules.load.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" "),
+            initramfs.bytes as f64 / 1e6,
+            run_dir.display()
+        );
+        Ok(Env {
+            common: common.clone(),
+            work,
+            bin_dir,
+            run_dir,
+            kernel,
+            initramfs,
+            host_kernel,
+            qemu_version,
+            prepare_secs: started.elapsed().as_secs_f64(),
+            started,
+        })
+    }
+
+    /// A guest description for `net`, with these virtio-net-pci options.
+    pub fn spec(&self, name: &str, net: &HostNet, nic_options: &str) -> GuestSpec {
+        GuestSpec {
+            name: name.into(),
+            kernel: self.kernel.vmlinuz.clone(),
+            initrd: self.initramfs.path.clone(),
+            addr: format!("{}/{}", net.guest_addr, net.prefix_len),
+            mac: format!("52:54:00:12:{:02x}:{:02x}", net.guest_addr.octets()[2], net.guest_addr.octets()[3]),
+            nic_options: nic_options.into(),
+            mem_mb: self.common.mem_mb,
+            log_dir: self.run_dir.clone(),
+            boot_timeout: Duration::from_secs_f64(self.common.boot_timeout_secs),
+            kvm_probe_timeout: Duration::from_secs_f64(self.common.kvm_probe_secs),
+        }
+    }
+
+    /// Writes the report JSON to the run folder, `<work>/<scenario>-report.json` and --json.
+    pub fn write_report(&self, scenario: &str, report: &serde_json::Value) -> Result<Vec<PathBuf>> {
+        let text = serde_json::to_string_pretty(report)?;
+        let mut paths = vec![self.run_dir.join("report.json"), self.work.join(format!("{scenario}-report.json"))];
+        if let Some(p) = &self.common.json {
+            paths.push(p.clone());
+        }
+        for p in &paths {
+            std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?;
+        }
+        Ok(paths)
+    }
+}
+
+/// Keeps the newest `keep` run folders.
+fn prune_runs(dir: &Path, keep: usize) {
+    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let mut v: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    v.sort();
+    let n = v.len().saturating_sub(keep);
+    for (_, p) in v.into_iter().take(n) {
+        let _ = std::fs::remove_dir_all(p);
+    }
+}

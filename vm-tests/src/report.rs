@@ -1,0 +1,115 @@
+//! Human-readable tables of the reports (the JSON is the machine-readable form).
+
+use std::fmt::Write as _;
+
+/// A two-column table: key, value (values may span lines).
+#[derive(Debug, Default)]
+pub struct KvTable {
+    rows: Vec<(String, String)>,
+}
+
+impl KvTable {
+    pub fn new() -> Self {
+        KvTable::default()
+    }
+
+    pub fn row(&mut self, k: impl Into<String>, v: impl Into<String>) -> &mut Self {
+        self.rows.push((k.into(), v.into()));
+        self
+    }
+
+    pub fn render(&self, title: &str) -> String {
+        let w = self.rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        let mut s = format!("== {title}\n");
+        for (k, v) in &self.rows {
+            let mut lines = v.lines();
+            let _ = writeln!(s, "  {k:<w$}  {}", lines.next().unwrap_or(""));
+            for l in lines {
+                let _ = writeln!(s, "  {:<w$}  {l}", "");
+            }
+        }
+        s
+    }
+}
+
+/// A table with a header row; columns padded to their widest cell.
+#[derive(Debug, Default)]
+pub struct Grid {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Grid {
+    pub fn new(header: &[&str]) -> Self {
+        Grid { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    pub fn render(&self) -> String {
+        let n = self.header.len();
+        let mut w = vec![0usize; n];
+        for r in std::iter::once(&self.header).chain(&self.rows) {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let line = |r: &Vec<String>| {
+            let mut s = String::from(" ");
+            for (i, c) in r.iter().enumerate().take(n) {
+                if i + 1 == n {
+                    let _ = write!(s, " {c}");
+                } else {
+                    let _ = write!(s, " {c:<width$}", width = w[i]);
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut s = line(&self.header);
+        for r in &self.rows {
+            s.push_str(&line(r));
+        }
+        s
+    }
+}
+
+/// `1234.5` -> `1,234`.
+pub fn thousands(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    let n = x.round() as i64;
+    let s = n.abs().to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(thousands(1234567.4), "1,234,567");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(f64::NAN), "-");
+        let mut t = KvTable::new();
+        t.row("a", "1").row("long key", "x\ny");
+        assert_eq!(t.render("T"), "== T\n  a         1\n  long key  x\n            y\n");
+        let mut g = Grid::new(&["c1", "column2", "c3"]);
+        g.row(vec!["xx".into(), "y".into(), "z z".into()]);
+        assert_eq!(g.render(), "  c1 column2 c3\n  xx y       z z\n");
+    }
+}

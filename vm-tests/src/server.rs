@@ -1,0 +1,232 @@
+//! rr-server inside a guest: started in the background of the guest's init shell, waited for
+//! through its `--ready-file`, stopped with SIGINT (or SIGKILL), and the XDP state of eth0
+//! read with iproute2's `ip link`.
+
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+use crate::guest::Guest;
+
+/// How to run rr-server in the guest.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    /// Shell-variable-safe tag, names the log/ready/json files (`/tmp/TAG.*`).
+    pub tag: String,
+    /// "xsk" or "kernel".
+    pub backend: String,
+    /// xsk: skb | drv | auto.
+    pub attach: String,
+    /// xsk: `shared` or `A.B.C.D/LEN`.
+    pub addr: String,
+    pub port: u16,
+    /// Extra arguments.
+    pub extra: Vec<String>,
+}
+
+impl ServerSpec {
+    pub fn xsk(tag: &str, attach: &str, addr: &str, port: u16) -> Self {
+        ServerSpec { tag: tag.into(), backend: "xsk".into(), attach: attach.into(), addr: addr.into(), port, extra: vec![] }
+    }
+
+    pub fn kernel(tag: &str, port: u16) -> Self {
+        ServerSpec { tag: tag.into(), backend: "kernel".into(), attach: String::new(), addr: String::new(), port, extra: vec![] }
+    }
+
+    fn argv(&self) -> String {
+        let mut a = format!("rr-server --backend {} --port {}", self.backend, self.port);
+        if self.backend == "xsk" {
+            a.push_str(&format!(" --iface eth0 --addr {} --attach {}", self.addr, self.attach));
+        } else {
+            a.push_str(" --bind 0.0.0.0");
+        }
+        for e in &self.extra {
+            a.push(' ');
+            a.push_str(e);
+        }
+        a.push_str(&format!(" --ready-file /tmp/{t}.ready --json /tmp/{t}.json", t = self.tag));
+        a
+    }
+
+    fn pid_var(&self) -> String {
+        format!("PID_{}", self.tag)
+    }
+}
+
+/// A server that came up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Started {
+    /// The `xsk port: ...` line (features, attach mode) for xsk.
+    pub port_line: Option<String>,
+    /// The `tune ...` lines of the port (device preparation), warnings included.
+    pub tune: Vec<String>,
+    pub command: String,
+}
+
+/// A server that did not come up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refused {
+    /// The `rr-server: error: ...` line, if it printed one: the "clear error".
+    pub error: Option<String>,
+    pub exit_status: Option<i32>,
+    pub log_tail: String,
+    pub command: String,
+}
+
+/// Starts rr-server and waits (at most 60 s) for its ready file.
+pub fn start(g: &mut Guest, s: &ServerSpec) -> Result<std::result::Result<Started, Refused>> {
+    let t = &s.tag;
+    let pv = s.pid_var();
+    let command = s.argv();
+    g.exec_ok(
+        &format!("rm -f /tmp/{t}.ready; RUST_LOG=info NO_COLOR=1 {command} > /tmp/{t}.log 2>&1 & {pv}=$!"),
+        Duration::from_secs(10),
+    )?;
+    let wait = format!(
+        "i=0; while [ ! -e /tmp/{t}.ready ]; do kill -0 ${pv} 2>/dev/null || break; i=$((i+1)); [ $i -gt 600 ] && break; sleep 0.1; done; [ -e /tmp/{t}.ready ]"
+    );
+    let ready = g.exec(&wait, Duration::from_secs(75))?;
+    if ready.ok() {
+        let log = g.exec_ok(&format!("cat /tmp/{t}.log"), Duration::from_secs(10))?;
+        let log = strip_ansi(&log);
+        let port_line = log.lines().find(|l| l.starts_with("xsk port:")).map(str::to_string);
+        let tune = log
+            .lines()
+            .filter(|l| l.contains(" tune ") || l.contains("WARN"))
+            .map(|l| l.trim().to_string())
+            .collect();
+        return Ok(Ok(Started { port_line, tune, command }));
+    }
+    // Not ready: collect the exit status (or kill a hung one) and the log.
+    let st = g.exec(
+        &format!("if kill -0 ${pv} 2>/dev/null; then kill -9 ${pv}; wait ${pv}; echo hung; else wait ${pv}; echo exit=$?; fi"),
+        Duration::from_secs(15),
+    )?;
+    let exit_status = st.output.lines().find_map(|l| l.strip_prefix("exit=")?.trim().parse().ok());
+    let log = strip_ansi(&g.exec(&format!("tail -n 25 /tmp/{t}.log"), Duration::from_secs(10))?.output);
+    let error = log.lines().find(|l| l.contains("rr-server: error:")).map(|l| l.trim().to_string());
+    Ok(Err(Refused { error, exit_status, log_tail: log, command }))
+}
+
+/// How a server ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct Stopped {
+    pub exit_status: i32,
+    /// `frame audit: ...` line (xsk).
+    pub frame_audit: Option<String>,
+    /// `xdp program detached ...` line (xsk).
+    pub detached_line: Option<String>,
+    pub summary_tail: String,
+}
+
+/// SIGINT, then wait (at most 30 s) and read its log.
+pub fn stop(g: &mut Guest, s: &ServerSpec) -> Result<Stopped> {
+    let pv = s.pid_var();
+    let o = g.exec(&format!("kill -INT ${pv}; wait ${pv}"), Duration::from_secs(30))?;
+    let log = strip_ansi(&g.exec(&format!("tail -n 30 /tmp/{}.log", s.tag), Duration::from_secs(10))?.output);
+    Ok(Stopped {
+        exit_status: o.status,
+        frame_audit: log.lines().find(|l| l.starts_with("frame audit:")).map(str::to_string),
+        detached_line: log.lines().find(|l| l.starts_with("xdp program detached")).map(str::to_string),
+        summary_tail: log,
+    })
+}
+
+/// SIGKILL and reap; the status (137 expected).
+pub fn kill9(g: &mut Guest, s: &ServerSpec) -> Result<i32> {
+    let pv = s.pid_var();
+    Ok(g.exec(&format!("kill -9 ${pv}; wait ${pv}"), Duration::from_secs(15))?.status)
+}
+
+/// XDP state of eth0 from `ip link show dev eth0`: Some(description) when a program is
+/// attached, None when not. Errors if iproute2's ip is not in the guest.
+pub fn xdp_state(g: &mut Guest) -> Result<Option<String>> {
+    let out = g.exec_ok("/usr/local/bin/ip -d link show dev eth0", Duration::from_secs(10))?;
+    Ok(parse_xdp(&out))
+}
+
+/// Finds the XDP attachment in `ip -d link show` output (`xdp`/`xdpgeneric`/`xdpdrv` flag on
+/// the first line, `prog/xdp id N` below).
+pub fn parse_xdp(out: &str) -> Option<String> {
+    let mut found: Vec<String> = Vec::new();
+    for l in out.lines() {
+        for (i, w) in l.split_whitespace().enumerate() {
+            let w = w.trim_end_matches(':');
+            if matches!(w, "xdp" | "xdpgeneric" | "xdpdrv" | "xdpoffload" | "xdpmulti") {
+                found.push(w.to_string());
+            }
+            if w.starts_with("prog/xdp") {
+                let id: Vec<&str> = l.split_whitespace().skip(i).take(3).collect();
+                found.push(id.join(" "));
+            }
+        }
+    }
+    (!found.is_empty()).then(|| found.join(", "))
+}
+
+/// Waits (at most `secs`) until eth0 has no XDP program; the state seen last.
+pub fn wait_detached(g: &mut Guest, secs: u32) -> Result<Option<String>> {
+    let tries = secs * 5;
+    let o = g.exec(
+        &format!(
+            "i=0; while /usr/local/bin/ip -d link show dev eth0 | grep -q 'prog/xdp'; do i=$((i+1)); [ $i -gt {tries} ] && break; sleep 0.2; done; /usr/local/bin/ip -d link show dev eth0"
+        ),
+        Duration::from_secs(secs as u64 + 10),
+    )?;
+    if o.status != 0 {
+        bail!("ip link show dev eth0 failed in the guest: {}", o.output);
+    }
+    Ok(parse_xdp(&o.output))
+}
+
+/// Removes ANSI colour sequences (tracing colours a terminal; the log is a file, but be safe).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\u{1b}' {
+            if it.peek() == Some(&'[') {
+                it.next();
+                for c2 in it.by_ref() {
+                    if c2.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xdp_in_ip_link() {
+        let drv = "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 xdp qdisc pfifo_fast state UP mode DEFAULT group default qlen 1000\n    link/ether 52:54:00:12:0a:02 brd ff:ff:ff:ff:ff:ff promiscuity 0\n    prog/xdp id 7 name xsk_steer tag 0123 jited\n";
+        assert_eq!(parse_xdp(drv).as_deref(), Some("xdp, prog/xdp id 7"));
+        let generic = "2: eth0: <UP> mtu 1500 xdpgeneric qdisc pfifo_fast state UP\n    prog/xdp id 9 name x\n";
+        assert!(parse_xdp(generic).unwrap().starts_with("xdpgeneric"));
+        let none = "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc pfifo_fast state UP mode DEFAULT\n    link/ether 52:54:00:12:0a:02 brd ff:ff:ff:ff:ff:ff\n";
+        assert_eq!(parse_xdp(none), None);
+    }
+
+    #[test]
+    fn ansi() {
+        assert_eq!(strip_ansi("\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m x"), "2026  INFO x");
+    }
+
+    #[test]
+    fn server_command_line() {
+        let s = ServerSpec::xsk("s1", "drv", "shared", 7000);
+        assert_eq!(
+            s.argv(),
+            "rr-server --backend xsk --port 7000 --iface eth0 --addr shared --attach drv --ready-file /tmp/s1.ready --json /tmp/s1.json"
+        );
+        assert!(ServerSpec::kernel("k", 7001).argv().contains("--bind 0.0.0.0"));
+    }
+}

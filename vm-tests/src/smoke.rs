@@ -1,0 +1,272 @@
+//! `vm-tests smoke`: one guest, `rr-server --backend xsk` in it, 1,000 request/responses from
+//! the host namespace with `rr-bench --backend kernel`, plus the built-in byte-for-byte check
+//! with payloads from 1 byte to 100 kB; then a clean stop (exit 0, frame audit ok) and no XDP
+//! program left on eth0. Prints a table and writes JSON.
+
+use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::env::{Common, Env};
+use crate::guest::{up_field, Guest, OFFLOADS_OFF};
+use crate::load::{self, Bench, BenchArgs, LoadResult};
+use crate::netns::HostNet;
+use crate::report::{thousands, KvTable};
+use crate::server::{self, ServerSpec, Started, Stopped};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SmokeArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// XDP attach mode of the server in the guest.
+    #[arg(long, default_value = "drv", value_parser = ["skb", "drv", "auto"])]
+    pub attach: String,
+    /// Address of the stack: the guest kernel's own (shared) or a dedicated one (.3 of the
+    /// guest's /24, answered by the stack's ARP).
+    #[arg(long, default_value = "shared", value_parser = ["shared", "dedicated"])]
+    pub addr: String,
+    /// Guest offloads: off (QEMU guest_csum=off,guest_tso4=off,...) or on (QEMU defaults).
+    #[arg(long, default_value = "off", value_parser = ["off", "on"])]
+    pub offloads: String,
+    /// Request/responses of the rr-bench run (64-byte echo).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub requests: u64,
+    /// Requests of the built-in byte check (sizes cycle from 1 B to 100 kB); 0 skips it.
+    #[arg(long, value_name = "N", default_value_t = 28)]
+    pub check_requests: u64,
+}
+
+/// The smoke report (also its JSON).
+#[derive(Debug, Default, Serialize)]
+pub struct SmokeReport {
+    pub scenario: &'static str,
+    pub result: String,
+    pub failure: Option<String>,
+    pub host_kernel: String,
+    pub qemu: String,
+    pub accel: String,
+    pub accel_note: String,
+    pub guest_kernel: String,
+    pub guest_kernel_package: String,
+    pub modules_builtin: Vec<String>,
+    pub modules_loaded: Vec<String>,
+    pub kernel_config: std::collections::BTreeMap<String, String>,
+    pub nic: String,
+    pub guest_up: String,
+    pub attach: String,
+    pub addr: String,
+    pub server: Option<Started>,
+    pub server_refused: Option<server::Refused>,
+    pub xdp_while_serving: Option<String>,
+    pub load: Option<LoadResult>,
+    pub byte_check: Option<LoadResult>,
+    pub stopped: Option<Stopped>,
+    pub xdp_after_exit: Option<String>,
+    pub prepare_s: f64,
+    pub boot_s: f64,
+    pub total_s: f64,
+    pub logs: String,
+}
+
+/// Runs the smoke scenario; Ok(true) when it passed.
+pub fn run(args: &SmokeArgs) -> Result<bool> {
+    let env = Env::prepare(&args.common, "smoke")?;
+    let mut rep = SmokeReport {
+        scenario: "smoke",
+        host_kernel: env.host_kernel.clone(),
+        qemu: env.qemu_version.clone(),
+        guest_kernel: env.kernel.release.clone(),
+        guest_kernel_package: format!("{} {}", env.kernel.package, env.kernel.version),
+        modules_builtin: env.initramfs.modules.builtin.clone(),
+        modules_loaded: env.initramfs.modules.load.iter().map(|(n, _)| n.clone()).collect(),
+        kernel_config: env.kernel.config_facts(),
+        attach: args.attach.clone(),
+        addr: args.addr.clone(),
+        prepare_s: env.prepare_secs,
+        logs: env.run_dir.display().to_string(),
+        ..SmokeReport::default()
+    };
+    let outcome = body(&env, args, &mut rep);
+    rep.total_s = env.started.elapsed().as_secs_f64();
+    match &outcome {
+        Ok(()) => rep.result = "pass".into(),
+        Err(e) => {
+            rep.result = "FAIL".into();
+            rep.failure = Some(format!("{e:#}"));
+        }
+    }
+    print!("{}", table(&rep));
+    let json = serde_json::to_value(&rep)?;
+    for p in env.write_report("smoke", &json)? {
+        println!("wrote {}", p.display());
+    }
+    Ok(outcome.is_ok())
+}
+
+fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
+    let net = HostNet::create()?;
+    let nic_opts = if args.offloads == "off" { OFFLOADS_OFF } else { "" };
+    let spec = env.spec("smoke", &net, nic_opts);
+    rep.nic = format!("virtio-net-pci,mac={}{}{}", spec.mac, if nic_opts.is_empty() { "" } else { "," }, nic_opts);
+    let t = Instant::now();
+    let mut g = Guest::boot(&spec, &net, env.common.accel)?;
+    rep.boot_s = t.elapsed().as_secs_f64();
+    rep.accel = g.accel.name().into();
+    rep.accel_note = g.accel_note.clone();
+    rep.guest_up = g.up_line.clone();
+    if let Some(k) = up_field(&g.up_line, "kernel") {
+        rep.guest_kernel = k.to_string();
+    }
+    eprintln!("vm-tests: guest up in {:.1} s ({}): {}", rep.boot_s, rep.accel, g.up_line);
+
+    let (addr_arg, target) = match args.addr.as_str() {
+        "dedicated" => (format!("{}/{}", net.stack_addr, net.prefix_len), net.stack_addr),
+        _ => ("shared".to_string(), net.guest_addr),
+    };
+    let port = 7000;
+    let s = ServerSpec::xsk("smoke", &args.attach, &addr_arg, port);
+    match server::start(&mut g, &s)? {
+        Ok(st) => {
+            eprintln!("vm-tests: rr-server up: {}", st.port_line.as_deref().unwrap_or("(no port line)"));
+            rep.server = Some(st);
+        }
+        Err(r) => {
+            let why = r.error.clone().unwrap_or_else(|| format!("no error line; log:\n{}", r.log_tail));
+            rep.server_refused = Some(r);
+            bail!("rr-server did not start in the guest: {why}");
+        }
+    }
+    if env.initramfs.iproute2 {
+        rep.xdp_while_serving = server::xdp_state(&mut g)?;
+        if rep.xdp_while_serving.is_none() {
+            bail!("rr-server is up but eth0 shows no XDP program");
+        }
+    }
+
+    let dst = SocketAddrV4::new(target, port);
+    let bench = BenchArgs {
+        connect: dst,
+        conns: 2,
+        depth: 2,
+        req_size: 64,
+        duration: Duration::from_secs(60),
+        max_requests: Some(args.requests),
+    };
+    let load = match load::rr_bench(&env.bin_dir, &net, &bench, &env.run_dir.join("rr-bench.json"))? {
+        Bench::Ran(r) => r,
+        Bench::Unusable(why) => {
+            eprintln!("vm-tests: rr-bench unusable ({why}): the built-in client sends the {} requests", args.requests);
+            static SIXTY_FOUR: [usize; 1] = [64];
+            let mut r = load::echo_check(&net, dst, args.requests, &SIXTY_FOUR, 1)?;
+            r.note = Some(why);
+            r
+        }
+    };
+    let load_ok = load.clean(args.requests);
+    eprintln!(
+        "vm-tests: {}: {} requests, {} errors, {} lost, {:.0} req/s",
+        load.tool, load.requests, load.errors, load.lost, load.rps
+    );
+    rep.load = Some(load);
+    if args.check_requests > 0 {
+        let c = load::echo_check(&net, dst, args.check_requests, load::CHECK_SIZES, 0x5eed)
+            .context("built-in byte check")?;
+        eprintln!("vm-tests: byte check: {} requests, {} bytes back, {} mismatches", c.requests, c.bytes, c.errors);
+        let ok = c.clean(args.check_requests);
+        rep.byte_check = Some(c);
+        if !ok {
+            bail!("byte check failed: {}", rep.byte_check.as_ref().and_then(|c| c.note.clone()).unwrap_or_default());
+        }
+    }
+    let stopped = server::stop(&mut g, &s)?;
+    let stop_ok = stopped.exit_status == 0 && stopped.frame_audit.as_deref().is_some_and(|l| l.contains("ok"));
+    let summary = stopped.summary_tail.clone();
+    rep.stopped = Some(stopped);
+    if env.initramfs.iproute2 {
+        rep.xdp_after_exit = server::wait_detached(&mut g, 3)?;
+    }
+    let _ = g.poweroff();
+    if !load_ok {
+        let l = rep.load.as_ref().unwrap();
+        bail!(
+            "{}: {} of {} requests answered, {} errors, {} lost{}",
+            l.tool,
+            l.requests,
+            args.requests,
+            l.errors,
+            l.lost,
+            l.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+        );
+    }
+    if !stop_ok {
+        bail!("rr-server did not stop cleanly (exit status and frame audit):\n{summary}");
+    }
+    if let Some(x) = &rep.xdp_after_exit {
+        bail!("XDP program still attached to eth0 after rr-server exited: {x}");
+    }
+    Ok(())
+}
+
+fn table(r: &SmokeReport) -> String {
+    let mut t = KvTable::new();
+    t.row("result", match &r.failure {
+        None => r.result.clone(),
+        Some(f) => format!("{}: {f}", r.result),
+    });
+    t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
+    t.row("accel", if r.accel_note.is_empty() { r.accel.clone() } else { format!("{} ({})", r.accel, r.accel_note) });
+    t.row("guest kernel", format!("{} ({})", r.guest_kernel, r.guest_kernel_package));
+    t.row(
+        "modules",
+        format!(
+            "loaded {}{}",
+            r.modules_loaded.join(" "),
+            if r.modules_builtin.is_empty() { String::new() } else { format!("; built in {}", r.modules_builtin.join(" ")) }
+        ),
+    );
+    t.row("nic", r.nic.clone());
+    t.row("server", format!("rr-server --backend xsk --attach {} --addr {}", r.attach, r.addr));
+    if let Some(s) = &r.server {
+        if let Some(p) = &s.port_line {
+            t.row("port", p.trim_start_matches("xsk port: ").to_string());
+        }
+    }
+    if let Some(x) = &r.xdp_while_serving {
+        t.row("xdp (serving)", x.clone());
+    }
+    if let Some(l) = &r.load {
+        t.row(
+            "load",
+            format!(
+                "{}: {} requests, {} errors, {} lost, {} req/s, p50 {:.0} us, p99 {:.0} us",
+                l.tool,
+                l.requests,
+                l.errors,
+                l.lost,
+                thousands(l.rps),
+                l.p50_us,
+                l.p99_us
+            ),
+        );
+    }
+    if let Some(c) = &r.byte_check {
+        t.row(
+            "byte check",
+            format!("{} requests of 1 B..100 kB, {} bytes echoed, {} mismatches", c.requests, thousands(c.bytes as f64), c.errors),
+        );
+    }
+    if let Some(s) = &r.stopped {
+        t.row(
+            "server exit",
+            format!("status {}, {}", s.exit_status, s.frame_audit.clone().unwrap_or_else(|| "no frame audit line".into())),
+        );
+    }
+    if r.server.is_some() {
+        t.row("xdp (after exit)", r.xdp_after_exit.clone().unwrap_or_else(|| "none (detached)".into()));
+    }
+    t.row("time", format!("prepare {:.1} s, boot {:.1} s, total {:.1} s", r.prepare_s, r.boot_s, r.total_s));
+    t.row("logs", r.logs.clone());
+    t.render("vm-tests smoke")
+}
