@@ -22,6 +22,9 @@ pub struct Common {
     /// Seconds a KVM guest gets to come up in the auto probe.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub kvm_probe_secs: f64,
+    /// QEMU -cpu model under KVM.
+    #[arg(long, value_name = "MODEL", default_value = "host")]
+    pub kvm_cpu: String,
     /// Seconds a guest gets to come up (TCG, or KVM when forced).
     #[arg(long, value_name = "SECS", default_value_t = 90.0)]
     pub boot_timeout_secs: f64,
@@ -129,6 +132,7 @@ impl Env {
             log_dir: self.run_dir.clone(),
             boot_timeout: Duration::from_secs_f64(self.common.boot_timeout_secs),
             kvm_probe_timeout: Duration::from_secs_f64(self.common.kvm_probe_secs),
+            kvm_cpu: self.common.kvm_cpu.clone(),
         }
     }
 

@@ -67,6 +67,8 @@ pub struct GuestSpec {
     pub boot_timeout: Duration,
     /// Boot timeout of the KVM probe (`auto`).
     pub kvm_probe_timeout: Duration,
+    /// `-cpu` model under KVM (TCG always uses `max`).
+    pub kvm_cpu: String,
 }
 
 /// The process-wide acceleration decision of `auto`.
@@ -187,7 +189,7 @@ impl Guest {
 
         let append = format!("console=ttyS0 panic=-1 quiet vmtest.addr={}", spec.addr);
         let (accel_arg, cpu) = match accel {
-            Accel::Kvm => ("kvm", "host"),
+            Accel::Kvm => ("kvm", spec.kvm_cpu.as_str()),
             _ => ("tcg,thread=multi", "max"),
         };
         let mut nic = format!("virtio-net-pci,netdev=n0,mac={}", spec.mac);
@@ -327,9 +329,17 @@ impl Guest {
             Some((_, l)) => bail!("guest {} failed to boot: {} (serial log {})", spec.name, l.trim(), g.serial_log.display()),
             None => {
                 check_interrupted()?;
-                let why = if g.eof() { "QEMU exited" } else { "timed out" };
+                let why = if g.eof() {
+                    // Give QEMU a moment to finish writing why it stopped.
+                    std::thread::sleep(Duration::from_millis(100));
+                    let text = std::fs::read_to_string(&qemu_out).unwrap_or_default();
+                    let errors: Vec<&str> = text.lines().filter(|l| !l.contains("waiting for connection")).collect();
+                    format!("QEMU exited: {}", errors.join(" / ").trim())
+                } else {
+                    "no VMTEST-UP: timed out".to_string()
+                };
                 bail!(
-                    "guest {} not up after {:.1} s ({why}, {} accel); last serial lines:\n{}",
+                    "guest {} not up after {:.1} s with {} ({why}); last serial lines:\n{}",
                     spec.name,
                     start.elapsed().as_secs_f64(),
                     accel.name(),
@@ -367,6 +377,9 @@ impl Guest {
     pub fn tail(&self, n: usize) -> String {
         let st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let start = st.lines.len().saturating_sub(n);
+        if start == st.lines.len() {
+            return "  | (no serial output)".into();
+        }
         st.lines[start..].iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
     }
 

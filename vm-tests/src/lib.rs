@@ -1,1 +1,30 @@
+//! vm-tests: the AF_XDP stack inside QEMU guests with virtio_net NICs.
+//!
+//! The harness fetches Debian's cloud kernel (`apt-get download`), builds an initramfs
+//! (static busybox, the virtio_net module chain, rr-server/xsk-bench/rr-bench with their
+//! shared libraries, an /init that serves commands over the serial console), boots it with
+//! QEMU on a tap device inside a network namespace of its own, and drives scenarios from the
+//! host side of that namespace:
+//!
+//! * `smoke`: one guest, `rr-server --backend xsk` in it, 1,000 checked request/responses.
+//! * `matrix`: attach skb/drv x offloads on/off x shared/dedicated address, kernel-TCP vs
+//!   xsk, and a `kill -9` of the server leaving no XDP program behind.
+//!
+//! Everything stays on the machine: the host end is a tap inside the harness's own namespace
+//! (198.18.0.0/15), every load is bounded, and guests and namespaces are removed on every
+//! exit path (including SIGINT/SIGTERM, and SIGKILL of the harness via PDEATHSIG plus a sweep
+//! of stale namespaces on the next run).
 
+pub mod cpio;
+pub mod env;
+pub mod guest;
+pub mod initramfs;
+pub mod kernel;
+pub mod load;
+pub mod matrix;
+pub mod netns;
+pub mod report;
+pub mod server;
+pub mod smoke;
+pub mod tools;
+pub mod util;

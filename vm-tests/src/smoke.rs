@@ -66,6 +66,8 @@ pub struct SmokeReport {
     pub xdp_after_exit: Option<String>,
     pub prepare_s: f64,
     pub boot_s: f64,
+    /// Time spent on the KVM probe before the guest that ran (0 without one).
+    pub accel_probe_s: f64,
     pub total_s: f64,
     pub logs: String,
 }
@@ -112,14 +114,15 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
     rep.nic = format!("virtio-net-pci,mac={}{}{}", spec.mac, if nic_opts.is_empty() { "" } else { "," }, nic_opts);
     let t = Instant::now();
     let mut g = Guest::boot(&spec, &net, env.common.accel)?;
-    rep.boot_s = t.elapsed().as_secs_f64();
+    rep.boot_s = g.boot_secs;
+    rep.accel_probe_s = t.elapsed().as_secs_f64() - g.boot_secs;
     rep.accel = g.accel.name().into();
     rep.accel_note = g.accel_note.clone();
     rep.guest_up = g.up_line.clone();
     if let Some(k) = up_field(&g.up_line, "kernel") {
         rep.guest_kernel = k.to_string();
     }
-    eprintln!("vm-tests: guest up in {:.1} s ({}): {}", rep.boot_s, rep.accel, g.up_line);
+    eprintln!("vm-tests: guest up in {:.1} s ({}): {}", g.boot_secs, rep.accel, g.up_line);
 
     let (addr_arg, target) = match args.addr.as_str() {
         "dedicated" => (format!("{}/{}", net.stack_addr, net.prefix_len), net.stack_addr),
@@ -266,7 +269,13 @@ fn table(r: &SmokeReport) -> String {
     if r.server.is_some() {
         t.row("xdp (after exit)", r.xdp_after_exit.clone().unwrap_or_else(|| "none (detached)".into()));
     }
-    t.row("time", format!("prepare {:.1} s, boot {:.1} s, total {:.1} s", r.prepare_s, r.boot_s, r.total_s));
+    t.row(
+        "time",
+        format!(
+            "prepare {:.1} s, kvm probe {:.1} s, boot {:.1} s, total {:.1} s",
+            r.prepare_s, r.accel_probe_s, r.boot_s, r.total_s
+        ),
+    );
     t.row("logs", r.logs.clone());
     t.render("vm-tests smoke")
 }

@@ -1,6 +1,7 @@
 //! Small helpers: running commands with their stderr in the error, timeouts on children,
 //! SIGINT/SIGTERM as a flag that long waits poll, and ELF checks.
 
+use std::borrow::BorrowMut;
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,8 +24,9 @@ pub fn describe(cmd: &Command) -> String {
 
 /// Runs `cmd` to completion (stdin null); its stdout on success, an error naming the command
 /// and carrying its stderr otherwise.
-pub fn run(cmd: &mut Command) -> Result<String> {
-    let out = output(cmd)?;
+pub fn run(mut cmd: impl BorrowMut<Command>) -> Result<String> {
+    let cmd = cmd.borrow_mut();
+    let out = output(&mut *cmd)?;
     if !out.status.success() {
         bail!(
             "`{}` failed ({}): {}",
@@ -37,7 +39,8 @@ pub fn run(cmd: &mut Command) -> Result<String> {
 }
 
 /// Runs `cmd` to completion (stdin null) and returns its output whatever the exit status.
-pub fn output(cmd: &mut Command) -> Result<Output> {
+pub fn output(mut cmd: impl BorrowMut<Command>) -> Result<Output> {
+    let cmd = cmd.borrow_mut();
     cmd.stdin(Stdio::null());
     cmd.output().with_context(|| format!("could not run `{}`", describe(cmd)))
 }
