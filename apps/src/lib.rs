@@ -178,13 +178,13 @@ pub struct XskOpts {
     pub xmit_batch: Knob,
     /// Entries in each of the four rings: fill, completion, RX, TX (power of two;
     /// PortConfig.rings).
-    #[arg(long, value_name = "N", default_value_t = 2048)]
+    #[arg(long, value_name = "N", default_value_t = 4096)]
     pub ring_size: u32,
     /// UMEM frames (PortConfig.umem.frame_count) [default: twice --ring-size].
     #[arg(long, value_name = "N")]
     pub frames: Option<u32>,
     /// SO_BUSY_POLL_BUDGET (packets per busy-poll pass), used with --busy-poll.
-    #[arg(long, value_name = "PACKETS", default_value_t = 64)]
+    #[arg(long, value_name = "PACKETS", default_value_t = 128)]
     pub busy_budget: u32,
     /// Per-connection TCP receive and transmit buffer of the userspace stack, e.g. 64k.
     /// The kernel backend keeps the kernel's autotuning (net.ipv4.tcp_rmem/tcp_wmem).

@@ -400,6 +400,9 @@ fn close_paths_behave_like_kernel_tcp() {
             // RST mid-request: the server drops the connection, others go on.
             let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
             s.write_all(&[0, 0, 1, 0, 1, 2]).unwrap();
+            // Let the server accept it first (a reset before that is simply
+            // never reported, like a reset in the kernel's SYN queue).
+            std::thread::sleep(Duration::from_millis(100));
             socket2_linger_zero(&s).unwrap();
             drop(s);
             // Plain FIN after a complete exchange.
@@ -411,11 +414,19 @@ fn close_paths_behave_like_kernel_tcp() {
         })
         .unwrap();
     // A peer process killed with SIGKILL: its kernel closes the socket for it.
+    let marker = std::env::temp_dir().join(format!("sxe-connected-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
     let mut child = std::process::Command::new("ip")
-        .args(["netns", "exec", &lab.ns_b.name, "bash", "-c", &format!("exec 3<>/dev/tcp/{}/{}; sleep 30", a, 7108)])
+        .args(["netns", "exec", &lab.ns_b.name, "bash", "-c"])
+        .arg(format!("exec 3<>/dev/tcp/{a}/7108 && touch {} && sleep 30", marker.display()))
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let end = Instant::now() + Duration::from_secs(10);
+    while !marker.exists() {
+        assert!(Instant::now() < end, "the peer process never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&marker);
     child.kill().unwrap();
     child.wait().unwrap();
     // An idle peer that vanishes (link down): keepalive + timeout end it.

@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 pub enum Entry {
     Dir,
     /// Contents from a host file, or given bytes.
-    File { src: Source, mode: u32 },
+    File {
+        src: Source,
+        mode: u32,
+    },
     Symlink(String),
     /// Character device (major, minor).
     CharDev(u32, u32),
@@ -36,7 +39,9 @@ impl Archive {
     }
 
     fn norm(path: &str) -> String {
-        path.trim_start_matches('/').trim_end_matches('/').to_string()
+        path.trim_start_matches('/')
+            .trim_end_matches('/')
+            .to_string()
     }
 
     fn add_parents(&mut self, path: &str) {
@@ -60,13 +65,25 @@ impl Archive {
     pub fn file_from(&mut self, path: &str, src: &Path, mode: u32) {
         let p = Self::norm(path);
         self.add_parents(&p);
-        self.entries.insert(p, Entry::File { src: Source::Path(src.to_path_buf()), mode });
+        self.entries.insert(
+            p,
+            Entry::File {
+                src: Source::Path(src.to_path_buf()),
+                mode,
+            },
+        );
     }
 
     pub fn file_bytes(&mut self, path: &str, data: impl Into<Vec<u8>>, mode: u32) {
         let p = Self::norm(path);
         self.add_parents(&p);
-        self.entries.insert(p, Entry::File { src: Source::Bytes(data.into()), mode });
+        self.entries.insert(
+            p,
+            Entry::File {
+                src: Source::Bytes(data.into()),
+                mode,
+            },
+        );
     }
 
     pub fn symlink(&mut self, path: &str, target: &str) {
@@ -96,15 +113,15 @@ impl Archive {
     /// Writes the archive (parents before children: BTreeMap order puts "a" before "a/b").
     pub fn write_to(&self, w: &mut impl Write) -> io::Result<u64> {
         let mut n = 0u64;
-        let mut ino = 1u32;
-        for (path, e) in &self.entries {
+        for (ino, (path, e)) in (1u32..).zip(self.entries.iter()) {
             let (mode, data, rdev): (u32, Vec<u8>, (u32, u32)) = match e {
                 Entry::Dir => (0o040755, Vec::new(), (0, 0)),
                 Entry::File { src, mode } => {
                     let data = match src {
                         Source::Bytes(b) => b.clone(),
-                        Source::Path(p) => std::fs::read(p)
-                            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?,
+                        Source::Path(p) => std::fs::read(p).map_err(|e| {
+                            io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+                        })?,
                     };
                     (0o100000 | (mode & 0o7777), data, (0, 0))
                 }
@@ -113,7 +130,6 @@ impl Archive {
             };
             let nlink = if matches!(e, Entry::Dir) { 2 } else { 1 };
             n += write_entry(w, path, ino, mode, nlink, &data, rdev)?;
-            ino += 1;
         }
         n += write_entry(w, "TRAILER!!!", 0, 0, 1, &[], (0, 0))?;
         Ok(n)
@@ -190,7 +206,9 @@ mod tests {
     #[test]
     fn cpio_tool_reads_it() {
         // Cross-check with GNU cpio when it is installed.
-        let Some(cpio) = crate::util::which("cpio") else { return };
+        let Some(cpio) = crate::util::which("cpio") else {
+            return;
+        };
         let mut a = Archive::new();
         a.file_bytes("a/b.txt", b"abc".to_vec(), 0o600);
         a.symlink("a/l", "b.txt");

@@ -68,7 +68,10 @@ pub fn target_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
         return PathBuf::from(d);
     }
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).join("target")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("target")
 }
 
 impl Env {
@@ -82,26 +85,44 @@ impl Env {
         netns::sweep_stale();
         let target = target_dir();
         let work = common.work_dir.clone().unwrap_or_else(|| target.join("vm"));
-        let bin_dir = common.bin_dir.clone().unwrap_or_else(|| target.join("release"));
+        let bin_dir = common
+            .bin_dir
+            .clone()
+            .unwrap_or_else(|| target.join("release"));
         std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-        let run_dir = work.join("runs").join(format!("{scenario}-{}-{}", unix_now(), std::process::id()));
-        std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
+        let run_dir =
+            work.join("runs")
+                .join(format!("{scenario}-{}-{}", unix_now(), std::process::id()));
+        std::fs::create_dir_all(&run_dir)
+            .with_context(|| format!("creating {}", run_dir.display()))?;
         prune_runs(&work.join("runs"), 12);
 
         let kernel = kernel::prepare(&work, &common.kernel_package, common.refresh_kernel)?;
         kernel.check_config()?;
         let initramfs = initramfs::build(&work, &kernel, &bin_dir)?;
-        let host_kernel = run(&mut cmd("uname", ["-r"])).map(|s| s.trim().to_string()).unwrap_or_default();
+        let host_kernel = run(&mut cmd("uname", ["-r"]))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
         let qemu_version = run(&mut cmd("qemu-system-x86_64", ["--version"]))
             .ok()
-            .and_then(|s| s.lines().next().map(|l| l.trim_start_matches("QEMU emulator version ").to_string()))
+            .and_then(|s| {
+                s.lines()
+                    .next()
+                    .map(|l| l.trim_start_matches("QEMU emulator version ").to_string())
+            })
             .unwrap_or_default();
         eprintln!(
             "vm-tests: guest kernel {} ({} {}), modules {}, initramfs {:.1} MB, logs in {}",
             kernel.release,
             kernel.package,
             kernel.version,
-            initramfs.modules.load.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" "),
+            initramfs
+                .modules
+                .load
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
             initramfs.bytes as f64 / 1e6,
             run_dir.display()
         );
@@ -126,7 +147,11 @@ impl Env {
             kernel: self.kernel.vmlinuz.clone(),
             initrd: self.initramfs.path.clone(),
             addr: format!("{}/{}", net.guest_addr, net.prefix_len),
-            mac: format!("52:54:00:12:{:02x}:{:02x}", net.guest_addr.octets()[2], net.guest_addr.octets()[3]),
+            mac: format!(
+                "52:54:00:12:{:02x}:{:02x}",
+                net.guest_addr.octets()[2],
+                net.guest_addr.octets()[3]
+            ),
             nic_options: nic_options.into(),
             mem_mb: self.common.mem_mb,
             log_dir: self.run_dir.clone(),
@@ -139,7 +164,10 @@ impl Env {
     /// Writes the report JSON to the run folder, `<work>/<scenario>-report.json` and --json.
     pub fn write_report(&self, scenario: &str, report: &serde_json::Value) -> Result<Vec<PathBuf>> {
         let text = serde_json::to_string_pretty(report)?;
-        let mut paths = vec![self.run_dir.join("report.json"), self.work.join(format!("{scenario}-report.json"))];
+        let mut paths = vec![
+            self.run_dir.join("report.json"),
+            self.work.join(format!("{scenario}-report.json")),
+        ];
         if let Some(p) = &self.common.json {
             paths.push(p.clone());
         }
@@ -152,7 +180,9 @@ impl Env {
 
 /// Keeps the newest `keep` run folders.
 fn prune_runs(dir: &Path, keep: usize) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut v: Vec<(std::time::SystemTime, PathBuf)> = rd
         .filter_map(|e| e.ok())
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))

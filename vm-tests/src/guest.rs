@@ -46,7 +46,8 @@ impl Accel {
 
 /// QEMU virtio-net-pci properties that turn the guest offloads off: without them the host
 /// hands the guest GSO frames and CHECKSUM_PARTIAL packets (VIRTIO_NET_HDR_F_NEEDS_CSUM).
-pub const OFFLOADS_OFF: &str = "guest_csum=off,guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off";
+pub const OFFLOADS_OFF: &str =
+    "guest_csum=off,guest_tso4=off,guest_tso6=off,guest_ecn=off,guest_ufo=off";
 
 /// What to boot.
 #[derive(Debug, Clone)]
@@ -85,7 +86,11 @@ fn decide(a: Accel, why: String) {
 
 /// Whether /dev/kvm can be opened read-write.
 pub fn kvm_openable() -> bool {
-    std::fs::OpenOptions::new().read(true).write(true).open("/dev/kvm").is_ok()
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_ok()
 }
 
 #[derive(Default)]
@@ -136,8 +141,20 @@ impl Guest {
     /// Boots `spec` in `net` with the requested acceleration (see the module docs for `auto`).
     pub fn boot(spec: &GuestSpec, net: &HostNet, accel: Accel) -> Result<Guest> {
         match accel {
-            Accel::Kvm => Self::launch(spec, net, Accel::Kvm, spec.boot_timeout, "requested (--accel kvm)".into()),
-            Accel::Tcg => Self::launch(spec, net, Accel::Tcg, spec.boot_timeout, "requested (--accel tcg)".into()),
+            Accel::Kvm => Self::launch(
+                spec,
+                net,
+                Accel::Kvm,
+                spec.boot_timeout,
+                "requested (--accel kvm)".into(),
+            ),
+            Accel::Tcg => Self::launch(
+                spec,
+                net,
+                Accel::Tcg,
+                spec.boot_timeout,
+                "requested (--accel tcg)".into(),
+            ),
             Accel::Auto => {
                 if let Some((a, why)) = accel_decision() {
                     return Self::launch(spec, net, a, spec.boot_timeout, why);
@@ -149,7 +166,10 @@ impl Guest {
                     return Self::launch(spec, net, Accel::Tcg, spec.boot_timeout, why);
                 }
                 let t = spec.kvm_probe_timeout;
-                eprintln!("vm-tests: accel: probing KVM (a guest must be up within {} s)", t.as_secs_f64());
+                eprintln!(
+                    "vm-tests: accel: probing KVM (a guest must be up within {} s)",
+                    t.as_secs_f64()
+                );
                 let mut probe = spec.clone();
                 probe.name = format!("{}-kvm-probe", spec.name);
                 match Self::launch(&probe, net, Accel::Kvm, t, String::new()) {
@@ -163,8 +183,7 @@ impl Guest {
                     Err(e) => {
                         check_interrupted()?;
                         let why = format!(
-                            "KVM probe failed ({}); /dev/kvm is there but KVM guests do not boot on this host: \
-                             falling back to TCG (-accel tcg,thread=multi -cpu max, 1 vCPU, {} MB)",
+                            "KVM probe failed: {}; falling back to TCG (-accel tcg,thread=multi -cpu max, 1 vCPU, {} MB)",
                             first_line(&format!("{e:#}")),
                             spec.mem_mb
                         );
@@ -177,13 +196,21 @@ impl Guest {
         }
     }
 
-    fn launch(spec: &GuestSpec, net: &HostNet, accel: Accel, timeout: Duration, note: String) -> Result<Guest> {
-        std::fs::create_dir_all(&spec.log_dir).with_context(|| format!("creating {}", spec.log_dir.display()))?;
+    fn launch(
+        spec: &GuestSpec,
+        net: &HostNet,
+        accel: Accel,
+        timeout: Duration,
+        note: String,
+    ) -> Result<Guest> {
+        std::fs::create_dir_all(&spec.log_dir)
+            .with_context(|| format!("creating {}", spec.log_dir.display()))?;
         let serial_log = spec.log_dir.join(format!("serial-{}.log", spec.name));
         let qemu_out = spec.log_dir.join(format!("qemu-{}.out", spec.name));
         let mut sock = spec.log_dir.join(format!("{}.sock", spec.name));
         if sock.as_os_str().len() > 100 {
-            sock = std::env::temp_dir().join(format!("vmt-{}-{}.sock", std::process::id(), spec.name));
+            sock =
+                std::env::temp_dir().join(format!("vmt-{}-{}.sock", std::process::id(), spec.name));
         }
         let _ = std::fs::remove_file(&sock);
 
@@ -238,7 +265,8 @@ impl Guest {
             &nic,
         ];
         let mut c: Command = net.command("qemu-system-x86_64", &args);
-        let out = std::fs::File::create(&qemu_out).with_context(|| format!("creating {}", qemu_out.display()))?;
+        let out = std::fs::File::create(&qemu_out)
+            .with_context(|| format!("creating {}", qemu_out.display()))?;
         c.stdin(Stdio::null()).stdout(out.try_clone()?).stderr(out);
         // SAFETY: prctl in the child between fork and exec only; `ip netns exec` execs QEMU in
         // the same process, so the death signal stays armed for QEMU.
@@ -249,7 +277,10 @@ impl Guest {
             });
         }
         let cmdline = describe(&c);
-        std::fs::write(spec.log_dir.join(format!("qemu-{}.cmdline", spec.name)), format!("{cmdline}\n"))?;
+        std::fs::write(
+            spec.log_dir.join(format!("qemu-{}.cmdline", spec.name)),
+            format!("{cmdline}\n"),
+        )?;
         let start = Instant::now();
         let mut child = c.spawn().with_context(|| format!("starting `{cmdline}`"))?;
 
@@ -267,43 +298,54 @@ impl Guest {
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(e).with_context(|| format!("connecting to the serial socket {}", sock.display()));
+                    return Err(e).with_context(|| {
+                        format!("connecting to the serial socket {}", sock.display())
+                    });
                 }
             }
         };
-        let shared = Arc::new(Shared { state: Mutex::new(State::default()), cv: Condvar::new() });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+        });
         let mut reader = stream.try_clone()?;
         let sh = shared.clone();
-        std::thread::Builder::new().name(format!("serial {}", spec.name)).spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                let n = match reader.read(&mut buf) {
-                    Ok(0) | Err(_) => 0,
-                    Ok(n) => n,
-                };
-                let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
-                if n == 0 {
-                    if !st.partial.is_empty() {
-                        let l = String::from_utf8_lossy(&st.partial).trim_end_matches('\r').to_string();
-                        st.lines.push(l);
-                        st.partial.clear();
+        std::thread::Builder::new()
+            .name(format!("serial {}", spec.name))
+            .spawn(move || {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = match reader.read(&mut buf) {
+                        Ok(0) | Err(_) => 0,
+                        Ok(n) => n,
+                    };
+                    let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
+                    if n == 0 {
+                        if !st.partial.is_empty() {
+                            let l = String::from_utf8_lossy(&st.partial)
+                                .trim_end_matches('\r')
+                                .to_string();
+                            st.lines.push(l);
+                            st.partial.clear();
+                        }
+                        st.eof = true;
+                        sh.cv.notify_all();
+                        return;
                     }
-                    st.eof = true;
+                    for &b in &buf[..n] {
+                        if b == b'\n' {
+                            let l = String::from_utf8_lossy(&st.partial)
+                                .trim_end_matches('\r')
+                                .to_string();
+                            st.lines.push(l);
+                            st.partial.clear();
+                        } else {
+                            st.partial.push(b);
+                        }
+                    }
                     sh.cv.notify_all();
-                    return;
                 }
-                for &b in &buf[..n] {
-                    if b == b'\n' {
-                        let l = String::from_utf8_lossy(&st.partial).trim_end_matches('\r').to_string();
-                        st.lines.push(l);
-                        st.partial.clear();
-                    } else {
-                        st.partial.push(b);
-                    }
-                }
-                sh.cv.notify_all();
-            }
-        })?;
+            })?;
 
         let mut g = Guest {
             child,
@@ -319,27 +361,46 @@ impl Guest {
             sock,
         };
         let deadline = start + timeout;
-        let found = g.wait_line(0, deadline, |l| l.contains("VMTEST-UP") || l.contains("VMTEST-FAIL") || l.contains("Kernel panic"));
+        let found = g.wait_line(0, deadline, |l| {
+            l.contains("VMTEST-UP") || l.contains("VMTEST-FAIL") || l.contains("Kernel panic")
+        });
         match found {
             Some((_, l)) if l.contains("VMTEST-UP") => {
                 g.up_line = l[l.find("VMTEST-UP").unwrap()..].to_string();
                 g.boot_secs = start.elapsed().as_secs_f64();
                 Ok(g)
             }
-            Some((_, l)) => bail!("guest {} failed to boot: {} (serial log {})", spec.name, l.trim(), g.serial_log.display()),
+            Some((_, l)) => bail!(
+                "guest {} failed to boot: {} (serial log {})",
+                spec.name,
+                l.trim(),
+                g.serial_log.display()
+            ),
             None => {
                 check_interrupted()?;
                 let why = if g.eof() {
                     // Give QEMU a moment to finish writing why it stopped.
                     std::thread::sleep(Duration::from_millis(100));
                     let text = std::fs::read_to_string(&qemu_out).unwrap_or_default();
-                    let errors: Vec<&str> = text.lines().filter(|l| !l.contains("waiting for connection")).collect();
-                    format!("QEMU exited: {}", errors.join(" / ").trim())
+                    let lines: Vec<&str> = text
+                        .lines()
+                        .filter(|l| !l.contains("waiting for connection"))
+                        .collect();
+                    let main = lines
+                        .iter()
+                        .find(|l| l.contains("error"))
+                        .or(lines.last())
+                        .copied()
+                        .unwrap_or("");
+                    format!(
+                        "QEMU exited: {}",
+                        main.trim_start_matches("qemu-system-x86_64: ").trim()
+                    )
                 } else {
                     "no VMTEST-UP: timed out".to_string()
                 };
                 bail!(
-                    "guest {} not up after {:.1} s with {} ({why}); last serial lines:\n{}",
+                    "guest {} not up after {:.1} s with {} ({why})\nlast serial lines:\n{}",
                     spec.name,
                     start.elapsed().as_secs_f64(),
                     accel.name(),
@@ -350,11 +411,20 @@ impl Guest {
     }
 
     fn eof(&self) -> bool {
-        self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).eof
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .eof
     }
 
     /// Waits for a serial line at index >= `from` matching `pred`; (index, line).
-    fn wait_line(&self, from: usize, deadline: Instant, pred: impl Fn(&str) -> bool) -> Option<(usize, String)> {
+    fn wait_line(
+        &self,
+        from: usize,
+        deadline: Instant,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<(usize, String)> {
         let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut i = from;
         loop {
@@ -369,7 +439,12 @@ impl Guest {
                 return None;
             }
             let wait = (deadline - now).min(Duration::from_millis(100));
-            st = self.shared.cv.wait_timeout(st, wait).unwrap_or_else(|p| p.into_inner()).0;
+            st = self
+                .shared
+                .cv
+                .wait_timeout(st, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -380,7 +455,11 @@ impl Guest {
         if start == st.lines.len() {
             return "  | (no serial output)".into();
         }
-        st.lines[start..].iter().map(|l| format!("  | {l}")).collect::<Vec<_>>().join("\n")
+        st.lines[start..]
+            .iter()
+            .map(|l| format!("  | {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Runs a shell command in the guest's init shell (see the module docs of `initramfs`),
@@ -392,16 +471,28 @@ impl Guest {
         check_interrupted()?;
         let id = self.next_id;
         self.next_id += 1;
-        let from = self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).lines.len();
+        let from = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lines
+            .len();
         self.writer
             .write_all(format!("VMTEST-CMD {id} {command}\n").as_bytes())
             .with_context(|| format!("writing to the serial console of guest {}", self.name))?;
         let begin = format!("VMTEST-BEGIN {id}");
         let end = format!("VMTEST-END {id} ");
         let deadline = Instant::now() + timeout;
-        let Some((bi, _)) = self.wait_line(from, deadline, |l| l.contains(&begin) && !l.contains("VMTEST-CMD")) else {
+        let Some((bi, _)) = self.wait_line(from, deadline, |l| {
+            l.contains(&begin) && !l.contains("VMTEST-CMD")
+        }) else {
             check_interrupted()?;
-            bail!("guest {} did not start command {id} `{command}` (last lines:\n{})", self.name, self.tail(8));
+            bail!(
+                "guest {} did not start command {id} `{command}` (last lines:\n{})",
+                self.name,
+                self.tail(8)
+            );
         };
         let Some((ei, eline)) = self.wait_line(bi + 1, deadline, |l| l.contains(&end)) else {
             check_interrupted()?;
@@ -411,7 +502,10 @@ impl Guest {
                 self.tail(10)
             );
         };
-        let status = eline[eline.find(&end).unwrap() + end.len()..].trim().parse::<i32>().unwrap_or(-1);
+        let status = eline[eline.find(&end).unwrap() + end.len()..]
+            .trim()
+            .parse::<i32>()
+            .unwrap_or(-1);
         let st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let output = st.lines[bi + 1..ei]
             .iter()
@@ -426,7 +520,11 @@ impl Guest {
     pub fn exec_ok(&mut self, command: &str, timeout: Duration) -> Result<String> {
         let o = self.exec(command, timeout)?;
         if !o.ok() {
-            bail!("guest command failed (status {}): `{command}`\n{}", o.status, o.output);
+            bail!(
+                "guest command failed (status {}): `{command}`\n{}",
+                o.status,
+                o.output
+            );
         }
         Ok(o.output)
     }
@@ -470,7 +568,8 @@ fn first_line(s: &str) -> &str {
 
 /// Parses `key=value` fields of a `VMTEST-UP` line.
 pub fn up_field<'a>(up: &'a str, key: &str) -> Option<&'a str> {
-    up.split_whitespace().find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
+    up.split_whitespace()
+        .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
 }
 
 #[cfg(test)]

@@ -88,7 +88,11 @@ pub struct InitramfsInfo {
 }
 
 /// Binaries of ours copied into the guest: (name, required).
-pub const BINARIES: &[(&str, bool)] = &[("rr-server", true), ("xsk-bench", false), ("rr-bench", false)];
+pub const BINARIES: &[(&str, bool)] = &[
+    ("rr-server", true),
+    ("xsk-bench", false),
+    ("rr-bench", false),
+];
 
 /// Builds `work/initramfs.cpio` for `kernel` with the binaries from `bin_dir`.
 pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<InitramfsInfo> {
@@ -96,7 +100,19 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
     let mut a = Archive::new();
-    for d in ["proc", "sys", "dev", "tmp", "run", "root", "etc", "bin", "usr/bin", "usr/local/bin", GUEST_MODULES] {
+    for d in [
+        "proc",
+        "sys",
+        "dev",
+        "tmp",
+        "run",
+        "root",
+        "etc",
+        "bin",
+        "usr/bin",
+        "usr/local/bin",
+        GUEST_MODULES,
+    ] {
         a.dir(d);
     }
     a.char_dev("dev/console", 5, 1);
@@ -116,7 +132,11 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
                 tools::require(prog, pkg, "decompressing the guest's kernel modules")?;
                 let out = output(cmd(prog, [std::ffi::OsStr::new("-dc"), src.as_os_str()]))?;
                 if !out.status.success() {
-                    bail!("{prog} -dc {} failed: {}", src.display(), String::from_utf8_lossy(&out.stderr));
+                    bail!(
+                        "{prog} -dc {} failed: {}",
+                        src.display(),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
                 }
                 a.file_bytes(&dst, out.stdout, 0o644);
             }
@@ -150,21 +170,28 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
                     src.display()
                 );
             }
-            eprintln!("vm-tests: note: {} not built, the guest will not have it", src.display());
+            eprintln!(
+                "vm-tests: note: {} not built, the guest will not have it",
+                src.display()
+            );
             continue;
         }
         let staged = stage.join(name);
         match &strip {
             Some(s) => {
-                run(cmd(s.to_str().unwrap(), [
-                    std::ffi::OsStr::new("--strip-debug"),
-                    std::ffi::OsStr::new("-o"),
-                    staged.as_os_str(),
-                    src.as_os_str(),
-                ]))?;
+                run(cmd(
+                    s.to_str().unwrap(),
+                    [
+                        std::ffi::OsStr::new("--strip-debug"),
+                        std::ffi::OsStr::new("-o"),
+                        staged.as_os_str(),
+                        src.as_os_str(),
+                    ],
+                ))?;
             }
             None => {
-                std::fs::copy(&src, &staged).with_context(|| format!("copying {}", src.display()))?;
+                std::fs::copy(&src, &staged)
+                    .with_context(|| format!("copying {}", src.display()))?;
             }
         }
         a.file_from(&format!("usr/bin/{name}"), &staged, 0o755);
@@ -174,7 +201,10 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
 
     // iproute2's ip: busybox's `ip link` does not show attached XDP programs.
     let iproute2 = match which("ip").and_then(|p| std::fs::canonicalize(p).ok()) {
-        Some(p) if p.file_name().is_some_and(|n| n != "busybox") && elf_kind(&p)? != ElfKind::NotElf => {
+        Some(p)
+            if p.file_name().is_some_and(|n| n != "busybox")
+                && elf_kind(&p)? != ElfKind::NotElf =>
+        {
             a.file_from("usr/local/bin/ip", &p, 0o755);
             elfs.push(p);
             true
@@ -200,15 +230,26 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
     let path = work.join("initramfs.cpio");
     let tmp = work.join(format!(".initramfs.cpio.{}", std::process::id()));
     let bytes = {
-        let f = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let f =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let mut w = std::io::BufWriter::new(f);
-        let n = a.write_to(&mut w).with_context(|| format!("writing {}", tmp.display()))?;
+        let n = a
+            .write_to(&mut w)
+            .with_context(|| format!("writing {}", tmp.display()))?;
         std::io::Write::flush(&mut w)?;
         n
     };
     std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
     let _ = std::fs::remove_dir_all(&stage);
-    Ok(InitramfsInfo { path, bytes, binaries, libraries, modules: plan, iproute2, stripped: strip.is_some() })
+    Ok(InitramfsInfo {
+        path,
+        bytes,
+        binaries,
+        libraries,
+        modules: plan,
+        iproute2,
+        stripped: strip.is_some(),
+    })
 }
 
 /// The shared libraries (and the dynamic loader) `ldd` resolves for `bin`.
@@ -258,7 +299,13 @@ mod tests {
 
     #[test]
     fn init_speaks_the_protocol() {
-        for marker in ["VMTEST-UP", "VMTEST-BEGIN $id", "VMTEST-END $id $?", "VMTEST-POWEROFF", "VMTEST-FAIL"] {
+        for marker in [
+            "VMTEST-UP",
+            "VMTEST-BEGIN $id",
+            "VMTEST-END $id $?",
+            "VMTEST-POWEROFF",
+            "VMTEST-FAIL",
+        ] {
             assert!(INIT.contains(marker), "{marker}");
         }
         assert!(INIT.starts_with("#!/bin/busybox sh\n"));

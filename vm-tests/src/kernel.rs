@@ -63,12 +63,17 @@ pub fn prepare(work: &Path, meta: &str, refresh: bool) -> Result<GuestKernel> {
     if !root.join("boot").exists() {
         let tmp = dir.join(format!(".unpack-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        run(cmd("dpkg-deb", [std::ffi::OsStr::new("-x"), deb.as_os_str(), tmp.as_os_str()]))?;
+        run(cmd(
+            "dpkg-deb",
+            [std::ffi::OsStr::new("-x"), deb.as_os_str(), tmp.as_os_str()],
+        ))?;
         let _ = std::fs::remove_dir_all(&root);
-        std::fs::rename(&tmp, &root).with_context(|| format!("moving the unpacked kernel to {}", root.display()))?;
+        std::fs::rename(&tmp, &root)
+            .with_context(|| format!("moving the unpacked kernel to {}", root.display()))?;
     }
     let k = describe_unpacked(meta, &package, &version, &root)?;
-    std::fs::write(&state, serde_json::to_string_pretty(&k)?).with_context(|| format!("writing {}", state.display()))?;
+    std::fs::write(&state, serde_json::to_string_pretty(&k)?)
+        .with_context(|| format!("writing {}", state.display()))?;
     Ok(k)
 }
 
@@ -113,7 +118,13 @@ fn download(dir: &Path, package: &str, version: &str) -> Result<PathBuf> {
     eprintln!("vm-tests: downloading {package} {version} (apt-get download)");
     let mut c = cmd(
         "apt-get",
-        ["download", "-q", "-o", "APT::Sandbox::User=root", &format!("{package}={version}")],
+        [
+            "download",
+            "-q",
+            "-o",
+            "APT::Sandbox::User=root",
+            &format!("{package}={version}"),
+        ],
     );
     c.current_dir(dir);
     run(&mut c).with_context(|| format!("downloading {package}"))?;
@@ -131,13 +142,26 @@ fn describe_unpacked(meta: &str, package: &str, version: &str, root: &Path) -> R
         .with_context(|| format!("reading {}", boot.display()))?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("vmlinuz-")))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-"))
+        })
         .with_context(|| format!("{package} has no boot/vmlinuz-*"))?;
-    let release = vmlinuz.file_name().unwrap().to_string_lossy().trim_start_matches("vmlinuz-").to_string();
+    let release = vmlinuz
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .trim_start_matches("vmlinuz-")
+        .to_string();
     let (base, modules_dir) = ["", "usr"]
         .iter()
         .map(|pre| {
-            let base = if pre.is_empty() { root.to_path_buf() } else { root.join(pre) };
+            let base = if pre.is_empty() {
+                root.to_path_buf()
+            } else {
+                root.join(pre)
+            };
             let m = base.join("lib/modules").join(&release);
             (base, m)
         })
@@ -145,8 +169,15 @@ fn describe_unpacked(meta: &str, package: &str, version: &str, root: &Path) -> R
         .with_context(|| format!("{package} has no lib/modules/{release}"))?;
     if !modules_dir.join("modules.dep").exists() {
         tools::require("depmod", "kmod", "modules.dep of the guest kernel")?;
-        run(cmd("depmod", [std::ffi::OsStr::new("-b"), base.as_os_str(), std::ffi::OsStr::new(&release)]))
-            .context("generating modules.dep of the guest kernel")?;
+        run(cmd(
+            "depmod",
+            [
+                std::ffi::OsStr::new("-b"),
+                base.as_os_str(),
+                std::ffi::OsStr::new(&release),
+            ],
+        ))
+        .context("generating modules.dep of the guest kernel")?;
     }
     let config = boot.join(format!("config-{release}"));
     Ok(GuestKernel {
@@ -181,7 +212,9 @@ pub fn module_name(path: &str) -> String {
 pub fn parse_modules_dep(text: &str) -> BTreeMap<String, (String, Vec<String>)> {
     let mut m = BTreeMap::new();
     for line in text.lines() {
-        let Some((path, deps)) = line.split_once(':') else { continue };
+        let Some((path, deps)) = line.split_once(':') else {
+            continue;
+        };
         let path = path.trim().to_string();
         let deps = deps.split_whitespace().map(str::to_string).collect();
         m.insert(module_name(&path), (path, deps));
@@ -193,9 +226,16 @@ pub fn parse_modules_dep(text: &str) -> BTreeMap<String, (String, Vec<String>)> 
 /// recorded, modular ones are loaded after everything they depend on (depth-first,
 /// dependencies first; each module once).
 pub fn plan_modules(builtin_txt: &str, dep_txt: &str, wanted: &[&str]) -> Result<ModulePlan> {
-    let builtin: HashSet<String> = builtin_txt.lines().filter(|l| !l.trim().is_empty()).map(module_name).collect();
+    let builtin: HashSet<String> = builtin_txt
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(module_name)
+        .collect();
     let deps = parse_modules_dep(dep_txt);
-    let by_path: BTreeMap<&str, &str> = deps.iter().map(|(n, (p, _))| (p.as_str(), n.as_str())).collect();
+    let by_path: BTreeMap<&str, &str> = deps
+        .iter()
+        .map(|(n, (p, _))| (p.as_str(), n.as_str()))
+        .collect();
     let mut plan = ModulePlan::default();
     let mut done: HashSet<String> = HashSet::new();
 
@@ -213,11 +253,16 @@ pub fn plan_modules(builtin_txt: &str, dep_txt: &str, wanted: &[&str]) -> Result
         if stack.iter().any(|s| s == name) {
             bail!("module dependency cycle: {} -> {name}", stack.join(" -> "));
         }
-        let (path, ds) = deps.get(name).with_context(|| format!("module {name} is not in modules.dep"))?;
+        let (path, ds) = deps
+            .get(name)
+            .with_context(|| format!("module {name} is not in modules.dep"))?;
         stack.push(name.to_string());
         // modules.dep lists dependencies so that loading them from last to first works.
         for d in ds.iter().rev() {
-            let dn = by_path.get(d.as_str()).map(|s| s.to_string()).unwrap_or_else(|| module_name(d));
+            let dn = by_path
+                .get(d.as_str())
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| module_name(d));
             visit(&dn, deps, by_path, done, stack, plan)?;
         }
         stack.pop();
@@ -246,7 +291,11 @@ impl GuestKernel {
             std::fs::read_to_string(self.modules_dir.join(f))
                 .with_context(|| format!("reading {}", self.modules_dir.join(f).display()))
         };
-        plan_modules(&read("modules.builtin").unwrap_or_default(), &read("modules.dep")?, NIC_MODULES)
+        plan_modules(
+            &read("modules.builtin").unwrap_or_default(),
+            &read("modules.dep")?,
+            NIC_MODULES,
+        )
     }
 
     /// `CONFIG_*` values of the options AF_XDP in the guest depends on (from boot/config-*).
@@ -264,7 +313,13 @@ impl GuestKernel {
             "CONFIG_MODULE_COMPRESS_ZSTD",
         ];
         let mut m = BTreeMap::new();
-        let Some(text) = self.config.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) else { return m };
+        let Some(text) = self
+            .config
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        else {
+            return m;
+        };
         for k in KEYS {
             let v = text
                 .lines()
@@ -283,7 +338,11 @@ impl GuestKernel {
         }
         for k in ["CONFIG_XDP_SOCKETS", "CONFIG_BPF_SYSCALL"] {
             if f.get(k).map(String::as_str) != Some("y") {
-                bail!("guest kernel {} has {k}={}: AF_XDP cannot work in it", self.release, f[k]);
+                bail!(
+                    "guest kernel {} has {k}={}: AF_XDP cannot work in it",
+                    self.release,
+                    f[k]
+                );
             }
         }
         Ok(())
@@ -338,14 +397,19 @@ kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/
 
     #[test]
     fn compressed_names() {
-        assert_eq!(module_name("kernel/drivers/net/virtio_net.ko.xz"), "virtio_net");
+        assert_eq!(
+            module_name("kernel/drivers/net/virtio_net.ko.xz"),
+            "virtio_net"
+        );
         assert_eq!(module_name("kernel/net/core/fail-over.ko.zst"), "fail_over");
         assert_eq!(module_name("kernel/a/b.ko"), "b");
     }
 
     #[test]
     fn missing_module_is_an_error() {
-        let e = plan_modules("", "kernel/a.ko:\n", &["virtio_net"]).unwrap_err().to_string();
+        let e = plan_modules("", "kernel/a.ko:\n", &["virtio_net"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("neither built into"), "{e}");
     }
 }

@@ -95,17 +95,37 @@ pub fn rr_bench(bin_dir: &Path, net: &HostNet, a: &BenchArgs, json: &Path) -> Re
     let mut c = net.command(exe.to_str().context("rr-bench path is not UTF-8")?, &argv);
     let command = format!("ip netns exec {} rr-bench {}", net.ns, args.join(" "));
     let (status, stdout, stderr) = run_timeout(&mut c, a.duration + Duration::from_secs(30))?;
+    let _ = std::fs::write(
+        json.with_extension("log"),
+        format!("$ {command}\n{stdout}{stderr}"),
+    );
     let Some(status) = status else {
-        bail!("rr-bench did not finish within {} s (killed): {command}", (a.duration.as_secs() + 30));
+        crate::util::check_interrupted()?;
+        bail!(
+            "rr-bench did not finish within {} s (killed): {command}",
+            (a.duration.as_secs() + 30)
+        );
     };
     if status.code() == Some(2) {
-        return Ok(Bench::Unusable(format!("rr-bench rejected its command line: {}", stderr.trim())));
+        return Ok(Bench::Unusable(format!(
+            "rr-bench rejected its command line: {}",
+            stderr.trim()
+        )));
     }
-    // 0 ok, 3 completed with errors: both leave a JSON to read.
-    let text = std::fs::read_to_string(json).with_context(|| {
-        format!("rr-bench ({status}) wrote no {}: {}\n{}", json.display(), stderr.trim(), stdout.trim())
-    })?;
-    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
+    // 0 ok, 3 completed with errors: both leave a JSON to read. 1 (setup or run failed) may not.
+    let Ok(text) = std::fs::read_to_string(json) else {
+        let why = stderr
+            .lines()
+            .rev()
+            .find(|l| l.contains("error"))
+            .or_else(|| stderr.lines().last())
+            .unwrap_or("")
+            .trim()
+            .trim_start_matches("rr-bench: error: ");
+        bail!("rr-bench failed ({status}): {why}");
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
     let f = |k: &str| v.get(k).and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
     let u = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
     let r = LoadResult {
@@ -126,16 +146,29 @@ pub fn rr_bench(bin_dir: &Path, net: &HostNet, a: &BenchArgs, json: &Path) -> Re
 
 /// Payload sizes of the built-in check: tiny, around one MSS (1460), several segments, and
 /// past the default 64 KiB socket buffer of the stack.
-pub const CHECK_SIZES: &[usize] = &[1, 7, 64, 511, 1000, 1459, 1460, 1461, 2920, 4096, 9000, 16384, 65536, 100_000];
+pub const CHECK_SIZES: &[usize] = &[
+    1, 7, 64, 511, 1000, 1459, 1460, 1461, 2920, 4096, 9000, 16384, 65536, 100_000,
+];
 
 /// The built-in echo client, from a thread inside the host namespace: `requests` frames
 /// (u32 big-endian length + payload) over one connection, sizes cycling through `sizes`,
 /// random contents; each response must equal its request byte for byte.
-pub fn echo_check(net: &HostNet, server: SocketAddrV4, requests: u64, sizes: &'static [usize], seed: u64) -> Result<LoadResult> {
+pub fn echo_check(
+    net: &HostNet,
+    server: SocketAddrV4,
+    requests: u64,
+    sizes: &'static [usize],
+    seed: u64,
+) -> Result<LoadResult> {
     net.run_in(move || echo_check_here(server, requests, sizes, seed))?
 }
 
-fn echo_check_here(server: SocketAddrV4, requests: u64, sizes: &[usize], seed: u64) -> Result<LoadResult> {
+fn echo_check_here(
+    server: SocketAddrV4,
+    requests: u64,
+    sizes: &[usize],
+    seed: u64,
+) -> Result<LoadResult> {
     let io_timeout = Duration::from_secs(15);
     let mut s = TcpStream::connect_timeout(&SocketAddr::V4(server), Duration::from_secs(10))
         .with_context(|| format!("connecting to {server}"))?;
@@ -171,11 +204,15 @@ fn echo_check_here(server: SocketAddrV4, requests: u64, sizes: &[usize], seed: u
                         progressed = n > 0;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e).with_context(|| format!("request {i} ({size} B): write")),
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("request {i} ({size} B): write"))
+                    }
                 }
             }
             match s.read(&mut resp[read..]) {
-                Ok(0) => bail!("request {i} ({size} B): the server closed the connection after {read} bytes"),
+                Ok(0) => bail!(
+                    "request {i} ({size} B): the server closed the connection after {read} bytes"
+                ),
                 Ok(n) => {
                     read += n;
                     progressed = true;
@@ -184,8 +221,13 @@ fn echo_check_here(server: SocketAddrV4, requests: u64, sizes: &[usize], seed: u
                 Err(e) => return Err(e).with_context(|| format!("request {i} ({size} B): read")),
             }
             if !progressed {
+                crate::util::check_interrupted()?;
                 if Instant::now() > deadline {
-                    bail!("request {i} ({size} B): no response within {} s ({read} of {} bytes)", io_timeout.as_secs(), resp.len());
+                    bail!(
+                        "request {i} ({size} B): no response within {} s ({read} of {} bytes)",
+                        io_timeout.as_secs(),
+                        resp.len()
+                    );
                 }
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -195,7 +237,9 @@ fn echo_check_here(server: SocketAddrV4, requests: u64, sizes: &[usize], seed: u
             errors += 1;
             if first_error.is_none() {
                 let at = resp.iter().zip(&req).position(|(a, b)| a != b).unwrap_or(0);
-                first_error = Some(format!("request {i} ({size} B): response differs at byte {at}"));
+                first_error = Some(format!(
+                    "request {i} ({size} B): response differs at byte {at}"
+                ));
             }
         }
         bytes += resp.len() as u64;
@@ -203,7 +247,11 @@ fn echo_check_here(server: SocketAddrV4, requests: u64, sizes: &[usize], seed: u
     }
     let dur = start.elapsed().as_secs_f64();
     lat.sort_by(|a, b| a.total_cmp(b));
-    let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(f64::NAN);
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
     Ok(LoadResult {
         tool: "builtin".into(),
         requests: done,

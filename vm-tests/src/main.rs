@@ -60,11 +60,32 @@ fn main() -> ExitCode {
 fn build_only(c: &env::Common) -> anyhow::Result<bool> {
     let e = env::Env::prepare(c, "initramfs")?;
     let info = &e.initramfs;
-    println!("kernel     {} ({} {})", e.kernel.vmlinuz.display(), e.kernel.package, e.kernel.version);
+    println!(
+        "kernel     {} ({} {})",
+        e.kernel.vmlinuz.display(),
+        e.kernel.package,
+        e.kernel.version
+    );
     println!("initramfs  {} ({} bytes)", info.path.display(), info.bytes);
-    println!("modules    load order: {}", info.modules.load.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(" "));
-    println!("           built in (of {:?}): {:?}", kernel::NIC_MODULES, info.modules.builtin);
-    println!("binaries   {} (stripped: {})", info.binaries.join(" "), info.stripped);
+    println!(
+        "modules    load order: {}",
+        info.modules
+            .load
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "           built in (of {:?}): {:?}",
+        kernel::NIC_MODULES,
+        info.modules.builtin
+    );
+    println!(
+        "binaries   {} (stripped: {})",
+        info.binaries.join(" "),
+        info.stripped
+    );
     println!("libraries  {}", info.libraries.join(" "));
     println!("iproute2   {}", info.iproute2);
     for (k, v) in e.kernel.config_facts() {

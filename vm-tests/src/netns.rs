@@ -44,7 +44,11 @@ impl HostNet {
     /// Creates `vmt-PID-N` with the tap `vmtap0` (up, 198.18.S.1/24, S = 10 + N % 200).
     pub fn create() -> Result<HostNet> {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let ns = format!("{PREFIX}-{}-{}", base36(std::process::id() as u64), base36(n as u64));
+        let ns = format!(
+            "{PREFIX}-{}-{}",
+            base36(std::process::id() as u64),
+            base36(n as u64)
+        );
         let subnet = 10 + (n % 200) as u8;
         let net = HostNet {
             ns: ns.clone(),
@@ -54,9 +58,11 @@ impl HostNet {
             stack_addr: Ipv4Addr::new(198, 18, subnet, 3),
             prefix_len: 24,
         };
-        run(&mut cmd("ip", ["netns", "add", &ns])).context("creating the host network namespace")?;
+        run(&mut cmd("ip", ["netns", "add", &ns]))
+            .context("creating the host network namespace")?;
         // From here on Drop deletes the namespace, also when a later step fails.
-        net.setup().with_context(|| format!("setting up tap {TAP} in namespace {ns}"))?;
+        net.setup()
+            .with_context(|| format!("setting up tap {TAP} in namespace {ns}"))?;
         Ok(net)
     }
 
@@ -64,8 +70,14 @@ impl HostNet {
         run(&mut self.command("ip", &["tuntap", "add", "dev", &self.tap, "mode", "tap"]))?;
         run(&mut cmd("ip", ["-n", &self.ns, "link", "set", "lo", "up"]))?;
         let a = format!("{}/{}", self.host_addr, self.prefix_len);
-        run(&mut cmd("ip", ["-n", &self.ns, "addr", "add", &a, "dev", &self.tap]))?;
-        run(&mut cmd("ip", ["-n", &self.ns, "link", "set", &self.tap, "up"]))?;
+        run(&mut cmd(
+            "ip",
+            ["-n", &self.ns, "addr", "add", &a, "dev", &self.tap],
+        ))?;
+        run(&mut cmd(
+            "ip",
+            ["-n", &self.ns, "link", "set", &self.tap, "up"],
+        ))?;
         Ok(())
     }
 
@@ -88,10 +100,12 @@ impl HostNet {
         let h = std::thread::Builder::new()
             .name(format!("netns {}", self.ns))
             .spawn(move || -> Result<T> {
-                let fd = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                let fd =
+                    File::open(&path).with_context(|| format!("opening {}", path.display()))?;
                 // SAFETY: setns on an open namespace fd; only this thread moves.
                 if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    return Err(std::io::Error::last_os_error()).context("setns into the host namespace");
+                    return Err(std::io::Error::last_os_error())
+                        .context("setns into the host namespace");
                 }
                 Ok(f())
             })
@@ -131,7 +145,9 @@ pub fn destroy(ns: &str) {
     for _ in 0..50 {
         let busy = std::fs::read_dir("/proc").map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-                .any(|pid| pid != own && ns_id(&PathBuf::from(format!("/proc/{pid}/ns/net"))) == Some(id))
+                .any(|pid| {
+                    pid != own && ns_id(&PathBuf::from(format!("/proc/{pid}/ns/net"))) == Some(id)
+                })
         });
         if !busy.unwrap_or(false) {
             break;
@@ -145,12 +161,20 @@ pub fn destroy(ns: &str) {
 
 /// Deletes `vmt-PID-N` namespaces whose PID is dead. Returns how many.
 pub fn sweep_stale() -> usize {
-    let Ok(dir) = std::fs::read_dir(NETNS_DIR) else { return 0 };
+    let Ok(dir) = std::fs::read_dir(NETNS_DIR) else {
+        return 0;
+    };
     let mut n = 0;
     for name in dir.filter_map(|e| e.ok()?.file_name().into_string().ok()) {
-        let Some(rest) = name.strip_prefix(&format!("{PREFIX}-")) else { continue };
-        let Some((pid, idx)) = rest.split_once('-') else { continue };
-        let (Some(pid), Some(_)) = (parse_base36(pid), parse_base36(idx)) else { continue };
+        let Some(rest) = name.strip_prefix(&format!("{PREFIX}-")) else {
+            continue;
+        };
+        let Some((pid, idx)) = rest.split_once('-') else {
+            continue;
+        };
+        let (Some(pid), Some(_)) = (parse_base36(pid), parse_base36(idx)) else {
+            continue;
+        };
         if pid == 0 || pid > i32::MAX as u64 || pid_alive(pid as i32) {
             continue;
         }

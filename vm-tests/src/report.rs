@@ -41,7 +41,10 @@ pub struct Grid {
 
 impl Grid {
     pub fn new(header: &[&str]) -> Self {
-        Grid { header: header.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+        Grid {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -107,7 +110,10 @@ mod tests {
         assert_eq!(thousands(f64::NAN), "-");
         let mut t = KvTable::new();
         t.row("a", "1").row("long key", "x\ny");
-        assert_eq!(t.render("T"), "== T\n  a         1\n  long key  x\n            y\n");
+        assert_eq!(
+            t.render("T"),
+            "== T\n  a         1\n  long key  x\n            y\n"
+        );
         let mut g = Grid::new(&["c1", "column2", "c3"]);
         g.row(vec!["xx".into(), "y".into(), "z z".into()]);
         assert_eq!(g.render(), "  c1 column2 c3\n  xx y       z z\n");

@@ -27,17 +27,34 @@ pub struct ServerSpec {
 
 impl ServerSpec {
     pub fn xsk(tag: &str, attach: &str, addr: &str, port: u16) -> Self {
-        ServerSpec { tag: tag.into(), backend: "xsk".into(), attach: attach.into(), addr: addr.into(), port, extra: vec![] }
+        ServerSpec {
+            tag: tag.into(),
+            backend: "xsk".into(),
+            attach: attach.into(),
+            addr: addr.into(),
+            port,
+            extra: vec![],
+        }
     }
 
     pub fn kernel(tag: &str, port: u16) -> Self {
-        ServerSpec { tag: tag.into(), backend: "kernel".into(), attach: String::new(), addr: String::new(), port, extra: vec![] }
+        ServerSpec {
+            tag: tag.into(),
+            backend: "kernel".into(),
+            attach: String::new(),
+            addr: String::new(),
+            port,
+            extra: vec![],
+        }
     }
 
     fn argv(&self) -> String {
         let mut a = format!("rr-server --backend {} --port {}", self.backend, self.port);
         if self.backend == "xsk" {
-            a.push_str(&format!(" --iface eth0 --addr {} --attach {}", self.addr, self.attach));
+            a.push_str(&format!(
+                " --iface eth0 --addr {} --attach {}",
+                self.addr, self.attach
+            ));
         } else {
             a.push_str(" --bind 0.0.0.0");
         }
@@ -45,7 +62,10 @@ impl ServerSpec {
             a.push(' ');
             a.push_str(e);
         }
-        a.push_str(&format!(" --ready-file /tmp/{t}.ready --json /tmp/{t}.json", t = self.tag));
+        a.push_str(&format!(
+            " --ready-file /tmp/{t}.ready --json /tmp/{t}.json",
+            t = self.tag
+        ));
         a
     }
 
@@ -90,23 +110,44 @@ pub fn start(g: &mut Guest, s: &ServerSpec) -> Result<std::result::Result<Starte
     if ready.ok() {
         let log = g.exec_ok(&format!("cat /tmp/{t}.log"), Duration::from_secs(10))?;
         let log = strip_ansi(&log);
-        let port_line = log.lines().find(|l| l.starts_with("xsk port:")).map(str::to_string);
+        let port_line = log
+            .lines()
+            .find(|l| l.starts_with("xsk port:"))
+            .map(str::to_string);
         let tune = log
             .lines()
             .filter(|l| l.contains(" tune ") || l.contains("WARN"))
             .map(|l| l.trim().to_string())
             .collect();
-        return Ok(Ok(Started { port_line, tune, command }));
+        return Ok(Ok(Started {
+            port_line,
+            tune,
+            command,
+        }));
     }
     // Not ready: collect the exit status (or kill a hung one) and the log.
     let st = g.exec(
         &format!("if kill -0 ${pv} 2>/dev/null; then kill -9 ${pv}; wait ${pv}; echo hung; else wait ${pv}; echo exit=$?; fi"),
         Duration::from_secs(15),
     )?;
-    let exit_status = st.output.lines().find_map(|l| l.strip_prefix("exit=")?.trim().parse().ok());
-    let log = strip_ansi(&g.exec(&format!("tail -n 25 /tmp/{t}.log"), Duration::from_secs(10))?.output);
-    let error = log.lines().find(|l| l.contains("rr-server: error:")).map(|l| l.trim().to_string());
-    Ok(Err(Refused { error, exit_status, log_tail: log, command }))
+    let exit_status = st
+        .output
+        .lines()
+        .find_map(|l| l.strip_prefix("exit=")?.trim().parse().ok());
+    let log = strip_ansi(
+        &g.exec(&format!("tail -n 25 /tmp/{t}.log"), Duration::from_secs(10))?
+            .output,
+    );
+    let error = log
+        .lines()
+        .find(|l| l.contains("rr-server: error:"))
+        .map(|l| l.trim().to_string());
+    Ok(Err(Refused {
+        error,
+        exit_status,
+        log_tail: log,
+        command,
+    }))
 }
 
 /// How a server ended.
@@ -118,31 +159,56 @@ pub struct Stopped {
     /// `xdp program detached ...` line (xsk).
     pub detached_line: Option<String>,
     pub summary_tail: String,
+    /// The whole server log (stdout and stderr).
+    #[serde(skip)]
+    pub log: String,
 }
 
 /// SIGINT, then wait (at most 30 s) and read its log.
 pub fn stop(g: &mut Guest, s: &ServerSpec) -> Result<Stopped> {
     let pv = s.pid_var();
-    let o = g.exec(&format!("kill -INT ${pv}; wait ${pv}"), Duration::from_secs(30))?;
-    let log = strip_ansi(&g.exec(&format!("tail -n 30 /tmp/{}.log", s.tag), Duration::from_secs(10))?.output);
+    let o = g.exec(
+        &format!("kill -INT ${pv}; wait ${pv}"),
+        Duration::from_secs(30),
+    )?;
+    let log = strip_ansi(
+        &g.exec(&format!("cat /tmp/{}.log", s.tag), Duration::from_secs(20))?
+            .output,
+    );
+    let lines: Vec<&str> = log.lines().collect();
+    let tail = lines[lines.len().saturating_sub(30)..].join("\n");
     Ok(Stopped {
         exit_status: o.status,
-        frame_audit: log.lines().find(|l| l.starts_with("frame audit:")).map(str::to_string),
-        detached_line: log.lines().find(|l| l.starts_with("xdp program detached")).map(str::to_string),
-        summary_tail: log,
+        frame_audit: log
+            .lines()
+            .find(|l| l.starts_with("frame audit:"))
+            .map(str::to_string),
+        detached_line: log
+            .lines()
+            .find(|l| l.starts_with("xdp program detached"))
+            .map(str::to_string),
+        summary_tail: tail,
+        log,
     })
 }
 
 /// SIGKILL and reap; the status (137 expected).
 pub fn kill9(g: &mut Guest, s: &ServerSpec) -> Result<i32> {
     let pv = s.pid_var();
-    Ok(g.exec(&format!("kill -9 ${pv}; wait ${pv}"), Duration::from_secs(15))?.status)
+    Ok(g.exec(
+        &format!("kill -9 ${pv}; wait ${pv}"),
+        Duration::from_secs(15),
+    )?
+    .status)
 }
 
 /// XDP state of eth0 from `ip link show dev eth0`: Some(description) when a program is
 /// attached, None when not. Errors if iproute2's ip is not in the guest.
 pub fn xdp_state(g: &mut Guest) -> Result<Option<String>> {
-    let out = g.exec_ok("/usr/local/bin/ip -d link show dev eth0", Duration::from_secs(10))?;
+    let out = g.exec_ok(
+        "/usr/local/bin/ip -d link show dev eth0",
+        Duration::from_secs(10),
+    )?;
     Ok(parse_xdp(&out))
 }
 
@@ -153,7 +219,10 @@ pub fn parse_xdp(out: &str) -> Option<String> {
     for l in out.lines() {
         for (i, w) in l.split_whitespace().enumerate() {
             let w = w.trim_end_matches(':');
-            if matches!(w, "xdp" | "xdpgeneric" | "xdpdrv" | "xdpoffload" | "xdpmulti") {
+            if matches!(
+                w,
+                "xdp" | "xdpgeneric" | "xdpdrv" | "xdpoffload" | "xdpmulti"
+            ) {
                 found.push(w.to_string());
             }
             if w.starts_with("prog/xdp") {
@@ -217,7 +286,10 @@ mod tests {
 
     #[test]
     fn ansi() {
-        assert_eq!(strip_ansi("\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m x"), "2026  INFO x");
+        assert_eq!(
+            strip_ansi("\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m x"),
+            "2026  INFO x"
+        );
     }
 
     #[test]
@@ -227,6 +299,8 @@ mod tests {
             s.argv(),
             "rr-server --backend xsk --port 7000 --iface eth0 --addr shared --attach drv --ready-file /tmp/s1.ready --json /tmp/s1.json"
         );
-        assert!(ServerSpec::kernel("k", 7001).argv().contains("--bind 0.0.0.0"));
+        assert!(ServerSpec::kernel("k", 7001)
+            .argv()
+            .contains("--bind 0.0.0.0"));
     }
 }

@@ -82,7 +82,13 @@ pub fn run(args: &SmokeArgs) -> Result<bool> {
         guest_kernel: env.kernel.release.clone(),
         guest_kernel_package: format!("{} {}", env.kernel.package, env.kernel.version),
         modules_builtin: env.initramfs.modules.builtin.clone(),
-        modules_loaded: env.initramfs.modules.load.iter().map(|(n, _)| n.clone()).collect(),
+        modules_loaded: env
+            .initramfs
+            .modules
+            .load
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect(),
         kernel_config: env.kernel.config_facts(),
         attach: args.attach.clone(),
         addr: args.addr.clone(),
@@ -109,9 +115,18 @@ pub fn run(args: &SmokeArgs) -> Result<bool> {
 
 fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
     let net = HostNet::create()?;
-    let nic_opts = if args.offloads == "off" { OFFLOADS_OFF } else { "" };
+    let nic_opts = if args.offloads == "off" {
+        OFFLOADS_OFF
+    } else {
+        ""
+    };
     let spec = env.spec("smoke", &net, nic_opts);
-    rep.nic = format!("virtio-net-pci,mac={}{}{}", spec.mac, if nic_opts.is_empty() { "" } else { "," }, nic_opts);
+    rep.nic = format!(
+        "virtio-net-pci,mac={}{}{}",
+        spec.mac,
+        if nic_opts.is_empty() { "" } else { "," },
+        nic_opts
+    );
     let t = Instant::now();
     let mut g = Guest::boot(&spec, &net, env.common.accel)?;
     rep.boot_s = g.boot_secs;
@@ -122,21 +137,33 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
     if let Some(k) = up_field(&g.up_line, "kernel") {
         rep.guest_kernel = k.to_string();
     }
-    eprintln!("vm-tests: guest up in {:.1} s ({}): {}", g.boot_secs, rep.accel, g.up_line);
+    eprintln!(
+        "vm-tests: guest up in {:.1} s ({}): {}",
+        g.boot_secs, rep.accel, g.up_line
+    );
 
     let (addr_arg, target) = match args.addr.as_str() {
-        "dedicated" => (format!("{}/{}", net.stack_addr, net.prefix_len), net.stack_addr),
+        "dedicated" => (
+            format!("{}/{}", net.stack_addr, net.prefix_len),
+            net.stack_addr,
+        ),
         _ => ("shared".to_string(), net.guest_addr),
     };
     let port = 7000;
     let s = ServerSpec::xsk("smoke", &args.attach, &addr_arg, port);
     match server::start(&mut g, &s)? {
         Ok(st) => {
-            eprintln!("vm-tests: rr-server up: {}", st.port_line.as_deref().unwrap_or("(no port line)"));
+            eprintln!(
+                "vm-tests: rr-server up: {}",
+                st.port_line.as_deref().unwrap_or("(no port line)")
+            );
             rep.server = Some(st);
         }
         Err(r) => {
-            let why = r.error.clone().unwrap_or_else(|| format!("no error line; log:\n{}", r.log_tail));
+            let why = r
+                .error
+                .clone()
+                .unwrap_or_else(|| format!("no error line; log:\n{}", r.log_tail));
             rep.server_refused = Some(r);
             bail!("rr-server did not start in the guest: {why}");
         }
@@ -157,10 +184,18 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
         duration: Duration::from_secs(60),
         max_requests: Some(args.requests),
     };
-    let load = match load::rr_bench(&env.bin_dir, &net, &bench, &env.run_dir.join("rr-bench.json"))? {
+    let load = match load::rr_bench(
+        &env.bin_dir,
+        &net,
+        &bench,
+        &env.run_dir.join("rr-bench.json"),
+    )? {
         Bench::Ran(r) => r,
         Bench::Unusable(why) => {
-            eprintln!("vm-tests: rr-bench unusable ({why}): the built-in client sends the {} requests", args.requests);
+            eprintln!(
+                "vm-tests: rr-bench unusable ({why}): the built-in client sends the {} requests",
+                args.requests
+            );
             static SIXTY_FOUR: [usize; 1] = [64];
             let mut r = load::echo_check(&net, dst, args.requests, &SIXTY_FOUR, 1)?;
             r.note = Some(why);
@@ -176,15 +211,28 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
     if args.check_requests > 0 {
         let c = load::echo_check(&net, dst, args.check_requests, load::CHECK_SIZES, 0x5eed)
             .context("built-in byte check")?;
-        eprintln!("vm-tests: byte check: {} requests, {} bytes back, {} mismatches", c.requests, c.bytes, c.errors);
+        eprintln!(
+            "vm-tests: byte check: {} requests, {} bytes back, {} mismatches",
+            c.requests, c.bytes, c.errors
+        );
         let ok = c.clean(args.check_requests);
         rep.byte_check = Some(c);
         if !ok {
-            bail!("byte check failed: {}", rep.byte_check.as_ref().and_then(|c| c.note.clone()).unwrap_or_default());
+            bail!(
+                "byte check failed: {}",
+                rep.byte_check
+                    .as_ref()
+                    .and_then(|c| c.note.clone())
+                    .unwrap_or_default()
+            );
         }
     }
     let stopped = server::stop(&mut g, &s)?;
-    let stop_ok = stopped.exit_status == 0 && stopped.frame_audit.as_deref().is_some_and(|l| l.contains("ok"));
+    let stop_ok = stopped.exit_status == 0
+        && stopped
+            .frame_audit
+            .as_deref()
+            .is_some_and(|l| l.contains("ok"));
     let summary = stopped.summary_tail.clone();
     rep.stopped = Some(stopped);
     if env.initramfs.iproute2 {
@@ -200,7 +248,10 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
             args.requests,
             l.errors,
             l.lost,
-            l.note.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+            l.note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
         );
     }
     if !stop_ok {
@@ -214,23 +265,46 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
 
 fn table(r: &SmokeReport) -> String {
     let mut t = KvTable::new();
-    t.row("result", match &r.failure {
-        None => r.result.clone(),
-        Some(f) => format!("{}: {f}", r.result),
-    });
+    t.row(
+        "result",
+        match &r.failure {
+            None => r.result.clone(),
+            Some(f) => format!("{}: {f}", r.result),
+        },
+    );
     t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
-    t.row("accel", if r.accel_note.is_empty() { r.accel.clone() } else { format!("{} ({})", r.accel, r.accel_note) });
-    t.row("guest kernel", format!("{} ({})", r.guest_kernel, r.guest_kernel_package));
+    t.row(
+        "accel",
+        if r.accel_note.is_empty() {
+            r.accel.clone()
+        } else {
+            format!("{} ({})", r.accel, r.accel_note)
+        },
+    );
+    t.row(
+        "guest kernel",
+        format!("{} ({})", r.guest_kernel, r.guest_kernel_package),
+    );
     t.row(
         "modules",
         format!(
             "loaded {}{}",
             r.modules_loaded.join(" "),
-            if r.modules_builtin.is_empty() { String::new() } else { format!("; built in {}", r.modules_builtin.join(" ")) }
+            if r.modules_builtin.is_empty() {
+                String::new()
+            } else {
+                format!("; built in {}", r.modules_builtin.join(" "))
+            }
         ),
     );
     t.row("nic", r.nic.clone());
-    t.row("server", format!("rr-server --backend xsk --attach {} --addr {}", r.attach, r.addr));
+    t.row(
+        "server",
+        format!(
+            "rr-server --backend xsk --attach {} --addr {}",
+            r.attach, r.addr
+        ),
+    );
     if let Some(s) = &r.server {
         if let Some(p) = &s.port_line {
             t.row("port", p.trim_start_matches("xsk port: ").to_string());
@@ -257,17 +331,33 @@ fn table(r: &SmokeReport) -> String {
     if let Some(c) = &r.byte_check {
         t.row(
             "byte check",
-            format!("{} requests of 1 B..100 kB, {} bytes echoed, {} mismatches", c.requests, thousands(c.bytes as f64), c.errors),
+            format!(
+                "{} requests of 1 B..100 kB, {} bytes echoed, {} mismatches",
+                c.requests,
+                thousands(c.bytes as f64),
+                c.errors
+            ),
         );
     }
     if let Some(s) = &r.stopped {
         t.row(
             "server exit",
-            format!("status {}, {}", s.exit_status, s.frame_audit.clone().unwrap_or_else(|| "no frame audit line".into())),
+            format!(
+                "status {}, {}",
+                s.exit_status,
+                s.frame_audit
+                    .clone()
+                    .unwrap_or_else(|| "no frame audit line".into())
+            ),
         );
     }
     if r.server.is_some() {
-        t.row("xdp (after exit)", r.xdp_after_exit.clone().unwrap_or_else(|| "none (detached)".into()));
+        t.row(
+            "xdp (after exit)",
+            r.xdp_after_exit
+                .clone()
+                .unwrap_or_else(|| "none (detached)".into()),
+        );
     }
     t.row(
         "time",

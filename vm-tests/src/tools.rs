@@ -17,13 +17,41 @@ pub struct Tool {
 
 /// Always needed.
 pub const REQUIRED: &[Tool] = &[
-    Tool { bin: "qemu-system-x86_64", package: "qemu-system-x86", why: "runs the guests" },
-    Tool { bin: "ip", package: "iproute2", why: "network namespace and tap device on the host" },
-    Tool { bin: "apt-get", package: "apt", why: "downloads the guest kernel package" },
-    Tool { bin: "apt-cache", package: "apt", why: "resolves linux-image-cloud-amd64 to a kernel package" },
-    Tool { bin: "dpkg-deb", package: "dpkg", why: "unpacks the kernel package" },
-    Tool { bin: "depmod", package: "kmod", why: "modules.dep of the guest kernel (the package ships none)" },
-    Tool { bin: "ldd", package: "libc-bin", why: "finds the shared libraries of the binaries copied into the guest" },
+    Tool {
+        bin: "qemu-system-x86_64",
+        package: "qemu-system-x86",
+        why: "runs the guests",
+    },
+    Tool {
+        bin: "ip",
+        package: "iproute2",
+        why: "network namespace and tap device on the host",
+    },
+    Tool {
+        bin: "apt-get",
+        package: "apt",
+        why: "downloads the guest kernel package",
+    },
+    Tool {
+        bin: "apt-cache",
+        package: "apt",
+        why: "resolves linux-image-cloud-amd64 to a kernel package",
+    },
+    Tool {
+        bin: "dpkg-deb",
+        package: "dpkg",
+        why: "unpacks the kernel package",
+    },
+    Tool {
+        bin: "depmod",
+        package: "kmod",
+        why: "modules.dep of the guest kernel (the package ships none)",
+    },
+    Tool {
+        bin: "ldd",
+        package: "libc-bin",
+        why: "finds the shared libraries of the binaries copied into the guest",
+    },
 ];
 
 /// Where the static busybox is (package busybox-static; the plain `busybox` package installs
@@ -31,7 +59,8 @@ pub const REQUIRED: &[Tool] = &[
 pub const BUSYBOX: &str = "/bin/busybox";
 
 /// Every Debian package the harness may need, for the install hint.
-pub const ALL_PACKAGES: &str = "qemu-system-x86 busybox-static iproute2 kmod xz-utils zstd binutils";
+pub const ALL_PACKAGES: &str =
+    "qemu-system-x86 busybox-static iproute2 kmod xz-utils zstd binutils";
 
 /// Checks the required tools and the static busybox; one error listing everything missing.
 pub fn check() -> Result<()> {
@@ -73,7 +102,9 @@ fn busybox_problem() -> Option<String> {
     }
     match elf_kind(&p) {
         Ok(ElfKind::Static) => None,
-        Ok(ElfKind::Dynamic) => Some("dynamically linked (the `busybox` package); the guest needs busybox-static".into()),
+        Ok(ElfKind::Dynamic) => Some(
+            "dynamically linked (the `busybox` package); the guest needs busybox-static".into(),
+        ),
         Ok(ElfKind::NotElf) => Some("not an ELF binary".into()),
         Err(e) => Some(format!("unreadable: {e}")),
     }

@@ -42,7 +42,8 @@ pub fn run(mut cmd: impl BorrowMut<Command>) -> Result<String> {
 pub fn output(mut cmd: impl BorrowMut<Command>) -> Result<Output> {
     let cmd = cmd.borrow_mut();
     cmd.stdin(Stdio::null());
-    cmd.output().with_context(|| format!("could not run `{}`", describe(cmd)))
+    cmd.output()
+        .with_context(|| format!("could not run `{}`", describe(cmd)))
 }
 
 /// `Command::new(prog).args(args)`.
@@ -112,9 +113,16 @@ pub fn wait_timeout(child: &mut Child, timeout: Duration) -> Result<Option<ExitS
 
 /// Runs `cmd` with stdout and stderr captured, killing it after `timeout`.
 /// Returns (status or None if killed, stdout, stderr).
-pub fn run_timeout(cmd: &mut Command, timeout: Duration) -> Result<(Option<ExitStatus>, String, String)> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().with_context(|| format!("could not run `{}`", describe(cmd)))?;
+pub fn run_timeout(
+    cmd: &mut Command,
+    timeout: Duration,
+) -> Result<(Option<ExitStatus>, String, String)> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("could not run `{}`", describe(cmd)))?;
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
     let t_out = std::thread::spawn(move || {
@@ -130,13 +138,24 @@ pub fn run_timeout(cmd: &mut Command, timeout: Duration) -> Result<(Option<ExitS
     let status = wait_timeout(&mut child, timeout)?;
     let out = t_out.join().unwrap_or_default();
     let err = t_err.join().unwrap_or_default();
-    Ok((status, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned()))
+    Ok((
+        status,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+    ))
 }
 
 /// Looks `name` up in PATH and the sbin directories (root's tools live there).
 pub fn which(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let extra = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+    let extra = [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ];
     std::env::split_paths(&path)
         .chain(extra.iter().map(PathBuf::from))
         .map(|d| d.join(name))
@@ -203,7 +222,8 @@ pub fn parse_base36(s: &str) -> Option<u64> {
     if s.is_empty() || s.len() > 12 {
         return None;
     }
-    s.chars().try_fold(0u64, |acc, c| Some(acc * 36 + c.to_digit(36)? as u64))
+    s.chars()
+        .try_fold(0u64, |acc, c| Some(acc * 36 + c.to_digit(36)? as u64))
 }
 
 /// Whether a process with this pid exists.
@@ -218,7 +238,10 @@ pub fn pid_alive(pid: i32) -> bool {
 
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// Median of `v` (mean of the two middle values for an even count); NaN when empty.

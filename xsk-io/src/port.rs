@@ -440,6 +440,10 @@ impl Port {
     /// Moves up to `max` received frames into `out` (which should have the
     /// capacity reserved, so no allocation happens). Returns how many.
     pub fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
+        // Frames released since the last call go back to the kernel first:
+        // under a burst an empty fill ring drops frames, which TCP pays for
+        // with retransmissions.
+        self.refill();
         let mut n = 0;
         while n < max {
             let Some(d) = self.rx.pop() else { break };

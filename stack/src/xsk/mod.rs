@@ -15,6 +15,8 @@ pub mod device;
 pub mod faults;
 pub mod neigh;
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -59,7 +61,7 @@ pub struct XskConfig {
     pub gateway: Option<Ipv4Addr>,
     /// Connections this shard is sized for (decides the bucket count when `buckets` is 0).
     pub max_conns: usize,
-    /// Socket buckets (power of two); 0 = one per 32 connections, at least 16.
+    /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
     pub buckets: usize,
     pub rx_buffer: usize,
     pub tx_buffer: usize,
@@ -79,8 +81,13 @@ pub struct XskConfig {
 
 impl XskConfig {
     pub fn new(ifname: &str, addr: AddrMode) -> XskConfig {
+        let mut port = PortConfig::new(ifname);
+        // Room for a burst of requests from thousands of connections: the
+        // RX side gets a 4096-entry fill/RX ring, TX keeps 2048.
+        port.rings = xsk_io::socket::RingSizes { fill: 4096, comp: 2048, rx: 4096, tx: 2048 };
+        port.umem.frame_count = 8192;
         XskConfig {
-            port: PortConfig::new(ifname),
+            port,
             addr,
             gateway: None,
             max_conns: 1024,
@@ -92,7 +99,7 @@ impl XskConfig {
             keepalive: None,
             timeout: Some(Duration::from_secs(60)),
             congestion: Congestion::Cubic,
-            rx_batch: 64,
+            rx_batch: 128,
             faults: Faults::default(),
         }
     }
@@ -199,6 +206,11 @@ pub struct XskTransport {
     faults: Option<FaultState>,
     /// A frame held back by reorder injection.
     delayed: Option<Frame>,
+    /// Half-open connections over all buckets.
+    embryos: usize,
+    /// Bucket timers (smoltcp poll_at), earliest first; entries whose bucket
+    /// has rescheduled since are stale and skipped.
+    timers: BinaryHeap<Reverse<(SmolInstant, u32)>>,
 }
 
 /// The kernel's `ip_local_reserved_ports`, restored on drop.
@@ -256,7 +268,7 @@ impl XskTransport {
         let nb = if cfg.buckets > 0 {
             cfg.buckets.next_power_of_two()
         } else {
-            (cfg.max_conns / 32).clamp(16, 4096).next_power_of_two()
+            (cfg.max_conns / 8).clamp(16, 8192).next_power_of_two()
         };
         let mut scratch = vec![0u8; 64 * 1024];
         let mut stats = DeviceStats::default();
@@ -321,6 +333,8 @@ impl XskTransport {
             reserved_ports,
             faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
             delayed: None,
+            embryos: 0,
+            timers: BinaryHeap::new(),
             cfg,
         })
     }
@@ -534,11 +548,10 @@ impl XskTransport {
             let mut arp = [0u8; 42];
             self.neigh.as_ref().expect("shared mode").synth_reply(ip, mac, &mut arp);
             self.feed(RxSlot::Bytes(&arp), 0, now);
-            // Sockets waiting for this neighbour can send now.
+            // Sockets waiting for this neighbour can send now (rare: once
+            // per new neighbour, so a pass over all buckets is fine).
             for b in 0..self.buckets.len() as u32 {
-                if self.buckets[b as usize].deadline.is_some() {
-                    self.mark_dirty(b);
-                }
+                self.mark_dirty(b);
             }
         }
         self.resolved = found;
@@ -547,9 +560,16 @@ impl XskTransport {
     /// Egress for every dirty bucket and every bucket whose timer is due,
     /// then turn socket state into events.
     fn egress_and_scan(&mut self, now: SmolInstant) {
-        for b in 0..self.buckets.len() {
-            if matches!(self.buckets[b].deadline, Some(d) if d <= now) {
-                self.mark_dirty(b as u32);
+        // Buckets whose smoltcp timer is due (stale heap entries, whose
+        // bucket has rescheduled since, are skipped).
+        while let Some(&Reverse((d, b))) = self.timers.peek() {
+            if d > now {
+                break;
+            }
+            self.timers.pop();
+            if self.buckets[b as usize].deadline == Some(d) {
+                self.buckets[b as usize].deadline = None;
+                self.mark_dirty(b);
             }
         }
         let mut i = 0;
@@ -578,7 +598,13 @@ impl XskTransport {
                 self.scan(b, now);
             }
             let bucket = &mut self.buckets[b];
-            bucket.deadline = self.iface.poll_at(now, &bucket.sockets);
+            let next = self.iface.poll_at(now, &bucket.sockets);
+            if next != bucket.deadline {
+                bucket.deadline = next;
+                if let Some(d) = next {
+                    self.timers.push(Reverse((d, b as u32)));
+                }
+            }
             // scan() may have marked it dirty again; that is fine: the loop picks it up.
         }
         self.dirty.clear();
@@ -601,16 +627,18 @@ impl XskTransport {
                 continue;
             }
             self.buckets[b].listeners.swap_remove(k);
-            // Half-open connections are bounded (a SYN flood must not grow
-            // memory): past the limit the oldest one is dropped, as the
-            // kernel drops from a full SYN queue.
-            if self.buckets[b].embryos.len() >= self.embryo_limit() {
+            // Half-open connections are bounded over the whole stack (a SYN
+            // flood must not grow memory): past the limit the oldest one of
+            // this bucket is dropped, as the kernel drops from a full SYN queue.
+            if self.embryos >= self.embryo_limit() && !self.buckets[b].embryos.is_empty() {
                 let (old, _) = self.buckets[b].embryos.remove(0);
+                self.embryos -= 1;
                 self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
                 let s = Self::take_socket(&mut self.buckets[b].sockets, old);
                 self.recycle(s);
                 self.counters.syn_dropped += 1;
             }
+            self.embryos += 1;
             self.buckets[b].embryos.push((h, lid));
             if let Some(Some(port)) = self.listeners.get(lid.0 as usize) {
                 let port = *port;
@@ -623,9 +651,9 @@ impl XskTransport {
         }
     }
 
-    /// Half-open connections a bucket may hold.
+    /// Half-open connections the stack may hold.
     fn embryo_limit(&self) -> usize {
-        (self.cfg.backlog.div_ceil(self.buckets.len())).max(1) * 4
+        self.cfg.backlog.max(256) * 4
     }
 
     /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
@@ -639,11 +667,13 @@ impl XskTransport {
                 tcp::State::SynReceived => k += 1,
                 tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait => {
                     self.buckets[b].embryos.swap_remove(k);
+                    self.embryos -= 1;
                     let s = Self::take_socket(&mut self.buckets[b].sockets, h);
                     self.recycle(s);
                 }
                 _ => {
                     self.buckets[b].embryos.swap_remove(k);
+                    self.embryos -= 1;
                     let conn = Conn {
                         bucket: b as u32,
                         handle: h,
@@ -836,7 +866,13 @@ impl Transport for XskTransport {
             };
             // Sleep until the next smoltcp timer, the user's timeout, or a frame.
             let now = self.now();
-            let timer = self.buckets.iter().filter_map(|b| b.deadline).min().map(|d| {
+            while let Some(&Reverse((d, b))) = self.timers.peek() {
+                if self.buckets[b as usize].deadline == Some(d) {
+                    break;
+                }
+                self.timers.pop();
+            }
+            let timer = self.timers.peek().map(|&Reverse((d, _))| d).map(|d| {
                 if d <= now {
                     Duration::ZERO
                 } else {
