@@ -440,8 +440,12 @@ fn one_port_per_queue() {
         }
     }
     sender.join().unwrap();
-    eprintln!("per queue: {got:?}");
-    assert_eq!(got.iter().sum::<usize>(), N, "every frame reached one of the sockets: {got:?}");
+    let dropped: u64 = ports.iter().map(|p| p.stats().xdp.rx_dropped).sum();
+    eprintln!("per queue: {got:?}, dropped by the kernel (rings full under load): {dropped}");
+    // Every frame reached one of the sockets, or the kernel counted it as
+    // dropped there (a busy machine can starve this thread).
+    assert_eq!(got.iter().sum::<usize>() as u64 + dropped, N as u64, "frames unaccounted for: {got:?}");
+    assert!(got.iter().all(|&n| n > 0), "both queues received: {got:?}");
     // AF_PACKET sends on queue 0; kernel TCP spreads flows over both TX
     // queues of the peer, so SYNs of many connections reach both sockets.
     let addr_a = lab.addr_a;
