@@ -372,7 +372,11 @@ fn case(
     if let Some(x) = &c.xdp_after {
         problems.push(format!("XDP still attached after exit: {x}"));
     }
-    let device_warnings: Vec<String> = c.warnings.iter().filter_map(|w| short_warning(w)).collect();
+    let device_warnings: Vec<String> = c
+        .warnings
+        .iter()
+        .filter_map(|w| server::short_warning(w))
+        .collect();
     if problems.is_empty() {
         c.outcome = "ok".into();
         c.detail = device_warnings.join("; ");
@@ -402,20 +406,6 @@ fn stack_addr(net: &HostNet, addr: &str) -> (String, Ipv4Addr) {
         ),
         _ => ("shared".to_string(), net.guest_addr),
     }
-}
-
-/// The message of a device-preparation warning of the port (`tune IF: ...: WARNING: ...`),
-/// without the fix hint; None for other lines (kernel-knob warnings are the same in every
-/// case and stay in the JSON only).
-fn short_warning(l: &str) -> Option<String> {
-    let i = l.find("tune ")?;
-    if !l.contains("WARNING") {
-        return None;
-    }
-    let msg = &l[i + 5..];
-    let msg = msg.split_once(": ").map(|(_, m)| m).unwrap_or(msg);
-    let msg = msg.split(" (fix:").next().unwrap_or(msg);
-    Some(msg.replace("WARNING: ", "").trim().to_string())
 }
 
 fn perf(

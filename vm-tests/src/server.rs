@@ -249,6 +249,20 @@ pub fn wait_detached(g: &mut Guest, secs: u32) -> Result<Option<String>> {
     Ok(parse_xdp(&o.output))
 }
 
+/// The message of a device-preparation warning of the port (`tune IF: ...: WARNING: ...`),
+/// without the fix hint; None for other lines (kernel-knob warnings are the same in every
+/// case and stay in the JSON only).
+pub fn short_warning(l: &str) -> Option<String> {
+    let i = l.find("tune ")?;
+    if !l.contains("WARNING") {
+        return None;
+    }
+    let msg = &l[i + 5..];
+    let msg = msg.split_once(": ").map(|(_, m)| m).unwrap_or(msg);
+    let msg = msg.split(" (fix:").next().unwrap_or(msg);
+    Some(msg.replace("WARNING: ", "").trim().to_string())
+}
+
 /// Removes ANSI colour sequences (tracing colours a terminal; the log is a file, but be safe).
 pub fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

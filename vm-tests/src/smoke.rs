@@ -6,7 +6,7 @@
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 
 use crate::env::{Common, Env};
@@ -15,6 +15,7 @@ use crate::load::{self, Bench, BenchArgs, LoadResult};
 use crate::netns::HostNet;
 use crate::report::{thousands, KvTable};
 use crate::server::{self, ServerSpec, Started, Stopped};
+use crate::tools;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct SmokeArgs {
@@ -33,6 +34,10 @@ pub struct SmokeArgs {
     /// Request/responses of the rr-bench run (64-byte echo).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub requests: u64,
+    /// Diagnostic: turn off tx checksumming of the host's tap after the guest is up, so the
+    /// host sends complete checksums even while guest_csum is negotiated (--offloads on).
+    #[arg(long)]
+    pub tap_tx_csum_off: bool,
     /// Requests of the built-in byte check (sizes cycle from 1 B to 100 kB); 0 skips it.
     #[arg(long, value_name = "N", default_value_t = 28)]
     pub check_requests: u64,
@@ -184,81 +189,118 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
         duration: Duration::from_secs(60),
         max_requests: Some(args.requests),
     };
-    let load = match load::rr_bench(
+    if args.tap_tx_csum_off {
+        // Diagnostic: the host computes TCP/UDP checksums itself instead of handing the guest
+        // CHECKSUM_PARTIAL packets (VIRTIO_NET_HDR_F_NEEDS_CSUM) while guest_csum is on.
+        tools::require("ethtool", "ethtool", "--tap-tx-csum-off")?;
+        crate::util::run(net.command("ethtool", &["-K", &net.tap, "tx", "off"]))?;
+        eprintln!("vm-tests: host tap {}: tx checksumming off", net.tap);
+    }
+    let mut problems: Vec<String> = Vec::new();
+    match load::rr_bench(
         &env.bin_dir,
         &net,
         &bench,
         &env.run_dir.join("rr-bench.json"),
-    )? {
-        Bench::Ran(r) => r,
-        Bench::Unusable(why) => {
+    ) {
+        Ok(Bench::Ran(r)) => rep.load = Some(r),
+        Ok(Bench::Unusable(why)) => {
             eprintln!(
                 "vm-tests: rr-bench unusable ({why}): the built-in client sends the {} requests",
                 args.requests
             );
             static SIXTY_FOUR: [usize; 1] = [64];
-            let mut r = load::echo_check(&net, dst, args.requests, &SIXTY_FOUR, 1)?;
-            r.note = Some(why);
-            r
+            match load::echo_check(&net, dst, args.requests, &SIXTY_FOUR, 1) {
+                Ok(mut r) => {
+                    r.note = Some(why);
+                    rep.load = Some(r);
+                }
+                Err(e) => problems.push(format!("built-in load: {e:#}")),
+            }
         }
-    };
-    let load_ok = load.clean(args.requests);
-    eprintln!(
-        "vm-tests: {}: {} requests, {} errors, {} lost, {:.0} req/s",
-        load.tool, load.requests, load.errors, load.lost, load.rps
-    );
-    rep.load = Some(load);
-    if args.check_requests > 0 {
-        let c = load::echo_check(&net, dst, args.check_requests, load::CHECK_SIZES, 0x5eed)
-            .context("built-in byte check")?;
+        Err(e) => problems.push(format!("{e:#}")),
+    }
+    if let Some(l) = &rep.load {
         eprintln!(
-            "vm-tests: byte check: {} requests, {} bytes back, {} mismatches",
-            c.requests, c.bytes, c.errors
+            "vm-tests: {}: {} requests, {} errors, {} lost, {:.0} req/s",
+            l.tool, l.requests, l.errors, l.lost, l.rps
         );
-        let ok = c.clean(args.check_requests);
-        rep.byte_check = Some(c);
-        if !ok {
-            bail!(
-                "byte check failed: {}",
-                rep.byte_check
-                    .as_ref()
-                    .and_then(|c| c.note.clone())
+        if !l.clean(args.requests) {
+            problems.push(format!(
+                "{}: {} of {} requests answered, {} errors, {} lost{}",
+                l.tool,
+                l.requests,
+                args.requests,
+                l.errors,
+                l.lost,
+                l.note
+                    .as_deref()
+                    .map(|n| format!(" ({n})"))
                     .unwrap_or_default()
-            );
+            ));
         }
     }
+    if args.check_requests > 0 && problems.is_empty() {
+        match load::echo_check(&net, dst, args.check_requests, load::CHECK_SIZES, 0x5eed) {
+            Ok(c) => {
+                eprintln!(
+                    "vm-tests: byte check: {} requests, {} bytes back, {} mismatches",
+                    c.requests, c.bytes, c.errors
+                );
+                if !c.clean(args.check_requests) {
+                    problems.push(format!(
+                        "byte check failed: {}",
+                        c.note.clone().unwrap_or_default()
+                    ));
+                }
+                rep.byte_check = Some(c);
+            }
+            Err(e) => problems.push(format!("byte check: {e:#}")),
+        }
+    }
+    // Stop the server whatever happened, for its counters and the detach check.
     let stopped = server::stop(&mut g, &s)?;
-    let stop_ok = stopped.exit_status == 0
-        && stopped
+    let _ = std::fs::write(env.run_dir.join("server.log"), &stopped.log);
+    if stopped.exit_status != 0
+        || !stopped
             .frame_audit
             .as_deref()
-            .is_some_and(|l| l.contains("ok"));
-    let summary = stopped.summary_tail.clone();
+            .is_some_and(|l| l.contains("ok"))
+    {
+        problems.push(format!(
+            "rr-server did not stop cleanly (status {}, {})",
+            stopped.exit_status,
+            stopped
+                .frame_audit
+                .as_deref()
+                .unwrap_or("no frame audit line")
+        ));
+    }
     rep.stopped = Some(stopped);
     if env.initramfs.iproute2 {
         rep.xdp_after_exit = server::wait_detached(&mut g, 3)?;
+        if let Some(x) = &rep.xdp_after_exit {
+            problems.push(format!(
+                "XDP program still attached to eth0 after rr-server exited: {x}"
+            ));
+        }
     }
     let _ = g.poweroff();
-    if !load_ok {
-        let l = rep.load.as_ref().unwrap();
-        bail!(
-            "{}: {} of {} requests answered, {} errors, {} lost{}",
-            l.tool,
-            l.requests,
-            args.requests,
-            l.errors,
-            l.lost,
-            l.note
-                .as_deref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default()
-        );
-    }
-    if !stop_ok {
-        bail!("rr-server did not stop cleanly (exit status and frame audit):\n{summary}");
-    }
-    if let Some(x) = &rep.xdp_after_exit {
-        bail!("XDP program still attached to eth0 after rr-server exited: {x}");
+    if !problems.is_empty() {
+        let warnings: Vec<String> = rep
+            .server
+            .iter()
+            .flat_map(|s| s.tune.iter())
+            .filter_map(|l| server::short_warning(l))
+            .collect();
+        if !warnings.is_empty() {
+            problems.push(format!("the port had warned: {}", warnings.join(" / ")));
+        }
+        problems.push(format!(
+            "server log: {}",
+            env.run_dir.join("server.log").display()
+        ));
+        bail!("{}", problems.join("\n"));
     }
     Ok(())
 }
@@ -351,7 +393,7 @@ fn table(r: &SmokeReport) -> String {
             ),
         );
     }
-    if r.server.is_some() {
+    if r.stopped.is_some() {
         t.row(
             "xdp (after exit)",
             r.xdp_after_exit

@@ -98,7 +98,7 @@ impl RawSocket {
                 }
                 return Err(e);
             }
-            if sll.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if sll.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             return Ok(Some(n as usize));

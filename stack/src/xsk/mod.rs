@@ -477,7 +477,6 @@ impl XskTransport {
             mtu: self.mtu,
         };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
-        drop(dev);
         if let Some(f) = done {
             self.port.release(f);
         }
@@ -506,10 +505,11 @@ impl XskTransport {
                 self.feed(RxSlot::Bytes(&copy), b, now);
                 self.mark_dirty(b as u32);
             }
-            RxFate::Delay => match self.delayed.replace(frame) {
-                Some(prev) => self.ingress(prev, now, wall),
-                None => {}
-            },
+            RxFate::Delay => {
+                if let Some(prev) = self.delayed.replace(frame) {
+                    self.ingress(prev, now, wall)
+                }
+            }
         }
     }
 
@@ -593,7 +593,6 @@ impl XskTransport {
             };
             let bucket = &mut self.buckets[b];
             let changed = self.iface.poll_egress(now, &mut dev, &mut bucket.sockets);
-            drop(dev);
             if changed == smoltcp::iface::PollResult::SocketStateChanged {
                 self.scan(b, now);
             }
@@ -779,7 +778,7 @@ impl Transport for XskTransport {
         } else {
             port
         };
-        if self.listeners.iter().any(|l| *l == Some(port)) {
+        if self.listeners.contains(&Some(port)) {
             return Err(TransportError::AddrInUse(port));
         }
         let lid = ListenerId(self.listeners.len() as u32);
