@@ -80,6 +80,8 @@ pub struct Case {
 /// Kernel TCP vs xsk in one guest.
 #[derive(Debug, Clone, Serialize)]
 pub struct Perf {
+    /// Guest offloads of the guest it ran in.
+    pub offloads: String,
     pub attach: String,
     pub runs: usize,
     pub run_secs: f64,
@@ -226,7 +228,7 @@ fn body(env: &Env, args: &MatrixArgs, rep: &mut MatrixReport) -> Result<()> {
             for attach in &args.perf_attach {
                 if args.runs > 0 {
                     let accel = g.accel;
-                    let p = perf(env, args, &mut g, &net, attach, accel)?;
+                    let p = perf(env, args, &mut g, &net, off, attach, accel)?;
                     eprintln!(
                         "vm-tests: kernel vs xsk ({attach}): {:.0} vs {:.0} req/s, ratio {:.2}",
                         p.median_kernel_rps, p.median_xsk_rps, p.rps_ratio
@@ -413,6 +415,7 @@ fn perf(
     args: &MatrixArgs,
     g: &mut Guest,
     net: &HostNet,
+    offloads: &str,
     attach: &str,
     accel: Accel,
 ) -> Result<Perf> {
@@ -426,6 +429,7 @@ fn perf(
         bail!("xsk rr-server ({attach}) did not start: {:?}", r.error);
     }
     let mut p = Perf {
+        offloads: offloads.into(),
         attach: attach.into(),
         runs: args.runs,
         run_secs: args.run_secs,
@@ -597,7 +601,10 @@ fn table(r: &MatrixReport) -> String {
     s.push_str(&grid.render());
 
     if !r.perf.is_empty() {
-        s.push_str("\n== kernel TCP vs xsk (offloads off, 1 conn, depth 1, 64 B, median of alternating runs)\n");
+        s.push_str(&format!(
+            "\n== kernel TCP vs xsk (offloads {}, 1 conn, depth 1, 64 B, median of alternating runs)\n",
+            r.perf[0].offloads
+        ));
         let mut grid = Grid::new(&[
             "attach",
             "runs",

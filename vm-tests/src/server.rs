@@ -299,6 +299,19 @@ mod tests {
     }
 
     #[test]
+    fn port_warnings() {
+        let l = "2026-11-30T00:25:21.835677Z  INFO xsk_io::port: tune eth0: virtio_net: guest_csum negotiated: WARNING: frames arrive CHECKSUM_PARTIAL (don't drop them) (fix: start the VM with QEMU ...)";
+        assert_eq!(
+            short_warning(l).as_deref(),
+            Some("virtio_net: guest_csum negotiated: frames arrive CHECKSUM_PARTIAL (don't drop them)")
+        );
+        assert_eq!(
+            short_warning("2026 WARN xsk_io::port: kernel has no XDP_MAX_TX_SKB_BUDGET"),
+            None
+        );
+    }
+
+    #[test]
     fn ansi() {
         assert_eq!(
             strip_ansi("\u{1b}[2m2026\u{1b}[0m \u{1b}[32m INFO\u{1b}[0m x"),
