@@ -23,6 +23,7 @@ use bytes::BytesMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
+use crate::timer::PreciseTimer;
 use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
 
 /// `SO_BUSY_POLL` from asm-generic/socket.h (x86_64, aarch64). `libc` does not export it for
@@ -32,6 +33,8 @@ const LISTEN_BACKLOG: libc::c_int = 4096;
 /// Listener tokens live above every possible `ConnId` (which is a u32) so one `Token` space
 /// serves both.
 const LISTENER_TOKEN_BASE: usize = 1 << 40;
+/// The precise-timeout timerfd.
+const TIMER_TOKEN: usize = usize::MAX - 1;
 /// Minimum free space offered to `read()`. Smaller reads would make large messages cost many
 /// syscalls. Larger ones waste memory per idle connection.
 const MIN_READ_SPACE: usize = 32 * 1024;
@@ -93,12 +96,18 @@ pub struct KernelTransport {
     conns: ConnSlab<Conn>,
     /// Events found outside `poll` (EOF/reset seen in `recv`/`send`), delivered by the next one.
     pending: Vec<Event>,
+    /// Wakes epoll for sub-millisecond timeouts (open-loop pacing).
+    timer: PreciseTimer,
 }
 
 impl KernelTransport {
     pub fn new(cfg: KernelConfig) -> Result<Self, TransportError> {
+        let poll = Poll::new()?;
+        let timer = PreciseTimer::new()?;
+        timer.register(poll.registry(), Token(TIMER_TOKEN))?;
         Ok(KernelTransport {
-            poll: Poll::new()?,
+            poll,
+            timer,
             mio_events: Events::with_capacity(cfg.event_capacity.max(16)),
             listeners: Vec::new(),
             conns: ConnSlab::with_capacity(1024),
@@ -267,6 +276,7 @@ impl Transport for KernelTransport {
         // Events found during recv/send must not wait behind a blocking epoll_wait.
         let timeout = if self.pending.is_empty() { timeout } else { Some(Duration::ZERO) };
         events.append(&mut self.pending);
+        let timeout = self.timer.prepare(timeout);
         match self.poll.poll(&mut self.mio_events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
@@ -276,7 +286,9 @@ impl Transport for KernelTransport {
         let mio_events = mem::replace(&mut self.mio_events, Events::with_capacity(0));
         for ev in mio_events.iter() {
             let token = ev.token().0;
-            if token >= LISTENER_TOKEN_BASE {
+            if token == TIMER_TOKEN {
+                self.timer.clear();
+            } else if token >= LISTENER_TOKEN_BASE {
                 self.accept_all(token - LISTENER_TOKEN_BASE, events);
             } else {
                 self.handle_conn_event(ConnId(token as u32), ev, events);

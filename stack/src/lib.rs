@@ -7,6 +7,7 @@ pub mod codec;
 pub mod cpu;
 pub mod kernel;
 pub mod rr;
+pub mod timer;
 pub mod transport;
 pub mod xsk;
 

@@ -211,6 +211,8 @@ pub struct XskTransport {
     /// Bucket timers (smoltcp poll_at), earliest first; entries whose bucket
     /// has rescheduled since are stale and skipped.
     timers: BinaryHeap<Reverse<(SmolInstant, u32)>>,
+    /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
+    timer: crate::timer::PreciseTimer,
 }
 
 /// The kernel's `ip_local_reserved_ports`, restored on drop.
@@ -237,6 +239,7 @@ impl Drop for ReservedPorts {
 }
 
 const XSK_TOKEN: mio::Token = mio::Token(0);
+const TIMER_TOKEN: mio::Token = mio::Token(1);
 
 impl XskTransport {
     pub fn new(cfg: XskConfig) -> Result<XskTransport, XskError> {
@@ -300,6 +303,8 @@ impl XskTransport {
         };
         let poll = mio::Poll::new().map_err(iferr)?;
         poll.registry().register(&mut port, XSK_TOKEN, mio::Interest::READABLE).map_err(iferr)?;
+        let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
+        timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
         let neigh = (cfg.addr == AddrMode::Shared).then(|| Neighbours::new(&ifname, mac, addr));
         tracing::info!(
             "xsk stack on {ifname}: {addr}/{prefix_len} ({}), {nb} socket buckets, buffers {}+{} bytes",
@@ -335,6 +340,7 @@ impl XskTransport {
             delayed: None,
             embryos: 0,
             timers: BinaryHeap::new(),
+            timer,
             cfg,
         })
     }
@@ -898,8 +904,13 @@ impl Transport for XskTransport {
             if wait == Some(Duration::ZERO) {
                 continue;
             }
+            let wait = self.timer.prepare(wait);
             match self.poll.poll(&mut self.mio_events, wait) {
-                Ok(()) => {}
+                Ok(()) => {
+                    if self.mio_events.iter().any(|e| e.token() == TIMER_TOKEN) {
+                        self.timer.clear();
+                    }
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
                 Err(e) => return Err(TransportError::Io(e)),
             }
