@@ -285,6 +285,10 @@ fn run(args: Args) -> Result<()> {
     lab::sweep_stale("rd");
     let lab = Lab::new(&LabConfig { prefix: "rd".into(), ..LabConfig::default() }).context("building the veth lab")?;
     lab.disable_tx_offloads()?;
+    // 10,000 connections, twice (warm-up and measured run), one after the other:
+    // the client needs more ports than the default range, and TIME-WAIT reuse.
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
     let o = lab.addr_a.octets();
     let env = Env {
         server_exe: sibling("rr-server")?,
@@ -310,6 +314,7 @@ fn run(args: Args) -> Result<()> {
         .collect();
     let total = cases.len() * rounds * 2;
     let mut n = 0;
+    let mut failures = 0;
     'outer: for case in &cases {
         for round in 0..rounds {
             // Alternate which backend goes first, so drift hits both alike.
@@ -319,7 +324,15 @@ fn run(args: Args) -> Result<()> {
                     break 'outer;
                 }
                 n += 1;
-                let row = run_case(&env, backend, case, round, secs)?;
+                let row = match run_case(&env, backend, case, round, secs) {
+                    Ok(row) => row,
+                    Err(e) => {
+                        // Keep going: one broken case must not hide the others.
+                        println!("[{n:>2}/{total}] {:<8} {:<7} FAILED: {e:#}", case.name, backend);
+                        failures += 1;
+                        continue;
+                    }
+                };
                 println!(
                     "[{n:>2}/{total}] {:<8} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
                     row.case, row.backend, row.rps, row.p50_us, row.p99_us, row.cpu_us_per_req
@@ -334,6 +347,9 @@ fn run(args: Args) -> Result<()> {
     }
     report(&rows, &cases, &args.out)?;
     drop(env);
+    if failures > 0 {
+        bail!("{failures} run(s) failed (see above)");
+    }
     Ok(())
 }
 
