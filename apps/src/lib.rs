@@ -177,9 +177,10 @@ pub struct XskOpts {
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
     pub xmit_batch: Knob,
     /// Entries in each of the four rings: fill, completion, RX, TX (power of two;
-    /// PortConfig.rings).
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub ring_size: u32,
+    /// PortConfig.rings) [default: the connection limit rounded up to a power of two, 4096 to
+    /// 16384, so that a burst of one request per connection fits the RX side].
+    #[arg(long, value_name = "N")]
+    pub ring_size: Option<u32>,
     /// UMEM frames (PortConfig.umem.frame_count) [default: twice --ring-size].
     #[arg(long, value_name = "N")]
     pub frames: Option<u32>,
@@ -216,14 +217,15 @@ impl XskOpts {
     /// `busy_poll` is SO_BUSY_POLL in microseconds.
     pub fn config(&self, max_conns: usize, busy_poll: Option<u32>) -> Result<XskConfig> {
         let Some(iface) = self.iface.as_deref() else { bail!("--backend xsk needs --iface") };
+        let ring_size = self.ring_size.unwrap_or_else(|| (max_conns as u32).next_power_of_two().clamp(4096, 16384));
         ensure!(
-            self.ring_size.is_power_of_two() && (64..=65536).contains(&self.ring_size),
+            ring_size.is_power_of_two() && (64..=65536).contains(&ring_size),
             "--ring-size {} must be a power of two between 64 and 65536",
-            self.ring_size
+            ring_size
         );
         let frames = match self.frames {
             Some(f) => f,
-            None => self.ring_size.checked_mul(2).context("--ring-size too large")?,
+            None => ring_size.checked_mul(2).context("--ring-size too large")?,
         };
         ensure!(frames >= 2 * 64, "--frames {frames} is too few (at least 128)");
         ensure!(self.batch >= 1, "--batch must be at least 1");
@@ -234,7 +236,7 @@ impl XskOpts {
         c.port.attach = self.attach;
         c.port.tx_budget = self.tx_budget;
         c.port.xmit_batch = self.xmit_batch;
-        let r = self.ring_size;
+        let r = ring_size;
         c.port.rings = RingSizes { fill: r, comp: r, rx: r, tx: r };
         c.port.umem = UmemConfig { frame_count: frames, ..UmemConfig::default() };
         c.port.busy_poll = busy_poll.map(|usecs| BusyPoll { usecs, budget: self.busy_budget });

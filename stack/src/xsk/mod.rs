@@ -656,9 +656,11 @@ impl XskTransport {
         }
     }
 
-    /// Half-open connections the stack may hold.
+    /// Half-open connections the stack may hold: enough for one SYN per
+    /// connection it is sized for (a client opening all its connections at
+    /// once), bounded so a flood cannot grow memory past that.
     fn embryo_limit(&self) -> usize {
-        self.cfg.backlog.max(256) * 4
+        (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns)
     }
 
     /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
