@@ -458,3 +458,49 @@ fn tcp_checksum(f: &mut [u8]) {
     let c = xsk_io::pktgen::checksum(&f[34..], pseudo);
     f[50..52].copy_from_slice(&c.to_be_bytes());
 }
+
+/// One shard per RX queue: a two-queue veth in native mode, a server thread
+/// per queue, connections spread over both by the peer's TX queue choice.
+#[test]
+fn one_shard_per_queue() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
+    xsk_io::lab::sweep_stale("sxq");
+    let lab = Lab::new(&LabConfig { prefix: "sxq".into(), peer_queues: Some(2), ..LabConfig::default() }).unwrap();
+    lab.disable_tx_offloads().unwrap();
+    let (mode, a) = dedicated(&lab);
+    let mut c = xsk_cfg(&lab, mode);
+    c.port.attach = AttachMode::Drv;
+    let ns = lab.ns_a.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let stop2 = stop.clone();
+    let owner = thread::spawn(move || {
+        let _in = ns.enter().unwrap();
+        let shards = XskTransport::shards(c).expect("shards");
+        assert_eq!(shards.len(), 2);
+        let handles: Vec<_> = shards
+            .into_iter()
+            .map(|t| {
+                let stop = stop2.clone();
+                thread::spawn(move || {
+                    let scfg = ServerConfig { port: 7110, poll_timeout: Some(Duration::from_millis(5)), ..ServerConfig::default() };
+                    let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
+                    let limit = Instant::now() + Duration::from_secs(60);
+                    server.run_until(|| stop.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
+                    server.stats()
+                })
+            })
+            .collect();
+        tx.send(()).unwrap();
+        handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7110), 64, 1, 6400), 1, 1000);
+    assert_clean(&r, 6400);
+    stop.store(true, Ordering::Relaxed);
+    let stats = owner.join().unwrap();
+    eprintln!("per shard: {:?}", stats.iter().map(|s| (s.accepted, s.requests)).collect::<Vec<_>>());
+    assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 64);
+    assert!(stats.iter().all(|s| s.accepted > 0), "both shards served connections: {stats:?}");
+}

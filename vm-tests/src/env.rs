@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::guest::{Accel, GuestSpec};
 use crate::initramfs::{self, InitramfsInfo};
-use crate::kernel::{self, GuestKernel};
+use crate::kernel::{self, GuestKernel, KernelSel};
 use crate::netns::{self, HostNet};
 use crate::tools;
 use crate::util::{cmd, run, unix_now};
@@ -31,10 +31,21 @@ pub struct Common {
     /// Guest memory.
     #[arg(long, value_name = "MB", default_value_t = 256)]
     pub mem_mb: u32,
+    /// Guest kernel: 6.1 (what the machine's apt offers: Debian bookworm's cloud kernel) or
+    /// new (the cloud kernel of --new-suite, fetched with a private apt state).
+    #[arg(long, value_enum, default_value = "6.1")]
+    pub kernel: KernelSel,
+    /// Debian suite of `--kernel new` (sid, forky, trixie-backports, ...).
+    #[arg(long, value_name = "SUITE", default_value = kernel::DEFAULT_NEW_SUITE)]
+    pub new_suite: String,
+    /// Debian mirror of `--kernel new` [default: the one in the machine's apt sources].
+    #[arg(long, value_name = "URL")]
+    pub new_mirror: Option<String>,
     /// Debian kernel package (metapackage or image package) for the guest.
     #[arg(long, value_name = "PKG", default_value = kernel::DEFAULT_PACKAGE)]
     pub kernel_package: String,
-    /// Ask apt again which kernel the package resolves to (else the unpacked one is reused).
+    /// Ask apt again which kernel the package resolves to (else the unpacked one is reused;
+    /// for --kernel new this runs apt-get update of the private state).
     #[arg(long)]
     pub refresh_kernel: bool,
     /// Work folder (kernel, initramfs, run logs) [default: <target>/vm].
@@ -48,6 +59,25 @@ pub struct Common {
     pub json: Option<PathBuf>,
 }
 
+/// One guest kernel with its initramfs.
+pub struct KernelSet {
+    pub sel: KernelSel,
+    pub kernel: GuestKernel,
+    pub initramfs: InitramfsInfo,
+}
+
+impl KernelSet {
+    /// Names of the modules loaded at boot (the NIC chain).
+    pub fn modules_loaded(&self) -> Vec<String> {
+        self.initramfs
+            .modules
+            .load
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+}
+
 /// The prepared environment.
 pub struct Env {
     pub common: Common,
@@ -55,8 +85,8 @@ pub struct Env {
     pub bin_dir: PathBuf,
     /// This run's logs: `<work>/runs/<scenario>-<time>-<pid>`.
     pub run_dir: PathBuf,
-    pub kernel: GuestKernel,
-    pub initramfs: InitramfsInfo,
+    /// The guest kernels of this run (most scenarios: one, `--kernel`).
+    pub kernels: Vec<KernelSet>,
     pub host_kernel: String,
     pub qemu_version: String,
     pub prepare_secs: f64,
@@ -75,7 +105,14 @@ pub fn target_dir() -> PathBuf {
 }
 
 impl Env {
+    /// Prepares the environment with the one kernel of `--kernel`.
     pub fn prepare(common: &Common, scenario: &str) -> Result<Env> {
+        Self::prepare_kernels(common, scenario, &[common.kernel])
+    }
+
+    /// Prepares the environment with these guest kernels (each fetched once, each with its own
+    /// initramfs: `initramfs.cpio` for 6.1, `initramfs-new.cpio` for new).
+    pub fn prepare_kernels(common: &Common, scenario: &str, sels: &[KernelSel]) -> Result<Env> {
         let started = Instant::now();
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
@@ -97,9 +134,48 @@ impl Env {
             .with_context(|| format!("creating {}", run_dir.display()))?;
         prune_runs(&work.join("runs"), 12);
 
-        let kernel = kernel::prepare(&work, &common.kernel_package, common.refresh_kernel)?;
-        kernel.check_config()?;
-        let initramfs = initramfs::build(&work, &kernel, &bin_dir)?;
+        let mut kernels = Vec::new();
+        for &sel in sels {
+            let kernel = kernel::prepare_sel(
+                &work,
+                sel,
+                &common.kernel_package,
+                &common.new_suite,
+                common.new_mirror.as_deref(),
+                common.refresh_kernel,
+            )
+            .with_context(|| format!("preparing guest kernel {}", sel.label()))?;
+            kernel.check_config()?;
+            let file = match sel {
+                KernelSel::Host => "initramfs.cpio".to_string(),
+                other => format!("initramfs-{}.cpio", other.label()),
+            };
+            let initramfs = initramfs::build(&work, &kernel, &bin_dir, &file)?;
+            eprintln!(
+                "vm-tests: guest kernel {}: {} from {}, modules {}{}, initramfs {:.1} MB",
+                sel.label(),
+                kernel.describe(),
+                kernel.source,
+                initramfs
+                    .modules
+                    .load
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                if initramfs.modules.builtin.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (built in: {})", initramfs.modules.builtin.join(" "))
+                },
+                initramfs.bytes as f64 / 1e6,
+            );
+            kernels.push(KernelSet {
+                sel,
+                kernel,
+                initramfs,
+            });
+        }
         let host_kernel = run(&mut cmd("uname", ["-r"]))
             .map(|s| s.trim().to_string())
             .unwrap_or_default();
@@ -111,28 +187,13 @@ impl Env {
                     .map(|l| l.trim_start_matches("QEMU emulator version ").to_string())
             })
             .unwrap_or_default();
-        eprintln!(
-            "vm-tests: guest kernel {} ({} {}), modules {}, initramfs {:.1} MB, logs in {}",
-            kernel.release,
-            kernel.package,
-            kernel.version,
-            initramfs
-                .modules
-                .load
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            initramfs.bytes as f64 / 1e6,
-            run_dir.display()
-        );
+        eprintln!("vm-tests: logs in {}", run_dir.display());
         Ok(Env {
             common: common.clone(),
             work,
             bin_dir,
             run_dir,
-            kernel,
-            initramfs,
+            kernels,
             host_kernel,
             qemu_version,
             prepare_secs: started.elapsed().as_secs_f64(),
@@ -140,18 +201,59 @@ impl Env {
         })
     }
 
-    /// A guest description for `net`, with these virtio-net-pci options.
+    /// The first (for most scenarios the only) kernel.
+    pub fn kernel(&self) -> &KernelSet {
+        &self.kernels[0]
+    }
+
+    /// A guest description for the tap of `net`, with these virtio-net-pci options, booting
+    /// the first kernel.
     pub fn spec(&self, name: &str, net: &HostNet, nic_options: &str) -> GuestSpec {
+        self.spec_for(self.kernel(), name, net, nic_options)
+    }
+
+    /// A guest description for the tap of `net`, with these virtio-net-pci options, booting
+    /// `ks`.
+    pub fn spec_for(&self, ks: &KernelSet, name: &str, net: &HostNet, nic_options: &str) -> GuestSpec {
         GuestSpec {
             name: name.into(),
-            kernel: self.kernel.vmlinuz.clone(),
-            initrd: self.initramfs.path.clone(),
+            kernel: ks.kernel.vmlinuz.clone(),
+            initrd: ks.initramfs.path.clone(),
+            netdev: net.tap_netdev(),
             addr: format!("{}/{}", net.guest_addr, net.prefix_len),
             mac: format!(
                 "52:54:00:12:{:02x}:{:02x}",
                 net.guest_addr.octets()[2],
                 net.guest_addr.octets()[3]
             ),
+            nic_options: nic_options.into(),
+            mem_mb: self.common.mem_mb,
+            log_dir: self.run_dir.clone(),
+            boot_timeout: Duration::from_secs_f64(self.common.boot_timeout_secs),
+            kvm_probe_timeout: Duration::from_secs_f64(self.common.kvm_probe_secs),
+            kvm_cpu: self.common.kvm_cpu.clone(),
+        }
+    }
+
+    /// A guest description with an explicit `-netdev` (e.g. a socket to another guest),
+    /// address and MAC, booting `ks`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spec_with(
+        &self,
+        ks: &KernelSet,
+        name: &str,
+        netdev: String,
+        addr: std::net::Ipv4Addr,
+        prefix_len: u8,
+        nic_options: &str,
+    ) -> GuestSpec {
+        GuestSpec {
+            name: name.into(),
+            kernel: ks.kernel.vmlinuz.clone(),
+            initrd: ks.initramfs.path.clone(),
+            netdev,
+            addr: format!("{addr}/{prefix_len}"),
+            mac: format!("52:54:00:12:{:02x}:{:02x}", addr.octets()[2], addr.octets()[3]),
             nic_options: nic_options.into(),
             mem_mb: self.common.mem_mb,
             log_dir: self.run_dir.clone(),

@@ -56,6 +56,9 @@ pub struct GuestSpec {
     pub name: String,
     pub kernel: PathBuf,
     pub initrd: PathBuf,
+    /// QEMU `-netdev` value with `id=n0` (a tap of the host namespace, or a socket to another
+    /// guest).
+    pub netdev: String,
     /// Guest eth0 address with prefix, e.g. 198.18.10.2/24.
     pub addr: String,
     pub mac: String,
@@ -229,7 +232,6 @@ impl Guest {
             sock.display(),
             serial_log.display()
         );
-        let netdev = format!("tap,id=n0,ifname={},script=no,downscript=no", net.tap);
         let mem = spec.mem_mb.to_string();
         let args: Vec<&str> = vec![
             "-name",
@@ -260,7 +262,7 @@ impl Guest {
             "-serial",
             "chardev:con0",
             "-netdev",
-            &netdev,
+            &spec.netdev,
             "-device",
             &nic,
         ];

@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::cpio::Archive;
-use crate::kernel::{GuestKernel, ModulePlan};
+use crate::kernel::{GuestKernel, ModulePlan, EXTRA_MODULES};
 use crate::tools;
 use crate::util::{cmd, elf_kind, output, run, which, ElfKind};
 
@@ -37,6 +37,14 @@ mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /run
 mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 fail() { echo "VMTEST-FAIL $*"; sync; poweroff -f; sleep 5; }
+# vmt_load MODULE: loads an on-demand module of the initramfs (netem, ifb, ...) after the
+# modules it needs; built-in ones have an empty list.
+vmt_load() {
+  [ -e "/etc/vmtest/extra/$1" ] || { echo "module $1 is not in the initramfs"; return 1; }
+  for m in $(cat "/etc/vmtest/extra/$1"); do
+    [ -e "/sys/module/$m" ] || insmod "/lib/modules/vmtest/$m.ko" || return 1
+  done
+}
 echo "VMTEST-BOOT uptime=$(cut -d' ' -f1 /proc/uptime)"
 for m in $(cat /etc/vmtest/modules); do
   insmod "/lib/modules/vmtest/$m.ko" || fail "insmod $m.ko failed"
@@ -84,6 +92,13 @@ pub struct InitramfsInfo {
     pub modules: ModulePlan,
     /// iproute2's ip is in the guest (shows `prog/xdp` / `xdpgeneric`).
     pub iproute2: bool,
+    /// iproute2's tc is in the guest (`/usr/local/bin/tc`, for netem).
+    pub tc: bool,
+    /// On-demand modules (`vmt_load NAME`) that can be loaded: name -> load chain (empty when
+    /// built in).
+    pub extra_modules: std::collections::BTreeMap<String, Vec<String>>,
+    /// Wanted on-demand modules this kernel has neither built in nor as a module.
+    pub extra_missing: Vec<String>,
     pub stripped: bool,
 }
 
@@ -94,9 +109,10 @@ pub const BINARIES: &[(&str, bool)] = &[
     ("rr-bench", false),
 ];
 
-/// Builds `work/initramfs.cpio` for `kernel` with the binaries from `bin_dir`.
-pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<InitramfsInfo> {
-    let stage = work.join("stage");
+/// Builds `work/<file>` (e.g. `initramfs.cpio`) for `kernel` with the binaries from
+/// `bin_dir`.
+pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path, file: &str) -> Result<InitramfsInfo> {
+    let stage = work.join(format!("stage-{file}"));
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
     let mut a = Archive::new();
@@ -112,6 +128,7 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
         "usr/bin",
         "usr/local/bin",
         GUEST_MODULES,
+        "etc/vmtest/extra",
     ] {
         a.dir(d);
     }
@@ -124,27 +141,35 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
     let plan = kernel.nic_modules()?;
     let mut order = String::new();
     for (name, rel) in &plan.load {
-        let src = kernel.modules_dir.join(rel);
-        let dst = format!("{GUEST_MODULES}/{name}.ko");
-        match tools::decompressor(rel) {
-            None => a.file_from(&dst, &src, 0o644),
-            Some((prog, pkg)) => {
-                tools::require(prog, pkg, "decompressing the guest's kernel modules")?;
-                let out = output(cmd(prog, [std::ffi::OsStr::new("-dc"), src.as_os_str()]))?;
-                if !out.status.success() {
-                    bail!(
-                        "{prog} -dc {} failed: {}",
-                        src.display(),
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
-                a.file_bytes(&dst, out.stdout, 0o644);
-            }
-        }
+        add_module(&mut a, kernel, name, rel)?;
         order.push_str(name);
         order.push('\n');
     }
     a.file_bytes("etc/vmtest/modules", order, 0o644);
+
+    // On-demand modules (netem and friends): shipped, loaded by `vmt_load NAME`.
+    let mut extra_modules = std::collections::BTreeMap::new();
+    let mut extra_missing = Vec::new();
+    for want in EXTRA_MODULES {
+        match kernel.module_plan(&[want]) {
+            Ok(p) => {
+                let mut chain = Vec::new();
+                for (name, rel) in &p.load {
+                    if !a.contains(&format!("{GUEST_MODULES}/{name}.ko")) {
+                        add_module(&mut a, kernel, name, rel)?;
+                    }
+                    chain.push(name.clone());
+                }
+                a.file_bytes(
+                    &format!("etc/vmtest/extra/{want}"),
+                    chain.iter().map(|c| format!("{c}\n")).collect::<String>(),
+                    0o644,
+                );
+                extra_modules.insert(want.to_string(), chain);
+            }
+            Err(_) => extra_missing.push(want.to_string()),
+        }
+    }
     a.file_bytes(
         "etc/vmtest/info",
         format!(
@@ -212,6 +237,16 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
         _ => false,
     };
 
+    // iproute2's tc (busybox has none): netem in the guest.
+    let tc = match which("tc").and_then(|p| std::fs::canonicalize(p).ok()) {
+        Some(p) if elf_kind(&p)? != ElfKind::NotElf => {
+            a.file_from("usr/local/bin/tc", &p, 0o755);
+            elfs.push(p);
+            true
+        }
+        _ => false,
+    };
+
     // Shared libraries and the loader, at the paths ldd reports.
     let mut libraries = Vec::new();
     for e in &elfs {
@@ -227,8 +262,8 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
         }
     }
 
-    let path = work.join("initramfs.cpio");
-    let tmp = work.join(format!(".initramfs.cpio.{}", std::process::id()));
+    let path = work.join(file);
+    let tmp = work.join(format!(".{file}.{}", std::process::id()));
     let bytes = {
         let f =
             std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
@@ -248,8 +283,34 @@ pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path) -> Result<Initra
         libraries,
         modules: plan,
         iproute2,
+        tc,
+        extra_modules,
+        extra_missing,
         stripped: strip.is_some(),
     })
+}
+
+/// Adds module `name` (file `rel` under the kernel's modules folder) as
+/// `lib/modules/vmtest/NAME.ko`, decompressed (busybox insmod takes plain ELF only).
+fn add_module(a: &mut Archive, kernel: &GuestKernel, name: &str, rel: &str) -> Result<()> {
+    let src = kernel.modules_dir.join(rel);
+    let dst = format!("{GUEST_MODULES}/{name}.ko");
+    match tools::decompressor(rel) {
+        None => a.file_from(&dst, &src, 0o644),
+        Some((prog, pkg)) => {
+            tools::require(prog, pkg, "decompressing the guest's kernel modules")?;
+            let out = output(cmd(prog, [std::ffi::OsStr::new("-dc"), src.as_os_str()]))?;
+            if !out.status.success() {
+                bail!(
+                    "{prog} -dc {} failed: {}",
+                    src.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            a.file_bytes(&dst, out.stdout, 0o644);
+        }
+    }
+    Ok(())
 }
 
 /// The shared libraries (and the dynamic loader) `ldd` resolves for `bin`.

@@ -22,6 +22,7 @@ pub mod initramfs;
 pub mod kernel;
 pub mod load;
 pub mod matrix;
+pub mod netem;
 pub mod netns;
 pub mod report;
 pub mod server;

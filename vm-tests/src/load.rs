@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use crate::guest::Guest;
 use crate::netns::HostNet;
 use crate::util::{run_timeout, Rng};
 
@@ -49,6 +50,9 @@ pub struct BenchArgs {
     pub req_size: usize,
     pub duration: Duration,
     pub max_requests: Option<u64>,
+    /// rr-bench --drain-timeout (its default, 2 s, when None): longer under netem, where the
+    /// last responses may need a retransmission.
+    pub drain_timeout: Option<Duration>,
 }
 
 /// Outcome of trying rr-bench.
@@ -67,34 +71,14 @@ pub fn rr_bench(bin_dir: &Path, net: &HostNet, a: &BenchArgs, json: &Path) -> Re
         return Ok(Bench::Unusable(format!("{} is not built", exe.display())));
     }
     let _ = std::fs::remove_file(json);
-    let dur = format!("{}ms", a.duration.as_millis());
-    let mut args: Vec<String> = vec![
-        "--backend".into(),
-        "kernel".into(),
-        "--connect".into(),
-        a.connect.to_string(),
-        "--conns".into(),
-        a.conns.to_string(),
-        "--depth".into(),
-        a.depth.to_string(),
-        "--req-size".into(),
-        a.req_size.to_string(),
-        "--duration".into(),
-        dur,
-        "--warmup".into(),
-        "0".into(),
-        "--quiet".into(),
-        "--json".into(),
-        json.display().to_string(),
-    ];
-    if let Some(n) = a.max_requests {
-        args.push("--max-requests".into());
-        args.push(n.to_string());
-    }
+    let args = rr_bench_args(a, &json.display().to_string());
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut c = net.command(exe.to_str().context("rr-bench path is not UTF-8")?, &argv);
     let command = format!("ip netns exec {} rr-bench {}", net.ns, args.join(" "));
-    let (status, stdout, stderr) = run_timeout(&mut c, a.duration + Duration::from_secs(30))?;
+    let (status, stdout, stderr) = run_timeout(
+        &mut c,
+        a.duration + a.drain_timeout.unwrap_or_default() + Duration::from_secs(30),
+    )?;
     let _ = std::fs::write(
         json.with_extension("log"),
         format!("$ {command}\n{stdout}{stderr}"),
@@ -124,11 +108,18 @@ pub fn rr_bench(bin_dir: &Path, net: &HostNet, a: &BenchArgs, json: &Path) -> Re
             .trim_start_matches("rr-bench: error: ");
         bail!("rr-bench failed ({status}): {why}");
     };
-    let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))?;
+    let note = (!status.success()).then(|| format!("rr-bench exit {status}: {}", stderr.trim()));
+    let r = parse_rr_bench_json(&text, command, note)
+        .with_context(|| format!("parsing {}", json.display()))?;
+    Ok(Bench::Ran(r))
+}
+
+/// Reads rr-bench's `--json` output.
+pub fn parse_rr_bench_json(text: &str, command: String, note: Option<String>) -> Result<LoadResult> {
+    let v: serde_json::Value = serde_json::from_str(text.trim())?;
     let f = |k: &str| v.get(k).and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
     let u = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
-    let r = LoadResult {
+    Ok(LoadResult {
         tool: "rr-bench".into(),
         requests: u("requests"),
         errors: u("errors"),
@@ -139,9 +130,75 @@ pub fn rr_bench(bin_dir: &Path, net: &HostNet, a: &BenchArgs, json: &Path) -> Re
         p99_us: f("p99_us"),
         duration_s: f("duration_s"),
         command,
-        note: (!status.success()).then(|| format!("rr-bench exit {status}: {}", stderr.trim())),
+        note,
+    })
+}
+
+/// The rr-bench arguments (without the program) for `a`, writing JSON to `json`.
+pub fn rr_bench_args(a: &BenchArgs, json: &str) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "--backend".into(),
+        "kernel".into(),
+        "--connect".into(),
+        a.connect.to_string(),
+        "--conns".into(),
+        a.conns.to_string(),
+        "--depth".into(),
+        a.depth.to_string(),
+        "--req-size".into(),
+        a.req_size.to_string(),
+        "--duration".into(),
+        format!("{}ms", a.duration.as_millis()),
+        "--warmup".into(),
+        "0".into(),
+        "--quiet".into(),
+        "--json".into(),
+        json.into(),
+    ];
+    if let Some(n) = a.max_requests {
+        args.push("--max-requests".into());
+        args.push(n.to_string());
+    }
+    if let Some(d) = a.drain_timeout {
+        args.push("--drain-timeout".into());
+        args.push(format!("{}ms", d.as_millis()));
+    }
+    args
+}
+
+/// Runs `rr-bench --backend kernel` inside guest `g` (the guest-to-guest topology), bounded
+/// by the run's duration plus 40 s; its JSON is read back over the console.
+pub fn rr_bench_in_guest(g: &mut Guest, a: &BenchArgs, tag: &str) -> Result<LoadResult> {
+    let json = format!("/tmp/{tag}.json");
+    let args = rr_bench_args(a, &json);
+    let command = format!("rr-bench {}", args.join(" "));
+    let o = g.exec(
+        &format!(
+            "rm -f {json}; {command} > /tmp/{tag}.log 2>&1; echo \"rc=$?\"; cat {json} 2>/dev/null"
+        ),
+        a.duration + a.drain_timeout.unwrap_or_default() + Duration::from_secs(40),
+    )?;
+    let rc: i32 = o
+        .output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("rc=")?.parse().ok())
+        .unwrap_or(-1);
+    let text = match o.output.find('{') {
+        Some(i) => &o.output[i..],
+        None => {
+            let log = g
+                .exec(&format!("tail -n 5 /tmp/{tag}.log"), Duration::from_secs(10))
+                .map(|o| o.output)
+                .unwrap_or_default();
+            bail!(
+                "rr-bench in guest {} failed (exit {rc}) and wrote no JSON: {}",
+                g.name,
+                log.trim()
+            );
+        }
     };
-    Ok(Bench::Ran(r))
+    let note = (rc != 0).then(|| format!("rr-bench exit {rc}"));
+    parse_rr_bench_json(text, format!("[{}] {command}", g.name), note)
 }
 
 /// Payload sizes of the built-in check: tiny, around one MSS (1460), several segments, and

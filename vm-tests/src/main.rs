@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use vm_tests::{env, initramfs, kernel, matrix, smoke, util};
+use vm_tests::{env, initramfs, kernel, matrix, netem, smoke, util};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -35,6 +35,8 @@ enum Cmd {
     Smoke(smoke::SmokeArgs),
     /// Attach modes x offloads x addresses, kernel TCP vs xsk, and kill -9 cleanup.
     Matrix(matrix::MatrixArgs),
+    /// netem (loss, reordering) on the guest's eth0 while rr-bench checks every response.
+    Netem(netem::NetemArgs),
     /// Only fetch the kernel and build the initramfs; print what went in.
     Initramfs(env::Common),
 }
@@ -45,6 +47,7 @@ fn main() -> ExitCode {
     let r = match &cli.cmd {
         Cmd::Smoke(a) => smoke::run(a),
         Cmd::Matrix(a) => matrix::run(a),
+        Cmd::Netem(a) => netem::run(a),
         Cmd::Initramfs(c) => build_only(c),
     };
     match r {
@@ -59,12 +62,23 @@ fn main() -> ExitCode {
 
 fn build_only(c: &env::Common) -> anyhow::Result<bool> {
     let e = env::Env::prepare(c, "initramfs")?;
-    let info = &e.initramfs;
+    let ks = e.kernel();
+    let info = &ks.initramfs;
     println!(
-        "kernel     {} ({} {})",
-        e.kernel.vmlinuz.display(),
-        e.kernel.package,
-        e.kernel.version
+        "kernel     {} ({} {}; {})",
+        ks.kernel.vmlinuz.display(),
+        ks.kernel.package,
+        ks.kernel.version,
+        ks.kernel.source
+    );
+    println!("packages   {}", ks.kernel.packages.join(", "));
+    println!(
+        "modules.dep {}",
+        if ks.kernel.depmod_ran {
+            "made with depmod -b (the packages ship none)"
+        } else {
+            "present"
+        }
     );
     println!("initramfs  {} ({} bytes)", info.path.display(), info.bytes);
     println!(
@@ -87,8 +101,21 @@ fn build_only(c: &env::Common) -> anyhow::Result<bool> {
         info.stripped
     );
     println!("libraries  {}", info.libraries.join(" "));
-    println!("iproute2   {}", info.iproute2);
-    for (k, v) in e.kernel.config_facts() {
+    println!("iproute2   ip {}, tc {}", info.iproute2, info.tc);
+    for (m, chain) in &info.extra_modules {
+        println!(
+            "on demand  {m}: {}",
+            if chain.is_empty() {
+                "built in".to_string()
+            } else {
+                chain.join(" ")
+            }
+        );
+    }
+    if !info.extra_missing.is_empty() {
+        println!("missing    {}", info.extra_missing.join(" "));
+    }
+    for (k, v) in ks.kernel.config_facts() {
         println!("config     {k}={v}");
     }
     let _ = initramfs::INIT;

@@ -137,15 +137,9 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
         scenario: "matrix",
         host_kernel: env.host_kernel.clone(),
         qemu: env.qemu_version.clone(),
-        guest_kernel: env.kernel.release.clone(),
-        guest_kernel_package: format!("{} {}", env.kernel.package, env.kernel.version),
-        modules_loaded: env
-            .initramfs
-            .modules
-            .load
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect(),
+        guest_kernel: env.kernel().kernel.release.clone(),
+        guest_kernel_package: format!("{} {}", env.kernel().kernel.package, env.kernel().kernel.version),
+        modules_loaded: env.kernel().modules_loaded(),
         logs: env.run_dir.display().to_string(),
         ..MatrixReport::default()
     };
@@ -307,6 +301,7 @@ fn case(
         req_size: 64,
         duration: Duration::from_secs(30),
         max_requests: Some(args.requests),
+        drain_timeout: None,
     };
     let json = env.run_dir.join(format!("case{n}-rr-bench.json"));
     let mut problems: Vec<String> = Vec::new();
@@ -467,6 +462,7 @@ fn perf(
                     req_size: 64,
                     duration: Duration::from_secs_f64(args.run_secs),
                     max_requests: None,
+                    drain_timeout: None,
                 };
                 let json = env.run_dir.join(format!("perf-{attach}-{which}-{i}.json"));
                 let r = match load::rr_bench(&env.bin_dir, net, &b, &json)? {

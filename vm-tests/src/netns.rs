@@ -43,6 +43,17 @@ pub struct HostNet {
 impl HostNet {
     /// Creates `vmt-PID-N` with the tap `vmtap0` (up, 198.18.S.1/24, S = 10 + N % 200).
     pub fn create() -> Result<HostNet> {
+        Self::create_with(true)
+    }
+
+    /// Creates `vmt-PID-N` with only its loopback up: for guests connected to each other
+    /// through QEMU socket netdevs on 127.0.0.1 inside it. `tap` is empty; the addresses are
+    /// those of the subnet the guests use.
+    pub fn create_bare() -> Result<HostNet> {
+        Self::create_with(false)
+    }
+
+    fn create_with(with_tap: bool) -> Result<HostNet> {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let ns = format!(
             "{PREFIX}-{}-{}",
@@ -52,7 +63,7 @@ impl HostNet {
         let subnet = 10 + (n % 200) as u8;
         let net = HostNet {
             ns: ns.clone(),
-            tap: TAP.into(),
+            tap: if with_tap { TAP.into() } else { String::new() },
             host_addr: Ipv4Addr::new(198, 18, subnet, 1),
             guest_addr: Ipv4Addr::new(198, 18, subnet, 2),
             stack_addr: Ipv4Addr::new(198, 18, subnet, 3),
@@ -67,8 +78,11 @@ impl HostNet {
     }
 
     fn setup(&self) -> Result<()> {
-        run(&mut self.command("ip", &["tuntap", "add", "dev", &self.tap, "mode", "tap"]))?;
         run(&mut cmd("ip", ["-n", &self.ns, "link", "set", "lo", "up"]))?;
+        if self.tap.is_empty() {
+            return Ok(());
+        }
+        run(&mut self.command("ip", &["tuntap", "add", "dev", &self.tap, "mode", "tap"]))?;
         let a = format!("{}/{}", self.host_addr, self.prefix_len);
         run(&mut cmd(
             "ip",
@@ -79,6 +93,11 @@ impl HostNet {
             ["-n", &self.ns, "link", "set", &self.tap, "up"],
         ))?;
         Ok(())
+    }
+
+    /// QEMU's `-netdev` for the tap of this namespace.
+    pub fn tap_netdev(&self) -> String {
+        format!("tap,id=n0,ifname={},script=no,downscript=no", self.tap)
     }
 
     /// `ip netns exec NS prog args...` (stdio left to the caller).

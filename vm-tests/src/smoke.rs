@@ -53,8 +53,11 @@ pub struct SmokeReport {
     pub qemu: String,
     pub accel: String,
     pub accel_note: String,
+    /// `--kernel`: 6.1 or new.
+    pub kernel: String,
     pub guest_kernel: String,
     pub guest_kernel_package: String,
+    pub guest_kernel_source: String,
     pub modules_builtin: Vec<String>,
     pub modules_loaded: Vec<String>,
     pub kernel_config: std::collections::BTreeMap<String, String>,
@@ -84,17 +87,17 @@ pub fn run(args: &SmokeArgs) -> Result<bool> {
         scenario: "smoke",
         host_kernel: env.host_kernel.clone(),
         qemu: env.qemu_version.clone(),
-        guest_kernel: env.kernel.release.clone(),
-        guest_kernel_package: format!("{} {}", env.kernel.package, env.kernel.version),
-        modules_builtin: env.initramfs.modules.builtin.clone(),
-        modules_loaded: env
-            .initramfs
-            .modules
-            .load
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect(),
-        kernel_config: env.kernel.config_facts(),
+        kernel: env.kernel().sel.label().into(),
+        guest_kernel: env.kernel().kernel.release.clone(),
+        guest_kernel_package: format!(
+            "{} {}",
+            env.kernel().kernel.package,
+            env.kernel().kernel.version
+        ),
+        guest_kernel_source: env.kernel().kernel.source.clone(),
+        modules_builtin: env.kernel().initramfs.modules.builtin.clone(),
+        modules_loaded: env.kernel().modules_loaded(),
+        kernel_config: env.kernel().kernel.config_facts(),
         attach: args.attach.clone(),
         addr: args.addr.clone(),
         prepare_s: env.prepare_secs,
@@ -173,7 +176,7 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
             bail!("rr-server did not start in the guest: {why}");
         }
     }
-    if env.initramfs.iproute2 {
+    if env.kernel().initramfs.iproute2 {
         rep.xdp_while_serving = server::xdp_state(&mut g)?;
         if rep.xdp_while_serving.is_none() {
             bail!("rr-server is up but eth0 shows no XDP program");
@@ -188,6 +191,7 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
         req_size: 64,
         duration: Duration::from_secs(60),
         max_requests: Some(args.requests),
+        drain_timeout: None,
     };
     if args.tap_tx_csum_off {
         // Diagnostic: the host computes TCP/UDP checksums itself instead of handing the guest
@@ -277,7 +281,7 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
         ));
     }
     rep.stopped = Some(stopped);
-    if env.initramfs.iproute2 {
+    if env.kernel().initramfs.iproute2 {
         rep.xdp_after_exit = server::wait_detached(&mut g, 3)?;
         if let Some(x) = &rep.xdp_after_exit {
             problems.push(format!(
@@ -325,7 +329,10 @@ fn table(r: &SmokeReport) -> String {
     );
     t.row(
         "guest kernel",
-        format!("{} ({})", r.guest_kernel, r.guest_kernel_package),
+        format!(
+            "{} ({}; {})",
+            r.guest_kernel, r.guest_kernel_package, r.guest_kernel_source
+        ),
     );
     t.row(
         "modules",

@@ -19,6 +19,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::RangeInclusive;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -202,7 +203,7 @@ pub struct XskTransport {
     addr: Ipv4Addr,
     mtu: usize,
     epoch: std::time::Instant,
-    reserved_ports: Option<ReservedPorts>,
+    reserved_ports: Option<Arc<ReservedPorts>>,
     faults: Option<FaultState>,
     /// A frame held back by reorder injection.
     delayed: Option<Frame>,
@@ -213,6 +214,8 @@ pub struct XskTransport {
     timers: BinaryHeap<Reverse<(SmolInstant, u32)>>,
     /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
     timer: crate::timer::PreciseTimer,
+    /// Shared-address mode: ARP belongs to the kernel.
+    shared: bool,
 }
 
 /// The kernel's `ip_local_reserved_ports`, restored on drop.
@@ -242,7 +245,22 @@ const XSK_TOKEN: mio::Token = mio::Token(0);
 const TIMER_TOKEN: mio::Token = mio::Token(1);
 
 impl XskTransport {
+    /// One transport on `cfg.port.queue`.
     pub fn new(cfg: XskConfig) -> Result<XskTransport, XskError> {
+        let mut v = Self::open(cfg, false)?;
+        Ok(v.pop().expect("one port opened"))
+    }
+
+    /// One transport per RX queue of the interface, sharing the address and
+    /// the steering program: run each on its own thread (one shard per
+    /// queue). The NIC's RSS decides which shard a flow lands on, so this
+    /// suits servers; a shard's outgoing connections only work where the
+    /// replies hash back to its queue.
+    pub fn shards(cfg: XskConfig) -> Result<Vec<XskTransport>, XskError> {
+        Self::open(cfg, true)
+    }
+
+    fn open(cfg: XskConfig, all_queues: bool) -> Result<Vec<XskTransport>, XskError> {
         let ifname = cfg.port.ifname.clone();
         let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
         let mac = xsk_io::ifaddr::mac(&ifname).map_err(iferr)?;
@@ -257,17 +275,33 @@ impl XskTransport {
             AddrMode::Dedicated { addr, prefix_len } => (*addr, *prefix_len, SteerFlags::ARP | SteerFlags::ICMP),
         };
         let reserved_ports = match cfg.addr {
-            AddrMode::Shared => Some(ReservedPorts::reserve(&cfg.ephemeral).map_err(XskError::ReservePorts)?),
+            AddrMode::Shared => Some(Arc::new(ReservedPorts::reserve(&cfg.ephemeral).map_err(XskError::ReservePorts)?)),
             AddrMode::Dedicated { .. } => None,
         };
         let mut pcfg = cfg.port.clone();
         pcfg.steer = Some(SteerSpec { addr, tcp_ports: Vec::new(), flags });
-        let mut port = Port::open(&pcfg)?;
-        port.log_features();
-        if let Some(steer) = port.steer() {
+        let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
+        ports[0].log_features();
+        if let Some(steer) = ports[0].steer() {
             steer.add_tcp_port_range(cfg.ephemeral.clone()).map_err(PortError::from)?;
         }
+        ports
+            .into_iter()
+            .map(|port| Self::with_port(cfg.clone(), port, mac, mtu, addr, prefix_len, reserved_ports.clone()))
+            .collect()
+    }
 
+    fn with_port(
+        cfg: XskConfig,
+        mut port: Port,
+        mac: [u8; 6],
+        mtu: usize,
+        addr: Ipv4Addr,
+        prefix_len: u8,
+        reserved_ports: Option<Arc<ReservedPorts>>,
+    ) -> Result<XskTransport, XskError> {
+        let ifname = cfg.port.ifname.clone();
+        let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
         let nb = if cfg.buckets > 0 {
             cfg.buckets.next_power_of_two()
         } else {
@@ -305,10 +339,14 @@ impl XskTransport {
         poll.registry().register(&mut port, XSK_TOKEN, mio::Interest::READABLE).map_err(iferr)?;
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
-        let neigh = (cfg.addr == AddrMode::Shared).then(|| Neighbours::new(&ifname, mac, addr));
+        // Both modes learn peers from the frames they receive (with several
+        // shards, an ARP exchange may land on another shard's queue); only
+        // shared mode leaves ARP itself to the kernel.
+        let neigh = Some(Neighbours::new(&ifname, mac, addr));
+        let shared = cfg.addr == AddrMode::Shared;
         tracing::info!(
             "xsk stack on {ifname}: {addr}/{prefix_len} ({}), {nb} socket buckets, buffers {}+{} bytes",
-            if neigh.is_some() { "shared with the kernel" } else { "dedicated" },
+            if shared { "shared with the kernel" } else { "dedicated" },
             cfg.rx_buffer,
             cfg.tx_buffer
         );
@@ -341,6 +379,7 @@ impl XskTransport {
             embryos: 0,
             timers: BinaryHeap::new(),
             timer,
+            shared,
             cfg,
         })
     }
@@ -478,7 +517,7 @@ impl XskTransport {
             done: &mut done,
             scratch: &mut self.scratch,
             stats: &mut self.stats,
-            arp_targets: self.neigh.as_ref().map(|_| &mut self.arp_targets),
+            arp_targets: self.shared.then_some(&mut self.arp_targets),
             faults: self.faults.as_mut(),
             mtu: self.mtu,
         };
@@ -593,7 +632,7 @@ impl XskTransport {
                 done: &mut done,
                 scratch: &mut self.scratch,
                 stats: &mut self.stats,
-                arp_targets: self.neigh.as_ref().map(|_| &mut self.arp_targets),
+                arp_targets: self.shared.then_some(&mut self.arp_targets),
                 faults: self.faults.as_mut(),
                 mtu: self.mtu,
             };
