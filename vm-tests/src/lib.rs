@@ -17,6 +17,7 @@
 
 pub mod cpio;
 pub mod env;
+pub mod g2g;
 pub mod guest;
 pub mod initramfs;
 pub mod kernel;

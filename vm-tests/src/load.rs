@@ -174,7 +174,7 @@ pub fn rr_bench_in_guest(g: &mut Guest, a: &BenchArgs, tag: &str) -> Result<Load
     let command = format!("rr-bench {}", args.join(" "));
     let o = g.exec(
         &format!(
-            "rm -f {json}; {command} > /tmp/{tag}.log 2>&1; echo \"rc=$?\"; cat {json} 2>/dev/null"
+            "rm -f {json}; {command} > /tmp/{tag}.log 2>&1; echo \"rc=$?\"; cat {json} 2>/dev/null; echo"
         ),
         a.duration + a.drain_timeout.unwrap_or_default() + Duration::from_secs(40),
     )?;

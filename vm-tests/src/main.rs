@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use vm_tests::{env, initramfs, kernel, matrix, netem, smoke, util};
+use vm_tests::{env, g2g, initramfs, kernel, matrix, netem, smoke, util};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -37,6 +37,9 @@ enum Cmd {
     Matrix(matrix::MatrixArgs),
     /// netem (loss, reordering) on the guest's eth0 while rr-bench checks every response.
     Netem(netem::NetemArgs),
+    /// Two guests joined by a QEMU socket netdev: xsk and kernel servers in one, rr-bench in
+    /// the other (checks, kernel vs xsk, netem in the client guest).
+    G2g(g2g::G2gArgs),
     /// Only fetch the kernel and build the initramfs; print what went in.
     Initramfs(env::Common),
 }
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Cmd::Smoke(a) => smoke::run(a),
         Cmd::Matrix(a) => matrix::run(a),
         Cmd::Netem(a) => netem::run(a),
+        Cmd::G2g(a) => g2g::run(a),
         Cmd::Initramfs(c) => build_only(c),
     };
     match r {

@@ -78,8 +78,10 @@ pub struct Case {
 }
 
 /// Kernel TCP vs xsk in one guest.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Perf {
+    /// "host tap -> guest" (matrix) or "guest -> guest" (g2g).
+    pub topology: String,
     /// Guest offloads of the guest it ran in.
     pub offloads: String,
     pub attach: String,
@@ -424,6 +426,7 @@ fn perf(
         bail!("xsk rr-server ({attach}) did not start: {:?}", r.error);
     }
     let mut p = Perf {
+        topology: "host tap -> guest".into(),
         offloads: offloads.into(),
         attach: attach.into(),
         runs: args.runs,
