@@ -14,7 +14,10 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::env::{Common, Env};
+use crate::env::{Common, Env, KernelSet};
+use crate::g2g::{self, G2g, G2gOpts};
+use crate::kernel::KernelSel;
+use crate::netem::{self, NetemRun};
 use crate::guest::{up_field, Accel, Guest, OFFLOADS_OFF};
 use crate::load::{self, Bench, BenchArgs, LoadResult};
 use crate::netns::HostNet;
@@ -56,11 +59,46 @@ pub struct MatrixArgs {
     /// Stack addresses of the cases.
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "shared,dedicated", value_parser = ["shared", "dedicated"])]
     pub addr: Vec<String>,
+    /// Guest kernels, each with the whole matrix: 6.1, new or all [default: --kernel].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = ["6.1", "host", "new", "all"])]
+    pub kernels: Vec<String>,
+    /// Also the netem case in the first guest of each kernel (netem on the guest's eth0,
+    /// `--netem-requests` checked request/responses and the byte check).
+    #[arg(long)]
+    pub netem: bool,
+    /// Also the guest-to-guest scenario for each kernel (two guests on a QEMU socket netdev:
+    /// checks, kernel vs xsk, netem in the client guest).
+    #[arg(long)]
+    pub g2g: bool,
+    /// Everything: --kernels all --netem --g2g.
+    #[arg(long)]
+    pub full: bool,
+    /// netem parameters of --netem and --g2g ("off" skips netem in g2g).
+    #[arg(long, value_name = "SPEC", default_value = crate::netem::DEFAULT_NETEM)]
+    pub netem_spec: String,
+    /// Checked request/responses of the netem runs and of each g2g check.
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub netem_requests: u64,
+}
+
+impl MatrixArgs {
+    /// The kernels to run: --kernels, else --kernel; `all` with --full.
+    pub fn kernel_list(&self) -> Result<Vec<KernelSel>> {
+        if self.full {
+            return Ok(KernelSel::ALL.to_vec());
+        }
+        if self.kernels.is_empty() {
+            return Ok(vec![self.common.kernel]);
+        }
+        KernelSel::parse_list(&self.kernels)
+    }
 }
 
 /// One attach x offloads x address case.
 #[derive(Debug, Clone, Serialize)]
 pub struct Case {
+    /// Guest kernel label (6.1 or new).
+    pub kernel: String,
     pub offloads: String,
     pub attach: String,
     pub addr: String,
@@ -82,6 +120,8 @@ pub struct Case {
 pub struct Perf {
     /// "host tap -> guest" (matrix) or "guest -> guest" (g2g).
     pub topology: String,
+    /// Guest kernel label.
+    pub kernel: String,
     /// Guest offloads of the guest it ran in.
     pub offloads: String,
     pub attach: String,
@@ -104,6 +144,7 @@ pub struct Perf {
 /// SIGKILL of the server.
 #[derive(Debug, Clone, Serialize)]
 pub struct Kill9 {
+    pub kernel: String,
     pub attach: String,
     pub xdp_before: Option<String>,
     pub wait_status: i32,
@@ -112,6 +153,22 @@ pub struct Kill9 {
     pub restart_ok: bool,
     pub outcome: String,
     pub detail: String,
+}
+
+/// A guest kernel of the matrix and what the port said about it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KernelInfo {
+    pub label: String,
+    pub release: String,
+    pub package: String,
+    pub source: String,
+    pub packages: Vec<String>,
+    pub modules_loaded: Vec<String>,
+    pub modules_builtin: Vec<String>,
+    /// The `xsk port: ...` line of the first working case per attach mode.
+    pub port_lines: std::collections::BTreeMap<String, String>,
+    /// Warnings of the port about the kernel (missing features), deduplicated.
+    pub kernel_warnings: Vec<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -123,25 +180,39 @@ pub struct MatrixReport {
     pub qemu: String,
     pub accel: String,
     pub accel_note: String,
-    pub guest_kernel: String,
-    pub guest_kernel_package: String,
-    pub modules_loaded: Vec<String>,
+    pub kernels: Vec<KernelInfo>,
     pub cases: Vec<Case>,
     pub perf: Vec<Perf>,
     pub kill9: Vec<Kill9>,
+    pub netem: Vec<NetemRun>,
+    pub g2g: Vec<G2g>,
+    /// Errors that stopped a kernel's part early (a guest that did not boot, ...).
+    pub errors: Vec<String>,
     pub total_s: f64,
     pub logs: String,
 }
 
 pub fn run(args: &MatrixArgs) -> Result<bool> {
-    let env = Env::prepare(&args.common, "matrix")?;
+    let sels = args.kernel_list()?;
+    let env = Env::prepare_kernels(&args.common, "matrix", &sels)?;
     let mut rep = MatrixReport {
         scenario: "matrix",
         host_kernel: env.host_kernel.clone(),
         qemu: env.qemu_version.clone(),
-        guest_kernel: env.kernel().kernel.release.clone(),
-        guest_kernel_package: format!("{} {}", env.kernel().kernel.package, env.kernel().kernel.version),
-        modules_loaded: env.kernel().modules_loaded(),
+        kernels: env
+            .kernels
+            .iter()
+            .map(|ks| KernelInfo {
+                label: ks.sel.label().into(),
+                release: ks.kernel.release.clone(),
+                package: format!("{} {}", ks.kernel.package, ks.kernel.version),
+                source: ks.kernel.source.clone(),
+                packages: ks.kernel.packages.clone(),
+                modules_loaded: ks.modules_loaded(),
+                modules_builtin: ks.initramfs.modules.builtin.clone(),
+                ..KernelInfo::default()
+            })
+            .collect(),
         logs: env.run_dir.display().to_string(),
         ..MatrixReport::default()
     };
@@ -151,18 +222,29 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
     if let Err(e) = &outcome {
         problems.push(format!("{e:#}"));
     }
+    problems.extend(rep.errors.iter().cloned());
     for c in rep.cases.iter().filter(|c| c.outcome == "FAIL") {
         problems.push(format!(
-            "case offloads {} attach {} addr {}: {}",
-            c.offloads, c.attach, c.addr, c.detail
+            "kernel {} case offloads {} attach {} addr {}: {}",
+            c.kernel, c.offloads, c.attach, c.addr, c.detail
         ));
     }
     for k in rep.kill9.iter().filter(|k| k.outcome != "ok") {
-        problems.push(format!("kill -9 ({}): {}", k.attach, k.detail));
+        problems.push(format!("kernel {} kill -9 ({}): {}", k.kernel, k.attach, k.detail));
     }
     for p in rep.perf.iter().filter(|p| p.errors > 0) {
-        problems.push(format!("comparison ({}): {} errors", p.attach, p.errors));
+        problems.push(format!(
+            "kernel {} comparison ({}): {} errors",
+            p.kernel, p.attach, p.errors
+        ));
     }
+    for n in rep.netem.iter().filter(|n| n.outcome != "ok") {
+        problems.push(format!("kernel {} netem: {}", n.kernel, n.detail));
+    }
+    for g in rep.g2g.iter().filter(|g| g.outcome != "ok") {
+        problems.push(format!("kernel {} g2g: {}", g.kernel, g.detail));
+    }
+    fill_port_facts(&mut rep);
     rep.result = if problems.is_empty() {
         "pass".into()
     } else {
@@ -177,6 +259,49 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
 }
 
 fn body(env: &Env, args: &MatrixArgs, rep: &mut MatrixReport) -> Result<()> {
+    for ks in &env.kernels {
+        check_interrupted()?;
+        if let Err(e) = kernel_part(env, args, ks, rep) {
+            check_interrupted()?;
+            let e = format!("kernel {}: {e:#}", ks.sel.label());
+            eprintln!("vm-tests: {e}");
+            rep.errors.push(e);
+        }
+        if args.g2g || args.full {
+            check_interrupted()?;
+            let o = G2gOpts {
+                requests: args.netem_requests,
+                runs: args.runs,
+                run_secs: args.run_secs,
+                attach: "drv".into(),
+                netem: args.netem_spec.clone(),
+            };
+            match g2g::scenario(env, ks, &o) {
+                Ok(g) => {
+                    eprintln!(
+                        "vm-tests: g2g ({}): {} {}",
+                        ks.sel.label(),
+                        g.outcome,
+                        g.detail
+                    );
+                    rep.g2g.push(g);
+                }
+                Err(e) => {
+                    check_interrupted()?;
+                    let e = format!("kernel {} g2g: {e:#}", ks.sel.label());
+                    eprintln!("vm-tests: {e}");
+                    rep.errors.push(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The attach x offloads x address cases, the comparison, kill -9 and (with --netem) the netem
+/// case, in guests of kernel `ks`.
+fn kernel_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixReport) -> Result<()> {
+    let label = ks.sel.label();
     let guests: Vec<(&str, &str)> = args
         .offloads
         .iter()
@@ -191,25 +316,32 @@ fn body(env: &Env, args: &MatrixArgs, rep: &mut MatrixReport) -> Result<()> {
     for (gi, (off, nic)) in guests.into_iter().enumerate() {
         check_interrupted()?;
         let net = HostNet::create()?;
-        let spec = env.spec(&format!("offloads-{off}"), &net, nic);
+        let name = match ks.sel {
+            KernelSel::Host => format!("offloads-{off}"),
+            other => format!("{}-offloads-{off}", other.label()),
+        };
+        let spec = env.spec_for(ks, &name, &net, nic);
         let mut g = Guest::boot(&spec, &net, env.common.accel)?;
         if rep.accel.is_empty() {
             rep.accel = g.accel.name().into();
             rep.accel_note = g.accel_note.clone();
         }
         if let Some(k) = up_field(&g.up_line, "kernel") {
-            rep.guest_kernel = k.to_string();
+            if let Some(ki) = rep.kernels.iter_mut().find(|k| k.label == label) {
+                ki.release = k.to_string();
+            }
         }
         eprintln!(
-            "vm-tests: guest offloads-{off} up in {:.1} s ({})",
+            "vm-tests: guest {name} up in {:.1} s ({})",
             g.boot_secs,
             g.accel.name()
         );
         for attach in &args.attach {
             for addr in &args.addr {
-                let c = case(env, args, &mut g, &net, off, attach, addr, rep.cases.len())?;
+                let mut c = case(env, args, &mut g, &net, off, attach, addr, rep.cases.len())?;
+                c.kernel = label.into();
                 eprintln!(
-                    "vm-tests: case offloads {off} attach {attach} addr {addr}: {} {}",
+                    "vm-tests: kernel {label} case offloads {off} attach {attach} addr {addr}: {} {}",
                     c.outcome,
                     if c.outcome == "ok" {
                         String::new()
@@ -224,23 +356,69 @@ fn body(env: &Env, args: &MatrixArgs, rep: &mut MatrixReport) -> Result<()> {
             for attach in &args.perf_attach {
                 if args.runs > 0 {
                     let accel = g.accel;
-                    let p = perf(env, args, &mut g, &net, off, attach, accel)?;
+                    let mut p = perf(env, args, &mut g, &net, off, attach, accel)?;
+                    p.kernel = label.into();
                     eprintln!(
-                        "vm-tests: kernel vs xsk ({attach}): {:.0} vs {:.0} req/s, ratio {:.2}",
+                        "vm-tests: kernel {label}: kernel vs xsk ({attach}): {:.0} vs {:.0} req/s, ratio {:.2}",
                         p.median_kernel_rps, p.median_xsk_rps, p.rps_ratio
                     );
                     rep.perf.push(p);
                 }
                 if !args.no_kill9 {
-                    let k = kill9(&mut g, &net, attach, rep.kill9.len())?;
-                    eprintln!("vm-tests: kill -9 ({attach}): {} {}", k.outcome, k.detail);
+                    let mut k = kill9(&mut g, &net, attach, rep.kill9.len())?;
+                    k.kernel = label.into();
+                    eprintln!(
+                        "vm-tests: kernel {label}: kill -9 ({attach}): {} {}",
+                        k.outcome, k.detail
+                    );
                     rep.kill9.push(k);
                 }
+            }
+            if args.netem || args.full {
+                let n = netem::tap_case(
+                    env,
+                    &mut g,
+                    &net,
+                    label,
+                    "drv",
+                    args.netem_requests,
+                    &args.netem_spec,
+                    rep.netem.len(),
+                )?;
+                eprintln!("vm-tests: kernel {label}: netem: {} {}", n.outcome, n.detail);
+                rep.netem.push(n);
             }
         }
         let _ = g.poweroff();
     }
     Ok(())
+}
+
+/// Port lines per kernel and attach mode, and the port's kernel-feature warnings.
+fn fill_port_facts(rep: &mut MatrixReport) {
+    for ki in rep.kernels.iter_mut() {
+        for c in rep.cases.iter().filter(|c| c.kernel == ki.label) {
+            if let Some(p) = &c.port_line {
+                ki.port_lines
+                    .entry(c.attach.clone())
+                    .or_insert_with(|| p.trim_start_matches("xsk port: ").to_string());
+            }
+            for w in &c.warnings {
+                if server::short_warning(w).is_some() {
+                    continue; // device warnings stay with their case
+                }
+                let msg = w
+                    .split_once("xsk_io::port: ")
+                    .map(|(_, m)| m)
+                    .unwrap_or(w)
+                    .trim()
+                    .to_string();
+                if !ki.kernel_warnings.contains(&msg) {
+                    ki.kernel_warnings.push(msg);
+                }
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -258,6 +436,7 @@ fn case(
     let port = 7000;
     let s = ServerSpec::xsk(&format!("c{n}"), attach, &addr_arg, port);
     let mut c = Case {
+        kernel: String::new(),
         offloads: offloads.into(),
         attach: attach.into(),
         addr: addr.into(),
@@ -441,6 +620,7 @@ fn perf(
         median_kernel_p50_us: 0.0,
         median_xsk_p50_us: 0.0,
         errors: 0,
+        kernel: String::new(),
         caveat: match accel {
             Accel::Kvm => "KVM guest, 1 vCPU: both servers share it with the guest kernel".into(),
             _ => "TCG: the guest CPU is emulated, so the guest side of every request costs far more than \
@@ -498,6 +678,7 @@ fn perf(
 fn kill9(g: &mut Guest, net: &HostNet, attach: &str, n: usize) -> Result<Kill9> {
     let s = ServerSpec::xsk(&format!("k{n}"), attach, "shared", 7002);
     let mut k = Kill9 {
+        kernel: String::new(),
         attach: attach.into(),
         xdp_before: None,
         wait_status: 0,
@@ -569,18 +750,30 @@ fn table(r: &MatrixReport) -> String {
             format!("{} ({})", r.accel, r.accel_note)
         },
     );
-    t.row(
-        "guest kernel",
-        format!("{} ({})", r.guest_kernel, r.guest_kernel_package),
-    );
-    t.row("modules", r.modules_loaded.join(" "));
+    for k in &r.kernels {
+        t.row(
+            format!("kernel {}", k.label),
+            format!(
+                "{} ({}; {})\nmodules: loaded {}{}",
+                k.release,
+                k.package,
+                k.source,
+                k.modules_loaded.join(" "),
+                if k.modules_builtin.is_empty() {
+                    String::new()
+                } else {
+                    format!("; built in {}", k.modules_builtin.join(" "))
+                }
+            ),
+        );
+    }
     t.row("time", format!("{:.1} s", r.total_s));
     t.row("logs", r.logs.clone());
     let mut s = t.render("vm-tests matrix");
 
     s.push_str("\n== cases: rr-server --backend xsk in the guest, rr-bench --backend kernel + byte check from the host\n");
     let mut grid = Grid::new(&[
-        "offloads", "attach", "addr", "outcome", "req/s", "p50us", "detail",
+        "kernel", "offloads", "attach", "addr", "outcome", "req/s", "p50us", "detail",
     ]);
     for c in &r.cases {
         let (rps, p50) = match &c.load {
@@ -588,6 +781,7 @@ fn table(r: &MatrixReport) -> String {
             None => ("-".into(), "-".into()),
         };
         grid.row(vec![
+            c.kernel.clone(),
             c.offloads.clone(),
             c.attach.clone(),
             c.addr.clone(),
@@ -599,12 +793,27 @@ fn table(r: &MatrixReport) -> String {
     }
     s.push_str(&grid.render());
 
+    if r.kernels.iter().any(|k| !k.port_lines.is_empty()) {
+        s.push_str("\n== port features per kernel (the `xsk port:` line, and what the port warned about the kernel)\n");
+        let mut grid = Grid::new(&["kernel", "attach", "port"]);
+        for k in &r.kernels {
+            for (attach, line) in &k.port_lines {
+                grid.row(vec![k.label.clone(), attach.clone(), line.clone()]);
+            }
+            for w in &k.kernel_warnings {
+                grid.row(vec![k.label.clone(), "warn".into(), w.clone()]);
+            }
+        }
+        s.push_str(&grid.render());
+    }
+
     if !r.perf.is_empty() {
         s.push_str(&format!(
             "\n== kernel TCP vs xsk (offloads {}, 1 conn, depth 1, 64 B, median of alternating runs)\n",
             r.perf[0].offloads
         ));
         let mut grid = Grid::new(&[
+            "kernel",
             "attach",
             "runs",
             "kernel req/s",
@@ -615,6 +824,7 @@ fn table(r: &MatrixReport) -> String {
         ]);
         for p in &r.perf {
             grid.row(vec![
+                p.kernel.clone(),
                 p.attach.clone(),
                 format!("{}x{:.0}s", p.runs, p.run_secs),
                 thousands(p.median_kernel_rps),
@@ -629,9 +839,17 @@ fn table(r: &MatrixReport) -> String {
     }
     if !r.kill9.is_empty() {
         s.push_str("\n== kill -9 of rr-server in the guest (ip -d link show dev eth0)\n");
-        let mut grid = Grid::new(&["attach", "xdp before", "xdp after", "outcome", "detail"]);
+        let mut grid = Grid::new(&[
+            "kernel",
+            "attach",
+            "xdp before",
+            "xdp after",
+            "outcome",
+            "detail",
+        ]);
         for k in &r.kill9 {
             grid.row(vec![
+                k.kernel.clone(),
                 k.attach.clone(),
                 k.xdp_before.clone().unwrap_or_else(|| "none".into()),
                 k.xdp_after.clone().unwrap_or_else(|| "none".into()),
@@ -640,6 +858,12 @@ fn table(r: &MatrixReport) -> String {
             ]);
         }
         s.push_str(&grid.render());
+    }
+    if !r.netem.is_empty() {
+        s.push_str(&netem::grid(&r.netem));
+    }
+    if !r.g2g.is_empty() {
+        s.push_str(&g2g::tables(&r.g2g));
     }
     s
 }

@@ -402,7 +402,7 @@ pub fn grid(runs: &[NetemRun]) -> String {
         ]);
     }
     let mut s = format!(
-        "\n== netem ({}): rr-bench checks every response, then the byte check (1 B..100 kB)\n",
+        "\n== netem ({}): rr-bench checks every response (host tap runs: then the byte check, 1 B..100 kB)\n",
         runs.first().map(|r| r.netem.as_str()).unwrap_or("")
     );
     s.push_str(&g.render());
