@@ -122,6 +122,14 @@ impl Env {
         netns::sweep_stale();
         let target = target_dir();
         let work = common.work_dir.clone().unwrap_or_else(|| target.join("vm"));
+        // Absolute: apt reads a relative Dir::Etc::SourceList under /etc/apt.
+        let work = if work.is_relative() {
+            std::env::current_dir()
+                .context("reading the current directory")?
+                .join(work)
+        } else {
+            work
+        };
         let bin_dir = common
             .bin_dir
             .clone()
@@ -214,30 +222,26 @@ impl Env {
 
     /// A guest description for the tap of `net`, with these virtio-net-pci options, booting
     /// `ks`.
-    pub fn spec_for(&self, ks: &KernelSet, name: &str, net: &HostNet, nic_options: &str) -> GuestSpec {
-        GuestSpec {
-            name: name.into(),
-            kernel: ks.kernel.vmlinuz.clone(),
-            initrd: ks.initramfs.path.clone(),
-            netdev: net.tap_netdev(),
-            addr: format!("{}/{}", net.guest_addr, net.prefix_len),
-            mac: format!(
-                "52:54:00:12:{:02x}:{:02x}",
-                net.guest_addr.octets()[2],
-                net.guest_addr.octets()[3]
-            ),
-            nic_options: nic_options.into(),
-            mem_mb: self.common.mem_mb,
-            log_dir: self.run_dir.clone(),
-            boot_timeout: Duration::from_secs_f64(self.common.boot_timeout_secs),
-            kvm_probe_timeout: Duration::from_secs_f64(self.common.kvm_probe_secs),
-            kvm_cpu: self.common.kvm_cpu.clone(),
-        }
+    pub fn spec_for(
+        &self,
+        ks: &KernelSet,
+        name: &str,
+        net: &HostNet,
+        nic_options: &str,
+    ) -> GuestSpec {
+        self.spec_with(
+            ks,
+            name,
+            net.tap_netdev(),
+            net.guest_addr,
+            net.prefix_len,
+            nic_options,
+        )
     }
 
-    /// A guest description with an explicit `-netdev` (e.g. a socket to another guest),
-    /// address and MAC, booting `ks`.
-    #[allow(clippy::too_many_arguments)]
+    /// A guest description with an explicit `-netdev` (e.g. a socket to another guest) and
+    /// eth0 address (the MAC is derived from it: 52:54:00:12:<3rd octet>:<4th octet>),
+    /// booting `ks`.
     pub fn spec_with(
         &self,
         ks: &KernelSet,
@@ -253,7 +257,11 @@ impl Env {
             initrd: ks.initramfs.path.clone(),
             netdev,
             addr: format!("{addr}/{prefix_len}"),
-            mac: format!("52:54:00:12:{:02x}:{:02x}", addr.octets()[2], addr.octets()[3]),
+            mac: format!(
+                "52:54:00:12:{:02x}:{:02x}",
+                addr.octets()[2],
+                addr.octets()[3]
+            ),
             nic_options: nic_options.into(),
             mem_mb: self.common.mem_mb,
             log_dir: self.run_dir.clone(),

@@ -200,7 +200,13 @@ fn body(
         // Correctness, both servers.
         for (backend, port) in [("xsk", 7000u16), ("kernel", 7001)] {
             for (what, size, n, conns, depth) in [
-                (format!("64 B x {}", o.requests), 64usize, o.requests, 2usize, 2usize),
+                (
+                    format!("64 B x {}", o.requests),
+                    64usize,
+                    o.requests,
+                    2usize,
+                    2usize,
+                ),
                 ("16 KiB x 100".to_string(), 16384, 100, 1, 1),
             ] {
                 check_interrupted()?;
@@ -225,7 +231,8 @@ fn body(
         if o.netem != "off" && !o.netem.is_empty() {
             netem::add_egress(cg, "eth0", &o.netem)?;
             netem::add_ingress(cg, "eth0", &o.netem)?;
-            for (i, (backend, port)) in [("xsk", 7000u16), ("kernel", 7001)].into_iter().enumerate() {
+            for (i, (backend, port)) in [("xsk", 7000u16), ("kernel", 7001)].into_iter().enumerate()
+            {
                 check_interrupted()?;
                 let before: Vec<_> = ["eth0", "ifb0"]
                     .iter()
@@ -320,7 +327,10 @@ fn check(cg: &mut Guest, b: &BenchArgs, tag: &str, backend: &str, what: &str, n:
                 l.requests,
                 l.errors,
                 l.lost,
-                l.note.as_deref().map(|x| format!(" ({x})")).unwrap_or_default()
+                l.note
+                    .as_deref()
+                    .map(|x| format!(" ({x})"))
+                    .unwrap_or_default()
             );
             ("FAIL", Some(l), d)
         }
@@ -513,11 +523,16 @@ pub fn run(args: &G2gArgs) -> Result<bool> {
             format!(
                 "status {}, {}",
                 r.server_exit.map(|s| s.to_string()).unwrap_or("-".into()),
-                r.frame_audit.clone().unwrap_or_else(|| "no frame audit".into())
+                r.frame_audit
+                    .clone()
+                    .unwrap_or_else(|| "no frame audit".into())
             ),
         );
     }
-    t.row("time", format!("{:.1} s", env.started.elapsed().as_secs_f64()));
+    t.row(
+        "time",
+        format!("{:.1} s", env.started.elapsed().as_secs_f64()),
+    );
     t.row("logs", env.run_dir.display().to_string());
     let mut s = t.render("vm-tests g2g");
     if let Some(r) = &res {

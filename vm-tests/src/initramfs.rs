@@ -111,7 +111,12 @@ pub const BINARIES: &[(&str, bool)] = &[
 
 /// Builds `work/<file>` (e.g. `initramfs.cpio`) for `kernel` with the binaries from
 /// `bin_dir`.
-pub fn build(work: &Path, kernel: &GuestKernel, bin_dir: &Path, file: &str) -> Result<InitramfsInfo> {
+pub fn build(
+    work: &Path,
+    kernel: &GuestKernel,
+    bin_dir: &Path,
+    file: &str,
+) -> Result<InitramfsInfo> {
     let stage = work.join(format!("stage-{file}"));
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
@@ -370,5 +375,6 @@ mod tests {
             assert!(INIT.contains(marker), "{marker}");
         }
         assert!(INIT.starts_with("#!/bin/busybox sh\n"));
+        assert!(INIT.contains("vmt_load()"));
     }
 }

@@ -177,7 +177,8 @@ impl PrivateApt {
         );
         let mut c = Command::new("apt-get");
         c.args(self.options()).args(["update", "-q"]);
-        run(&mut c).with_context(|| format!("apt-get update of the private state for {}", self.suite))?;
+        run(&mut c)
+            .with_context(|| format!("apt-get update of the private state for {}", self.suite))?;
         Ok(())
     }
 }
@@ -202,7 +203,9 @@ impl AptSource {
     /// What to run when apt knows no such package.
     fn update_hint(&self) -> &'static str {
         match self {
-            AptSource::Host => "run `apt-get update` first (the harness never changes apt's sources)",
+            AptSource::Host => {
+                "run `apt-get update` first (the harness never changes apt's sources)"
+            }
             AptSource::Private(_) => "try --refresh-kernel (apt-get update of the private state)",
         }
     }
@@ -396,7 +399,13 @@ fn resolve_package(apt: &AptSource, meta: &str) -> Result<String> {
         "apt-cache",
         &["depends", "--no-recommends", "--no-suggests", meta],
     ))
-    .with_context(|| format!("{} knows no package {meta}: {}", apt.describe(), apt.update_hint()))?;
+    .with_context(|| {
+        format!(
+            "{} knows no package {meta}: {}",
+            apt.describe(),
+            apt.update_hint()
+        )
+    })?;
     match image_dependency(meta, &out) {
         Some(p) => Ok(p),
         None => bail!(
@@ -459,8 +468,15 @@ pub fn split_parts(image: &str, depends_out: &str) -> Vec<String> {
 
 /// The version apt would install of `package`.
 fn candidate_version(apt: &AptSource, package: &str) -> Result<String> {
-    let out = run(apt.command("apt-cache", &["show", "--no-all-versions", package]))
-        .with_context(|| format!("{} has no candidate for {package}: {}", apt.describe(), apt.update_hint()))?;
+    let out = run(apt.command("apt-cache", &["show", "--no-all-versions", package])).with_context(
+        || {
+            format!(
+                "{} has no candidate for {package}: {}",
+                apt.describe(),
+                apt.update_hint()
+            )
+        },
+    )?;
     out.lines()
         .find_map(|l| l.strip_prefix("Version:"))
         .map(|v| v.trim().to_string())
@@ -696,7 +712,9 @@ impl GuestKernel {
     /// The module plan for `wanted` (each built in or loaded after its dependencies).
     pub fn module_plan(&self, wanted: &[&str]) -> Result<ModulePlan> {
         plan_modules(
-            &self.read_modules_file("modules.builtin").unwrap_or_default(),
+            &self
+                .read_modules_file("modules.builtin")
+                .unwrap_or_default(),
             &self.read_modules_file("modules.dep")?,
             wanted,
         )
@@ -809,6 +827,120 @@ kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/
         );
         assert_eq!(module_name("kernel/net/core/fail-over.ko.zst"), "fail_over");
         assert_eq!(module_name("kernel/a/b.ko"), "b");
+    }
+
+    #[test]
+    fn split_7x_packages() {
+        // `apt-cache depends linux-image-7.2.13+deb14-cloud-amd64` in sid.
+        let out = "linux-image-7.2.13+deb14-cloud-amd64
+ |Depends: dracut
+ |Depends: initramfs-tools
+  Depends: <linux-initramfs-tool>
+    dracut
+    initramfs-tools
+  Depends: linux-base-7.2.13+deb14-cloud-amd64
+  Depends: linux-binary-7.2.13+deb14-cloud-amd64
+  Depends: linux-modules-7.2.13+deb14-cloud-amd64
+";
+        assert_eq!(
+            split_parts("linux-image-7.2.13+deb14-cloud-amd64", out),
+            [
+                "linux-base-7.2.13+deb14-cloud-amd64",
+                "linux-binary-7.2.13+deb14-cloud-amd64",
+                "linux-modules-7.2.13+deb14-cloud-amd64"
+            ]
+        );
+        // 6.x: one package with everything; `linux-base` is Debian's unrelated scripts package.
+        let old = "linux-image-6.1.0-57-cloud-amd64\n  Depends: kmod\n  Depends: linux-base\n  Depends: initramfs-tools\n";
+        assert!(split_parts("linux-image-6.1.0-57-cloud-amd64", old).is_empty());
+    }
+
+    #[test]
+    fn metapackage_resolution() {
+        let meta = "linux-image-cloud-amd64\n  Depends: linux-base-cloud-amd64\n  Depends: linux-image-7.2.13+deb14-cloud-amd64\n";
+        assert_eq!(
+            image_dependency("linux-image-cloud-amd64", meta).as_deref(),
+            Some("linux-image-7.2.13+deb14-cloud-amd64")
+        );
+        let real = "linux-image-6.1.0-57-cloud-amd64\n  Depends: kmod\n";
+        assert_eq!(
+            image_dependency("linux-image-6.1.0-57-cloud-amd64", real).as_deref(),
+            Some("linux-image-6.1.0-57-cloud-amd64")
+        );
+        assert_eq!(image_dependency("foo", "foo\n  Depends: bar\n"), None);
+    }
+
+    #[test]
+    fn mirrors_of_sources() {
+        let deb822 = "Types: deb\n# http://snapshot.debian.org/archive/debian/20250520T000000Z\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n";
+        assert_eq!(
+            mirror_in(deb822).as_deref(),
+            Some("http://deb.debian.org/debian")
+        );
+        let list = "deb [arch=amd64] http://mirror.example/debian/ bookworm main\n";
+        assert_eq!(
+            mirror_in(list).as_deref(),
+            Some("http://mirror.example/debian")
+        );
+        assert_eq!(
+            mirror_in("URIs: http://deb.debian.org/debian-security\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn private_apt_state() {
+        let p = PrivateApt::new(Path::new("/w"), "sid", "http://deb.debian.org/debian/");
+        assert_eq!(
+            p.sources_line(),
+            "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main\n"
+        );
+        let o = p.options().join(" ");
+        for want in [
+            "-o Dir::State=/w/apt/sid/state",
+            "-o Dir::Etc::SourceList=/w/apt/sid/etc/sources.list",
+            "-o Dir::Cache=/w/apt/sid/cache",
+            "-o Dir::Etc::SourceParts=/w/apt/sid/etc/sources.list.d",
+        ] {
+            assert!(o.contains(want), "{want} in {o}");
+        }
+    }
+
+    #[test]
+    fn kernel_lists() {
+        let l = |v: &[&str]| {
+            KernelSel::parse_list(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(l(&["all"]).unwrap(), KernelSel::ALL);
+        assert_eq!(
+            l(&["new", "6.1", "new"]).unwrap(),
+            [KernelSel::New, KernelSel::Host]
+        );
+        assert_eq!(l(&["host"]).unwrap(), [KernelSel::Host]);
+        assert!(l(&["5.10"]).is_err());
+    }
+
+    #[test]
+    fn chain_with_builtin_virtio_7x() {
+        // 7.2 cloud: virtio, virtio_ring and virtio_pci are built in; modules are .ko.xz.
+        let builtin = "kernel/drivers/virtio/virtio.ko\nkernel/drivers/virtio/virtio_ring.ko\nkernel/drivers/virtio/virtio_pci.ko\n";
+        let dep = "kernel/drivers/net/virtio_net.ko.xz: kernel/drivers/net/net_failover.ko.xz kernel/net/core/failover.ko.xz
+kernel/drivers/net/net_failover.ko.xz: kernel/net/core/failover.ko.xz
+kernel/net/core/failover.ko.xz:
+kernel/net/sched/sch_netem.ko.xz:
+";
+        let p = plan_modules(builtin, dep, NIC_MODULES).unwrap();
+        assert_eq!(p.builtin, ["virtio_pci"]);
+        let names: Vec<&str> = p.load.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["failover", "net_failover", "virtio_net"]);
+        let n = plan_modules(builtin, dep, &["sch_netem"]).unwrap();
+        assert_eq!(
+            n.load,
+            [(
+                "sch_netem".to_string(),
+                "kernel/net/sched/sch_netem.ko.xz".to_string()
+            )]
+        );
     }
 
     #[test]

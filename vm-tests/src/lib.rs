@@ -8,7 +8,14 @@
 //!
 //! * `smoke`: one guest, `rr-server --backend xsk` in it, 1,000 checked request/responses.
 //! * `matrix`: attach skb/drv x offloads on/off x shared/dedicated address, kernel-TCP vs
-//!   xsk, and a `kill -9` of the server leaving no XDP program behind.
+//!   xsk, and a `kill -9` of the server leaving no XDP program behind; per guest kernel
+//!   (`--kernels 6.1,new`), optionally with `netem` and `g2g` (`--full`: all of it).
+//! * `netem`: netem on the guest's eth0 while rr-bench checks 2,000 responses.
+//! * `g2g`: two guests joined by a QEMU socket netdev; xsk and kernel servers in one,
+//!   rr-bench in the other (checks, kernel vs xsk, netem in the client guest).
+//!
+//! Guest kernels: `6.1` (Debian bookworm's cloud kernel from the machine's apt) and `new`
+//! (the cloud kernel of a newer suite, default sid, fetched with a private apt state).
 //!
 //! Everything stays on the machine: the host end is a tap inside the harness's own namespace
 //! (198.18.0.0/15), every load is bounded, and guests and namespaces are removed on every

@@ -115,7 +115,11 @@ pub fn rr_bench(bin_dir: &Path, net: &HostNet, a: &BenchArgs, json: &Path) -> Re
 }
 
 /// Reads rr-bench's `--json` output.
-pub fn parse_rr_bench_json(text: &str, command: String, note: Option<String>) -> Result<LoadResult> {
+pub fn parse_rr_bench_json(
+    text: &str,
+    command: String,
+    note: Option<String>,
+) -> Result<LoadResult> {
     let v: serde_json::Value = serde_json::from_str(text.trim())?;
     let f = |k: &str| v.get(k).and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
     let u = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
@@ -187,7 +191,10 @@ pub fn rr_bench_in_guest(g: &mut Guest, a: &BenchArgs, tag: &str) -> Result<Load
         Some(i) => &o.output[i..],
         None => {
             let log = g
-                .exec(&format!("tail -n 5 /tmp/{tag}.log"), Duration::from_secs(10))
+                .exec(
+                    &format!("tail -n 5 /tmp/{tag}.log"),
+                    Duration::from_secs(10),
+                )
                 .map(|o| o.output)
                 .unwrap_or_default();
             bail!(

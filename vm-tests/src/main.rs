@@ -1,4 +1,4 @@
-//! `vm-tests smoke | matrix | initramfs`: see the library documentation.
+//! `vm-tests smoke | matrix | netem | g2g | initramfs`: see the library documentation.
 
 use std::process::ExitCode;
 
@@ -12,17 +12,23 @@ use vm_tests::{env, g2g, initramfs, kernel, matrix, netem, smoke, util};
     version,
     about = "Runs the AF_XDP stack inside QEMU guests with virtio_net NICs",
     after_help = "\
-Needs root, qemu-system-x86, busybox-static, iproute2, kmod (and apt to fetch Debian's
-linux-image-cloud-amd64 once). Guests get a tap device inside a network namespace that the
-harness creates and removes (198.18.0.0/15); nothing leaves the machine.
+Needs root, qemu-system-x86, busybox-static, iproute2, kmod, xz-utils (and apt to fetch
+Debian's linux-image-cloud-amd64 once; --kernel new fetches sid's with a private apt state
+under target/vm/apt/, signed by debian-archive-keyring). Guests get a tap device (or, in g2g,
+a UDP socket on 127.0.0.1) inside a network namespace that the harness creates and removes
+(198.18.0.0/15); nothing leaves the machine.
 
 Exit status: 0 pass, 1 fail or setup error, 2 bad command line.
 
 Examples:
   vm-tests smoke                      # what CI runs (scripts/vm-smoke)
+  vm-tests smoke --kernel new         # the same with sid's cloud kernel (7.x)
   vm-tests smoke --attach skb --addr dedicated
-  vm-tests matrix --runs 3 --run-secs 3
-  vm-tests initramfs                  # only build target/vm/initramfs.cpio"
+  vm-tests matrix --full              # everything: both kernels, netem, guest to guest
+  vm-tests matrix --kernels all --runs 3 --run-secs 3
+  vm-tests netem --kernel new         # netem on the guest's eth0, 2,000 checked requests
+  vm-tests g2g                        # two guests on a QEMU socket netdev
+  vm-tests initramfs --kernel new     # only fetch the kernel and build its initramfs"
 )]
 struct Cli {
     #[command(subcommand)]

@@ -16,10 +16,10 @@ use serde::Serialize;
 
 use crate::env::{Common, Env, KernelSet};
 use crate::g2g::{self, G2g, G2gOpts};
-use crate::kernel::KernelSel;
-use crate::netem::{self, NetemRun};
 use crate::guest::{up_field, Accel, Guest, OFFLOADS_OFF};
+use crate::kernel::KernelSel;
 use crate::load::{self, Bench, BenchArgs, LoadResult};
+use crate::netem::{self, NetemRun};
 use crate::netns::HostNet;
 use crate::report::{thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
@@ -230,7 +230,10 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
         ));
     }
     for k in rep.kill9.iter().filter(|k| k.outcome != "ok") {
-        problems.push(format!("kernel {} kill -9 ({}): {}", k.kernel, k.attach, k.detail));
+        problems.push(format!(
+            "kernel {} kill -9 ({}): {}",
+            k.kernel, k.attach, k.detail
+        ));
     }
     for p in rep.perf.iter().filter(|p| p.errors > 0) {
         problems.push(format!(
@@ -385,7 +388,10 @@ fn kernel_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixRep
                     &args.netem_spec,
                     rep.netem.len(),
                 )?;
-                eprintln!("vm-tests: kernel {label}: netem: {} {}", n.outcome, n.detail);
+                eprintln!(
+                    "vm-tests: kernel {label}: netem: {} {}",
+                    n.outcome, n.detail
+                );
                 rep.netem.push(n);
             }
         }

@@ -125,13 +125,18 @@ pub fn clear(g: &mut Guest, dev: &str) {
 
 /// `tc -s qdisc show dev DEV`, parsed for its netem qdisc.
 pub fn stats(g: &mut Guest, dev: &str) -> Result<Option<QdiscStats>> {
-    let out = g.exec_ok(&format!("{TC} -s qdisc show dev {dev}"), Duration::from_secs(10))?;
+    let out = g.exec_ok(
+        &format!("{TC} -s qdisc show dev {dev}"),
+        Duration::from_secs(10),
+    )?;
     Ok(parse_stats(dev, &out))
 }
 
 /// Finds the netem qdisc in `tc -s qdisc show` output and its `Sent ... pkt (dropped N, ...`.
 pub fn parse_stats(dev: &str, out: &str) -> Option<QdiscStats> {
-    let mut lines = out.lines().skip_while(|l| !l.trim_start().starts_with("qdisc netem"));
+    let mut lines = out
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("qdisc netem"));
     let head = lines.next()?.trim().to_string();
     let sent = lines.find(|l| l.trim_start().starts_with("Sent "))?;
     let words: Vec<&str> = sent.split_whitespace().collect();
@@ -232,7 +237,9 @@ pub fn tap_case(
                 if !c.clean(n_check) {
                     problems.push(format!(
                         "byte check: {}",
-                        c.note.clone().unwrap_or_else(|| format!("{} mismatches", c.errors))
+                        c.note
+                            .clone()
+                            .unwrap_or_else(|| format!("{} mismatches", c.errors))
                     ));
                 }
                 r.byte_check = Some(c);
@@ -349,7 +356,10 @@ pub fn run(args: &NetemArgs) -> Result<bool> {
     let mut t = KvTable::new();
     t.row("result", if ok { "pass" } else { "FAIL" });
     t.row("guest kernel", env.kernel().kernel.describe());
-    t.row("time", format!("{:.1} s", env.started.elapsed().as_secs_f64()));
+    t.row(
+        "time",
+        format!("{:.1} s", env.started.elapsed().as_secs_f64()),
+    );
     t.row("logs", env.run_dir.display().to_string());
     let mut s = t.render("vm-tests netem");
     if let Some(r) = &run {
@@ -419,7 +429,11 @@ mod tests {
         let s = parse_stats("eth0", out).unwrap();
         assert_eq!((s.sent_pkts, s.dropped), (2040, 21));
         assert!(s.line.contains("loss 1%"));
-        assert!(parse_stats("eth0", "qdisc pfifo_fast 0: root\n Sent 1 bytes 1 pkt (dropped 0, overlimits 0 requeues 0)\n").is_none());
+        assert!(parse_stats(
+            "eth0",
+            "qdisc pfifo_fast 0: root\n Sent 1 bytes 1 pkt (dropped 0, overlimits 0 requeues 0)\n"
+        )
+        .is_none());
     }
 
     #[test]

@@ -895,6 +895,17 @@ impl Transport for XskTransport {
                 self.ingress(d, now, wall);
             }
             self.rx_batch = batch;
+            // Report what arrived before transmitting anything: the
+            // application's answers then ride on the ACKs (flush() sends
+            // both), instead of a bare ACK going out first.
+            for i in 0..self.dirty.len() {
+                let b = self.dirty[i] as usize;
+                self.scan(b, now);
+            }
+            if !self.pending.is_empty() {
+                events.append(&mut self.pending);
+                return Ok(());
+            }
             self.egress_and_scan(now);
             self.port.flush().map_err(backend_err)?;
             if !self.pending.is_empty() {
