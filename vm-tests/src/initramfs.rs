@@ -117,7 +117,9 @@ pub fn build(
     bin_dir: &Path,
     file: &str,
 ) -> Result<InitramfsInfo> {
-    let stage = work.join(format!("stage-{file}"));
+    // Per process: two runs (e.g. CI and a developer's matrix) must not
+    // share a staging folder.
+    let stage = work.join(format!("stage-{file}.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
     let mut a = Archive::new();

@@ -43,6 +43,10 @@ struct Args {
     /// thread instead (fairer CPU per request, lower throughput on 2 cores).
     #[arg(long)]
     peer_napi_thread: bool,
+    /// Do not run anything: print the table and redraw the plot from an
+    /// earlier results.json (written to --out).
+    #[arg(long, value_name = "RESULTS_JSON")]
+    from_json: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug)]
@@ -61,7 +65,7 @@ struct Case {
     full_only: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 struct Row {
     backend: String,
     case: String,
@@ -286,6 +290,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn run(args: Args) -> Result<()> {
+    if let Some(path) = &args.from_json {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)?;
+        let rows: Vec<Row> = serde_json::from_value(v["runs"].clone()).context("no \"runs\" rows in that file")?;
+        let cases: Vec<Case> = cases().into_iter().filter(|c| rows.iter().any(|r| r.case == c.name)).collect();
+        std::fs::create_dir_all(&args.out)?;
+        return report(&rows, &cases, &args.out);
+    }
     lab::install_signal_handlers();
     let (rounds, secs) = if args.quick { (1, 1.0) } else { (args.rounds.max(1), args.seconds) };
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
@@ -460,14 +471,14 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
 
 /// Two panels: throughput per case, and p50/p99 latency per case, xsk vs kernel.
 fn svg(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> String {
-    let (w, h, pad) = (900.0, 640.0, 60.0);
+    let (w, h, pad) = (1000.0, 700.0, 70.0);
     let panel_h = (h - 3.0 * pad) / 2.0;
     let get = |c: &str, b: &str| sums.get(&(c.to_string(), b.to_string()));
     let max_rps = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.rps))).fold(1.0, f64::max);
     let max_lat = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.p99_us))).filter(|x| x.is_finite()).fold(1.0, f64::max);
     let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>"#);
     s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Requests per second (median), xsk (blue) vs kernel (grey)</text>"#, pad - 20.0);
-    s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Latency p50 (solid) and p99 (light), microseconds</text>"#, 2.0 * pad + panel_h - 20.0);
+    s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Latency p50 (solid) and p99 (light), microseconds, log scale</text>"#, 2.0 * pad + panel_h - 20.0);
     let group = (w - 2.0 * pad) / cases.len().max(1) as f64;
     for (i, c) in cases.iter().enumerate() {
         let x0 = pad + i as f64 * group;
@@ -480,17 +491,20 @@ fn svg(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> String {
             s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{bh:.1}" fill="{color}"/>"#, pad + panel_h - bh);
             s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}k</text>"#, x + bw / 2.0, pad + panel_h - bh - 3.0, v.rps / 1000.0);
             let base = 2.0 * pad + 2.0 * panel_h;
+            // Log scale from 1 us to the largest p99: latencies span 5 decades.
+            let scale = |us: f64| (us.max(1.0).log10() / max_lat.max(10.0).log10()).min(1.0);
             for (val, op) in [(v.p99_us, "0.35"), (v.p50_us, "1")] {
                 if !val.is_finite() {
                     continue;
                 }
-                let lh = panel_h * (val / max_lat).min(1.0);
+                let lh = panel_h * scale(val);
                 s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{lh:.1}" fill="{color}" fill-opacity="{op}"/>"#, base - lh);
             }
-            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}</text>"#, x + bw / 2.0, base - panel_h * (v.p50_us / max_lat).min(1.0) - 3.0, v.p50_us);
+            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}</text>"#, x + bw / 2.0, base - panel_h * scale(v.p99_us) - 3.0, v.p50_us);
         }
         for y in [pad + panel_h + 15.0, 2.0 * pad + 2.0 * panel_h + 15.0] {
-            s += &format!(r#"<text x="{:.1}" y="{y:.1}" text-anchor="middle">{} ({} conns)</text>"#, x0 + group / 2.0, c.name, c.conns);
+            s += &format!(r#"<text x="{:.1}" y="{y:.1}" text-anchor="middle" font-size="11">{}</text>"#, x0 + group / 2.0, c.name);
+            s += &format!(r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" fill="gray">{} conns</text>"#, x0 + group / 2.0, y + 12.0, c.conns);
         }
     }
     s += "</svg>\n";
