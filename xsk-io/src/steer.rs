@@ -670,66 +670,10 @@ fn describe_existing(ifname: &str, ifindex: u32) -> Option<(String, String)> {
 }
 
 // ---------------------------------------------------------------------------
-// Driver name (for `Auto`)
+// Driver name (for `Auto`): one implementation, in `tune`.
 
-const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
-
-/// `struct ethtool_drvinfo` (linux/ethtool.h).
-#[repr(C)]
-struct EthtoolDrvinfo {
-    cmd: u32,
-    driver: [u8; 32],
-    version: [u8; 32],
-    fw_version: [u8; 32],
-    bus_info: [u8; 32],
-    erom_version: [u8; 32],
-    reserved2: [u8; 12],
-    n_priv_flags: u32,
-    n_stats: u32,
-    testinfo_len: u32,
-    eedump_len: u32,
-    regdump_len: u32,
-}
-
-/// The interface's driver: `ETHTOOL_GDRVINFO` (works for veth, which has no
-/// `device` in sysfs), else the `/sys/class/net/<if>/device/driver` link.
 fn driver_name(ifname: &str) -> Option<String> {
-    ethtool_driver(ifname).or_else(|| {
-        let link = std::fs::read_link(format!("/sys/class/net/{ifname}/device/driver")).ok()?;
-        Some(link.file_name()?.to_string_lossy().into_owned())
-    })
-}
-
-fn ethtool_driver(ifname: &str) -> Option<String> {
-    let name = validate_ifname(ifname).ok()?;
-    // SAFETY: plain socket(2); the fd is owned right away.
-    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: fresh fd.
-    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
-
-    // SAFETY: all-zero is a valid EthtoolDrvinfo and ifreq.
-    let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
-    info.cmd = ETHTOOL_GDRVINFO;
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
-        *dst = *src as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = (&mut info as *mut EthtoolDrvinfo).cast();
-    // SAFETY: SIOCETHTOOL with ifr pointing at a live, correctly sized drvinfo.
-    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCETHTOOL as _, &mut ifr) };
-    if ret < 0 {
-        return None;
-    }
-    let len = info
-        .driver
-        .iter()
-        .position(|&b| b == 0)
-        .unwrap_or(info.driver.len());
-    let drv = String::from_utf8_lossy(&info.driver[..len]).into_owned();
-    (!drv.is_empty()).then_some(drv)
+    crate::tune::driver_name(ifname).ok()
 }
 
 // ---------------------------------------------------------------------------
