@@ -205,7 +205,9 @@ fn loss_duplication_reordering_every_byte_once_in_order() {
     let mut c = xsk_cfg(&lab, mode);
     c.faults = faults;
     let srv = xsk_server(&lab.ns_a, c, 7104);
-    let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7104), 4, 1, 100), 1, 256 * 1024);
+    let mut kcfg = cfg(SocketAddrV4::new(a, 7104), 4, 1, 100);
+    kcfg.connect_timeout = Duration::from_secs(20);
+    let r = kernel_client(&lab.ns_b, lab.addr_b, kcfg, 1, 256 * 1024);
     assert_clean(&r, 100);
     let (_, st, _) = srv.finish_all();
     assert!(st.device.rx_frames > 0);
@@ -213,7 +215,10 @@ fn loss_duplication_reordering_every_byte_once_in_order() {
     let (stop, h) = kernel_server(&lab.ns_b, lab.addr_b, 7105);
     let mut c = xsk_cfg(&lab, dedicated(&lab).0);
     c.faults = faults;
-    let (r, _) = xsk_client(&lab.ns_a, c, cfg(SocketAddrV4::new(lab.addr_b, 7105), 4, 1, 100), 1, 256 * 1024);
+    // Faults hit ARP and SYNs too: give the handshakes time for a few 1 s retransmissions.
+    let mut ccfg = cfg(SocketAddrV4::new(lab.addr_b, 7105), 4, 1, 100);
+    ccfg.connect_timeout = Duration::from_secs(20);
+    let (r, _) = xsk_client(&lab.ns_a, c, ccfg, 1, 256 * 1024);
     assert_clean(&r, 100);
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();

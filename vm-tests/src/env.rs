@@ -264,6 +264,7 @@ impl Env {
             ),
             nic_options: nic_options.into(),
             mem_mb: self.common.mem_mb,
+            smp: 1,
             log_dir: self.run_dir.clone(),
             boot_timeout: Duration::from_secs_f64(self.common.boot_timeout_secs),
             kvm_probe_timeout: Duration::from_secs_f64(self.common.kvm_probe_secs),

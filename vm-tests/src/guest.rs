@@ -65,6 +65,8 @@ pub struct GuestSpec {
     /// Extra virtio-net-pci properties (e.g. [`OFFLOADS_OFF`]), without leading comma.
     pub nic_options: String,
     pub mem_mb: u32,
+    /// vCPUs (`-smp`); 1 except for the multiqueue guest of the matrix.
+    pub smp: u32,
     /// Folder for the serial log and QEMU's output.
     pub log_dir: PathBuf,
     /// Boot timeout under TCG (to `VMTEST-UP`).
@@ -233,6 +235,7 @@ impl Guest {
             serial_log.display()
         );
         let mem = spec.mem_mb.to_string();
+        let smp = spec.smp.max(1).to_string();
         let args: Vec<&str> = vec![
             "-name",
             &spec.name,
@@ -248,7 +251,7 @@ impl Guest {
             "-cpu",
             cpu,
             "-smp",
-            "1",
+            &smp,
             "-m",
             &mem,
             "-kernel",

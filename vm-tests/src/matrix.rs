@@ -70,7 +70,18 @@ pub struct MatrixArgs {
     /// checks, kernel vs xsk, netem in the client guest).
     #[arg(long)]
     pub g2g: bool,
-    /// Everything: --kernels all --netem --g2g.
+    /// Queue pairs of the guests: 1 (the offloads guests) and/or 2 (one more guest per
+    /// kernel: multiqueue tap, QEMU `queues=2` + `mq=on,vectors=6`, `-smp 2`, offloads off;
+    /// the cases of --attach x --addr run in it).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1", value_parser = ["1", "2"])]
+    pub queues: Vec<String>,
+    /// Also the MTU cases per kernel: a guest with `host_mtu=9000` on a tap of MTU 9000;
+    /// eth0 MTU 4000 with --attach drv (above virtio_net's single-buffer XDP limit of 3506),
+    /// 9000 with skb (larger than a 4096-byte UMEM frame): both must be refused with the
+    /// port's MTU error; 3494 and 3506 with drv must work (or be refused).
+    #[arg(long)]
+    pub mtu_cases: bool,
+    /// Everything: --kernels all --netem --g2g --queues 1,2 --mtu-cases.
     #[arg(long)]
     pub full: bool,
     /// netem parameters of --netem and --g2g ("off" skips netem in g2g).
@@ -92,7 +103,45 @@ impl MatrixArgs {
         }
         KernelSel::parse_list(&self.kernels)
     }
+
+    /// Whether the single-queue guests (offloads off/on) run.
+    fn single_queue(&self) -> bool {
+        self.full || self.queues.iter().any(|q| q == "1")
+    }
+
+    /// Whether the multiqueue guest runs.
+    fn multi_queue(&self) -> bool {
+        self.full || self.queues.iter().any(|q| q == "2")
+    }
+
+    fn mtu(&self) -> bool {
+        self.full || self.mtu_cases
+    }
 }
+
+/// The MTU cases: (attach, guest eth0 MTU, expected "ok" or "refused").
+pub const MTU_CASES: &[(&str, u32, &str)] = &[
+    ("drv", 4000, "refused"),
+    ("skb", 9000, "refused"),
+    ("drv", VIRTIO_XDP_MTU_WORKS, "ok"),
+    ("drv", VIRTIO_XDP_MTU_ACCEPTED, "ok"),
+];
+
+/// The largest MTU `virtnet_xdp_set` accepts for a single-buffer program (4096 - 256
+/// headroom - 320 skb_shared_info - 14 Ethernet), the port's limit for native XDP.
+pub const VIRTIO_XDP_MTU_ACCEPTED: u32 = 3506;
+
+/// The largest MTU whose full-size frames a native XDP program on virtio_net (6.1) sees:
+/// frames that span two mergeable buffers are copied by `xdp_linearize_page`, which also
+/// counts the 12-byte virtio-net header (256 + 12 + frame + 320 <= 4096). Found by the MTU
+/// cases: 3494 works, 3495 and 3506 drop every full-size frame without a counter.
+pub const VIRTIO_XDP_MTU_WORKS: u32 = 3494;
+
+/// MTU of the host tap and QEMU `host_mtu` of the MTU guest.
+pub const MTU_HOST: u32 = 9000;
+
+/// Queue pairs of the multiqueue guest (QEMU `queues=`, `-smp`).
+pub const MQ_PAIRS: u32 = 2;
 
 /// One attach x offloads x address case.
 #[derive(Debug, Clone, Serialize)]
@@ -102,6 +151,10 @@ pub struct Case {
     pub offloads: String,
     pub attach: String,
     pub addr: String,
+    /// Queue pairs of the guest's virtio-net (1, or 2 with mq=on).
+    pub queues: u32,
+    /// The guest's eth0 MTU during the case.
+    pub mtu: u32,
     /// ok | refused | FAIL
     pub outcome: String,
     pub detail: String,
@@ -113,6 +166,11 @@ pub struct Case {
     pub byte_check: Option<LoadResult>,
     pub server_exit: Option<i32>,
     pub xdp_after: Option<String>,
+    /// The port's `tune ...` lines (device preparation: steps, changes, warnings, failures).
+    pub tune: Vec<String>,
+    /// Multiqueue guest: eth0's rx queues before, while serving and after the server
+    /// (`/sys/class/net/eth0/queues/rx-*`).
+    pub rx_queues: Option<String>,
 }
 
 /// Kernel TCP vs xsk in one guest.
@@ -225,8 +283,8 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
     problems.extend(rep.errors.iter().cloned());
     for c in rep.cases.iter().filter(|c| c.outcome == "FAIL") {
         problems.push(format!(
-            "kernel {} case offloads {} attach {} addr {}: {}",
-            c.kernel, c.offloads, c.attach, c.addr, c.detail
+            "kernel {} case offloads {} queues {} mtu {} attach {} addr {}: {}",
+            c.kernel, c.offloads, c.queues, c.mtu, c.attach, c.addr, c.detail
         ));
     }
     for k in rep.kill9.iter().filter(|k| k.outcome != "ok") {
@@ -316,6 +374,7 @@ fn kernel_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixRep
             }
         })
         .collect();
+    let guests = if args.single_queue() { guests } else { vec![] };
     for (gi, (off, nic)) in guests.into_iter().enumerate() {
         check_interrupted()?;
         let net = HostNet::create()?;
@@ -341,7 +400,17 @@ fn kernel_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixRep
         );
         for attach in &args.attach {
             for addr in &args.addr {
-                let mut c = case(env, args, &mut g, &net, off, attach, addr, rep.cases.len())?;
+                let mut c = case(
+                    env,
+                    args,
+                    &mut g,
+                    &net,
+                    off,
+                    attach,
+                    addr,
+                    (1, 1500),
+                    rep.cases.len(),
+                )?;
                 c.kernel = label.into();
                 eprintln!(
                     "vm-tests: kernel {label} case offloads {off} attach {attach} addr {addr}: {} {}",
@@ -397,7 +466,163 @@ fn kernel_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixRep
         }
         let _ = g.poweroff();
     }
+    if args.multi_queue() {
+        check_interrupted()?;
+        mq_part(env, args, ks, rep)?;
+    }
+    if args.mtu() {
+        check_interrupted()?;
+        mtu_part(env, args, ks, rep)?;
+    }
     Ok(())
+}
+
+fn boot_logged(
+    env: &Env,
+    ks: &KernelSet,
+    rep: &mut MatrixReport,
+    net: &HostNet,
+    name: &str,
+    nic: &str,
+    smp: u32,
+) -> Result<Guest> {
+    let name = match ks.sel {
+        KernelSel::Host => name.to_string(),
+        other => format!("{}-{name}", other.label()),
+    };
+    let mut spec = env.spec_for(ks, &name, net, nic);
+    spec.smp = smp;
+    let g = Guest::boot(&spec, net, env.common.accel)?;
+    if rep.accel.is_empty() {
+        rep.accel = g.accel.name().into();
+        rep.accel_note = g.accel_note.clone();
+    }
+    eprintln!(
+        "vm-tests: guest {name} up in {:.1} s ({}): {}",
+        g.boot_secs,
+        g.accel.name(),
+        g.up_line
+    );
+    Ok(g)
+}
+
+fn log_case(label: &str, c: &Case) {
+    eprintln!(
+        "vm-tests: kernel {label} case queues {} mtu {} attach {} addr {}: {} {}",
+        c.queues,
+        c.mtu,
+        c.attach,
+        c.addr,
+        c.outcome,
+        if c.outcome == "ok" {
+            c.rx_queues.clone().unwrap_or_default()
+        } else {
+            c.detail.clone()
+        }
+    );
+}
+
+/// Several queue pairs: a multiqueue tap, `-netdev tap,...,queues=2`, `-device
+/// virtio-net-pci,...,mq=on,vectors=6` and `-smp 2`, so virtio_net brings up 2 combined
+/// channels; rr-server binds one queue, so the port must bring the device down to one
+/// channel (and say so), or refuse with a fix.
+fn mq_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixReport) -> Result<()> {
+    let label = ks.sel.label();
+    let net = HostNet::create_tuned(MQ_PAIRS, None)?;
+    let nic = format!("{OFFLOADS_OFF},mq=on,vectors={}", 2 * MQ_PAIRS + 2);
+    let mut g = boot_logged(env, ks, rep, &net, "mq2", &nic, MQ_PAIRS)?;
+    for attach in &args.attach {
+        for addr in &args.addr {
+            let mut c = case(
+                env,
+                args,
+                &mut g,
+                &net,
+                "off",
+                attach,
+                addr,
+                (MQ_PAIRS, 1500),
+                rep.cases.len(),
+            )?;
+            c.kernel = label.into();
+            log_case(label, &c);
+            rep.cases.push(c);
+        }
+    }
+    let _ = g.poweroff();
+    Ok(())
+}
+
+/// MTU too large: a tap of MTU 9000 and `host_mtu=9000`, so the guest may raise eth0's MTU;
+/// each of [`MTU_CASES`] sets eth0's MTU and runs one case.
+fn mtu_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixReport) -> Result<()> {
+    let label = ks.sel.label();
+    let net = HostNet::create_tuned(1, Some(MTU_HOST))?;
+    let nic = format!("{OFFLOADS_OFF},host_mtu={MTU_HOST}");
+    let mut g = boot_logged(env, ks, rep, &net, "mtu", &nic, 1)?;
+    for &(attach, mtu, expect) in MTU_CASES {
+        g.exec_ok(
+            &format!("/usr/local/bin/ip link set dev eth0 mtu {mtu}"),
+            Duration::from_secs(10),
+        )?;
+        let mut c = case(
+            env,
+            args,
+            &mut g,
+            &net,
+            "off",
+            attach,
+            "shared",
+            (1, mtu),
+            rep.cases.len(),
+        )?;
+        c.kernel = label.into();
+        judge_mtu(&mut c, expect);
+        log_case(label, &c);
+        rep.cases.push(c);
+    }
+    let _ = g.poweroff();
+    Ok(())
+}
+
+/// An MTU case that should be refused must be refused for its MTU (the error names `ip link
+/// set dev eth0 mtu ...`); one that should work and was refused is reported as such.
+fn judge_mtu(c: &mut Case, expect: &str) {
+    match (c.outcome.as_str(), expect) {
+        ("refused", "refused") if !c.detail.contains("mtu") => {
+            c.outcome = "FAIL".into();
+            c.detail = format!("refused, but the error does not name the MTU: {}", c.detail);
+        }
+        ("FAIL", _)
+            if c.attach == "drv"
+                && c.mtu > VIRTIO_XDP_MTU_WORKS
+                && c.mtu <= VIRTIO_XDP_MTU_ACCEPTED =>
+        {
+            c.detail = format!(
+                "{}; likely cause: virtio_net's xdp_linearize_page needs 256 + 12 (virtio-net header) + frame + 320 <= 4096, \
+                 so native XDP drops full-size frames above MTU {VIRTIO_XDP_MTU_WORKS} although virtnet_xdp_set accepts up to \
+                 {VIRTIO_XDP_MTU_ACCEPTED} (the port's plan says ok)",
+                c.detail
+            );
+        }
+        ("ok", "refused") => {
+            c.detail = format!(
+                "worked although the port's plan says this MTU does not fit; {}",
+                c.detail
+            );
+        }
+        _ => {}
+    }
+}
+
+/// eth0's rx queues in the guest (`/sys/class/net/eth0/queues/rx-*`).
+fn rx_queues(g: &mut Guest) -> Result<String> {
+    Ok(g.exec_ok(
+        "ls -d /sys/class/net/eth0/queues/rx-* | wc -l",
+        Duration::from_secs(10),
+    )?
+    .trim()
+    .to_string())
 }
 
 /// Port lines per kernel and attach mode, and the port's kernel-feature warnings.
@@ -436,9 +661,15 @@ fn case(
     offloads: &str,
     attach: &str,
     addr: &str,
+    (queues, mtu): (u32, u32),
     n: usize,
 ) -> Result<Case> {
     let (addr_arg, ip) = stack_addr(net, addr);
+    let q_before = if queues > 1 {
+        Some(rx_queues(g)?)
+    } else {
+        None
+    };
     let port = 7000;
     let s = ServerSpec::xsk(&format!("c{n}"), attach, &addr_arg, port);
     let mut c = Case {
@@ -446,6 +677,8 @@ fn case(
         offloads: offloads.into(),
         attach: attach.into(),
         addr: addr.into(),
+        queues,
+        mtu,
         outcome: String::new(),
         detail: String::new(),
         port_line: None,
@@ -455,10 +688,21 @@ fn case(
         byte_check: None,
         server_exit: None,
         xdp_after: None,
+        tune: vec![],
+        rx_queues: None,
     };
     match server::start(g, &s)? {
         Err(r) => {
             c.server_exit = r.exit_status;
+            c.tune = r
+                .log_tail
+                .lines()
+                .filter(|l| l.contains(" tune "))
+                .map(|l| l.trim().to_string())
+                .collect();
+            if let Some(b) = &q_before {
+                c.rx_queues = Some(format!("rx queues {b}, after refusal {}", rx_queues(g)?));
+            }
             match r.error {
                 Some(e) => {
                     c.outcome = "refused".into();
@@ -476,9 +720,19 @@ fn case(
         }
         Ok(st) => {
             c.port_line = st.port_line;
-            c.warnings = st.tune.into_iter().filter(|l| l.contains("WARN")).collect();
+            c.warnings = st
+                .tune
+                .iter()
+                .filter(|l| l.contains("WARN"))
+                .cloned()
+                .collect();
+            c.tune = st.tune;
         }
     }
+    let q_serving = match &q_before {
+        Some(_) => Some(rx_queues(g)?),
+        None => None,
+    };
     c.xdp_serving = server::xdp_state(g)?;
     let dst = SocketAddrV4::new(ip, port);
     let b = BenchArgs {
@@ -553,6 +807,12 @@ fn case(
         ));
     }
     c.xdp_after = server::wait_detached(g, 3)?;
+    if let (Some(b), Some(s)) = (&q_before, &q_serving) {
+        c.rx_queues = Some(format!(
+            "rx queues {b} before, {s} serving, {} after",
+            rx_queues(g)?
+        ));
+    }
     if let Some(x) = &c.xdp_after {
         problems.push(format!("XDP still attached after exit: {x}"));
     }
@@ -779,7 +1039,8 @@ fn table(r: &MatrixReport) -> String {
 
     s.push_str("\n== cases: rr-server --backend xsk in the guest, rr-bench --backend kernel + byte check from the host\n");
     let mut grid = Grid::new(&[
-        "kernel", "offloads", "attach", "addr", "outcome", "req/s", "p50us", "detail",
+        "kernel", "offloads", "queues", "mtu", "attach", "addr", "outcome", "req/s", "p50us",
+        "detail",
     ]);
     for c in &r.cases {
         let (rps, p50) = match &c.load {
@@ -789,15 +1050,45 @@ fn table(r: &MatrixReport) -> String {
         grid.row(vec![
             c.kernel.clone(),
             c.offloads.clone(),
+            c.queues.to_string(),
+            c.mtu.to_string(),
             c.attach.clone(),
             c.addr.clone(),
             c.outcome.clone(),
             rps,
             p50,
-            c.detail.replace('\n', " | "),
+            match &c.rx_queues {
+                Some(q) if c.outcome != "FAIL" => {
+                    format!("{q}; {}", c.detail.replace('\n', " | "))
+                }
+                _ => c.detail.replace('\n', " | "),
+            },
         ]);
     }
     s.push_str(&grid.render());
+
+    let tuned: Vec<&Case> = r
+        .cases
+        .iter()
+        .filter(|c| c.queues > 1 || c.mtu != 1500)
+        .collect();
+    if !tuned.is_empty() {
+        s.push_str("\n== the port's tune lines in the queue-pair and MTU cases\n");
+        let mut grid = Grid::new(&["kernel", "queues", "mtu", "attach", "addr", "tune"]);
+        for c in tuned {
+            for l in c.tune.iter().filter(|l| tune_relevant(l)) {
+                grid.row(vec![
+                    c.kernel.clone(),
+                    c.queues.to_string(),
+                    c.mtu.to_string(),
+                    c.attach.clone(),
+                    c.addr.clone(),
+                    short_tune(l),
+                ]);
+            }
+        }
+        s.push_str(&grid.render());
+    }
 
     if r.kernels.iter().any(|k| !k.port_lines.is_empty()) {
         s.push_str("\n== port features per kernel (the `xsk port:` line, and what the port warned about the kernel)\n");
@@ -872,4 +1163,60 @@ fn table(r: &MatrixReport) -> String {
         s.push_str(&g2g::tables(&r.g2g));
     }
     s
+}
+
+/// Tune lines worth showing for the queue and MTU cases: channels, queues and MTU.
+fn tune_relevant(l: &str) -> bool {
+    let l = l.to_ascii_lowercase();
+    ["channel", "combined", "queue", "mtu"]
+        .iter()
+        .any(|k| l.contains(k))
+}
+
+/// A tune line without its timestamp and log target.
+fn short_tune(l: &str) -> String {
+    let l = l.split_once(" tune ").map(|(_, r)| r).unwrap_or(l);
+    l.trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tune_line_shortened() {
+        let l = "2026-11-30T00:25:21Z  INFO xsk_io::port: tune eth0: virtio_net: combined channels: 2 -> 1";
+        assert_eq!(short_tune(l), "eth0: virtio_net: combined channels: 2 -> 1");
+        assert!(tune_relevant(l));
+        assert!(!tune_relevant("INFO xsk_io::port: tune eth0: gro off"));
+    }
+
+    #[test]
+    fn mtu_refusal_must_name_the_mtu() {
+        let mut c = Case {
+            kernel: "6.1".into(),
+            offloads: "off".into(),
+            attach: "drv".into(),
+            addr: "shared".into(),
+            queues: 1,
+            mtu: 4000,
+            outcome: "refused".into(),
+            detail: "rr-server: error: eth0: no XDP".into(),
+            port_line: None,
+            warnings: vec![],
+            xdp_serving: None,
+            load: None,
+            byte_check: None,
+            server_exit: Some(1),
+            xdp_after: None,
+            tune: vec![],
+            rx_queues: None,
+        };
+        judge_mtu(&mut c, "refused");
+        assert_eq!(c.outcome, "FAIL");
+        c.outcome = "refused".into();
+        c.detail = "rr-server: error: ... (fix: run: ip link set dev eth0 mtu 1500)".into();
+        judge_mtu(&mut c, "refused");
+        assert_eq!(c.outcome, "refused");
+    }
 }

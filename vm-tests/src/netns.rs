@@ -38,12 +38,22 @@ pub struct HostNet {
     /// A dedicated address for the userspace stack (not configured on any kernel).
     pub stack_addr: Ipv4Addr,
     pub prefix_len: u8,
+    /// Queue pairs of the tap (`multi_queue` and QEMU `queues=N` when > 1).
+    pub queues: u32,
+    /// MTU set on the tap (None: the default 1500).
+    pub mtu: Option<u32>,
 }
 
 impl HostNet {
     /// Creates `vmt-PID-N` with the tap `vmtap0` (up, 198.18.S.1/24, S = 10 + N % 200).
     pub fn create() -> Result<HostNet> {
         Self::create_with(true)
+    }
+
+    /// [`HostNet::create`] with a tap for `queues` queue pairs (`ip tuntap add ... multi_queue`
+    /// when > 1; QEMU then gets `queues=N`) and, if given, that MTU on the tap.
+    pub fn create_tuned(queues: u32, mtu: Option<u32>) -> Result<HostNet> {
+        Self::create_full(true, queues.max(1), mtu)
     }
 
     /// Creates `vmt-PID-N` with only its loopback up: for guests connected to each other
@@ -54,6 +64,10 @@ impl HostNet {
     }
 
     fn create_with(with_tap: bool) -> Result<HostNet> {
+        Self::create_full(with_tap, 1, None)
+    }
+
+    fn create_full(with_tap: bool, queues: u32, mtu: Option<u32>) -> Result<HostNet> {
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
         let ns = format!(
             "{PREFIX}-{}-{}",
@@ -68,6 +82,8 @@ impl HostNet {
             guest_addr: Ipv4Addr::new(198, 18, subnet, 2),
             stack_addr: Ipv4Addr::new(198, 18, subnet, 3),
             prefix_len: 24,
+            queues,
+            mtu,
         };
         run(&mut cmd("ip", ["netns", "add", &ns]))
             .context("creating the host network namespace")?;
@@ -82,7 +98,18 @@ impl HostNet {
         if self.tap.is_empty() {
             return Ok(());
         }
-        run(&mut self.command("ip", &["tuntap", "add", "dev", &self.tap, "mode", "tap"]))?;
+        let mut add = vec!["tuntap", "add", "dev", &self.tap, "mode", "tap"];
+        if self.queues > 1 {
+            add.push("multi_queue");
+        }
+        run(&mut self.command("ip", &add))?;
+        if let Some(m) = self.mtu {
+            let m = m.to_string();
+            run(&mut cmd(
+                "ip",
+                ["-n", &self.ns, "link", "set", &self.tap, "mtu", &m],
+            ))?;
+        }
         let a = format!("{}/{}", self.host_addr, self.prefix_len);
         run(&mut cmd(
             "ip",
@@ -97,7 +124,11 @@ impl HostNet {
 
     /// QEMU's `-netdev` for the tap of this namespace.
     pub fn tap_netdev(&self) -> String {
-        format!("tap,id=n0,ifname={},script=no,downscript=no", self.tap)
+        let mut n = format!("tap,id=n0,ifname={},script=no,downscript=no", self.tap);
+        if self.queues > 1 {
+            n.push_str(&format!(",queues={}", self.queues));
+        }
+        n
     }
 
     /// `ip netns exec NS prog args...` (stdio left to the caller).

@@ -10,15 +10,19 @@
 //! chosen by a hash of the 4-tuple (see [`demux`]); a packet and a timer only
 //! touch their own bucket.
 
+mod config;
 pub mod demux;
 pub mod device;
 pub mod faults;
 pub mod neigh;
+mod reserved;
+
+pub use config::{AddrMode, Congestion, XskConfig, XskError};
+use reserved::ReservedPorts;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,94 +31,15 @@ use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, IpEndpoint};
-use xsk_io::port::{Port, PortConfig, PortError, PortStats, SteerSpec};
+use xsk_io::port::{Port, PortError, PortStats, SteerSpec};
 use xsk_io::steer::SteerFlags;
 use xsk_io::umem::Frame;
 
 use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
 use demux::{bucket_of, classify, Flow};
 use device::{DeviceStats, OneShot, RxSlot};
-use faults::{FaultState, Faults, RxFate};
+use faults::{FaultState, RxFate};
 use neigh::Neighbours;
-
-/// Which IPv4 address the stack uses.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AddrMode {
-    /// The address the kernel already has on the interface. Only the stack's
-    /// ports (listening ports and its ephemeral range, which the kernel is
-    /// told not to use) are steered to it; ARP stays with the kernel.
-    Shared,
-    /// An address the kernel does not have; the stack answers ARP and ping for it.
-    Dedicated { addr: Ipv4Addr, prefix_len: u8 },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Congestion {
-    None,
-    Reno,
-    Cubic,
-}
-
-#[derive(Clone, Debug)]
-pub struct XskConfig {
-    pub port: PortConfig,
-    pub addr: AddrMode,
-    pub gateway: Option<Ipv4Addr>,
-    /// Connections this shard is sized for (decides the bucket count when `buckets` is 0).
-    pub max_conns: usize,
-    /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
-    pub buckets: usize,
-    pub rx_buffer: usize,
-    pub tx_buffer: usize,
-    /// Listening sockets kept ready per port, spread over the buckets (the accept backlog).
-    pub backlog: usize,
-    /// Local ports for outgoing connections.
-    pub ephemeral: RangeInclusive<u16>,
-    pub keepalive: Option<Duration>,
-    /// Abort a connection when the peer stops acknowledging for this long.
-    pub timeout: Option<Duration>,
-    pub congestion: Congestion,
-    /// Frames taken from the RX ring per loop iteration at most.
-    pub rx_batch: usize,
-    /// Fault injection (tests): off by default.
-    pub faults: Faults,
-}
-
-impl XskConfig {
-    pub fn new(ifname: &str, addr: AddrMode) -> XskConfig {
-        let mut port = PortConfig::new(ifname);
-        // Room for a burst of requests from thousands of connections: the
-        // RX side gets a 4096-entry fill/RX ring, TX keeps 2048.
-        port.rings = xsk_io::socket::RingSizes { fill: 4096, comp: 2048, rx: 4096, tx: 2048 };
-        port.umem.frame_count = 8192;
-        XskConfig {
-            port,
-            addr,
-            gateway: None,
-            max_conns: 1024,
-            buckets: 0,
-            rx_buffer: 64 * 1024,
-            tx_buffer: 64 * 1024,
-            backlog: 256,
-            ephemeral: 40000..=59999,
-            keepalive: None,
-            timeout: Some(Duration::from_secs(60)),
-            congestion: Congestion::Cubic,
-            rx_batch: 128,
-            faults: Faults::default(),
-        }
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum XskError {
-    #[error(transparent)]
-    Port(#[from] PortError),
-    #[error("interface {0}: {1}")]
-    Iface(String, String),
-    #[error("reserving the ephemeral ports from the kernel: {0}")]
-    ReservePorts(std::io::Error),
-}
 
 fn backend_err(e: impl std::error::Error + Send + Sync + 'static) -> TransportError {
     TransportError::Backend { backend: "xsk", source: Box::new(e) }
@@ -216,29 +141,6 @@ pub struct XskTransport {
     timer: crate::timer::PreciseTimer,
     /// Shared-address mode: ARP belongs to the kernel.
     shared: bool,
-}
-
-/// The kernel's `ip_local_reserved_ports`, restored on drop.
-struct ReservedPorts {
-    before: String,
-}
-
-const RESERVED_PORTS: &str = "/proc/sys/net/ipv4/ip_local_reserved_ports";
-
-impl ReservedPorts {
-    fn reserve(range: &RangeInclusive<u16>) -> std::io::Result<ReservedPorts> {
-        let before = std::fs::read_to_string(RESERVED_PORTS)?.trim().to_string();
-        let ours = format!("{}-{}", range.start(), range.end());
-        let new = if before.is_empty() { ours } else { format!("{before},{ours}") };
-        std::fs::write(RESERVED_PORTS, new)?;
-        Ok(ReservedPorts { before })
-    }
-}
-
-impl Drop for ReservedPorts {
-    fn drop(&mut self) {
-        let _ = std::fs::write(RESERVED_PORTS, if self.before.is_empty() { "\n" } else { &self.before });
-    }
 }
 
 const XSK_TOKEN: mio::Token = mio::Token(0);

@@ -1,0 +1,89 @@
+//! What an `XskTransport` is configured with, and its errors.
+
+use std::net::Ipv4Addr;
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use xsk_io::port::{PortConfig, PortError};
+
+use super::faults::Faults;
+
+/// Which IPv4 address the stack uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AddrMode {
+    /// The address the kernel already has on the interface. Only the stack's
+    /// ports (listening ports and its ephemeral range, which the kernel is
+    /// told not to use) are steered to it; ARP stays with the kernel.
+    Shared,
+    /// An address the kernel does not have; the stack answers ARP and ping for it.
+    Dedicated { addr: Ipv4Addr, prefix_len: u8 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Congestion {
+    None,
+    Reno,
+    Cubic,
+}
+
+#[derive(Clone, Debug)]
+pub struct XskConfig {
+    pub port: PortConfig,
+    pub addr: AddrMode,
+    pub gateway: Option<Ipv4Addr>,
+    /// Connections this shard is sized for (decides the bucket count when `buckets` is 0).
+    pub max_conns: usize,
+    /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
+    pub buckets: usize,
+    pub rx_buffer: usize,
+    pub tx_buffer: usize,
+    /// Listening sockets kept ready per port, spread over the buckets (the accept backlog).
+    pub backlog: usize,
+    /// Local ports for outgoing connections.
+    pub ephemeral: RangeInclusive<u16>,
+    pub keepalive: Option<Duration>,
+    /// Abort a connection when the peer stops acknowledging for this long.
+    pub timeout: Option<Duration>,
+    pub congestion: Congestion,
+    /// Frames taken from the RX ring per loop iteration at most.
+    pub rx_batch: usize,
+    /// Fault injection (tests): off by default.
+    pub faults: Faults,
+}
+
+impl XskConfig {
+    pub fn new(ifname: &str, addr: AddrMode) -> XskConfig {
+        let mut port = PortConfig::new(ifname);
+        // Room for a burst of requests from thousands of connections: the
+        // RX side gets a 4096-entry fill/RX ring, TX keeps 2048.
+        port.rings = xsk_io::socket::RingSizes { fill: 4096, comp: 2048, rx: 4096, tx: 2048 };
+        port.umem.frame_count = 8192;
+        XskConfig {
+            port,
+            addr,
+            gateway: None,
+            max_conns: 1024,
+            buckets: 0,
+            rx_buffer: 64 * 1024,
+            tx_buffer: 64 * 1024,
+            backlog: 256,
+            ephemeral: 40000..=59999,
+            keepalive: None,
+            timeout: Some(Duration::from_secs(60)),
+            congestion: Congestion::Cubic,
+            rx_batch: 128,
+            faults: Faults::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum XskError {
+    #[error(transparent)]
+    Port(#[from] PortError),
+    #[error("interface {0}: {1}")]
+    Iface(String, String),
+    #[error("reserving the ephemeral ports from the kernel: {0}")]
+    ReservePorts(std::io::Error),
+}
+
