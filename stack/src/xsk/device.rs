@@ -25,6 +25,41 @@ pub struct DeviceStats {
     pub arp_intercepted: u64,
 }
 
+/// The device layer's own state, lent to each [`OneShot`].
+pub struct DevState {
+    /// Where smoltcp writes a frame that has no UMEM frame to go to (dropped).
+    pub scratch: Vec<u8>,
+    pub stats: DeviceStats,
+    /// Shared-address mode: targets of ARP requests smoltcp wanted to send.
+    pub arp_targets: Vec<[u8; 4]>,
+    pub intercept_arp: bool,
+    pub faults: Option<super::faults::FaultState>,
+    pub mtu: usize,
+}
+
+impl DevState {
+    /// A device over `port` for one smoltcp ingress or egress call.
+    pub fn one_shot<'a>(
+        &'a mut self,
+        port: &'a mut xsk_io::port::Port,
+        rx: RxSlot<'a>,
+        done: &'a mut Option<Frame>,
+    ) -> OneShot<'a, 'a> {
+        let (umem, tx) = port.split();
+        OneShot {
+            umem,
+            tx,
+            rx,
+            done,
+            scratch: &mut self.scratch,
+            stats: &mut self.stats,
+            arp_targets: self.intercept_arp.then_some(&mut self.arp_targets),
+            faults: self.faults.as_mut(),
+            mtu: self.mtu,
+        }
+    }
+}
+
 /// What is offered to smoltcp as the received packet.
 pub enum RxSlot<'a> {
     Empty,

@@ -37,7 +37,7 @@ use xsk_io::umem::Frame;
 
 use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
 use demux::{bucket_of, classify, Flow};
-use device::{DeviceStats, OneShot, RxSlot};
+use device::{DevState, DeviceStats, RxSlot};
 use faults::{FaultState, RxFate};
 use neigh::Neighbours;
 
@@ -113,11 +113,10 @@ pub struct XskTransport {
     listeners: Vec<Option<u16>>,
     pending: Vec<Event>,
     rx_batch: Vec<Frame>,
-    scratch: Vec<u8>,
-    stats: DeviceStats,
+    /// Device-layer state lent to every smoltcp call (see `DevState::one_shot`).
+    dev: DevState,
     counters: StackStats,
-    neigh: Option<Neighbours>,
-    arp_targets: Vec<[u8; 4]>,
+    neigh: Neighbours,
     resolved: Vec<(Ipv4Addr, [u8; 6])>,
     poll: mio::Poll,
     mio_events: mio::Events,
@@ -126,10 +125,8 @@ pub struct XskTransport {
     next_ephemeral: u16,
     cfg: XskConfig,
     addr: Ipv4Addr,
-    mtu: usize,
     epoch: std::time::Instant,
     reserved_ports: Option<Arc<ReservedPorts>>,
-    faults: Option<FaultState>,
     /// A frame held back by reorder injection.
     delayed: Option<Frame>,
     /// Half-open connections over all buckets.
@@ -139,8 +136,6 @@ pub struct XskTransport {
     timers: BinaryHeap<Reverse<(SmolInstant, u32)>>,
     /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
     timer: crate::timer::PreciseTimer,
-    /// Shared-address mode: ARP belongs to the kernel.
-    shared: bool,
 }
 
 const XSK_TOKEN: mio::Token = mio::Token(0);
@@ -209,25 +204,21 @@ impl XskTransport {
         } else {
             (cfg.max_conns / 8).clamp(16, 8192).next_power_of_two()
         };
-        let mut scratch = vec![0u8; 64 * 1024];
-        let mut stats = DeviceStats::default();
+        let mut dev_state = DevState {
+            scratch: vec![0u8; 64 * 1024],
+            stats: DeviceStats::default(),
+            arp_targets: Vec::with_capacity(64),
+            // Shared mode leaves ARP itself to the kernel.
+            intercept_arp: cfg.addr == AddrMode::Shared,
+            faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
+            mtu,
+        };
         let epoch = std::time::Instant::now();
         let mut icfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
         icfg.random_seed = epoch.elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32 ^ seed();
         let iface = {
-            let (umem, tx) = port.split();
             let mut done = None;
-            let mut dev = OneShot {
-                umem,
-                tx,
-                rx: RxSlot::Empty,
-                done: &mut done,
-                scratch: &mut scratch,
-                stats: &mut stats,
-                arp_targets: None,
-                faults: None,
-                mtu,
-            };
+            let mut dev = dev_state.one_shot(&mut port, RxSlot::Empty, &mut done);
             let mut iface = Interface::new(icfg, &mut dev, SmolInstant::from_micros(0));
             iface.update_ip_addrs(|a| {
                 let _ = a.push(IpCidr::new(addr.into(), prefix_len));
@@ -242,10 +233,9 @@ impl XskTransport {
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
         // Both modes learn peers from the frames they receive (with several
-        // shards, an ARP exchange may land on another shard's queue); only
-        // shared mode leaves ARP itself to the kernel.
-        let neigh = Some(Neighbours::new(&ifname, mac, addr));
-        let shared = cfg.addr == AddrMode::Shared;
+        // shards, an ARP exchange may land on another shard's queue).
+        let neigh = Neighbours::new(&ifname, mac, addr);
+        let shared = dev_state.intercept_arp;
         tracing::info!(
             "xsk stack on {ifname}: {addr}/{prefix_len} ({}), {nb} socket buckets, buffers {}+{} bytes",
             if shared { "shared with the kernel" } else { "dedicated" },
@@ -261,11 +251,9 @@ impl XskTransport {
             listeners: Vec::new(),
             pending: Vec::new(),
             rx_batch: Vec::with_capacity(cfg.rx_batch),
-            scratch,
-            stats,
+            dev: dev_state,
             counters: StackStats::default(),
             neigh,
-            arp_targets: Vec::with_capacity(64),
             resolved: Vec::new(),
             poll,
             mio_events: mio::Events::with_capacity(4),
@@ -273,15 +261,12 @@ impl XskTransport {
             ports_in_use: vec![false; 65536],
             next_ephemeral: *cfg.ephemeral.start(),
             addr,
-            mtu,
             epoch,
             reserved_ports,
-            faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
             delayed: None,
             embryos: 0,
             timers: BinaryHeap::new(),
             timer,
-            shared,
             cfg,
         })
     }
@@ -296,7 +281,7 @@ impl XskTransport {
 
     pub fn stats(&self) -> StackStats {
         let mut s = self.counters;
-        s.device = self.stats;
+        s.device = self.dev.stats;
         s.port = self.port.stats();
         s.live_sockets = self.buckets.iter().map(|b| b.sockets.iter().count()).sum();
         s.pooled_sockets = self.pool.len();
@@ -403,26 +388,15 @@ impl XskTransport {
             Flow::Tcp { src, sport, dport } => bucket_of(src, sport, dport, nb),
             _ => 0,
         };
-        if let (Some(n), Flow::Tcp { src, .. } | Flow::Ipv4 { src }) = (&mut self.neigh, flow) {
-            if n.learn_from_frame(src, wall) {
+        if let Flow::Tcp { src, .. } | Flow::Ipv4 { src } = flow {
+            if self.neigh.learn_from_frame(src, wall) {
                 let mut arp = [0u8; 42];
-                n.synth_reply(src, src_mac, &mut arp);
+                self.neigh.synth_reply(src, src_mac, &mut arp);
                 self.feed(RxSlot::Bytes(&arp), 0, now);
             }
         }
-        let (umem, tx) = self.port.split();
         let mut done = None;
-        let mut dev = OneShot {
-            umem,
-            tx,
-            rx: RxSlot::Frame(frame),
-            done: &mut done,
-            scratch: &mut self.scratch,
-            stats: &mut self.stats,
-            arp_targets: self.shared.then_some(&mut self.arp_targets),
-            faults: self.faults.as_mut(),
-            mtu: self.mtu,
-        };
+        let mut dev = self.dev.one_shot(&mut self.port, RxSlot::Frame(frame), &mut done);
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
         if let Some(f) = done {
             self.port.release(f);
@@ -433,7 +407,7 @@ impl XskTransport {
 
     /// `ingress`, through the fault injector when one is configured.
     fn ingress_faulty(&mut self, frame: Frame, now: SmolInstant, wall: std::time::Instant) {
-        let Some(f) = &mut self.faults else { return self.ingress(frame, now, wall) };
+        let Some(f) = &mut self.dev.faults else { return self.ingress(frame, now, wall) };
         match f.rx() {
             RxFate::Deliver => {
                 self.ingress(frame, now, wall);
@@ -462,19 +436,8 @@ impl XskTransport {
 
     /// A synthetic frame (ARP reply) into smoltcp.
     fn feed(&mut self, bytes: RxSlot<'_>, b: usize, now: SmolInstant) {
-        let (umem, tx) = self.port.split();
         let mut done = None;
-        let mut dev = OneShot {
-            umem,
-            tx,
-            rx: bytes,
-            done: &mut done,
-            scratch: &mut self.scratch,
-            stats: &mut self.stats,
-            arp_targets: None,
-            faults: None,
-            mtu: self.mtu,
-        };
+        let mut dev = self.dev.one_shot(&mut self.port, bytes, &mut done);
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
         // Synthetic frames are not UMEM frames: nothing to release.
         debug_assert!(done.is_none());
@@ -482,8 +445,8 @@ impl XskTransport {
 
     /// Shared mode: answer smoltcp's ARP wishes from the kernel's table.
     fn neighbours(&mut self, now: SmolInstant, wall: std::time::Instant) {
-        let Some(n) = &mut self.neigh else { return };
-        for t in self.arp_targets.drain(..) {
+        let n = &mut self.neigh;
+        for t in self.dev.arp_targets.drain(..) {
             n.want(Ipv4Addr::from(t), wall);
         }
         if !n.has_pending() {
@@ -493,7 +456,7 @@ impl XskTransport {
         n.resolve_pending(wall, &mut found);
         for (ip, mac) in found.drain(..) {
             let mut arp = [0u8; 42];
-            self.neigh.as_ref().expect("shared mode").synth_reply(ip, mac, &mut arp);
+            self.neigh.synth_reply(ip, mac, &mut arp);
             self.feed(RxSlot::Bytes(&arp), 0, now);
             // Sockets waiting for this neighbour can send now (rare: once
             // per new neighbour, so a pass over all buckets is fine).
@@ -525,19 +488,8 @@ impl XskTransport {
             i += 1;
             self.buckets[b].dirty = false;
             self.scan(b, now);
-            let (umem, tx) = self.port.split();
             let mut done = None;
-            let mut dev = OneShot {
-                umem,
-                tx,
-                rx: RxSlot::Empty,
-                done: &mut done,
-                scratch: &mut self.scratch,
-                stats: &mut self.stats,
-                arp_targets: self.shared.then_some(&mut self.arp_targets),
-                faults: self.faults.as_mut(),
-                mtu: self.mtu,
-            };
+            let mut dev = self.dev.one_shot(&mut self.port, RxSlot::Empty, &mut done);
             let bucket = &mut self.buckets[b];
             let changed = self.iface.poll_egress(now, &mut dev, &mut bucket.sockets);
             if changed == smoltcp::iface::PollResult::SocketStateChanged {
@@ -842,7 +794,7 @@ impl Transport for XskTransport {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            if self.port.tx_pending() || self.neigh.as_ref().is_some_and(|n| n.has_pending()) {
+            if self.port.tx_pending() || self.neigh.has_pending() {
                 // TX left in the ring (budget) or a neighbour being resolved: come back soon.
                 let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
                 std::thread::sleep(w);

@@ -21,6 +21,8 @@ pub struct Neighbours {
     our_ip: Ipv4Addr,
     /// When each peer was last taught to smoltcp.
     taught: HashMap<Ipv4Addr, Instant>,
+    /// The peer of the last frame and when it was taught.
+    last: Option<(Ipv4Addr, Instant)>,
     /// Targets smoltcp asked for that the kernel has not resolved yet.
     pending: Vec<(Ipv4Addr, Instant)>,
     poker: Option<UdpSocket>,
@@ -33,20 +35,30 @@ impl Neighbours {
             our_mac,
             our_ip,
             taught: HashMap::new(),
+            last: None,
             pending: Vec::new(),
             poker: UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok(),
         }
     }
 
     /// A frame from `ip` (at `mac`) arrived: true if smoltcp should be taught it now.
+    #[inline]
     pub fn learn_from_frame(&mut self, ip: Ipv4Addr, now: Instant) -> bool {
-        match self.taught.get(&ip) {
+        // Most frames come from the peer of the previous one: skip the map.
+        if let Some((last, t)) = self.last {
+            if last == ip && now.duration_since(t) < REFRESH {
+                return false;
+            }
+        }
+        let teach = match self.taught.get(&ip) {
             Some(t) if now.duration_since(*t) < REFRESH => false,
             _ => {
                 self.taught.insert(ip, now);
                 true
             }
-        }
+        };
+        self.last = Some((ip, self.taught[&ip]));
+        teach
     }
 
     /// smoltcp wants `ip`: note it, and ask the kernel to resolve it.
@@ -136,6 +148,18 @@ mod tests {
         let m = parse_proc_arp(t, "veth0");
         assert_eq!(m.len(), 1);
         assert_eq!(m[&Ipv4Addr::new(198, 18, 0, 2)], [2, 0, 0, 0, 0, 0x0b]);
+    }
+
+    #[test]
+    fn learns_each_peer_once_per_refresh() {
+        let mut n = Neighbours::new("x", [2, 0, 0, 0, 0, 1], Ipv4Addr::new(198, 18, 0, 1));
+        let (a, b) = (Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 3));
+        let t0 = Instant::now();
+        assert!(n.learn_from_frame(a, t0));
+        assert!(!n.learn_from_frame(a, t0));
+        assert!(n.learn_from_frame(b, t0));
+        assert!(!n.learn_from_frame(a, t0), "a is still fresh after b");
+        assert!(n.learn_from_frame(a, t0 + REFRESH), "taught again after REFRESH");
     }
 
     #[test]
