@@ -4,13 +4,21 @@
 //! short wait up to 1 ms: an open-loop client that sends every 200 us would
 //! send late and charge the lateness to the server as latency. A one-shot
 //! timerfd registered next to the sockets wakes epoll on time.
+//!
+//! The timer is re-armed only when a wait must end earlier than the expiry
+//! already set: a server with data in flight always has a retransmission
+//! deadline a few ms out that moves with every response, and re-arming it
+//! on every sleep was one timerfd_settime per request.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub struct PreciseTimer {
     fd: OwnedFd,
+    /// When the armed expiry fires, if one is armed and not yet consumed.
+    armed: Cell<Option<Instant>>,
 }
 
 impl PreciseTimer {
@@ -21,7 +29,7 @@ impl PreciseTimer {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fresh descriptor owned by nobody else.
-        Ok(PreciseTimer { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+        Ok(PreciseTimer { fd: unsafe { OwnedFd::from_raw_fd(fd) }, armed: Cell::new(None) })
     }
 
     pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {
@@ -30,11 +38,19 @@ impl PreciseTimer {
 
     /// The timeout to hand to mio for `timeout`: unchanged when it is whole
     /// milliseconds (or none), else rounded up, with the timer armed to
-    /// wake epoll at the exact time.
+    /// wake epoll at the exact time (or an earlier expiry left armed).
     pub fn prepare(&self, timeout: Option<Duration>) -> Option<Duration> {
         let t = timeout?;
         if t.is_zero() || t.subsec_nanos() % 1_000_000 == 0 {
             return Some(t);
+        }
+        let now = Instant::now();
+        let due = now + t;
+        if let Some(armed) = self.armed.get() {
+            if armed > now && armed <= due {
+                // An earlier expiry wakes epoll first; the caller loops and asks again.
+                return Some(t + Duration::from_millis(1));
+            }
         }
         let spec = libc::itimerspec {
             it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
@@ -43,13 +59,16 @@ impl PreciseTimer {
         // SAFETY: `spec` is a valid itimerspec; no old value is requested.
         let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
         if r != 0 {
+            self.armed.set(None);
             return Some(t);
         }
+        self.armed.set(Some(due));
         Some(t + Duration::from_millis(1))
     }
 
     /// Consumes an expiry (call when the timer's token is reported).
     pub fn clear(&self) {
+        self.armed.set(None);
         let mut buf = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
         let _ = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
@@ -80,5 +99,28 @@ mod tests {
         assert!(best < Duration::from_micros(1000), "best wait {best:?}");
         assert_eq!(t.prepare(Some(Duration::from_millis(2))), Some(Duration::from_millis(2)));
         assert_eq!(t.prepare(None), None);
+    }
+
+    #[test]
+    fn a_later_deadline_keeps_the_earlier_expiry() {
+        let mut poll = mio::Poll::new().unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        let t = PreciseTimer::new().unwrap();
+        t.register(poll.registry(), mio::Token(7)).unwrap();
+        let start = Instant::now();
+        t.prepare(Some(Duration::from_micros(2_300)));
+        // Asking for a later wake-up must not push the armed expiry back.
+        let to = t.prepare(Some(Duration::from_micros(50_500)));
+        poll.poll(&mut events, to).unwrap();
+        assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the first expiry did not fire");
+        assert!(start.elapsed() < Duration::from_millis(40), "woke after {:?}", start.elapsed());
+        t.clear();
+        // An earlier deadline than the armed one re-arms.
+        t.prepare(Some(Duration::from_micros(40_500)));
+        let start = Instant::now();
+        t.prepare(Some(Duration::from_micros(1_500)));
+        poll.poll(&mut events, Some(Duration::from_millis(30))).unwrap();
+        assert!(events.iter().any(|e| e.token() == mio::Token(7)));
+        assert!(start.elapsed() < Duration::from_millis(25), "woke after {:?}", start.elapsed());
     }
 }

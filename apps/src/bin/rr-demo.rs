@@ -77,6 +77,11 @@ struct Row {
     p999_us: f64,
     cpu_us_per_req: f64,
     cpu_us_per_req_machine: f64,
+    /// Cores the client and the server process kept busy (of 2): shows which side saturated.
+    #[serde(default)]
+    client_cores: f64,
+    #[serde(default)]
+    server_cores: f64,
     errors: u64,
 }
 
@@ -97,6 +102,7 @@ fn cases() -> Vec<Case> {
         c("rr-256", 256, false, false, None),
         c("same-16", 16, true, false, None),
         c("busy-1", 1, false, true, None),
+        c("busy-same-1", 1, true, true, None),
         c("open-5k", 16, false, false, Some(5000)),
         Case { loss: true, ..c("loss1-16", 16, false, false, None) },
         Case { full_only: true, ..c("rr-1000", 1000, false, false, None) },
@@ -197,7 +203,11 @@ fn start_server(env: &Env, backend: &str, case: &Case) -> Result<(Server, String
     let _ = std::fs::remove_file(&ready);
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &env.lab.ns_a.name]).arg(&env.server_exe);
-    c.args(["--backend", backend, "--service", "echo", "--port", "7000", "--max-conns", "16384"]);
+    // Sized for the case, as an operator would: the ring and UMEM sizes follow
+    // --max-conns, and rings far larger than the load cycle every frame
+    // through the cache cold.
+    let max_conns = (case.conns * 2).max(1024);
+    c.args(["--backend", backend, "--service", "echo", "--port", "7000", "--max-conns", &max_conns.to_string()]);
     if case.conns > 1000 {
         // 10,000 connections with the default 64 KiB buffers would be 1.3 GB.
         c.args(["--buffer", "8192"]);
@@ -272,6 +282,8 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, secs: f64) -> R
         p999_us: f("p999_us"),
         cpu_us_per_req: f("cpu_us_per_req_server"),
         cpu_us_per_req_machine: f("cpu_us_per_req_machine"),
+        client_cores: f("cores_client"),
+        server_cores: f("cores_server"),
         errors: v["errors"].as_u64().unwrap_or(0) + v["lost"].as_u64().unwrap_or(0),
     })
 }
@@ -361,13 +373,13 @@ fn run(args: Args) -> Result<()> {
                     Ok(row) => row,
                     Err(e) => {
                         // Keep going: one broken case must not hide the others.
-                        println!("[{n:>2}/{total}] {:<8} {:<7} FAILED: {e:#}", case.name, backend);
+                        println!("[{n:>2}/{total}] {:<11} {:<7} FAILED: {e:#}", case.name, backend);
                         failures += 1;
                         continue;
                     }
                 };
                 println!(
-                    "[{n:>2}/{total}] {:<8} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
+                    "[{n:>2}/{total}] {:<11} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
                     row.case, row.backend, row.rps, row.p50_us, row.p99_us, row.cpu_us_per_req
                 );
                 rows.push(row);
@@ -397,6 +409,8 @@ struct Summary {
     p999_us: f64,
     cpu_us_per_req: f64,
     cpu_us_per_req_machine: f64,
+    client_cores: f64,
+    server_cores: f64,
     errors: u64,
     runs: usize,
 }
@@ -422,6 +436,8 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
                     p999_us: m(|r| r.p999_us),
                     cpu_us_per_req: m(|r| r.cpu_us_per_req),
                     cpu_us_per_req_machine: m(|r| r.cpu_us_per_req_machine),
+                    client_cores: m(|r| r.client_cores),
+                    server_cores: m(|r| r.server_cores),
                     errors: rs.iter().map(|r| r.errors).sum(),
                     runs: rs.len(),
                 },
@@ -430,15 +446,15 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
     }
     println!();
     println!(
-        "{:<9} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7}",
-        "case", "conns", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9", "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc"
+        "{:<11} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9}",
+        "case", "conns", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9", "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s"
     );
     for case in cases {
         let (Some(x), Some(k)) = (sums.get(&(case.name.into(), "xsk".into())), sums.get(&(case.name.into(), "kernel".into()))) else {
             continue;
         };
         println!(
-            "{:<9} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7.2} {:>7.2}",
+            "{:<11} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9}",
             case.name,
             case.conns,
             x.rps,
@@ -453,11 +469,16 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
             x.cpu_us_per_req,
             k.cpu_us_per_req,
             x.cpu_us_per_req / k.cpu_us_per_req,
-            x.cpu_us_per_req_machine,
-            k.cpu_us_per_req_machine
+            machine_col(x),
+            machine_col(k),
+            format!("{:.2}/{:.2}", x.client_cores, x.server_cores),
+            format!("{:.2}/{:.2}", k.client_cores, k.server_cores)
         );
     }
-    println!("(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context; mc = whole machine)");
+    println!("(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context; mc = whole machine;");
+    println!(" c/s = cores kept busy by the client / server process, of 2: a side near 1.00 is the bottleneck;");
+    println!(" mc n/a: /proc/stat counts busy time in ticks, which miss short wake-ups on an otherwise idle");
+    println!(" machine, so it read less than the two processes' own (exact) CPU time)");
     let errors: u64 = sums.values().map(|s| s.errors).sum();
     let json = serde_json::json!({ "summary": sums.values().collect::<Vec<_>>(), "runs": rows });
     std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&json)?)?;
@@ -467,6 +488,17 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
         bail!("{errors} requests failed or were lost");
     }
     Ok(())
+}
+
+/// The whole-machine CPU per request, unless /proc/stat's tick sampling
+/// visibly undercounted it (less than the client and server processes used).
+fn machine_col(s: &Summary) -> String {
+    let procs = (s.client_cores + s.server_cores) / s.rps * 1e6;
+    if procs.is_finite() && s.cpu_us_per_req_machine < 0.9 * procs {
+        "n/a".into()
+    } else {
+        format!("{:.2}", s.cpu_us_per_req_machine)
+    }
 }
 
 /// Two panels: throughput per case, and p50/p99 latency per case, xsk vs kernel.
