@@ -268,6 +268,25 @@ pub fn init_tracing() {
         .init();
 }
 
+/// The body of a binary's `main`: tracing, argument parsing (the matches are
+/// passed on, so `run` can tell explicit options from defaults), and any error
+/// printed with its context chain as `name: error: ...`.
+pub fn main_with<A: clap::FromArgMatches + clap::CommandFactory>(
+    name: &str,
+    run: impl FnOnce(&A, &clap::ArgMatches) -> anyhow::Result<std::process::ExitCode>,
+) -> std::process::ExitCode {
+    init_tracing();
+    let matches = A::command().get_matches();
+    let args = match A::from_arg_matches(&matches) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    run(&args, &matches).unwrap_or_else(|e| {
+        eprintln!("{name}: error: {e:#}");
+        std::process::ExitCode::FAILURE
+    })
+}
+
 /// Raises the soft RLIMIT_NOFILE to at least `want` (capped by the hard limit), so the kernel
 /// backend is not stopped at 1024 descriptors. Returns the new soft limit.
 pub fn raise_nofile_limit(want: u64) -> std::io::Result<u64> {

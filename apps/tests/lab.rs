@@ -113,13 +113,28 @@ impl Drop for Proc {
 }
 
 /// Starts rr-server in ns_a and waits until it listens.
+/// Starts rr-server in ns_a and waits until it is ready. Its exit summary goes
+/// to `dir/server.json`, where `stop_server` reads it.
 fn start_server(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
     let ready = dir.join("ready");
-    let mut all = vec!["--ready-file", ready.to_str().unwrap(), "--duration", "120s"];
+    let json = dir.join("server.json");
+    let mut all = vec!["--ready-file", ready.to_str().unwrap(), "--duration", "120s", "--json", json.to_str().unwrap()];
     all.extend_from_slice(args);
     let mut p = Proc::spawn(&lab.ns_a, SERVER, &all, dir, "server");
     p.wait_file(&ready, Duration::from_secs(30));
     p
+}
+
+/// rr-server on the stack, on the dedicated address `cidr` of ns_a's veth.
+fn start_xsk_server(lab: &Lab, dir: &Path, cidr: &str, service: &str, port: u16) -> Proc {
+    let port = port.to_string();
+    start_server(lab, dir, &["--backend", "xsk", "--iface", &lab.if_a, "--addr", cidr, "--service", service, "--port", &port])
+}
+
+/// rr-server on kernel TCP, on ns_a's own address.
+fn start_kernel_server(lab: &Lab, dir: &Path, service: &str, port: u16) -> Proc {
+    let (addr, port) = (lab.addr_a.to_string(), port.to_string());
+    start_server(lab, dir, &["--backend", "kernel", "--bind", &addr, "--service", service, "--port", &port])
 }
 
 /// Runs rr-bench in ns_b to completion and returns its JSON result.
@@ -168,23 +183,7 @@ fn xsk_server_dedicated_address_kernel_client() {
     let lab = lab("rrx");
     let dir = scratch("xsk-server");
     let (ip, cidr) = dedicated(&lab, 100);
-    let json = dir.join("server.json");
-    let server = start_server(
-        &lab,
-        &dir,
-        &[
-            "--backend",
-            "xsk",
-            "--iface",
-            &lab.if_a,
-            "--addr",
-            &cidr,
-            "--port",
-            "7300",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-    );
+    let server = start_xsk_server(&lab, &dir, &cidr, "echo", 7300);
     assert!(server.stdout().contains("xsk port: "), "features line:\n{}", server.output());
     assert!(xdp_attached(&lab.ns_a, &lab.if_a), "the server attached its program");
     let connect = SocketAddrV4::new(ip, 7300).to_string();
@@ -205,13 +204,7 @@ fn xsk_server_dedicated_address_kernel_client() {
 fn kernel_server_kernel_and_xsk_clients() {
     let lab = lab("rrk");
     let dir = scratch("kernel-server");
-    let json = dir.join("server.json");
-    let addr_a = lab.addr_a.to_string();
-    let server = start_server(
-        &lab,
-        &dir,
-        &["--backend", "kernel", "--bind", &addr_a, "--port", "7301", "--json", json.to_str().unwrap()],
-    );
+    let server = start_kernel_server(&lab, &dir, "echo", 7301);
     let pid = server.child.id().to_string();
     let connect = SocketAddrV4::new(lab.addr_a, 7301).to_string();
 
@@ -251,26 +244,8 @@ fn kernel_server_kernel_and_xsk_clients() {
 fn kv_service_over_both_backends() {
     let lab = lab("rrv");
     let dir = scratch("kv");
-    let json = dir.join("server.json");
     let (ip, cidr) = dedicated(&lab, 100);
-    let server = start_server(
-        &lab,
-        &dir,
-        &[
-            "--backend",
-            "xsk",
-            "--iface",
-            &lab.if_a,
-            "--addr",
-            &cidr,
-            "--service",
-            "kv",
-            "--port",
-            "7302",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-    );
+    let server = start_xsk_server(&lab, &dir, &cidr, "kv", 7302);
     let connect = SocketAddrV4::new(ip, 7302).to_string();
     let mut args = vec!["--service", "kv", "--resp-size", "200", "--kv-keys", "8", "--connect", &connect];
     args.extend_from_slice(LOAD);
@@ -316,26 +291,8 @@ fn tcp_echo_roundtrip(ns: &Netns, addr: SocketAddrV4) {
 fn tcp_echo_with_std_tcpstream_xsk_server() {
     let lab = lab("rrt");
     let dir = scratch("tcp-echo-xsk");
-    let json = dir.join("server.json");
     let (ip, cidr) = dedicated(&lab, 100);
-    let server = start_server(
-        &lab,
-        &dir,
-        &[
-            "--backend",
-            "xsk",
-            "--iface",
-            &lab.if_a,
-            "--addr",
-            &cidr,
-            "--service",
-            "tcp-echo",
-            "--port",
-            "7",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-    );
+    let server = start_xsk_server(&lab, &dir, &cidr, "tcp-echo", 7);
     tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(ip, 7));
     let s = stop_server(&lab, server, libc::SIGINT);
     assert_eq!(s.accepted, 1, "{s:?}");
@@ -346,24 +303,7 @@ fn tcp_echo_with_std_tcpstream_xsk_server() {
 fn tcp_echo_with_std_tcpstream_kernel_server() {
     let lab = lab("rre");
     let dir = scratch("tcp-echo-kernel");
-    let json = dir.join("server.json");
-    let addr_a = lab.addr_a.to_string();
-    let server = start_server(
-        &lab,
-        &dir,
-        &[
-            "--backend",
-            "kernel",
-            "--bind",
-            &addr_a,
-            "--service",
-            "tcp-echo",
-            "--port",
-            "7",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-    );
+    let server = start_kernel_server(&lab, &dir, "tcp-echo", 7);
     tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(lab.addr_a, 7));
     let s = stop_server(&lab, server, libc::SIGTERM);
     assert_eq!(s.accepted, 1, "{s:?}");

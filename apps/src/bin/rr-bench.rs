@@ -16,10 +16,10 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use clap::{ArgMatches, Parser};
 
 use apps::{
-    init_tracing, parse_bytes, parse_duration, warn_ignored, AddrArg, Backend, BenchResult, KvWorkload, Progress,
+    parse_bytes, parse_duration, warn_ignored, AddrArg, Backend, BenchResult, KvWorkload, Progress,
     Service, XskOpts,
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
@@ -211,19 +211,7 @@ impl Plan {
 }
 
 fn main() -> ExitCode {
-    init_tracing();
-    let matches = Args::command().get_matches();
-    let args = match Args::from_arg_matches(&matches) {
-        Ok(a) => a,
-        Err(e) => e.exit(),
-    };
-    match run(&args, &matches) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("rr-bench: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    apps::main_with::<Args>("rr-bench", run)
 }
 
 fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {

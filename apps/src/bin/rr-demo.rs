@@ -65,12 +65,9 @@ struct Case {
     full_only: bool,
 }
 
+/// What one run measured; in a `Summary`, the medians over the runs.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
-struct Row {
-    backend: String,
-    case: String,
-    round: usize,
-    conns: usize,
+struct Metrics {
     rps: f64,
     p50_us: f64,
     p99_us: f64,
@@ -82,6 +79,32 @@ struct Row {
     client_cores: f64,
     #[serde(default)]
     server_cores: f64,
+}
+
+impl Metrics {
+    fn median(runs: &[&Metrics]) -> Metrics {
+        let m = |f: fn(&Metrics) -> f64| median(runs.iter().map(|r| f(r)).collect());
+        Metrics {
+            rps: m(|r| r.rps),
+            p50_us: m(|r| r.p50_us),
+            p99_us: m(|r| r.p99_us),
+            p999_us: m(|r| r.p999_us),
+            cpu_us_per_req: m(|r| r.cpu_us_per_req),
+            cpu_us_per_req_machine: m(|r| r.cpu_us_per_req_machine),
+            client_cores: m(|r| r.client_cores),
+            server_cores: m(|r| r.server_cores),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+struct Row {
+    backend: String,
+    case: String,
+    round: usize,
+    conns: usize,
+    #[serde(flatten)]
+    m: Metrics,
     errors: u64,
 }
 
@@ -276,14 +299,16 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, secs: f64) -> R
         case: case.name.to_string(),
         round,
         conns: case.conns,
-        rps: f("rps"),
-        p50_us: f("p50_us"),
-        p99_us: f("p99_us"),
-        p999_us: f("p999_us"),
-        cpu_us_per_req: f("cpu_us_per_req_server"),
-        cpu_us_per_req_machine: f("cpu_us_per_req_machine"),
-        client_cores: f("cores_client"),
-        server_cores: f("cores_server"),
+        m: Metrics {
+            rps: f("rps"),
+            p50_us: f("p50_us"),
+            p99_us: f("p99_us"),
+            p999_us: f("p999_us"),
+            cpu_us_per_req: f("cpu_us_per_req_server"),
+            cpu_us_per_req_machine: f("cpu_us_per_req_machine"),
+            client_cores: f("cores_client"),
+            server_cores: f("cores_server"),
+        },
         errors: v["errors"].as_u64().unwrap_or(0) + v["lost"].as_u64().unwrap_or(0),
     })
 }
@@ -380,7 +405,7 @@ fn run(args: Args) -> Result<()> {
                 };
                 println!(
                     "[{n:>2}/{total}] {:<11} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
-                    row.case, row.backend, row.rps, row.p50_us, row.p99_us, row.cpu_us_per_req
+                    row.case, row.backend, row.m.rps, row.m.p50_us, row.m.p99_us, row.m.cpu_us_per_req
                 );
                 rows.push(row);
             }
@@ -403,14 +428,8 @@ struct Summary {
     backend: String,
     case: String,
     conns: usize,
-    rps: f64,
-    p50_us: f64,
-    p99_us: f64,
-    p999_us: f64,
-    cpu_us_per_req: f64,
-    cpu_us_per_req_machine: f64,
-    client_cores: f64,
-    server_cores: f64,
+    #[serde(flatten)]
+    m: Metrics,
     errors: u64,
     runs: usize,
 }
@@ -423,21 +442,13 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
             if rs.is_empty() {
                 continue;
             }
-            let m = |f: fn(&Row) -> f64| median(rs.iter().map(|r| f(r)).collect());
             sums.insert(
                 (case.name.to_string(), backend.to_string()),
                 Summary {
                     backend: backend.into(),
                     case: case.name.into(),
                     conns: case.conns,
-                    rps: m(|r| r.rps),
-                    p50_us: m(|r| r.p50_us),
-                    p99_us: m(|r| r.p99_us),
-                    p999_us: m(|r| r.p999_us),
-                    cpu_us_per_req: m(|r| r.cpu_us_per_req),
-                    cpu_us_per_req_machine: m(|r| r.cpu_us_per_req_machine),
-                    client_cores: m(|r| r.client_cores),
-                    server_cores: m(|r| r.server_cores),
+                    m: Metrics::median(&rs.iter().map(|r| &r.m).collect::<Vec<_>>()),
                     errors: rs.iter().map(|r| r.errors).sum(),
                     runs: rs.len(),
                 },
@@ -457,22 +468,22 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
             "{:<11} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9}",
             case.name,
             case.conns,
-            x.rps,
-            k.rps,
-            x.rps / k.rps,
-            x.p50_us,
-            k.p50_us,
-            x.p99_us,
-            k.p99_us,
-            x.p999_us,
-            k.p999_us,
-            x.cpu_us_per_req,
-            k.cpu_us_per_req,
-            x.cpu_us_per_req / k.cpu_us_per_req,
+            x.m.rps,
+            k.m.rps,
+            x.m.rps / k.m.rps,
+            x.m.p50_us,
+            k.m.p50_us,
+            x.m.p99_us,
+            k.m.p99_us,
+            x.m.p999_us,
+            k.m.p999_us,
+            x.m.cpu_us_per_req,
+            k.m.cpu_us_per_req,
+            x.m.cpu_us_per_req / k.m.cpu_us_per_req,
             machine_col(x),
             machine_col(k),
-            format!("{:.2}/{:.2}", x.client_cores, x.server_cores),
-            format!("{:.2}/{:.2}", k.client_cores, k.server_cores)
+            format!("{:.2}/{:.2}", x.m.client_cores, x.m.server_cores),
+            format!("{:.2}/{:.2}", k.m.client_cores, k.m.server_cores)
         );
     }
     println!("(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context; mc = whole machine;");
@@ -493,11 +504,11 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
 /// The whole-machine CPU per request, unless /proc/stat's tick sampling
 /// visibly undercounted it (less than the client and server processes used).
 fn machine_col(s: &Summary) -> String {
-    let procs = (s.client_cores + s.server_cores) / s.rps * 1e6;
-    if procs.is_finite() && s.cpu_us_per_req_machine < 0.9 * procs {
+    let procs = (s.m.client_cores + s.m.server_cores) / s.m.rps * 1e6;
+    if procs.is_finite() && s.m.cpu_us_per_req_machine < 0.9 * procs {
         "n/a".into()
     } else {
-        format!("{:.2}", s.cpu_us_per_req_machine)
+        format!("{:.2}", s.m.cpu_us_per_req_machine)
     }
 }
 
@@ -506,8 +517,8 @@ fn svg(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> String {
     let (w, h, pad) = (1000.0, 700.0, 70.0);
     let panel_h = (h - 3.0 * pad) / 2.0;
     let get = |c: &str, b: &str| sums.get(&(c.to_string(), b.to_string()));
-    let max_rps = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.rps))).fold(1.0, f64::max);
-    let max_lat = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.p99_us))).filter(|x| x.is_finite()).fold(1.0, f64::max);
+    let max_rps = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.m.rps))).fold(1.0, f64::max);
+    let max_lat = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.m.p99_us))).filter(|x| x.is_finite()).fold(1.0, f64::max);
     let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>"#);
     s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Requests per second (median), xsk (blue) vs kernel (grey)</text>"#, pad - 20.0);
     s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Latency p50 (solid) and p99 (light), microseconds, log scale</text>"#, 2.0 * pad + panel_h - 20.0);
@@ -519,20 +530,20 @@ fn svg(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> String {
             let color = if *b == "xsk" { "#3366cc" } else { "#999999" };
             let bw = group * 0.35;
             let x = x0 + 0.1 * group + j as f64 * bw;
-            let bh = panel_h * v.rps / max_rps;
+            let bh = panel_h * v.m.rps / max_rps;
             s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{bh:.1}" fill="{color}"/>"#, pad + panel_h - bh);
-            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}k</text>"#, x + bw / 2.0, pad + panel_h - bh - 3.0, v.rps / 1000.0);
+            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}k</text>"#, x + bw / 2.0, pad + panel_h - bh - 3.0, v.m.rps / 1000.0);
             let base = 2.0 * pad + 2.0 * panel_h;
             // Log scale from 1 us to the largest p99: latencies span 5 decades.
             let scale = |us: f64| (us.max(1.0).log10() / max_lat.max(10.0).log10()).min(1.0);
-            for (val, op) in [(v.p99_us, "0.35"), (v.p50_us, "1")] {
+            for (val, op) in [(v.m.p99_us, "0.35"), (v.m.p50_us, "1")] {
                 if !val.is_finite() {
                     continue;
                 }
                 let lh = panel_h * scale(val);
                 s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{lh:.1}" fill="{color}" fill-opacity="{op}"/>"#, base - lh);
             }
-            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}</text>"#, x + bw / 2.0, base - panel_h * scale(v.p99_us) - 3.0, v.p50_us);
+            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}</text>"#, x + bw / 2.0, base - panel_h * scale(v.m.p99_us) - 3.0, v.m.p50_us);
         }
         for y in [pad + panel_h + 15.0, 2.0 * pad + 2.0 * panel_h + 15.0] {
             s += &format!(r#"<text x="{:.1}" y="{y:.1}" text-anchor="middle" font-size="11">{}</text>"#, x0 + group / 2.0, c.name);

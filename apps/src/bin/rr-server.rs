@@ -11,9 +11,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use clap::{ArgMatches, Parser};
 
-use apps::{init_tracing, parse_bytes, parse_duration, warn_ignored, Backend, ServerSummary, Service, XskOpts};
+use apps::{parse_bytes, parse_duration, warn_ignored, Backend, ServerSummary, Service, XskOpts};
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::cpu::process_cpu;
 use stack::kernel::{KernelConfig, KernelTransport};
@@ -86,19 +86,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    init_tracing();
-    let matches = Args::command().get_matches();
-    let args = match Args::from_arg_matches(&matches) {
-        Ok(a) => a,
-        Err(e) => e.exit(),
-    };
-    match run(&args, &matches) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rr-server: error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    apps::main_with::<Args>("rr-server", |args, matches| run(args, matches).map(|()| ExitCode::SUCCESS))
 }
 
 /// Why the loop stopped.
