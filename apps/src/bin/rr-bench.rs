@@ -618,6 +618,7 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
         let mut v = vec!["rr-bench", "--connect", "127.0.0.1:7000"];

@@ -270,6 +270,7 @@ fn print_summary(s: &ServerSummary) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
     fn cli_is_consistent() {
