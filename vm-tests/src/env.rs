@@ -10,6 +10,7 @@ use crate::guest::{Accel, GuestSpec};
 use crate::initramfs::{self, InitramfsInfo};
 use crate::kernel::{self, GuestKernel, KernelSel};
 use crate::netns::{self, HostNet};
+use crate::report::KvTable;
 use crate::tools;
 use crate::util::{cmd, run, unix_now};
 
@@ -286,6 +287,23 @@ impl Env {
             std::fs::write(p, &text).with_context(|| format!("writing {}", p.display()))?;
         }
         Ok(paths)
+    }
+
+    /// [`Env::write_report`], and a `wrote PATH` line for each file.
+    pub fn publish(&self, scenario: &str, report: &serde_json::Value) -> Result<()> {
+        for p in self.write_report(scenario, report)? {
+            println!("wrote {}", p.display());
+        }
+        Ok(())
+    }
+
+    /// The `time` (since the start) and `logs` rows of a scenario's table.
+    pub fn time_and_logs(&self, t: &mut KvTable) {
+        t.row(
+            "time",
+            format!("{:.1} s", self.started.elapsed().as_secs_f64()),
+        );
+        t.row("logs", self.run_dir.display().to_string());
     }
 }
 

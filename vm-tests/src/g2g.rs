@@ -20,15 +20,15 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
+use crate::compare::{self, Perf, KERNEL_PORT, XSK_PORT};
 use crate::env::{Common, Env, KernelSet};
 use crate::guest::{up_field, Accel, Guest, OFFLOADS_OFF};
 use crate::load::{self, BenchArgs, LoadResult};
-use crate::matrix::Perf;
 use crate::netem::{self, NetemRun, DEFAULT_NETEM};
 use crate::netns::HostNet;
-use crate::report::{thousands, Grid, KvTable};
+use crate::report::{server_cell, thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
-use crate::util::{check_interrupted, median};
+use crate::util::check_interrupted;
 
 /// UDP ports of the two socket netdevs (inside the harness's own namespace).
 pub const SERVER_UDP: u16 = 10001;
@@ -180,25 +180,25 @@ fn body(
     r: &mut G2g,
     problems: &mut Vec<String>,
 ) -> Result<()> {
-    let xs = ServerSpec::xsk("gx", &o.attach, "shared", 7000);
-    let ks = ServerSpec::kernel("gk", 7001);
+    let xs = ServerSpec::xsk("gx", &o.attach, "shared", XSK_PORT);
+    let ks = ServerSpec::kernel("gk", KERNEL_PORT);
     match server::start(sg, &xs)? {
         Ok(st) => r.port_line = st.port_line,
         Err(refused) => bail!(
             "xsk rr-server did not start in the server guest: {}",
-            refused.error.unwrap_or(refused.log_tail)
+            refused.reason()
         ),
     }
     if let Err(refused) = server::start(sg, &ks)? {
         let _ = server::stop(sg, &xs);
         bail!(
             "kernel rr-server did not start in the server guest: {}",
-            refused.error.unwrap_or(refused.log_tail)
+            refused.reason()
         );
     }
     let result = (|| -> Result<()> {
         // Correctness, both servers.
-        for (backend, port) in [("xsk", 7000u16), ("kernel", 7001)] {
+        for (backend, port) in [("xsk", XSK_PORT), ("kernel", KERNEL_PORT)] {
             for (what, size, n, conns, depth) in [
                 (
                     format!("64 B x {}", o.requests),
@@ -231,22 +231,21 @@ fn body(
         if o.netem != "off" && !o.netem.is_empty() {
             netem::add_egress(cg, "eth0", &o.netem)?;
             netem::add_ingress(cg, "eth0", &o.netem)?;
-            for (i, (backend, port)) in [("xsk", 7000u16), ("kernel", 7001)].into_iter().enumerate()
+            for (i, (backend, port)) in [("xsk", XSK_PORT), ("kernel", KERNEL_PORT)]
+                .into_iter()
+                .enumerate()
             {
                 check_interrupted()?;
                 let before: Vec<_> = ["eth0", "ifb0"]
                     .iter()
                     .filter_map(|d| netem::stats(cg, d).ok().flatten())
                     .collect();
-                let b = BenchArgs {
-                    connect: SocketAddrV4::new(server_ip, port),
-                    conns: 2,
-                    depth: 2,
-                    req_size: 64,
-                    duration: Duration::from_secs(120),
-                    max_requests: Some(o.requests),
-                    drain_timeout: Some(Duration::from_secs(10)),
-                };
+                let b = BenchArgs::checked(
+                    SocketAddrV4::new(server_ip, port),
+                    o.requests,
+                    Duration::from_secs(120),
+                )
+                .under_netem();
                 let mut n = NetemRun {
                     topology: "guest -> guest".into(),
                     kernel: r.kernel.clone(),
@@ -260,11 +259,8 @@ fn body(
                 let mut ps = Vec::new();
                 match load::rr_bench_in_guest(cg, &b, &format!("netem-{i}")) {
                     Ok(l) => {
-                        if !l.clean(o.requests) {
-                            ps.push(format!(
-                                "rr-bench: {} of {} answered, {} errors, {} lost",
-                                l.requests, o.requests, l.errors, l.lost
-                            ));
+                        if let Some(short) = l.shortfall(o.requests) {
+                            ps.push(format!("rr-bench: {short}"));
                         }
                         n.load = Some(l);
                     }
@@ -305,12 +301,8 @@ fn body(
             );
             r.server_exit = Some(st.exit_status);
             r.frame_audit = st.frame_audit.clone();
-            if st.exit_status != 0 || !st.frame_audit.as_deref().is_some_and(|l| l.contains("ok")) {
-                problems.push(format!(
-                    "xsk server: unclean stop (status {}, {})",
-                    st.exit_status,
-                    st.frame_audit.unwrap_or_else(|| "no frame audit".into())
-                ));
+            if let Some(u) = st.unclean() {
+                problems.push(format!("xsk server: {u}"));
             }
         }
         Err(e) => problems.push(format!("stopping the xsk server: {e:#}")),
@@ -320,20 +312,19 @@ fn body(
 
 fn check(cg: &mut Guest, b: &BenchArgs, tag: &str, backend: &str, what: &str, n: u64) -> G2gCheck {
     let (outcome, load, detail) = match load::rr_bench_in_guest(cg, b, tag) {
-        Ok(l) if l.clean(n) => ("ok", Some(l), String::new()),
-        Ok(l) => {
-            let d = format!(
-                "{} of {n} answered, {} errors, {} lost{}",
-                l.requests,
-                l.errors,
-                l.lost,
-                l.note
-                    .as_deref()
-                    .map(|x| format!(" ({x})"))
-                    .unwrap_or_default()
-            );
-            ("FAIL", Some(l), d)
-        }
+        Ok(l) => match l.shortfall(n) {
+            None => ("ok", Some(l), String::new()),
+            Some(short) => {
+                let d = format!(
+                    "{short}{}",
+                    l.note
+                        .as_deref()
+                        .map(|x| format!(" ({x})"))
+                        .unwrap_or_default()
+                );
+                ("FAIL", Some(l), d)
+            }
+        },
         Err(e) => ("FAIL", None, format!("{e:#}")),
     };
     eprintln!("vm-tests: g2g check {backend} {what}: {outcome} {detail}");
@@ -362,39 +353,10 @@ fn compare(cg: &mut Guest, server_ip: Ipv4Addr, o: &G2gOpts, accel: Accel) -> Re
         },
         ..Perf::default()
     };
-    for i in 0..o.runs {
-        let order: [(&str, u16); 2] = if i % 2 == 0 {
-            [("kernel", 7001), ("xsk", 7000)]
-        } else {
-            [("xsk", 7000), ("kernel", 7001)]
-        };
-        for (which, port) in order {
-            check_interrupted()?;
-            let b = BenchArgs {
-                connect: SocketAddrV4::new(server_ip, port),
-                conns: 1,
-                depth: 1,
-                req_size: 64,
-                duration: Duration::from_secs_f64(o.run_secs),
-                max_requests: None,
-                drain_timeout: None,
-            };
-            let r = load::rr_bench_in_guest(cg, &b, &format!("perf-{which}-{i}"))?;
-            p.errors += r.errors + r.lost;
-            if which == "kernel" {
-                p.kernel_rps.push(r.rps);
-                p.kernel_p50_us.push(r.p50_us);
-            } else {
-                p.xsk_rps.push(r.rps);
-                p.xsk_p50_us.push(r.p50_us);
-            }
-        }
-    }
-    p.median_kernel_rps = median(&p.kernel_rps);
-    p.median_xsk_rps = median(&p.xsk_rps);
-    p.rps_ratio = p.median_xsk_rps / p.median_kernel_rps;
-    p.median_kernel_p50_us = median(&p.kernel_p50_us);
-    p.median_xsk_p50_us = median(&p.xsk_p50_us);
+    p.measure(server_ip, |b, which, i| {
+        load::rr_bench_in_guest(cg, b, &format!("perf-{which}-{i}"))
+    })?;
+    p.summarize();
     eprintln!(
         "vm-tests: g2g kernel vs xsk ({}): {:.0} vs {:.0} req/s, ratio {:.2}",
         o.attach, p.median_kernel_rps, p.median_xsk_rps, p.rps_ratio
@@ -435,11 +397,7 @@ pub fn tables(rs: &[G2g]) -> String {
             };
             g.row(vec![
                 r.kernel.clone(),
-                if c.backend == "xsk" {
-                    format!("xsk {}", r.attach)
-                } else {
-                    c.backend.clone()
-                },
+                server_cell(&c.backend, &r.attach),
                 c.what.clone(),
                 c.outcome.clone(),
                 n,
@@ -456,31 +414,10 @@ pub fn tables(rs: &[G2g]) -> String {
         .filter_map(|r| r.perf.as_ref().map(|p| (r.kernel.as_str(), p)))
         .collect();
     if !perf.is_empty() {
-        s.push_str("\n== guest -> guest: kernel TCP vs xsk server (1 conn, depth 1, 64 B, median of alternating runs)\n");
-        let mut g = Grid::new(&[
-            "kernel",
-            "attach",
-            "runs",
-            "kernel req/s",
-            "xsk req/s",
-            "xsk/kernel",
-            "p50us kernel",
-            "p50us xsk",
-        ]);
-        for (k, p) in &perf {
-            g.row(vec![
-                k.to_string(),
-                p.attach.clone(),
-                format!("{}x{:.0}s", p.runs, p.run_secs),
-                thousands(p.median_kernel_rps),
-                thousands(p.median_xsk_rps),
-                format!("{:.2}", p.rps_ratio),
-                format!("{:.0}", p.median_kernel_p50_us),
-                format!("{:.0}", p.median_xsk_p50_us),
-            ]);
-        }
-        s.push_str(&g.render());
-        s.push_str(&format!("  caveat: {}\n", perf[0].1.caveat));
+        s.push_str(&compare::table(
+            "\n== guest -> guest: kernel TCP vs xsk server (1 conn, depth 1, 64 B, median of alternating runs)\n",
+            &perf,
+        ));
     }
     let netem: Vec<NetemRun> = rs.iter().flat_map(|r| r.netem.iter().cloned()).collect();
     if !netem.is_empty() {
@@ -529,11 +466,7 @@ pub fn run(args: &G2gArgs) -> Result<bool> {
             ),
         );
     }
-    t.row(
-        "time",
-        format!("{:.1} s", env.started.elapsed().as_secs_f64()),
-    );
-    t.row("logs", env.run_dir.display().to_string());
+    env.time_and_logs(&mut t);
     let mut s = t.render("vm-tests g2g");
     if let Some(r) = &res {
         s.push_str(&tables(std::slice::from_ref(r)));
@@ -545,8 +478,6 @@ pub fn run(args: &G2gArgs) -> Result<bool> {
         "g2g": res,
         "total_s": env.started.elapsed().as_secs_f64(),
     });
-    for p in env.write_report("g2g", &json)? {
-        println!("wrote {}", p.display());
-    }
+    env.publish("g2g", &json)?;
     Ok(ok)
 }

@@ -39,6 +39,16 @@ impl LoadResult {
     pub fn clean(&self, want: u64) -> bool {
         self.requests >= want && self.errors == 0 && self.lost == 0
     }
+
+    /// `N of WANT answered, E errors, L lost`, or None when [`LoadResult::clean`].
+    pub fn shortfall(&self, want: u64) -> Option<String> {
+        (!self.clean(want)).then(|| {
+            format!(
+                "{} of {want} answered, {} errors, {} lost",
+                self.requests, self.errors, self.lost
+            )
+        })
+    }
 }
 
 /// rr-bench parameters.
@@ -53,6 +63,30 @@ pub struct BenchArgs {
     /// rr-bench --drain-timeout (its default, 2 s, when None): longer under netem, where the
     /// last responses may need a retransmission.
     pub drain_timeout: Option<Duration>,
+}
+
+impl BenchArgs {
+    /// The checked load of the scenarios: `requests` 64-byte echoes over 2 connections x depth
+    /// 2, stopped after `limit` if they have not all come back by then.
+    pub fn checked(connect: SocketAddrV4, requests: u64, limit: Duration) -> Self {
+        BenchArgs {
+            connect,
+            conns: 2,
+            depth: 2,
+            req_size: 64,
+            duration: limit,
+            max_requests: Some(requests),
+            drain_timeout: None,
+        }
+    }
+
+    /// Under netem the last responses may need a retransmission: wait longer for them.
+    pub fn under_netem(self) -> Self {
+        BenchArgs {
+            drain_timeout: Some(Duration::from_secs(10)),
+            ..self
+        }
+    }
 }
 
 /// Outcome of trying rr-bench.
@@ -225,6 +259,34 @@ pub fn echo_check(
     seed: u64,
 ) -> Result<LoadResult> {
     net.run_in(move || echo_check_here(server, requests, sizes, seed))?
+}
+
+/// One request of each of [`CHECK_SIZES`] after a case's load; what went wrong goes to
+/// `problems`, so a case reports the check along with everything else that failed.
+pub fn byte_check(
+    net: &HostNet,
+    server: SocketAddrV4,
+    seed: u64,
+    problems: &mut Vec<String>,
+) -> Option<LoadResult> {
+    let n = CHECK_SIZES.len() as u64;
+    match echo_check(net, server, n, CHECK_SIZES, seed) {
+        Ok(c) => {
+            if !c.clean(n) {
+                problems.push(format!(
+                    "byte check: {}",
+                    c.note
+                        .clone()
+                        .unwrap_or_else(|| format!("{} mismatches", c.errors))
+                ));
+            }
+            Some(c)
+        }
+        Err(e) => {
+            problems.push(format!("byte check: {e:#}"));
+            None
+        }
+    }
 }
 
 fn echo_check_here(

@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
+use crate::compare::{self, Perf, KERNEL_PORT, XSK_PORT};
 use crate::env::{Common, Env, KernelSet};
 use crate::g2g::{self, G2g, G2gOpts};
 use crate::guest::{up_field, Accel, Guest, OFFLOADS_OFF};
@@ -21,9 +22,9 @@ use crate::kernel::KernelSel;
 use crate::load::{self, Bench, BenchArgs, LoadResult};
 use crate::netem::{self, NetemRun};
 use crate::netns::HostNet;
-use crate::report::{thousands, Grid, KvTable};
+use crate::report::{modules, thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
-use crate::util::{check_interrupted, median};
+use crate::util::check_interrupted;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct MatrixArgs {
@@ -174,30 +175,29 @@ pub struct Case {
     pub rx_queues: Option<String>,
 }
 
-/// Kernel TCP vs xsk in one guest.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Perf {
-    /// "host tap -> guest" (matrix) or "guest -> guest" (g2g).
-    pub topology: String,
-    /// Guest kernel label.
-    pub kernel: String,
-    /// Guest offloads of the guest it ran in.
-    pub offloads: String,
-    pub attach: String,
-    pub runs: usize,
-    pub run_secs: f64,
-    pub kernel_rps: Vec<f64>,
-    pub xsk_rps: Vec<f64>,
-    pub kernel_p50_us: Vec<f64>,
-    pub xsk_p50_us: Vec<f64>,
-    pub median_kernel_rps: f64,
-    pub median_xsk_rps: f64,
-    /// median xsk / median kernel requests per second.
-    pub rps_ratio: f64,
-    pub median_kernel_p50_us: f64,
-    pub median_xsk_p50_us: f64,
-    pub errors: u64,
-    pub caveat: String,
+impl Case {
+    /// A case before it ran: no kernel label, outcome or measurements yet.
+    pub fn new(offloads: &str, attach: &str, addr: &str, queues: u32, mtu: u32) -> Self {
+        Case {
+            kernel: String::new(),
+            offloads: offloads.into(),
+            attach: attach.into(),
+            addr: addr.into(),
+            queues,
+            mtu,
+            outcome: String::new(),
+            detail: String::new(),
+            port_line: None,
+            warnings: vec![],
+            xdp_serving: None,
+            load: None,
+            byte_check: None,
+            server_exit: None,
+            xdp_after: None,
+            tune: vec![],
+            rx_queues: None,
+        }
+    }
 }
 
 /// SIGKILL of the server.
@@ -314,9 +314,7 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
     };
     rep.failure = (!problems.is_empty()).then(|| problems.join("\n"));
     print!("{}", table(&rep));
-    for p in env.write_report("matrix", &serde_json::to_value(&rep)?)? {
-        println!("wrote {}", p.display());
-    }
+    env.publish("matrix", &serde_json::to_value(&rep)?)?;
     Ok(problems.is_empty())
 }
 
@@ -379,16 +377,7 @@ fn kernel_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixRep
     for (gi, (off, nic)) in guests.into_iter().enumerate() {
         check_interrupted()?;
         let net = HostNet::create()?;
-        let name = match ks.sel {
-            KernelSel::Host => format!("offloads-{off}"),
-            other => format!("{}-offloads-{off}", other.label()),
-        };
-        let spec = env.spec_for(ks, &name, &net, nic);
-        let mut g = Guest::boot(&spec, &net, env.common.accel)?;
-        if rep.accel.is_empty() {
-            rep.accel = g.accel.name().into();
-            rep.accel_note = g.accel_note.clone();
-        }
+        let (mut g, name) = boot_guest(env, ks, rep, &net, &format!("offloads-{off}"), nic, 1)?;
         if let Some(k) = up_field(&g.up_line, "kernel") {
             if let Some(ki) = rep.kernels.iter_mut().find(|k| k.label == label) {
                 ki.release = k.to_string();
@@ -478,7 +467,9 @@ fn kernel_part(env: &Env, args: &MatrixArgs, ks: &KernelSet, rep: &mut MatrixRep
     Ok(())
 }
 
-fn boot_logged(
+/// Boots guest `name` (after the kernel label, but for the host's kernel) and records the
+/// accelerator of the first guest of the run; the guest and its full name.
+fn boot_guest(
     env: &Env,
     ks: &KernelSet,
     rep: &mut MatrixReport,
@@ -486,7 +477,7 @@ fn boot_logged(
     name: &str,
     nic: &str,
     smp: u32,
-) -> Result<Guest> {
+) -> Result<(Guest, String)> {
     let name = match ks.sel {
         KernelSel::Host => name.to_string(),
         other => format!("{}-{name}", other.label()),
@@ -498,6 +489,19 @@ fn boot_logged(
         rep.accel = g.accel.name().into();
         rep.accel_note = g.accel_note.clone();
     }
+    Ok((g, name))
+}
+
+fn boot_logged(
+    env: &Env,
+    ks: &KernelSet,
+    rep: &mut MatrixReport,
+    net: &HostNet,
+    name: &str,
+    nic: &str,
+    smp: u32,
+) -> Result<Guest> {
+    let (g, name) = boot_guest(env, ks, rep, net, name, nic, smp)?;
     eprintln!(
         "vm-tests: guest {name} up in {:.1} s ({}): {}",
         g.boot_secs,
@@ -673,25 +677,7 @@ fn case(
     };
     let port = 7000;
     let s = ServerSpec::xsk(&format!("c{n}"), attach, &addr_arg, port);
-    let mut c = Case {
-        kernel: String::new(),
-        offloads: offloads.into(),
-        attach: attach.into(),
-        addr: addr.into(),
-        queues,
-        mtu,
-        outcome: String::new(),
-        detail: String::new(),
-        port_line: None,
-        warnings: vec![],
-        xdp_serving: None,
-        load: None,
-        byte_check: None,
-        server_exit: None,
-        xdp_after: None,
-        tune: vec![],
-        rx_queues: None,
-    };
+    let mut c = Case::new(offloads, attach, addr, queues, mtu);
     match server::start(g, &s)? {
         Err(r) => {
             c.server_exit = r.exit_status;
@@ -736,24 +722,13 @@ fn case(
     };
     c.xdp_serving = server::xdp_state(g)?;
     let dst = SocketAddrV4::new(ip, port);
-    let b = BenchArgs {
-        connect: dst,
-        conns: 2,
-        depth: 2,
-        req_size: 64,
-        duration: Duration::from_secs(30),
-        max_requests: Some(args.requests),
-        drain_timeout: None,
-    };
+    let b = BenchArgs::checked(dst, args.requests, Duration::from_secs(30));
     let json = env.run_dir.join(format!("case{n}-rr-bench.json"));
     let mut problems: Vec<String> = Vec::new();
     match load::rr_bench(&env.bin_dir, net, &b, &json) {
         Ok(Bench::Ran(r)) => {
-            if !r.clean(args.requests) {
-                problems.push(format!(
-                    "rr-bench: {} of {} answered, {} errors, {} lost",
-                    r.requests, args.requests, r.errors, r.lost
-                ));
+            if let Some(short) = r.shortfall(args.requests) {
+                problems.push(format!("rr-bench: {short}"));
             }
             c.load = Some(r);
         }
@@ -772,41 +747,14 @@ fn case(
         }
         Err(e) => problems.push(format!("rr-bench: {e:#}")),
     }
-    let n_check = load::CHECK_SIZES.len() as u64;
-    match load::echo_check(net, dst, n_check, load::CHECK_SIZES, 0x5eed + n as u64) {
-        Ok(r) => {
-            if !r.clean(n_check) {
-                problems.push(format!(
-                    "byte check: {}",
-                    r.note
-                        .clone()
-                        .unwrap_or_else(|| format!("{} mismatches", r.errors))
-                ));
-            }
-            c.byte_check = Some(r);
-        }
-        Err(e) => problems.push(format!("byte check: {e:#}")),
-    }
+    c.byte_check = load::byte_check(net, dst, 0x5eed + n as u64, &mut problems);
     let stopped = server::stop(g, &s)?;
     let _ = std::fs::write(
         env.run_dir.join(format!("case{n}-server.log")),
         &stopped.log,
     );
     c.server_exit = Some(stopped.exit_status);
-    if stopped.exit_status != 0
-        || !stopped
-            .frame_audit
-            .as_deref()
-            .is_some_and(|l| l.contains("ok"))
-    {
-        problems.push(format!(
-            "unclean stop (status {}, {})",
-            stopped.exit_status,
-            stopped
-                .frame_audit
-                .unwrap_or_else(|| "no frame audit".into())
-        ));
-    }
+    problems.extend(stopped.unclean());
     c.xdp_after = server::wait_detached(g, 3)?;
     if let (Some(b), Some(s)) = (&q_before, &q_serving) {
         c.rx_queues = Some(format!(
@@ -862,8 +810,8 @@ fn perf(
     attach: &str,
     accel: Accel,
 ) -> Result<Perf> {
-    let ks = ServerSpec::kernel("pk", 7001);
-    let xs = ServerSpec::xsk("px", attach, "shared", 7000);
+    let ks = ServerSpec::kernel("pk", KERNEL_PORT);
+    let xs = ServerSpec::xsk("px", attach, "shared", XSK_PORT);
     if let Err(r) = server::start(g, &ks)? {
         bail!("kernel rr-server did not start: {:?}", r.error);
     }
@@ -877,17 +825,6 @@ fn perf(
         attach: attach.into(),
         runs: args.runs,
         run_secs: args.run_secs,
-        kernel_rps: vec![],
-        xsk_rps: vec![],
-        kernel_p50_us: vec![],
-        xsk_p50_us: vec![],
-        median_kernel_rps: 0.0,
-        median_xsk_rps: 0.0,
-        rps_ratio: 0.0,
-        median_kernel_p50_us: 0.0,
-        median_xsk_p50_us: 0.0,
-        errors: 0,
-        kernel: String::new(),
         caveat: match accel {
             Accel::Kvm => "KVM guest, 1 vCPU: both servers share it with the guest kernel".into(),
             _ => "TCG: the guest CPU is emulated, so the guest side of every request costs far more than \
@@ -895,50 +832,19 @@ fn perf(
                   under emulation, not what a KVM guest would see"
                 .into(),
         },
+        ..Perf::default()
     };
-    let result = (|| -> Result<()> {
-        for i in 0..args.runs {
-            let order: [(&str, u16); 2] = if i % 2 == 0 {
-                [("kernel", 7001), ("xsk", 7000)]
-            } else {
-                [("xsk", 7000), ("kernel", 7001)]
-            };
-            for (which, port) in order {
-                check_interrupted()?;
-                let b = BenchArgs {
-                    connect: SocketAddrV4::new(net.guest_addr, port),
-                    conns: 1,
-                    depth: 1,
-                    req_size: 64,
-                    duration: Duration::from_secs_f64(args.run_secs),
-                    max_requests: None,
-                    drain_timeout: None,
-                };
-                let json = env.run_dir.join(format!("perf-{attach}-{which}-{i}.json"));
-                let r = match load::rr_bench(&env.bin_dir, net, &b, &json)? {
-                    Bench::Ran(r) => r,
-                    Bench::Unusable(why) => bail!("the comparison needs rr-bench: {why}"),
-                };
-                p.errors += r.errors + r.lost;
-                if which == "kernel" {
-                    p.kernel_rps.push(r.rps);
-                    p.kernel_p50_us.push(r.p50_us);
-                } else {
-                    p.xsk_rps.push(r.rps);
-                    p.xsk_p50_us.push(r.p50_us);
-                }
-            }
+    let result = p.measure(net.guest_addr, |b, which, i| {
+        let json = env.run_dir.join(format!("perf-{attach}-{which}-{i}.json"));
+        match load::rr_bench(&env.bin_dir, net, b, &json)? {
+            Bench::Ran(r) => Ok(r),
+            Bench::Unusable(why) => bail!("the comparison needs rr-bench: {why}"),
         }
-        Ok(())
-    })();
+    });
     let _ = server::stop(g, &xs);
     let _ = server::stop(g, &ks);
     result?;
-    p.median_kernel_rps = median(&p.kernel_rps);
-    p.median_xsk_rps = median(&p.xsk_rps);
-    p.rps_ratio = p.median_xsk_rps / p.median_kernel_rps;
-    p.median_kernel_p50_us = median(&p.kernel_p50_us);
-    p.median_xsk_p50_us = median(&p.xsk_p50_us);
+    p.summarize();
     Ok(p)
 }
 
@@ -956,7 +862,7 @@ fn kill9(g: &mut Guest, net: &HostNet, attach: &str, n: usize) -> Result<Kill9> 
     };
     if let Err(r) = server::start(g, &s)? {
         k.outcome = "FAIL".into();
-        k.detail = format!("server did not start: {}", r.error.unwrap_or(r.log_tail));
+        k.detail = format!("server did not start: {}", r.reason());
         return Ok(k);
     }
     k.xdp_before = server::xdp_state(g)?;
@@ -971,7 +877,7 @@ fn kill9(g: &mut Guest, net: &HostNet, attach: &str, n: usize) -> Result<Kill9> 
                 load::echo_check(net, dst, 14, load::CHECK_SIZES, 99).is_ok_and(|r| r.clean(14));
             let _ = server::stop(g, &again);
         }
-        Err(r) => k.detail = format!("restart refused: {}", r.error.unwrap_or(r.log_tail)),
+        Err(r) => k.detail = format!("restart refused: {}", r.reason()),
     }
     let mut problems = Vec::new();
     if k.xdp_before.is_none() {
@@ -1008,29 +914,16 @@ fn table(r: &MatrixReport) -> String {
             Some(f) => format!("{}:\n{f}", r.result),
         },
     );
-    t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
-    t.row(
-        "accel",
-        if r.accel_note.is_empty() {
-            r.accel.clone()
-        } else {
-            format!("{} ({})", r.accel, r.accel_note)
-        },
-    );
+    t.machine(&r.host_kernel, &r.qemu, &r.accel, &r.accel_note);
     for k in &r.kernels {
         t.row(
             format!("kernel {}", k.label),
             format!(
-                "{} ({}; {})\nmodules: loaded {}{}",
+                "{} ({}; {})\nmodules: {}",
                 k.release,
                 k.package,
                 k.source,
-                k.modules_loaded.join(" "),
-                if k.modules_builtin.is_empty() {
-                    String::new()
-                } else {
-                    format!("; built in {}", k.modules_builtin.join(" "))
-                }
+                modules(&k.modules_loaded, &k.modules_builtin)
             ),
         );
     }
@@ -1106,35 +999,15 @@ fn table(r: &MatrixReport) -> String {
         s.push_str(&grid.render());
     }
 
-    if !r.perf.is_empty() {
-        s.push_str(&format!(
-            "\n== kernel TCP vs xsk (offloads {}, 1 conn, depth 1, 64 B, median of alternating runs)\n",
-            r.perf[0].offloads
+    if let Some(first) = r.perf.first() {
+        let rows: Vec<(&str, &Perf)> = r.perf.iter().map(|p| (p.kernel.as_str(), p)).collect();
+        s.push_str(&compare::table(
+            &format!(
+                "\n== kernel TCP vs xsk (offloads {}, 1 conn, depth 1, 64 B, median of alternating runs)\n",
+                first.offloads
+            ),
+            &rows,
         ));
-        let mut grid = Grid::new(&[
-            "kernel",
-            "attach",
-            "runs",
-            "kernel req/s",
-            "xsk req/s",
-            "xsk/kernel",
-            "p50us kernel",
-            "p50us xsk",
-        ]);
-        for p in &r.perf {
-            grid.row(vec![
-                p.kernel.clone(),
-                p.attach.clone(),
-                format!("{}x{:.0}s", p.runs, p.run_secs),
-                thousands(p.median_kernel_rps),
-                thousands(p.median_xsk_rps),
-                format!("{:.2}", p.rps_ratio),
-                format!("{:.0}", p.median_kernel_p50_us),
-                format!("{:.0}", p.median_xsk_p50_us),
-            ]);
-        }
-        s.push_str(&grid.render());
-        s.push_str(&format!("  caveat: {}\n", r.perf[0].caveat));
     }
     if !r.kill9.is_empty() {
         s.push_str("\n== kill -9 of rr-server in the guest (ip -d link show dev eth0)\n");
@@ -1203,22 +1076,10 @@ mod tests {
     fn mtu_refusal_must_name_the_mtu() {
         let mut c = Case {
             kernel: "6.1".into(),
-            offloads: "off".into(),
-            attach: "drv".into(),
-            addr: "shared".into(),
-            queues: 1,
-            mtu: 4000,
             outcome: "refused".into(),
             detail: "rr-server: error: eth0: no XDP".into(),
-            port_line: None,
-            warnings: vec![],
-            xdp_serving: None,
-            load: None,
-            byte_check: None,
             server_exit: Some(1),
-            xdp_after: None,
-            tune: vec![],
-            rx_queues: None,
+            ..Case::new("off", "drv", "shared", 1, 4000)
         };
         judge_mtu(&mut c, "refused");
         assert_eq!(c.outcome, "FAIL");

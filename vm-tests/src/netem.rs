@@ -23,7 +23,7 @@ use crate::env::{Common, Env};
 use crate::guest::{Guest, OFFLOADS_OFF};
 use crate::load::{self, Bench, BenchArgs, LoadResult};
 use crate::netns::HostNet;
-use crate::report::{thousands, Grid, KvTable};
+use crate::report::{server_cell, thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
 
 /// iproute2's tc and ip in the guest, by path: the init shell prefers busybox applets (busybox
@@ -195,10 +195,7 @@ pub fn tap_case(
         Ok(_) => {}
         Err(refused) => {
             r.outcome = "FAIL".into();
-            r.detail = format!(
-                "rr-server did not start: {}",
-                refused.error.unwrap_or(refused.log_tail)
-            );
+            r.detail = format!("rr-server did not start: {}", refused.reason());
             return Ok(r);
         }
     }
@@ -208,44 +205,19 @@ pub fn tap_case(
     }
     let dst = SocketAddrV4::new(net.guest_addr, 7003);
     if problems.is_empty() {
-        let b = BenchArgs {
-            connect: dst,
-            conns: 2,
-            depth: 2,
-            req_size: 64,
-            duration: Duration::from_secs(120),
-            max_requests: Some(requests),
-            drain_timeout: Some(Duration::from_secs(10)),
-        };
+        let b = BenchArgs::checked(dst, requests, Duration::from_secs(120)).under_netem();
         let json = env.run_dir.join(format!("netem{n}-rr-bench.json"));
         match load::rr_bench(&env.bin_dir, net, &b, &json) {
             Ok(Bench::Ran(l)) => {
-                if !l.clean(requests) {
-                    problems.push(format!(
-                        "rr-bench: {} of {requests} answered, {} errors, {} lost",
-                        l.requests, l.errors, l.lost
-                    ));
+                if let Some(short) = l.shortfall(requests) {
+                    problems.push(format!("rr-bench: {short}"));
                 }
                 r.load = Some(l);
             }
             Ok(Bench::Unusable(why)) => problems.push(format!("rr-bench unusable: {why}")),
             Err(e) => problems.push(format!("rr-bench: {e:#}")),
         }
-        let n_check = load::CHECK_SIZES.len() as u64;
-        match load::echo_check(net, dst, n_check, load::CHECK_SIZES, 0x7e7e + n as u64) {
-            Ok(c) => {
-                if !c.clean(n_check) {
-                    problems.push(format!(
-                        "byte check: {}",
-                        c.note
-                            .clone()
-                            .unwrap_or_else(|| format!("{} mismatches", c.errors))
-                    ));
-                }
-                r.byte_check = Some(c);
-            }
-            Err(e) => problems.push(format!("byte check: {e:#}")),
-        }
+        r.byte_check = load::byte_check(net, dst, 0x7e7e + n as u64, &mut problems);
         if let Some(st) = stats(g, "eth0")? {
             r.qdiscs.push(st);
         }
@@ -258,20 +230,7 @@ pub fn tap_case(
     );
     r.server_exit = Some(stopped.exit_status);
     r.stack_tx_frames = stack_tx_frames(&stopped.log);
-    if stopped.exit_status != 0
-        || !stopped
-            .frame_audit
-            .as_deref()
-            .is_some_and(|l| l.contains("ok"))
-    {
-        problems.push(format!(
-            "unclean stop (status {}, {})",
-            stopped.exit_status,
-            stopped
-                .frame_audit
-                .unwrap_or_else(|| "no frame audit".into())
-        ));
-    }
+    problems.extend(stopped.unclean());
     r.impaired = impaired(&r.qdiscs, r.stack_tx_frames);
     finish(&mut r, problems);
     Ok(r)
@@ -356,11 +315,7 @@ pub fn run(args: &NetemArgs) -> Result<bool> {
     let mut t = KvTable::new();
     t.row("result", if ok { "pass" } else { "FAIL" });
     t.row("guest kernel", env.kernel().kernel.describe());
-    t.row(
-        "time",
-        format!("{:.1} s", env.started.elapsed().as_secs_f64()),
-    );
-    t.row("logs", env.run_dir.display().to_string());
+    env.time_and_logs(&mut t);
     let mut s = t.render("vm-tests netem");
     if let Some(r) = &run {
         s.push_str(&grid(std::slice::from_ref(r)));
@@ -373,9 +328,7 @@ pub fn run(args: &NetemArgs) -> Result<bool> {
         "run": run,
         "total_s": env.started.elapsed().as_secs_f64(),
     });
-    for p in env.write_report("netem", &json)? {
-        println!("wrote {}", p.display());
-    }
+    env.publish("netem", &json)?;
     Ok(ok)
 }
 
@@ -397,11 +350,7 @@ pub fn grid(runs: &[NetemRun]) -> String {
         g.row(vec![
             r.kernel.clone(),
             r.topology.clone(),
-            if r.backend == "xsk" {
-                format!("xsk {}", r.attach)
-            } else {
-                r.backend.clone()
-            },
+            server_cell(&r.backend, &r.attach),
             r.placement.clone(),
             r.outcome.clone(),
             reqs,

@@ -18,6 +18,19 @@ impl KvTable {
         self
     }
 
+    /// The host and accelerator rows of a report that records them.
+    pub fn machine(&mut self, host_kernel: &str, qemu: &str, accel: &str, note: &str) -> &mut Self {
+        self.row("host", format!("Linux {host_kernel}, QEMU {qemu}"));
+        self.row(
+            "accel",
+            if note.is_empty() {
+                accel.to_string()
+            } else {
+                format!("{accel} ({note})")
+            },
+        )
+    }
+
     pub fn render(&self, title: &str) -> String {
         let w = self.rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
         let mut s = format!("== {title}\n");
@@ -78,6 +91,28 @@ impl Grid {
     }
 }
 
+/// `loaded A B; built in C` (the NIC modules of a guest kernel).
+pub fn modules(loaded: &[String], builtin: &[String]) -> String {
+    format!(
+        "loaded {}{}",
+        loaded.join(" "),
+        if builtin.is_empty() {
+            String::new()
+        } else {
+            format!("; built in {}", builtin.join(" "))
+        }
+    )
+}
+
+/// The server column of the tables: `xsk ATTACH`, or `kernel` (which has no attach mode).
+pub fn server_cell(backend: &str, attach: &str) -> String {
+    if backend == "xsk" {
+        format!("xsk {attach}")
+    } else {
+        backend.to_string()
+    }
+}
+
 /// `1234.5` -> `1,234`.
 pub fn thousands(x: f64) -> String {
     if !x.is_finite() {
@@ -117,5 +152,19 @@ mod tests {
         let mut g = Grid::new(&["c1", "column2", "c3"]);
         g.row(vec!["xx".into(), "y".into(), "z z".into()]);
         assert_eq!(g.render(), "  c1 column2 c3\n  xx y       z z\n");
+        let mut t = KvTable::new();
+        t.machine("6.1.0", "7.2", "tcg", "")
+            .machine("6.1.0", "7.2", "kvm", "probed");
+        assert_eq!(
+            t.render("M"),
+            "== M\n  host   Linux 6.1.0, QEMU 7.2\n  accel  tcg\n  host   Linux 6.1.0, QEMU 7.2\n  accel  kvm (probed)\n"
+        );
+        assert_eq!(server_cell("xsk", "drv"), "xsk drv");
+        assert_eq!(server_cell("kernel", ""), "kernel");
+        assert_eq!(modules(&["virtio_net".into()], &[]), "loaded virtio_net");
+        assert_eq!(
+            modules(&["a".into(), "b".into()], &["c".into()]),
+            "loaded a b; built in c"
+        );
     }
 }

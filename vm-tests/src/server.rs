@@ -94,6 +94,13 @@ pub struct Refused {
     pub command: String,
 }
 
+impl Refused {
+    /// The error line, else the log tail (a server that died silently still says something).
+    pub fn reason(self) -> String {
+        self.error.unwrap_or(self.log_tail)
+    }
+}
+
 /// Starts rr-server and waits (at most 60 s) for its ready file.
 pub fn start(g: &mut Guest, s: &ServerSpec) -> Result<std::result::Result<Started, Refused>> {
     let t = &s.tag;
@@ -162,6 +169,28 @@ pub struct Stopped {
     /// The whole server log (stdout and stderr).
     #[serde(skip)]
     pub log: String,
+}
+
+impl Stopped {
+    /// Exit status 0 and a frame audit that says ok: every UMEM frame came back.
+    pub fn clean(&self) -> bool {
+        self.exit_status == 0
+            && self
+                .frame_audit
+                .as_deref()
+                .is_some_and(|l| l.contains("ok"))
+    }
+
+    /// `unclean stop (status N, AUDIT)`, or None after a clean stop.
+    pub fn unclean(&self) -> Option<String> {
+        (!self.clean()).then(|| {
+            format!(
+                "unclean stop (status {}, {})",
+                self.exit_status,
+                self.frame_audit.as_deref().unwrap_or("no frame audit")
+            )
+        })
+    }
 }
 
 /// SIGINT, then wait (at most 30 s) and read its log.

@@ -13,7 +13,7 @@ use crate::env::{Common, Env};
 use crate::guest::{up_field, Guest, OFFLOADS_OFF};
 use crate::load::{self, Bench, BenchArgs, LoadResult};
 use crate::netns::HostNet;
-use crate::report::{thousands, KvTable};
+use crate::report::{modules, thousands, KvTable};
 use crate::server::{self, ServerSpec, Started, Stopped};
 use crate::tools;
 
@@ -114,10 +114,7 @@ pub fn run(args: &SmokeArgs) -> Result<bool> {
         }
     }
     print!("{}", table(&rep));
-    let json = serde_json::to_value(&rep)?;
-    for p in env.write_report("smoke", &json)? {
-        println!("wrote {}", p.display());
-    }
+    env.publish("smoke", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
 }
 
@@ -184,15 +181,7 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
     }
 
     let dst = SocketAddrV4::new(target, port);
-    let bench = BenchArgs {
-        connect: dst,
-        conns: 2,
-        depth: 2,
-        req_size: 64,
-        duration: Duration::from_secs(60),
-        max_requests: Some(args.requests),
-        drain_timeout: None,
-    };
+    let bench = BenchArgs::checked(dst, args.requests, Duration::from_secs(60));
     if args.tap_tx_csum_off {
         // Diagnostic: the host computes TCP/UDP checksums itself instead of handing the guest
         // CHECKSUM_PARTIAL packets (VIRTIO_NET_HDR_F_NEEDS_CSUM) while guest_csum is on.
@@ -265,12 +254,7 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
     // Stop the server whatever happened, for its counters and the detach check.
     let stopped = server::stop(&mut g, &s)?;
     let _ = std::fs::write(env.run_dir.join("server.log"), &stopped.log);
-    if stopped.exit_status != 0
-        || !stopped
-            .frame_audit
-            .as_deref()
-            .is_some_and(|l| l.contains("ok"))
-    {
+    if !stopped.clean() {
         problems.push(format!(
             "rr-server did not stop cleanly (status {}, {})",
             stopped.exit_status,
@@ -318,15 +302,7 @@ fn table(r: &SmokeReport) -> String {
             Some(f) => format!("{}: {f}", r.result),
         },
     );
-    t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
-    t.row(
-        "accel",
-        if r.accel_note.is_empty() {
-            r.accel.clone()
-        } else {
-            format!("{} ({})", r.accel, r.accel_note)
-        },
-    );
+    t.machine(&r.host_kernel, &r.qemu, &r.accel, &r.accel_note);
     t.row(
         "guest kernel",
         format!(
@@ -334,18 +310,7 @@ fn table(r: &SmokeReport) -> String {
             r.guest_kernel, r.guest_kernel_package, r.guest_kernel_source
         ),
     );
-    t.row(
-        "modules",
-        format!(
-            "loaded {}{}",
-            r.modules_loaded.join(" "),
-            if r.modules_builtin.is_empty() {
-                String::new()
-            } else {
-                format!("; built in {}", r.modules_builtin.join(" "))
-            }
-        ),
-    );
+    t.row("modules", modules(&r.modules_loaded, &r.modules_builtin));
     t.row("nic", r.nic.clone());
     t.row(
         "server",
