@@ -168,6 +168,12 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 stats.accepted, stats.connected, stats.closed, stats.recycled, stats.live_sockets, stats.pooled_sockets
             );
             println!("xsk device: {}", serde_json::to_string(&stats.device).unwrap_or_default());
+            println!(
+                "xsk drops by reason ({} of {} received frames): {}",
+                stats.drops.total(),
+                stats.rx_frames,
+                serde_json::to_string(&stats.drops).unwrap_or_default()
+            );
             println!("xsk port counters: {}", serde_json::to_string(&stats.port.port).unwrap_or_default());
             println!("xsk xdp statistics: {}", serde_json::to_string(&stats.port.xdp).unwrap_or_default());
             match &audit {

@@ -26,6 +26,29 @@ pub enum Congestion {
     Cubic,
 }
 
+/// What to do with TCP segments whose checksum a local sender left partial
+/// (TX checksum offload: the field holds only the pseudo-header sum).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartialCsum {
+    /// Accept them on links where a frame cannot be corrupted between the
+    /// sender's stack and ours (veth, virtio_net: memory, not a wire), refuse
+    /// them elsewhere.
+    Auto,
+    Accept,
+    Reject,
+}
+
+impl PartialCsum {
+    /// Whether partial checksums are accepted on a device run by `driver`.
+    pub fn accept_on(self, driver: &str) -> bool {
+        match self {
+            PartialCsum::Accept => true,
+            PartialCsum::Reject => false,
+            PartialCsum::Auto => matches!(driver, "veth" | "virtio_net" | "tun"),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct XskConfig {
     pub port: PortConfig,
@@ -44,6 +67,15 @@ pub struct XskConfig {
     pub keepalive: Option<Duration>,
     /// Abort a connection when the peer stops acknowledging for this long.
     pub timeout: Option<Duration>,
+    /// Close a connection that carried no data either way for this long.
+    pub idle_timeout: Option<Duration>,
+    /// Abort a connection the application closed when the peer has not
+    /// finished the close after this long (FIN-WAIT-2 and friends).
+    pub fin_timeout: Duration,
+    /// Memory half-open connections may hold (their socket buffers).
+    pub half_open_bytes: usize,
+    /// Partial TCP checksums (a local sender's checksum offload).
+    pub partial_csum: PartialCsum,
     pub congestion: Congestion,
     /// Frames taken from the RX ring per loop iteration at most.
     pub rx_batch: usize,
@@ -70,6 +102,10 @@ impl XskConfig {
             ephemeral: 40000..=59999,
             keepalive: None,
             timeout: Some(Duration::from_secs(60)),
+            idle_timeout: None,
+            fin_timeout: Duration::from_secs(60),
+            half_open_bytes: 64 << 20,
+            partial_csum: PartialCsum::Auto,
             congestion: Congestion::Cubic,
             rx_batch: 128,
             faults: Faults::default(),
@@ -83,7 +119,7 @@ pub enum XskError {
     Port(#[from] PortError),
     #[error("interface {0}: {1}")]
     Iface(String, String),
-    #[error("reserving the ephemeral ports from the kernel: {0}")]
-    ReservePorts(std::io::Error),
+    #[error("port {0} is in use by a kernel socket on {1} (shared-address mode cannot take it)")]
+    PortInUse(u16, Ipv4Addr),
 }
 

@@ -10,6 +10,10 @@
 
 use std::net::Ipv4Addr;
 
+use smoltcp::wire::{checksum, IpProtocol};
+
+use super::drops::DropReason;
+
 /// The bucket of a TCP flow, from the peer's address and port and our port.
 /// (Our address is the same for all flows of a stack.)
 #[inline]
@@ -28,37 +32,181 @@ pub fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: u
 /// What the demultiplexer needs from an incoming frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
-    /// IPv4/TCP (not a non-first fragment): source address, source port, destination port.
-    Tcp { src: Ipv4Addr, sport: u16, dport: u16 },
-    /// IPv4 that is not TCP, or a fragment: source address.
-    Ipv4 { src: Ipv4Addr },
-    Arp,
-    Other,
+    /// IPv4/TCP: source address, source port, destination port, and whether
+    /// it opens a connection (SYN without ACK).
+    Tcp { src: Ipv4Addr, sport: u16, dport: u16, syn: bool },
+    /// IPv4 ICMP: source address.
+    Icmp { src: Ipv4Addr },
+    /// ARP for us, from `sender`.
+    Arp { sender: Ipv4Addr },
 }
 
-/// Parses just enough of an Ethernet frame to classify it; never panics.
-pub fn classify(frame: &[u8]) -> Flow {
-    if frame.len() < 14 {
-        return Flow::Other;
+/// What a received frame must satisfy before smoltcp may see it.
+#[derive(Clone, Copy, Debug)]
+pub struct RxRules {
+    pub mac: [u8; 6],
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+    /// Accept TCP checksums left partial by a local sender's checksum offload.
+    pub accept_partial: bool,
+}
+
+impl RxRules {
+    fn subnet_broadcast(&self) -> Ipv4Addr {
+        let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - self.prefix_len.min(32)) };
+        Ipv4Addr::from(u32::from(self.addr) | !mask)
     }
+
+    /// An address that no peer can send from.
+    pub fn bad_source(&self, a: Ipv4Addr) -> bool {
+        a.is_unspecified()
+            || a.is_broadcast()
+            || a.is_multicast()
+            || a.is_loopback()
+            // 240.0.0.0/4, reserved.
+            || a.octets()[0] >= 240
+            || a == self.addr
+            || (self.prefix_len < 31 && a == self.subnet_broadcast())
+    }
+
+    /// Whether `a` is on our link (a neighbour, not behind a router).
+    pub fn on_link(&self, a: Ipv4Addr) -> bool {
+        let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - self.prefix_len.min(32)) };
+        u32::from(a) & mask == u32::from(self.addr) & mask
+    }
+}
+
+/// A frame that passed [`inspect`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inspected {
+    pub flow: Flow,
+    pub src_mac: [u8; 6],
+    /// The TCP checksum was a partial one (accepted by the rules).
+    pub partial_csum: bool,
+}
+
+/// Checks everything smoltcp must never see (impossible lengths, addresses
+/// no peer can have, wrong checksums) and classifies the frame. Never panics.
+pub fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropReason> {
+    if frame.len() < 14 {
+        return Err(DropReason::Malformed);
+    }
+    let dst_mac = &frame[0..6];
+    let mut src_mac = [0u8; 6];
+    src_mac.copy_from_slice(&frame[6..12]);
+    if src_mac[0] & 1 != 0 || src_mac == [0; 6] {
+        // A multicast or zero source MAC: no station sends from it.
+        return Err(DropReason::BadSource);
+    }
+    let to_us = dst_mac == rules.mac;
+    let broadcast = dst_mac == [0xff; 6];
     match u16::from_be_bytes([frame[12], frame[13]]) {
-        0x0806 => return Flow::Arp,
+        0x0806 => return inspect_arp(&frame[14..], rules, src_mac, to_us || broadcast),
         0x0800 => {}
-        _ => return Flow::Other,
+        _ => return Err(DropReason::Unsupported),
+    }
+    if !to_us {
+        return Err(DropReason::NotForUs);
     }
     let ip = &frame[14..];
     if ip.len() < 20 || ip[0] >> 4 != 4 {
-        return Flow::Other;
+        return Err(DropReason::Malformed);
     }
     let ihl = (ip[0] & 0x0f) as usize * 4;
-    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    // More-fragments flag or an offset: a fragment (smoltcp here does not reassemble).
-    let frag_off = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff;
-    if ip[9] != 6 || frag_off != 0 || ihl < 20 || ip.len() < ihl + 4 {
-        return Flow::Ipv4 { src };
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    // Ethernet may pad a short packet, so the frame can be longer than the
+    // IPv4 total length, never shorter.
+    if ihl < 20 || total < ihl || total > ip.len() {
+        return Err(DropReason::Malformed);
     }
-    let tcp = &ip[ihl..];
-    Flow::Tcp { src, sport: u16::from_be_bytes([tcp[0], tcp[1]]), dport: u16::from_be_bytes([tcp[2], tcp[3]]) }
+    let ip = &ip[..total];
+    if checksum::data(&ip[..ihl]) != 0xffff {
+        return Err(DropReason::BadChecksum);
+    }
+    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+    if dst != rules.addr {
+        return Err(DropReason::NotForUs);
+    }
+    if rules.bad_source(src) {
+        return Err(DropReason::BadSource);
+    }
+    // More-fragments flag or an offset: a fragment (no reassembly here).
+    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+        return Err(DropReason::Fragment);
+    }
+    let payload = &ip[ihl..];
+    match ip[9] {
+        6 => {
+            if payload.len() < 20 {
+                return Err(DropReason::Malformed);
+            }
+            let doff = (payload[12] >> 4) as usize * 4;
+            if doff < 20 || doff > payload.len() {
+                return Err(DropReason::Malformed);
+            }
+            let sport = u16::from_be_bytes([payload[0], payload[1]]);
+            let dport = u16::from_be_bytes([payload[2], payload[3]]);
+            if sport == 0 || dport == 0 {
+                return Err(DropReason::Malformed);
+            }
+            let partial_csum = match tcp_checksum(src, dst, payload) {
+                Csum::Valid => false,
+                Csum::Partial if rules.accept_partial => true,
+                Csum::Partial | Csum::Wrong => return Err(DropReason::BadChecksum),
+            };
+            let flags = payload[13];
+            let syn = flags & 0x02 != 0 && flags & 0x10 == 0;
+            Ok(Inspected { flow: Flow::Tcp { src, sport, dport, syn }, src_mac, partial_csum })
+        }
+        1 => {
+            if payload.len() < 8 || checksum::data(payload) != 0xffff {
+                return Err(if payload.len() < 8 { DropReason::Malformed } else { DropReason::BadChecksum });
+            }
+            Ok(Inspected { flow: Flow::Icmp { src }, src_mac, partial_csum: false })
+        }
+        _ => Err(DropReason::Unsupported),
+    }
+}
+
+fn inspect_arp(arp: &[u8], rules: &RxRules, src_mac: [u8; 6], to_us: bool) -> Result<Inspected, DropReason> {
+    if arp.len() < 28 {
+        return Err(DropReason::Malformed);
+    }
+    // Ethernet/IPv4 ARP only.
+    if arp[0..2] != [0, 1] || arp[2..4] != [8, 0] || arp[4] != 6 || arp[5] != 4 {
+        return Err(DropReason::Unsupported);
+    }
+    let sender = Ipv4Addr::new(arp[14], arp[15], arp[16], arp[17]);
+    let target = Ipv4Addr::new(arp[24], arp[25], arp[26], arp[27]);
+    if !to_us || target != rules.addr {
+        return Err(DropReason::NotForUs);
+    }
+    // Only on-link senders may teach smoltcp a neighbour (its cache is small
+    // and anything else there is spoofed).
+    if rules.bad_source(sender) || !rules.on_link(sender) {
+        return Err(DropReason::BadSource);
+    }
+    Ok(Inspected { flow: Flow::Arp { sender }, src_mac, partial_csum: false })
+}
+
+enum Csum {
+    Valid,
+    /// What a sender with checksum offload leaves: the folded pseudo-header
+    /// sum, for the NIC (here: nobody) to complete.
+    Partial,
+    Wrong,
+}
+
+fn tcp_checksum(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> Csum {
+    let pseudo = checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, seg.len() as u32);
+    if checksum::combine(&[pseudo, checksum::data(seg)]) == 0xffff {
+        return Csum::Valid;
+    }
+    let field = u16::from_be_bytes([seg[16], seg[17]]);
+    // One's complement has two zeros: compare both spellings.
+    let partial = pseudo == field || (pseudo == 0xffff && field == 0) || (pseudo == 0 && field == 0xffff);
+    if partial { Csum::Partial } else { Csum::Wrong }
 }
 
 #[cfg(test)]
@@ -75,30 +223,108 @@ mod tests {
         assert!(*max < *min * 2, "uneven: {min}..{max}");
     }
 
+    use crate::xsk::testing::frames::{tcp, TcpSpec};
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    fn rules(accept_partial: bool) -> RxRules {
+        RxRules { mac: MAC, addr: Ipv4Addr::new(198, 18, 0, 1), prefix_len: 24, accept_partial }
+    }
+
+    fn syn_from(src: Ipv4Addr) -> Vec<u8> {
+        tcp(&TcpSpec { src_mac: PEER_MAC, dst_mac: MAC, src, dst: Ipv4Addr::new(198, 18, 0, 1), sport: 1234, dport: 80, flags: 0x02, ..TcpSpec::default() })
+    }
+
     #[test]
-    fn classify_never_panics_on_garbage() {
+    fn inspect_never_panics_on_garbage() {
         let mut buf = [0u8; 80];
         for len in 0..buf.len() {
-            for b in [0u8, 0x45, 0xff, 6, 8] {
+            for b in [0u8, 0x45, 0xff, 6, 8, 0x4f] {
                 buf.iter_mut().for_each(|x| *x = b);
                 buf[12] = 8;
                 buf[13] = 0;
-                let _ = classify(&buf[..len]);
+                let _ = inspect(&buf[..len], &rules(true));
+                buf[13] = 6;
+                let _ = inspect(&buf[..len], &rules(false));
             }
+        }
+        let f = syn_from(Ipv4Addr::new(198, 18, 0, 2));
+        for len in 0..f.len() {
+            let _ = inspect(&f[..len], &rules(false));
         }
     }
 
     #[test]
-    fn classify_tcp() {
-        let mut f = vec![0u8; 54];
-        f[12] = 8;
-        f[14] = 0x45;
-        f[23] = 6;
-        f[26..30].copy_from_slice(&[198, 18, 0, 2]);
-        f[34..36].copy_from_slice(&1234u16.to_be_bytes());
-        f[36..38].copy_from_slice(&80u16.to_be_bytes());
-        assert_eq!(classify(&f), Flow::Tcp { src: Ipv4Addr::new(198, 18, 0, 2), sport: 1234, dport: 80 });
-        f[20] = 0x20; // fragment offset
-        assert_eq!(classify(&f), Flow::Ipv4 { src: Ipv4Addr::new(198, 18, 0, 2) });
+    fn valid_syn_passes() {
+        let f = syn_from(Ipv4Addr::new(198, 18, 0, 2));
+        let i = inspect(&f, &rules(false)).unwrap();
+        assert_eq!(i.flow, Flow::Tcp { src: Ipv4Addr::new(198, 18, 0, 2), sport: 1234, dport: 80, syn: true });
+        assert!(!i.partial_csum);
+        // Ethernet padding after the IPv4 packet is fine.
+        let mut padded = f.clone();
+        padded.extend_from_slice(&[0; 10]);
+        assert!(inspect(&padded, &rules(false)).is_ok());
+    }
+
+    #[test]
+    fn impossible_sources_are_refused() {
+        for a in [[0, 0, 0, 0], [255, 255, 255, 255], [224, 0, 0, 1], [127, 0, 0, 1], [240, 0, 0, 1], [198, 18, 0, 1], [198, 18, 0, 255]] {
+            let f = syn_from(Ipv4Addr::from(a));
+            assert_eq!(inspect(&f, &rules(false)), Err(DropReason::BadSource), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn lengths_and_checksums() {
+        let f = syn_from(Ipv4Addr::new(198, 18, 0, 2));
+        // IPv4 total length beyond the frame.
+        let mut g = f.clone();
+        g[16..18].copy_from_slice(&200u16.to_be_bytes());
+        assert_eq!(inspect(&g, &rules(false)), Err(DropReason::Malformed));
+        // IHL below 5.
+        let mut g = f.clone();
+        g[14] = 0x44;
+        assert_eq!(inspect(&g, &rules(false)), Err(DropReason::Malformed));
+        // TCP data offset beyond the segment.
+        let mut g = f.clone();
+        g[46] = 0xf0;
+        assert!(inspect(&g, &rules(false)).is_err());
+        // A flipped payload bit breaks the TCP checksum.
+        let mut g = f.clone();
+        g[40] ^= 1;
+        assert_eq!(inspect(&g, &rules(true)), Err(DropReason::BadChecksum));
+        // Fragments.
+        let mut g = f.clone();
+        g[20] = 0x20;
+        // (the IPv4 checksum changed too)
+        assert!(matches!(inspect(&g, &rules(false)), Err(DropReason::Fragment | DropReason::BadChecksum)));
+    }
+
+    #[test]
+    fn partial_checksum_accepted_only_when_trusted() {
+        let f = tcp(&TcpSpec {
+            src_mac: PEER_MAC,
+            dst_mac: MAC,
+            src: Ipv4Addr::new(198, 18, 0, 2),
+            dst: Ipv4Addr::new(198, 18, 0, 1),
+            sport: 1234,
+            dport: 80,
+            flags: 0x18,
+            payload: b"hello",
+            partial_csum: true,
+            ..TcpSpec::default()
+        });
+        assert_eq!(inspect(&f, &rules(false)), Err(DropReason::BadChecksum));
+        let i = inspect(&f, &rules(true)).unwrap();
+        assert!(i.partial_csum);
+        assert!(matches!(i.flow, Flow::Tcp { syn: false, .. }));
+    }
+
+    #[test]
+    fn other_destinations_are_not_ours() {
+        let mut f = syn_from(Ipv4Addr::new(198, 18, 0, 2));
+        f[0..6].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+        assert_eq!(inspect(&f, &rules(false)), Err(DropReason::NotForUs));
     }
 }

@@ -1,43 +1,43 @@
 //! The AF_XDP backend: smoltcp's TCP over an `xsk_io::Port`, behind the same
 //! [`Transport`] trait as the kernel backend.
 //!
-//! Data flows one way per direction: RX ring -> port -> device -> smoltcp ->
-//! sockets -> events -> application, and back through the TX ring. One
+//! Data flows one way per direction: RX ring -> port -> [`engine::Engine`]
+//! (checks, demux, smoltcp, sockets) -> events -> application, and back
+//! through the engine's [`engine::Link`] (`device`) to the TX ring. The
+//! engine does no I/O and reads no clock; this module is its driver: it owns
+//! the port, the epoll/timer wait, neighbour resolution from the kernel's
+//! table, the ports claimed from the kernel, and fault injection. One
 //! `XskTransport` is one single-threaded shard bound to one RX queue.
-//!
-//! Scaling to many connections: smoltcp scans every socket of a set for each
-//! packet and each egress pass, so sockets live in many small sets (buckets)
-//! chosen by a hash of the 4-tuple (see [`demux`]); a packet and a timer only
-//! touch their own bucket.
 
+mod claims;
 mod config;
-pub mod demux;
-pub mod device;
+mod demux;
+mod device;
+pub mod drops;
+pub mod engine;
 pub mod faults;
-pub mod neigh;
-mod reserved;
+mod neigh;
+pub mod testing;
 
-pub use config::{AddrMode, Congestion, XskConfig, XskError};
-use reserved::ReservedPorts;
+pub use config::{AddrMode, Congestion, PartialCsum, XskConfig, XskError};
+pub use device::DeviceStats;
+pub use drops::{DropReason, DropStats};
+pub use engine::EngineStats;
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
-use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, IpEndpoint};
 use xsk_io::port::{Port, PortError, PortStats, SteerSpec};
 use xsk_io::steer::SteerFlags;
 use xsk_io::umem::Frame;
 
-use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
-use demux::{bucket_of, classify, Flow};
-use device::{DevState, DeviceStats, RxSlot};
+use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+use claims::Claims;
+use device::DevState;
+use engine::{Engine, EngineConfig, PortChange};
 use faults::{FaultState, RxFate};
 use neigh::Neighbours;
 
@@ -45,97 +45,39 @@ fn backend_err(e: impl std::error::Error + Send + Sync + 'static) -> TransportEr
     TransportError::Backend { backend: "xsk", source: Box::new(e) }
 }
 
-#[derive(Debug)]
-struct Conn {
-    bucket: u32,
-    handle: SocketHandle,
-    /// `Connected` reported (outgoing) — incoming ones start connected.
-    connected: bool,
-    /// The last recv returned 0: report `Readable` when data arrives.
-    want_read: bool,
-    /// A send was short: report `Writable` when there is room.
-    blocked: bool,
-    closed_reported: bool,
-    local_port: u16,
-}
-
-struct Bucket {
-    sockets: SocketSet<'static>,
-    members: Vec<ConnId>,
-    /// Listening sockets, one or more per listening port.
-    listeners: Vec<(SocketHandle, ListenerId)>,
-    /// Listeners that left LISTEN (SYN received) and are not established yet.
-    embryos: Vec<(SocketHandle, ListenerId)>,
-    /// Closed by the application, finishing their FIN exchange.
-    closing: Vec<(SocketHandle, u16)>,
-    deadline: Option<SmolInstant>,
-    dirty: bool,
-}
-
-impl Bucket {
-    fn new() -> Bucket {
-        Bucket {
-            sockets: SocketSet::new(Vec::new()),
-            members: Vec::new(),
-            listeners: Vec::new(),
-            embryos: Vec::new(),
-            closing: Vec::new(),
-            deadline: None,
-            dirty: false,
-        }
-    }
-}
-
-/// Counters of the stack.
+/// Counters of the stack: the engine's, the device's and the port's.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct StackStats {
+    #[serde(flatten)]
+    pub engine: EngineStats,
     pub device: DeviceStats,
-    pub accepted: u64,
-    pub connected: u64,
-    pub closed: u64,
-    pub recycled: u64,
-    /// Half-open connections dropped because the bucket's SYN backlog was full.
-    pub syn_dropped: u64,
-    /// Sockets in the sets: listeners, half-open, connections, closing.
-    pub live_sockets: usize,
-    /// Of those, listeners waiting for a SYN.
-    pub listening: usize,
-    pub pooled_sockets: usize,
     pub port: PortStats,
+}
+
+impl std::ops::Deref for StackStats {
+    type Target = EngineStats;
+    fn deref(&self) -> &EngineStats {
+        &self.engine
+    }
 }
 
 pub struct XskTransport {
     port: Port,
-    iface: Interface,
-    buckets: Vec<Bucket>,
-    dirty: Vec<u32>,
-    conns: ConnSlab<Conn>,
-    listeners: Vec<Option<u16>>,
-    pending: Vec<Event>,
-    rx_batch: Vec<Frame>,
-    /// Device-layer state lent to every smoltcp call (see `DevState::one_shot`).
+    engine: Engine,
     dev: DevState,
-    counters: StackStats,
     neigh: Neighbours,
     resolved: Vec<(Ipv4Addr, [u8; 6])>,
+    rx_batch: Vec<Frame>,
     poll: mio::Poll,
     mio_events: mio::Events,
-    pool: Vec<tcp::Socket<'static>>,
-    ports_in_use: Vec<bool>,
-    next_ephemeral: u16,
-    cfg: XskConfig,
-    addr: Ipv4Addr,
     epoch: std::time::Instant,
-    reserved_ports: Option<Arc<ReservedPorts>>,
+    /// Shared-address mode: the ports held from the kernel.
+    claims: Option<Arc<Claims>>,
     /// A frame held back by reorder injection.
     delayed: Option<Frame>,
-    /// Half-open connections over all buckets.
-    embryos: usize,
-    /// Bucket timers (smoltcp poll_at), earliest first; entries whose bucket
-    /// has rescheduled since are stale and skipped.
-    timers: BinaryHeap<Reverse<(SmolInstant, u32)>>,
     /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
     timer: crate::timer::PreciseTimer,
+    cfg: XskConfig,
 }
 
 const XSK_TOKEN: mio::Token = mio::Token(0);
@@ -164,115 +106,126 @@ impl XskTransport {
         let mtu = xsk_io::ifaddr::mtu(&ifname).map_err(iferr)? as usize;
         let (addr, prefix_len, flags) = match &cfg.addr {
             AddrMode::Shared => {
-                let (a, p) = xsk_io::ifaddr::ipv4(&ifname)
-                    .map_err(iferr)?
-                    .ok_or_else(|| XskError::Iface(ifname.clone(), "has no IPv4 address to share (use a dedicated address)".into()))?;
+                let (a, p) = xsk_io::ifaddr::ipv4(&ifname).map_err(iferr)?.ok_or_else(|| {
+                    XskError::Iface(ifname.clone(), "has no IPv4 address to share (use a dedicated address)".into())
+                })?;
                 (a, p, SteerFlags::NONE)
             }
             AddrMode::Dedicated { addr, prefix_len } => (*addr, *prefix_len, SteerFlags::ARP | SteerFlags::ICMP),
-        };
-        let reserved_ports = match cfg.addr {
-            AddrMode::Shared => Some(Arc::new(ReservedPorts::reserve(&cfg.ephemeral).map_err(XskError::ReservePorts)?)),
-            AddrMode::Dedicated { .. } => None,
         };
         let mut pcfg = cfg.port.clone();
         pcfg.steer = Some(SteerSpec { addr, tcp_ports: Vec::new(), flags });
         let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
         ports[0].log_features();
-        if let Some(steer) = ports[0].steer() {
-            steer.add_tcp_port_range(cfg.ephemeral.clone()).map_err(PortError::from)?;
+        let claims = match cfg.addr {
+            // The kernel has the address too: take ports one by one.
+            AddrMode::Shared => Some(Claims::new(addr)),
+            // Nobody else has the address: steer the whole ephemeral range.
+            AddrMode::Dedicated { .. } => {
+                if let Some(steer) = ports[0].steer() {
+                    steer.add_tcp_port_range(cfg.ephemeral.clone()).map_err(PortError::from)?;
+                }
+                None
+            }
+        };
+        let driver = ports[0].features().driver.clone();
+        let accept_partial = cfg.partial_csum.accept_on(&driver);
+        tracing::info!(
+            "{ifname} ({}): TCP segments with partial checksums (a local sender's TX checksum offload) are {}",
+            if driver.is_empty() { "unknown driver" } else { &driver },
+            if accept_partial {
+                "accepted: the frames cross memory, not a wire"
+            } else {
+                "refused and counted as bad_checksum (the link is not trusted for them)"
+            }
+        );
+        let gateway = match (cfg.gateway, &cfg.addr) {
+            (Some(g), _) => Some(g),
+            // Shared mode follows the kernel's routing: its default route.
+            (None, AddrMode::Shared) => neigh::kernel_default_gateway(&ifname),
+            (None, AddrMode::Dedicated { .. }) => None,
+        };
+        if let Some(g) = gateway {
+            tracing::info!("{ifname}: off-link peers through gateway {g}");
         }
+        let ecfg = EngineConfig {
+            mac,
+            addr,
+            prefix_len,
+            gateway,
+            max_conns: cfg.max_conns,
+            buckets: cfg.buckets,
+            rx_buffer: cfg.rx_buffer,
+            tx_buffer: cfg.tx_buffer,
+            backlog: cfg.backlog,
+            ephemeral: cfg.ephemeral.clone(),
+            keepalive: cfg.keepalive,
+            timeout: cfg.timeout,
+            idle_timeout: cfg.idle_timeout,
+            fin_timeout: cfg.fin_timeout,
+            half_open_bytes: cfg.half_open_bytes,
+            congestion: cfg.congestion,
+            accept_partial_csum: accept_partial,
+            seed: seed(),
+        };
         ports
             .into_iter()
-            .map(|port| Self::with_port(cfg.clone(), port, mac, mtu, addr, prefix_len, reserved_ports.clone()))
+            .map(|port| Self::with_port(cfg.clone(), ecfg.clone(), port, mtu, claims.clone()))
             .collect()
     }
 
     fn with_port(
         cfg: XskConfig,
+        mut ecfg: EngineConfig,
         mut port: Port,
-        mac: [u8; 6],
         mtu: usize,
-        addr: Ipv4Addr,
-        prefix_len: u8,
-        reserved_ports: Option<Arc<ReservedPorts>>,
+        claims: Option<Arc<Claims>>,
     ) -> Result<XskTransport, XskError> {
         let ifname = cfg.port.ifname.clone();
         let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
-        let nb = if cfg.buckets > 0 {
-            cfg.buckets.next_power_of_two()
-        } else {
-            (cfg.max_conns / 8).clamp(16, 8192).next_power_of_two()
-        };
-        let mut dev_state = DevState {
-            scratch: vec![0u8; 64 * 1024],
-            stats: DeviceStats::default(),
-            arp_targets: Vec::with_capacity(64),
-            // Shared mode leaves ARP itself to the kernel.
-            intercept_arp: cfg.addr == AddrMode::Shared,
-            faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
-            mtu,
-        };
+        let shared = cfg.addr == AddrMode::Shared;
+        let mut dev = DevState::new(mtu, shared, cfg.faults.any().then(|| FaultState::new(cfg.faults)));
+        ecfg.seed ^= port.features().queue as u64;
         let epoch = std::time::Instant::now();
-        let mut icfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
-        icfg.random_seed = epoch.elapsed().as_nanos() as u64 ^ (std::process::id() as u64) << 32 ^ seed();
-        let iface = {
-            let mut done = None;
-            let mut dev = dev_state.one_shot(&mut port, RxSlot::Empty, &mut done);
-            let mut iface = Interface::new(icfg, &mut dev, SmolInstant::from_micros(0));
-            iface.update_ip_addrs(|a| {
-                let _ = a.push(IpCidr::new(addr.into(), prefix_len));
-            });
-            if let Some(gw) = cfg.gateway {
-                let _ = iface.routes_mut().add_default_ipv4_route(gw);
-            }
-            iface
+        let engine = {
+            let (mut link, _) = dev.link(&mut port);
+            Engine::new(ecfg, SmolInstant::from_micros(0), &mut link)
         };
         let poll = mio::Poll::new().map_err(iferr)?;
         poll.registry().register(&mut port, XSK_TOKEN, mio::Interest::READABLE).map_err(iferr)?;
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
-        // Both modes learn peers from the frames they receive (with several
-        // shards, an ARP exchange may land on another shard's queue).
-        let neigh = Neighbours::new(&ifname, mac, addr);
-        let shared = dev_state.intercept_arp;
         tracing::info!(
-            "xsk stack on {ifname}: {addr}/{prefix_len} ({}), {nb} socket buckets, buffers {}+{} bytes",
+            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes, at most {} connections",
+            engine.addr(),
+            engine.rules().prefix_len,
             if shared { "shared with the kernel" } else { "dedicated" },
+            engine.buckets(),
             cfg.rx_buffer,
-            cfg.tx_buffer
+            cfg.tx_buffer,
+            cfg.max_conns,
         );
         Ok(XskTransport {
             port,
-            iface,
-            buckets: (0..nb).map(|_| Bucket::new()).collect(),
-            dirty: Vec::with_capacity(nb),
-            conns: ConnSlab::with_capacity(cfg.max_conns),
-            listeners: Vec::new(),
-            pending: Vec::new(),
-            rx_batch: Vec::with_capacity(cfg.rx_batch),
-            dev: dev_state,
-            counters: StackStats::default(),
-            neigh,
+            engine,
+            dev,
+            // Both modes learn peers from the frames they receive (with
+            // several shards, an ARP exchange may land on another shard's queue).
+            neigh: Neighbours::new(&ifname),
             resolved: Vec::new(),
+            rx_batch: Vec::with_capacity(cfg.rx_batch),
             poll,
             mio_events: mio::Events::with_capacity(4),
-            pool: Vec::new(),
-            ports_in_use: vec![false; 65536],
-            next_ephemeral: *cfg.ephemeral.start(),
-            addr,
             epoch,
-            reserved_ports,
+            claims,
             delayed: None,
-            embryos: 0,
-            timers: BinaryHeap::new(),
             timer,
             cfg,
         })
     }
 
     pub fn addr(&self) -> Ipv4Addr {
-        self.addr
+        self.engine.addr()
     }
 
     pub fn port(&self) -> &Port {
@@ -280,18 +233,16 @@ impl XskTransport {
     }
 
     pub fn stats(&self) -> StackStats {
-        let mut s = self.counters;
-        s.device = self.dev.stats;
-        s.port = self.port.stats();
-        s.live_sockets = self.buckets.iter().map(|b| b.sockets.iter().count()).sum();
-        s.pooled_sockets = self.pool.len();
-        s.listening = self.listening_sockets();
-        s
+        let mut engine = self.engine.stats();
+        if let Some(f) = &self.dev.faults {
+            engine.drops.injected = f.rx_dropped;
+        }
+        StackStats { engine, device: self.dev.stats, port: self.port.stats() }
     }
 
     /// Listening sockets waiting for a SYN, over all buckets.
     pub fn listening_sockets(&self) -> usize {
-        self.buckets.iter().map(|b| b.listeners.len()).sum()
+        self.engine.stats().listening
     }
 
     /// Frame accounting of the underlying port (see `Port::audit`).
@@ -303,363 +254,88 @@ impl XskTransport {
         SmolInstant::from_micros(self.epoch.elapsed().as_micros() as i64)
     }
 
-    fn new_socket(&mut self) -> tcp::Socket<'static> {
-        if let Some(s) = self.pool.pop() {
-            return s;
-        }
-        let mut s = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0u8; self.cfg.rx_buffer]),
-            tcp::SocketBuffer::new(vec![0u8; self.cfg.tx_buffer]),
-        );
-        // Request/response defaults: no Nagle (a response goes out at once),
-        // no delayed ACK (the ACK rides on the response anyway, and a lone
-        // request segment is never held back).
-        s.set_nagle_enabled(false);
-        s.set_ack_delay(None);
-        s.set_keep_alive(self.cfg.keepalive.map(Into::into));
-        s.set_timeout(self.cfg.timeout.map(Into::into));
-        s.set_congestion_control(match self.cfg.congestion {
-            Congestion::None => tcp::CongestionControl::None,
-            Congestion::Reno => tcp::CongestionControl::Reno,
-            Congestion::Cubic => tcp::CongestionControl::Cubic,
-        });
-        s
+    /// One received frame into the engine; its UMEM frame goes back to the port.
+    fn ingest(&mut self, frame: Frame, now: SmolInstant) {
+        let (mut link, umem) = self.dev.link(&mut self.port);
+        let _ = self.engine.ingest(now, umem.data(&frame), &mut link);
+        self.port.release(frame);
     }
 
-    fn recycle(&mut self, mut s: tcp::Socket<'static>) {
-        s.abort();
-        self.counters.recycled += 1;
-        // Keep enough spare sockets for a burst, free the rest.
-        if self.pool.len() < 1024 {
-            self.pool.push(s);
-        }
-    }
-
-    fn take_socket(set: &mut SocketSet<'static>, h: SocketHandle) -> tcp::Socket<'static> {
-        match set.remove(h) {
-            smoltcp::socket::Socket::Tcp(t) => t,
-            #[allow(unreachable_patterns)]
-            _ => unreachable!("only TCP sockets are added"),
-        }
-    }
-
-    fn mark_dirty(&mut self, b: u32) {
-        let bucket = &mut self.buckets[b as usize];
-        if !bucket.dirty {
-            bucket.dirty = true;
-            self.dirty.push(b);
-        }
-    }
-
-    fn alloc_ephemeral(&mut self) -> Option<u16> {
-        let (lo, hi) = (*self.cfg.ephemeral.start(), *self.cfg.ephemeral.end());
-        let n = (hi - lo) as u32 + 1;
-        for _ in 0..n {
-            let p = self.next_ephemeral;
-            self.next_ephemeral = if p >= hi { lo } else { p + 1 };
-            if !self.ports_in_use[p as usize] {
-                self.ports_in_use[p as usize] = true;
-                return Some(p);
-            }
-        }
-        None
-    }
-
-    fn release_port(&mut self, p: u16) {
-        if p != 0 && self.cfg.ephemeral.contains(&p) {
-            self.ports_in_use[p as usize] = false;
-        }
-    }
-
-    // ---- the loop ---------------------------------------------------------
-
-    /// One frame into smoltcp, in the bucket its flow hashes to.
-    fn ingress(&mut self, frame: Frame, now: SmolInstant, wall: std::time::Instant) {
-        let (flow, src_mac) = {
-            let d = self.port.umem().data(&frame);
-            let mut mac = [0u8; 6];
-            if d.len() >= 12 {
-                mac.copy_from_slice(&d[6..12]);
-            }
-            (classify(d), mac)
-        };
-        let nb = self.buckets.len();
-        let b = match flow {
-            Flow::Tcp { src, sport, dport } => bucket_of(src, sport, dport, nb),
-            _ => 0,
-        };
-        if let Flow::Tcp { src, .. } | Flow::Ipv4 { src } = flow {
-            if self.neigh.learn_from_frame(src, wall) {
-                let mut arp = [0u8; 42];
-                self.neigh.synth_reply(src, src_mac, &mut arp);
-                self.feed(RxSlot::Bytes(&arp), 0, now);
-            }
-        }
-        let mut done = None;
-        let mut dev = self.dev.one_shot(&mut self.port, RxSlot::Frame(frame), &mut done);
-        self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
-        if let Some(f) = done {
-            self.port.release(f);
-        }
-        self.replenish_listeners(b);
-        self.mark_dirty(b as u32);
-    }
-
-    /// `ingress`, through the fault injector when one is configured.
-    fn ingress_faulty(&mut self, frame: Frame, now: SmolInstant, wall: std::time::Instant) {
-        let Some(f) = &mut self.dev.faults else { return self.ingress(frame, now, wall) };
+    /// `ingest`, through the fault injector when one is configured.
+    fn ingest_faulty(&mut self, frame: Frame, now: SmolInstant) {
+        let Some(f) = &mut self.dev.faults else { return self.ingest(frame, now) };
         match f.rx() {
             RxFate::Deliver => {
-                self.ingress(frame, now, wall);
+                self.ingest(frame, now);
                 if let Some(d) = self.delayed.take() {
-                    self.ingress(d, now, wall);
+                    self.ingest(d, now);
                 }
             }
             RxFate::Drop => self.port.release(frame),
             RxFate::Duplicate => {
                 let copy = self.port.umem().data(&frame).to_vec();
-                let b = match classify(&copy) {
-                    Flow::Tcp { src, sport, dport } => bucket_of(src, sport, dport, self.buckets.len()),
-                    _ => 0,
-                };
-                self.ingress(frame, now, wall);
-                self.feed(RxSlot::Bytes(&copy), b, now);
-                self.mark_dirty(b as u32);
+                self.ingest(frame, now);
+                let (mut link, _) = self.dev.link(&mut self.port);
+                let _ = self.engine.ingest(now, &copy, &mut link);
             }
             RxFate::Delay => {
                 if let Some(prev) = self.delayed.replace(frame) {
-                    self.ingress(prev, now, wall)
+                    self.ingest(prev, now)
                 }
             }
         }
-    }
-
-    /// A synthetic frame (ARP reply) into smoltcp.
-    fn feed(&mut self, bytes: RxSlot<'_>, b: usize, now: SmolInstant) {
-        let mut done = None;
-        let mut dev = self.dev.one_shot(&mut self.port, bytes, &mut done);
-        self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
-        // Synthetic frames are not UMEM frames: nothing to release.
-        debug_assert!(done.is_none());
     }
 
     /// Shared mode: answer smoltcp's ARP wishes from the kernel's table.
     fn neighbours(&mut self, now: SmolInstant, wall: std::time::Instant) {
-        let n = &mut self.neigh;
         for t in self.dev.arp_targets.drain(..) {
-            n.want(Ipv4Addr::from(t), wall);
+            self.neigh.want(Ipv4Addr::from(t), wall);
         }
-        if !n.has_pending() {
+        if !self.neigh.has_pending() {
             return;
         }
         let mut found = std::mem::take(&mut self.resolved);
-        n.resolve_pending(wall, &mut found);
+        self.neigh.resolve_pending(wall, &mut found);
+        let (mut link, _) = self.dev.link(&mut self.port);
         for (ip, mac) in found.drain(..) {
-            let mut arp = [0u8; 42];
-            self.neigh.synth_reply(ip, mac, &mut arp);
-            self.feed(RxSlot::Bytes(&arp), 0, now);
-            // Sockets waiting for this neighbour can send now (rare: once
-            // per new neighbour, so a pass over all buckets is fine).
-            for b in 0..self.buckets.len() as u32 {
-                self.mark_dirty(b);
-            }
+            // The gateway is on-link; an off-link peer is never resolved
+            // (smoltcp asks for its gateway instead).
+            self.engine.teach_neighbour(now, ip, mac, &mut link);
         }
         self.resolved = found;
     }
 
-    /// Egress for every dirty bucket and every bucket whose timer is due,
-    /// then turn socket state into events.
-    fn egress_and_scan(&mut self, now: SmolInstant) {
-        // Buckets whose smoltcp timer is due (stale heap entries, whose
-        // bucket has rescheduled since, are skipped).
-        while let Some(&Reverse((d, b))) = self.timers.peek() {
-            if d > now {
-                break;
-            }
-            self.timers.pop();
-            if self.buckets[b as usize].deadline == Some(d) {
-                self.buckets[b as usize].deadline = None;
-                self.mark_dirty(b);
-            }
-        }
-        let mut i = 0;
-        while i < self.dirty.len() {
-            let b = self.dirty[i] as usize;
-            i += 1;
-            self.buckets[b].dirty = false;
-            self.scan(b, now);
-            let mut done = None;
-            let mut dev = self.dev.one_shot(&mut self.port, RxSlot::Empty, &mut done);
-            let bucket = &mut self.buckets[b];
-            let changed = self.iface.poll_egress(now, &mut dev, &mut bucket.sockets);
-            if changed == smoltcp::iface::PollResult::SocketStateChanged {
-                self.scan(b, now);
-            }
-            let bucket = &mut self.buckets[b];
-            let next = self.iface.poll_at(now, &bucket.sockets);
-            if next != bucket.deadline {
-                bucket.deadline = next;
-                if let Some(d) = next {
-                    self.timers.push(Reverse((d, b as u32)));
-                }
-            }
-            // scan() may have marked it dirty again; that is fine: the loop picks it up.
-        }
-        // Every listed bucket had its flag cleared when its turn came, so the
-        // flags need no pass over all buckets (thousands at 10k connections).
-        self.dirty.clear();
-        debug_assert!(self.buckets.iter().all(|b| !b.dirty));
+    fn egress(&mut self, now: SmolInstant) -> Result<(), TransportError> {
+        let (mut link, _) = self.dev.link(&mut self.port);
+        self.engine.egress(now, &mut link);
+        self.release_ports();
+        self.port.flush().map_err(backend_err)
     }
 
-    /// Listeners that got a SYN become embryos and a fresh listener takes
-    /// their place at once, so a burst of SYNs into one bucket finds a
-    /// listener for each (smoltcp has no accept queue). Called after every
-    /// ingress; it only looks at the bucket's few listeners.
-    fn replenish_listeners(&mut self, b: usize) {
-        let mut k = 0;
-        while k < self.buckets[b].listeners.len() {
-            let (h, lid) = self.buckets[b].listeners[k];
-            let state = self.buckets[b].sockets.get::<tcp::Socket>(h).state();
-            if state == tcp::State::Listen {
-                k += 1;
-                continue;
-            }
-            self.buckets[b].listeners.swap_remove(k);
-            // Half-open connections are bounded over the whole stack (a SYN
-            // flood must not grow memory): past the limit the oldest one of
-            // this bucket is dropped, as the kernel drops from a full SYN queue.
-            if self.embryos >= self.embryo_limit() && !self.buckets[b].embryos.is_empty() {
-                let (old, _) = self.buckets[b].embryos.remove(0);
-                self.embryos -= 1;
-                self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
-                let s = Self::take_socket(&mut self.buckets[b].sockets, old);
-                self.recycle(s);
-                self.counters.syn_dropped += 1;
-            }
-            self.embryos += 1;
-            self.buckets[b].embryos.push((h, lid));
-            if let Some(Some(port)) = self.listeners.get(lid.0 as usize) {
-                let port = *port;
-                let mut s = self.new_socket();
-                if s.listen(port).is_ok() {
-                    let nh = self.buckets[b].sockets.add(s);
-                    self.buckets[b].listeners.push((nh, lid));
-                }
+    /// Ports of finished connections go back to the kernel.
+    fn release_ports(&mut self) {
+        let steer = self.port.steer();
+        for PortChange::Released(p) in self.engine.port_changes() {
+            if let Some(c) = &self.claims {
+                c.release(p, steer);
             }
         }
     }
 
-    /// Half-open connections the stack may hold: enough for one SYN per
-    /// connection it is sized for (a client opening all its connections at
-    /// once), bounded so a flood cannot grow memory past that.
-    fn embryo_limit(&self) -> usize {
-        (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns)
-    }
-
-    /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
-    fn scan(&mut self, b: usize, _now: SmolInstant) {
-        self.replenish_listeners(b);
-        let mut k = 0;
-        while k < self.buckets[b].embryos.len() {
-            let (h, lid) = self.buckets[b].embryos[k];
-            let state = self.buckets[b].sockets.get::<tcp::Socket>(h).state();
-            match state {
-                tcp::State::SynReceived => k += 1,
-                tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait => {
-                    self.buckets[b].embryos.swap_remove(k);
-                    self.embryos -= 1;
-                    let s = Self::take_socket(&mut self.buckets[b].sockets, h);
-                    self.recycle(s);
-                }
-                _ => {
-                    self.buckets[b].embryos.swap_remove(k);
-                    self.embryos -= 1;
-                    let conn = Conn {
-                        bucket: b as u32,
-                        handle: h,
-                        connected: true,
-                        want_read: true,
-                        blocked: false,
-                        closed_reported: false,
-                        local_port: 0,
-                    };
-                    match self.conns.insert(conn) {
-                        Ok(id) => {
-                            self.buckets[b].members.push(id);
-                            self.pending.push(Event::Accepted { listener: lid, conn: id });
-                            self.counters.accepted += 1;
-                        }
-                        Err(_) => {
-                            // Out of ids: refuse the connection rather than leak it.
-                            self.buckets[b].sockets.get_mut::<tcp::Socket>(h).abort();
-                            let s = Self::take_socket(&mut self.buckets[b].sockets, h);
-                            self.recycle(s);
-                        }
-                    }
-                }
-            }
-        }
-        // Connections.
-        let bucket = &mut self.buckets[b];
-        for &id in &bucket.members {
-            let Some(c) = self.conns.get_mut(id) else { continue };
-            let s = bucket.sockets.get::<tcp::Socket>(c.handle);
-            let state = s.state();
-            if !c.connected {
-                match state {
-                    tcp::State::SynSent | tcp::State::SynReceived => continue,
-                    tcp::State::Closed | tcp::State::TimeWait => {
-                        // Connect failed (RST or timeout).
-                        if !c.closed_reported {
-                            c.closed_reported = true;
-                            self.pending.push(Event::Closed(id));
-                        }
-                        continue;
-                    }
-                    _ => {
-                        c.connected = true;
-                        self.counters.connected += 1;
-                        self.pending.push(Event::Connected(id));
-                    }
-                }
-            }
-            let readable = s.can_recv() || !s.may_recv();
-            if c.want_read && readable && !c.closed_reported {
-                c.want_read = false;
-                self.pending.push(Event::Readable(id));
-            }
-            if c.blocked && (s.send_capacity() > s.send_queue() || !s.may_send()) {
-                c.blocked = false;
-                self.pending.push(Event::Writable(id));
-            }
-            if !c.closed_reported && !s.may_recv() && !s.can_recv() && c.want_read {
-                c.closed_reported = true;
-                self.counters.closed += 1;
-                self.pending.push(Event::Closed(id));
-            }
-        }
-        // Sockets the application closed: recycle once the exchange is over.
-        let mut k = 0;
-        while k < self.buckets[b].closing.len() {
-            let (h, lport) = self.buckets[b].closing[k];
-            let state = self.buckets[b].sockets.get::<tcp::Socket>(h).state();
-            if matches!(state, tcp::State::Closed | tcp::State::TimeWait) {
-                // TIME-WAIT is not kept: the 4-tuple's next use gets a fresh
-                // random ISN from smoltcp, and keeping thousands of sockets
-                // (with their buffers) for 10 s under churn is the leak the
-                // stack must not have.
-                self.buckets[b].closing.swap_remove(k);
-                let s = Self::take_socket(&mut self.buckets[b].sockets, h);
-                self.recycle(s);
-                self.release_port(lport);
+    /// How long to sleep: until the engine's next timer or the caller's deadline.
+    fn wait_for(&mut self, left: Option<Duration>) -> Option<Duration> {
+        let now = self.now();
+        let timer = self.engine.poll_at().map(|d| {
+            if d <= now {
+                Duration::ZERO
             } else {
-                k += 1;
+                Duration::from_micros((d - now).total_micros())
             }
+        });
+        match (left, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-    }
-
-    fn conn(&self, id: ConnId) -> Result<&Conn, TransportError> {
-        self.conns.get(id).ok_or(TransportError::UnknownConn(id))
     }
 }
 
@@ -669,67 +345,41 @@ fn seed() -> u64 {
         use std::io::Read;
         let _ = f.read_exact(&mut b);
     }
-    u64::from_ne_bytes(b)
+    u64::from_ne_bytes(b) ^ (std::process::id() as u64) << 32
 }
 
 impl Transport for XskTransport {
     fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
-        let port = if port == 0 {
-            self.alloc_ephemeral().ok_or(TransportError::Exhausted("ephemeral ports"))?
-        } else {
-            port
+        if port != 0 {
+            if let Some(c) = &self.claims {
+                c.claim(port, self.port.steer()).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::AddrInUse => TransportError::AddrInUse(port),
+                    _ => TransportError::Io(e),
+                })?;
+            }
+        }
+        let lid = match self.engine.listen(port) {
+            Ok(l) => l,
+            Err(e) => {
+                if let (Some(c), true) = (&self.claims, port != 0) {
+                    c.release(port, self.port.steer());
+                }
+                return Err(e);
+            }
         };
-        if self.listeners.contains(&Some(port)) {
-            return Err(TransportError::AddrInUse(port));
-        }
-        let lid = ListenerId(self.listeners.len() as u32);
-        self.listeners.push(Some(port));
-        if let Some(steer) = self.port.steer() {
-            steer.add_tcp_port(port).map_err(backend_err)?;
-        }
-        let per_bucket = self.cfg.backlog.div_ceil(self.buckets.len()).max(1);
-        for b in 0..self.buckets.len() {
-            for _ in 0..per_bucket {
-                let mut s = self.new_socket();
-                s.listen(port).map_err(backend_err)?;
-                let h = self.buckets[b].sockets.add(s);
-                self.buckets[b].listeners.push((h, lid));
+        let port = self.engine.local_addr(lid).map(|a| a.port()).unwrap_or(port);
+        if self.claims.is_none() {
+            if let Some(steer) = self.port.steer() {
+                steer.add_tcp_port(port).map_err(backend_err)?;
             }
         }
         Ok(lid)
     }
 
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
-        let lport = self.alloc_ephemeral().ok_or(TransportError::Exhausted("ephemeral ports"))?;
-        let b = bucket_of(*addr.ip(), addr.port(), lport, self.buckets.len());
-        let mut s = self.new_socket();
-        let remote = IpEndpoint::new((*addr.ip()).into(), addr.port());
-        if let Err(e) = s.connect(self.iface.context(), remote, (self.addr, lport)) {
-            self.release_port(lport);
-            self.recycle(s);
-            return Err(backend_err(e));
-        }
-        let h = self.buckets[b].sockets.add(s);
-        let conn = Conn {
-            bucket: b as u32,
-            handle: h,
-            connected: false,
-            want_read: true,
-            blocked: false,
-            closed_reported: false,
-            local_port: lport,
-        };
-        let id = match self.conns.insert(conn) {
-            Ok(id) => id,
-            Err(e) => {
-                let s = Self::take_socket(&mut self.buckets[b].sockets, h);
-                self.recycle(s);
-                self.release_port(lport);
-                return Err(e);
-            }
-        };
-        self.buckets[b].members.push(id);
-        self.mark_dirty(b as u32);
+        let (claims, steer) = (self.claims.as_deref(), self.port.steer());
+        let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
+        let id = self.engine.connect(addr, &mut usable)?;
         Ok(id)
     }
 
@@ -743,27 +393,21 @@ impl Transport for XskTransport {
             let mut batch = std::mem::take(&mut self.rx_batch);
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
             for f in batch.drain(..) {
-                self.ingress_faulty(f, now, wall);
+                self.ingest_faulty(f, now);
             }
             if let Some(d) = self.delayed.take() {
-                self.ingress(d, now, wall);
+                self.ingest(d, now);
             }
             self.rx_batch = batch;
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (flush() sends
             // both), instead of a bare ACK going out first.
-            for i in 0..self.dirty.len() {
-                let b = self.dirty[i] as usize;
-                self.scan(b, now);
-            }
-            if !self.pending.is_empty() {
-                events.append(&mut self.pending);
+            self.engine.scan_dirty();
+            if self.engine.take_events(events) {
                 return Ok(());
             }
-            self.egress_and_scan(now);
-            self.port.flush().map_err(backend_err)?;
-            if !self.pending.is_empty() {
-                events.append(&mut self.pending);
+            self.egress(now)?;
+            if self.engine.take_events(events) {
                 return Ok(());
             }
             if n == self.cfg.rx_batch {
@@ -775,25 +419,7 @@ impl Transport for XskTransport {
                 Some(t) => Some(t - elapsed),
                 None => None,
             };
-            // Sleep until the next smoltcp timer, the user's timeout, or a frame.
-            let now = self.now();
-            while let Some(&Reverse((d, b))) = self.timers.peek() {
-                if self.buckets[b as usize].deadline == Some(d) {
-                    break;
-                }
-                self.timers.pop();
-            }
-            let timer = self.timers.peek().map(|&Reverse((d, _))| d).map(|d| {
-                if d <= now {
-                    Duration::ZERO
-                } else {
-                    Duration::from_micros((d - now).total_micros())
-                }
-            });
-            let wait = match (left, timer) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let wait = self.wait_for(left);
             if self.port.tx_pending() || self.neigh.has_pending() {
                 // TX left in the ring (budget) or a neighbour being resolved: come back soon.
                 let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
@@ -801,9 +427,6 @@ impl Transport for XskTransport {
                 continue;
             }
             if busy {
-                if wait == Some(Duration::ZERO) || left == Some(Duration::ZERO) {
-                    continue;
-                }
                 std::hint::spin_loop();
                 continue;
             }
@@ -824,89 +447,31 @@ impl Transport for XskTransport {
     }
 
     fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
-        let c = self.conn(conn)?;
-        let (b, h) = (c.bucket, c.handle);
-        let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
-        let mut total = 0;
-        while s.can_recv() {
-            match s.recv(|data| {
-                buf.extend_from_slice(data);
-                (data.len(), data.len())
-            }) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => total += n,
-            }
-        }
-        let eof = !s.may_recv() && !s.can_recv();
-        let c = self.conns.get_mut(conn).expect("checked above");
-        if total == 0 {
-            c.want_read = true;
-            if eof && !c.closed_reported {
-                c.closed_reported = true;
-                self.counters.closed += 1;
-                self.pending.push(Event::Closed(conn));
-            }
-        } else {
-            // The window opened: let egress send an update if smoltcp wants to.
-            self.mark_dirty(b);
-        }
-        Ok(total)
+        self.engine.recv(conn, buf)
     }
 
     fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        let c = self.conn(conn)?;
-        let (b, h, connected) = (c.bucket, c.handle, c.connected);
-        let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
-        if !s.may_send() {
-            return match s.state() {
-                tcp::State::SynSent | tcp::State::SynReceived => Ok(0),
-                _ if !connected => Ok(0),
-                _ => Err(TransportError::ConnectionClosed(conn)),
-            };
-        }
-        let n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
-        if n < data.len() {
-            self.conns.get_mut(conn).expect("checked above").blocked = true;
-        }
-        if n > 0 {
-            self.mark_dirty(b);
-        }
-        Ok(n)
+        self.engine.send(conn, data)
     }
 
     fn close(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.remove(conn) else { return };
-        let b = c.bucket as usize;
-        let bucket = &mut self.buckets[b];
-        if let Some(i) = bucket.members.iter().position(|m| *m == conn) {
-            bucket.members.swap_remove(i);
-        }
-        bucket.sockets.get_mut::<tcp::Socket>(c.handle).close();
-        bucket.closing.push((c.handle, c.local_port));
-        self.mark_dirty(b as u32);
+        self.engine.close(conn)
     }
 
     fn flush(&mut self) -> Result<(), TransportError> {
-        if self.dirty.is_empty() && !self.port.tx_pending() {
+        if !self.engine.wants_egress() && !self.port.tx_pending() {
             return Ok(());
         }
         let now = self.now();
-        self.egress_and_scan(now);
-        self.port.flush().map_err(backend_err)
+        self.egress(now)
     }
 
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
-        self.listeners.get(listener.0 as usize).copied().flatten().map(|p| SocketAddrV4::new(self.addr, p))
+        self.engine.local_addr(listener)
     }
 
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        let c = self.conns.get(conn)?;
-        let s = self.buckets[c.bucket as usize].sockets.get::<tcp::Socket>(c.handle);
-        match s.remote_endpoint()? {
-            IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(a), port } => Some(SocketAddrV4::new(a, port)),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        self.engine.peer_addr(conn)
     }
 
     fn name(&self) -> &'static str {
@@ -917,22 +482,12 @@ impl Transport for XskTransport {
 impl Drop for XskTransport {
     fn drop(&mut self) {
         // Tell peers we are gone rather than leaving half-open connections.
-        for b in &mut self.buckets {
-            for (_, s) in b.sockets.iter_mut() {
-                #[allow(irrefutable_let_patterns)]
-                if let smoltcp::socket::Socket::Tcp(t) = s {
-                    if t.is_active() {
-                        t.abort();
-                    }
-                }
-            }
-            b.dirty = true;
-        }
         let now = self.now();
-        self.dirty = (0..self.buckets.len() as u32).collect();
-        self.egress_and_scan(now);
+        let (mut link, _) = self.dev.link(&mut self.port);
+        self.engine.abort_all(now, &mut link);
+        let _ = self.port.flush();
         let _ = self.port.drain_tx(Duration::from_millis(100));
         let _ = self.poll.registry().deregister(&mut self.port);
-        let _ = self.reserved_ports.take();
+        // Placeholders close with `claims` (dropped after this).
     }
 }

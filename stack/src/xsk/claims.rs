@@ -1,0 +1,120 @@
+//! Shared-address mode: the ports the stack takes from the kernel.
+//!
+//! The stack and the kernel share one IPv4 address, so a TCP port belongs to
+//! exactly one of them. The stack steers only the ports it uses (its
+//! listening ports and the local ports of its live connections) and holds
+//! each one in the kernel with a placeholder socket, bound but never
+//! listening: no kernel program can take the port while the stack has it,
+//! and a port a kernel program already has is refused to the stack (bind
+//! fails) instead of being stolen from under a running connection. Shards
+//! share one `Claims`, so a listening port held by all of them is released
+//! when the last lets go.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use xsk_io::steer::Steer;
+
+pub struct Claims {
+    addr: Ipv4Addr,
+    held: Mutex<HashMap<u16, (OwnedFd, u32)>>,
+}
+
+impl Claims {
+    pub fn new(addr: Ipv4Addr) -> Arc<Claims> {
+        Arc::new(Claims { addr, held: Mutex::new(HashMap::new()) })
+    }
+
+    /// Takes `port` from the kernel and steers it to the stack. Fails with
+    /// `AddrInUse` when a kernel socket has it.
+    pub fn claim(&self, port: u16, steer: Option<&Steer>) -> io::Result<()> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, n)) = held.get_mut(&port) {
+            *n += 1;
+            return Ok(());
+        }
+        let fd = bind_placeholder(self.addr, port)?;
+        if let Some(s) = steer {
+            s.add_tcp_port(port).map_err(io::Error::other)?;
+        }
+        held.insert(port, (fd, 1));
+        Ok(())
+    }
+
+    /// Gives `port` back: unsteered, then the placeholder closed.
+    pub fn release(&self, port: u16, steer: Option<&Steer>) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((_, n)) = held.get_mut(&port) else { return };
+        *n -= 1;
+        if *n == 0 {
+            if let Some(s) = steer {
+                let _ = s.remove_tcp_port(port);
+            }
+            held.remove(&port);
+        }
+    }
+
+    /// Ports held now.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn held(&self) -> usize {
+        self.held.lock().map(|h| h.len()).unwrap_or(0)
+    }
+}
+
+/// A TCP socket bound to `addr:port` without SO_REUSEADDR, never listening.
+fn bind_placeholder(addr: Ipv4Addr, port: u16) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(addr).to_be() },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: `sa` is a valid sockaddr_in and the length passed is its size.
+    let r = unsafe {
+        libc::bind(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_the_kernel_has_is_refused_and_a_claimed_one_is_held() {
+        // Loopback needs no root: a kernel listener takes a port ...
+        let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let taken = l.local_addr().unwrap().port();
+        let c = Claims::new(Ipv4Addr::LOCALHOST);
+        let e = c.claim(taken, None).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        drop(l);
+        // ... and once the stack holds a port, the kernel cannot bind it.
+        let free = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port();
+        c.claim(free, None).unwrap();
+        c.claim(free, None).unwrap(); // a second shard
+        assert!(std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, free)).is_err());
+        c.release(free, None);
+        assert!(std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, free)).is_err(), "still held by one shard");
+        c.release(free, None);
+        assert_eq!(c.held(), 0);
+        assert!(std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, free)).is_ok());
+    }
+}

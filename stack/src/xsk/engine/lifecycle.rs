@@ -1,0 +1,251 @@
+//! How sockets are born, promoted, timed out and recycled.
+
+use smoltcp::iface::{SocketHandle, SocketSet};
+use smoltcp::socket::tcp;
+use smoltcp::time::Instant;
+
+use super::{Conn, Engine};
+use crate::transport::Event;
+use crate::xsk::config::Congestion;
+use crate::xsk::drops::DropReason;
+
+/// Spare sockets kept for a burst; the rest are freed.
+const POOL_MAX: usize = 1024;
+
+impl Engine {
+    pub(super) fn new_socket(&mut self) -> tcp::Socket<'static> {
+        if let Some(s) = self.pool.pop() {
+            return s;
+        }
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0u8; self.cfg.rx_buffer]),
+            tcp::SocketBuffer::new(vec![0u8; self.cfg.tx_buffer]),
+        );
+        // Request/response defaults: no Nagle (a response goes out at once),
+        // no delayed ACK (the ACK rides on the response anyway, and a lone
+        // request segment is never held back).
+        s.set_nagle_enabled(false);
+        s.set_ack_delay(None);
+        s.set_keep_alive(self.cfg.keepalive.map(Into::into));
+        s.set_timeout(self.cfg.timeout.map(Into::into));
+        s.set_congestion_control(match self.cfg.congestion {
+            Congestion::None => tcp::CongestionControl::None,
+            Congestion::Reno => tcp::CongestionControl::Reno,
+            Congestion::Cubic => tcp::CongestionControl::Cubic,
+        });
+        s
+    }
+
+    pub(super) fn recycle(&mut self, mut s: tcp::Socket<'static>) {
+        s.abort();
+        self.stats.recycled += 1;
+        if self.pool.len() < POOL_MAX {
+            self.pool.push(s);
+        }
+    }
+
+    pub(super) fn take_socket(set: &mut SocketSet<'static>, h: SocketHandle) -> tcp::Socket<'static> {
+        match set.remove(h) {
+            smoltcp::socket::Socket::Tcp(t) => t,
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("only TCP sockets are added"),
+        }
+    }
+
+    /// Half-open connections the stack may hold: one SYN per connection it
+    /// is sized for (a client opening all its connections at once), but no
+    /// more than their socket buffers' share of `half_open_bytes`, so a SYN
+    /// flood cannot grow memory past that.
+    pub(super) fn embryo_limit(&self) -> usize {
+        let by_count = (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns);
+        let per_socket = (self.cfg.rx_buffer + self.cfg.tx_buffer).max(1);
+        by_count.min((self.cfg.half_open_bytes / per_socket).max(self.buckets.len()))
+    }
+
+    /// Listeners that got a SYN become embryos and a fresh listener takes
+    /// their place at once, so a burst of SYNs into one bucket finds a
+    /// listener for each (smoltcp has no accept queue). Called after every
+    /// ingress; it only looks at the bucket's few listeners.
+    pub(super) fn replenish_listeners(&mut self, b: usize) {
+        let mut k = 0;
+        while k < self.buckets[b].listeners.len() {
+            let (h, lid) = self.buckets[b].listeners[k];
+            if self.buckets[b].listen.get::<tcp::Socket>(h).state() == tcp::State::Listen {
+                k += 1;
+                continue;
+            }
+            self.buckets[b].listeners.swap_remove(k);
+            // It took a SYN: it is a half-open connection now, and moves to
+            // the connections' set (a move of the socket, buffers and all).
+            let s = Self::take_socket(&mut self.buckets[b].listen, h);
+            let h = self.buckets[b].sockets.add(s);
+            // Past the limit the oldest half-open connection of this bucket
+            // is dropped, as the kernel drops from a full SYN queue.
+            if self.embryos >= self.embryo_limit() && !self.buckets[b].embryos.is_empty() {
+                let (old, _) = self.buckets[b].embryos.remove(0);
+                self.embryos -= 1;
+                self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
+                let s = Self::take_socket(&mut self.buckets[b].sockets, old);
+                self.recycle(s);
+                self.stats.drops.count(DropReason::SynBacklog);
+            }
+            self.embryos += 1;
+            self.buckets[b].embryos.push((h, lid));
+            if let Some(Some(port)) = self.listeners.get(lid.0 as usize) {
+                let port = *port;
+                let mut s = self.new_socket();
+                if s.listen(port).is_ok() {
+                    let nh = self.buckets[b].listen.add(s);
+                    self.buckets[b].listeners.push((nh, lid));
+                }
+            }
+        }
+    }
+
+    /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
+    pub(super) fn scan(&mut self, b: usize) {
+        self.replenish_listeners(b);
+        let now = self.clock;
+        let mut k = 0;
+        while k < self.buckets[b].embryos.len() {
+            let (h, lid) = self.buckets[b].embryos[k];
+            match self.buckets[b].sockets.get::<tcp::Socket>(h).state() {
+                tcp::State::SynReceived => k += 1,
+                tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait => {
+                    self.buckets[b].embryos.swap_remove(k);
+                    self.embryos -= 1;
+                    let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                    self.recycle(s);
+                }
+                _ => {
+                    self.buckets[b].embryos.swap_remove(k);
+                    self.embryos -= 1;
+                    let conn = Conn {
+                        bucket: b as u32,
+                        handle: h,
+                        connected: true,
+                        want_read: true,
+                        blocked: false,
+                        closed_reported: false,
+                        local_port: 0,
+                        active: now,
+                    };
+                    match self.conns.insert(conn) {
+                        Ok(id) => {
+                            self.buckets[b].members.push(id);
+                            self.pending.push(Event::Accepted { listener: lid, conn: id });
+                            self.stats.accepted += 1;
+                        }
+                        Err(_) => {
+                            // Out of ids: refuse the connection rather than leak it.
+                            self.buckets[b].sockets.get_mut::<tcp::Socket>(h).abort();
+                            let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                            self.recycle(s);
+                            self.stats.drops.count(DropReason::ConnLimit);
+                        }
+                    }
+                }
+            }
+        }
+        let bucket = &mut self.buckets[b];
+        for &id in &bucket.members {
+            let Some(c) = self.conns.get_mut(id) else { continue };
+            let s = bucket.sockets.get::<tcp::Socket>(c.handle);
+            let state = s.state();
+            if !c.connected {
+                match state {
+                    tcp::State::SynSent | tcp::State::SynReceived => continue,
+                    tcp::State::Closed | tcp::State::TimeWait => {
+                        // Connect failed (RST or timeout).
+                        if !c.closed_reported {
+                            c.closed_reported = true;
+                            self.pending.push(Event::Closed(id));
+                        }
+                        continue;
+                    }
+                    _ => {
+                        c.connected = true;
+                        self.stats.connected += 1;
+                        self.pending.push(Event::Connected(id));
+                    }
+                }
+            }
+            let readable = s.can_recv() || !s.may_recv();
+            if c.want_read && readable && !c.closed_reported {
+                c.want_read = false;
+                self.pending.push(Event::Readable(id));
+            }
+            if c.blocked && (s.send_capacity() > s.send_queue() || !s.may_send()) {
+                c.blocked = false;
+                self.pending.push(Event::Writable(id));
+            }
+            if !c.closed_reported && !s.may_recv() && !s.can_recv() && c.want_read {
+                c.closed_reported = true;
+                self.stats.closed += 1;
+                self.pending.push(Event::Closed(id));
+            }
+        }
+        // Sockets the application closed: recycle once the exchange is over.
+        let mut k = 0;
+        while k < self.buckets[b].closing.len() {
+            let (h, lport, _) = self.buckets[b].closing[k];
+            let state = self.buckets[b].sockets.get::<tcp::Socket>(h).state();
+            if matches!(state, tcp::State::Closed | tcp::State::TimeWait) {
+                // TIME-WAIT is not kept: the 4-tuple's next use gets a fresh
+                // random ISN from smoltcp, and keeping thousands of sockets
+                // (with their buffers) under churn is the leak the stack must
+                // not have.
+                self.buckets[b].closing.swap_remove(k);
+                self.closing -= 1;
+                let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                self.recycle(s);
+                self.ports.release(lport);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    pub(super) fn needs_sweep(&self) -> bool {
+        (self.cfg.idle_timeout.is_some() && !self.conns.is_empty()) || self.closing > 0
+    }
+
+    /// Idle connections and closes the peer never finishes: both would hold
+    /// a socket (and its buffers) for as long as a peer likes.
+    pub(super) fn sweep(&mut self, now: Instant) {
+        if let Some(idle) = self.cfg.idle_timeout {
+            let idle: smoltcp::time::Duration = idle.into();
+            let expired: Vec<_> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| !c.closed_reported && c.connected && now >= c.active + idle)
+                .map(|(id, _)| id)
+                .collect();
+            for id in expired {
+                let c = self.conns.get_mut(id).expect("listed above");
+                c.closed_reported = true;
+                let (b, h) = (c.bucket, c.handle);
+                self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h).abort();
+                self.stats.idle_closed += 1;
+                self.stats.closed += 1;
+                self.pending.push(Event::Closed(id));
+                self.mark_dirty(b);
+            }
+        }
+        let fin: smoltcp::time::Duration = self.cfg.fin_timeout.into();
+        for b in 0..self.buckets.len() {
+            let mut aborted = false;
+            let bucket = &mut self.buckets[b];
+            for &(h, _, since) in &bucket.closing {
+                if now >= since + fin {
+                    bucket.sockets.get_mut::<tcp::Socket>(h).abort();
+                    self.stats.fin_timeouts += 1;
+                    aborted = true;
+                }
+            }
+            if aborted {
+                self.mark_dirty(b as u32);
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Builds Ethernet/IPv4/TCP and ARP frames byte by byte, valid or broken on
+//! purpose, for unit tests, the scripted peer and the fuzzer.
+
+use std::net::Ipv4Addr;
+
+use smoltcp::wire::{checksum, IpProtocol};
+
+/// One TCP segment in an Ethernet frame. Checksums are computed unless a
+/// `partial_csum` (what a sender with checksum offload leaves) is asked for.
+#[derive(Clone, Debug)]
+pub struct TcpSpec<'a> {
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub sport: u16,
+    pub dport: u16,
+    pub seq: u32,
+    pub ack: u32,
+    /// TCP flags byte: FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10.
+    pub flags: u8,
+    pub window: u16,
+    /// TCP options, padded to a multiple of 4 by the builder.
+    pub options: &'a [u8],
+    pub payload: &'a [u8],
+    pub partial_csum: bool,
+    pub ttl: u8,
+    /// IPv4 flags+fragment offset field.
+    pub frag: u16,
+}
+
+impl Default for TcpSpec<'_> {
+    fn default() -> Self {
+        TcpSpec {
+            src_mac: [2, 0, 0, 0, 0, 2],
+            dst_mac: [2, 0, 0, 0, 0, 1],
+            src: Ipv4Addr::new(198, 18, 0, 2),
+            dst: Ipv4Addr::new(198, 18, 0, 1),
+            sport: 40000,
+            dport: 7,
+            seq: 1000,
+            ack: 0,
+            flags: 0x02,
+            window: 65535,
+            options: &[],
+            payload: &[],
+            partial_csum: false,
+            ttl: 64,
+            frag: 0x4000,
+        }
+    }
+}
+
+/// The frame for `s`.
+pub fn tcp(s: &TcpSpec<'_>) -> Vec<u8> {
+    let mut f = Vec::with_capacity(64 + s.options.len() + s.payload.len());
+    tcp_into(s, &mut f);
+    f
+}
+
+/// The frame for `s`, written into `f` (cleared first).
+pub fn tcp_into(s: &TcpSpec<'_>, f: &mut Vec<u8>) {
+    f.clear();
+    let opt_len = s.options.len().div_ceil(4) * 4;
+    let opt_len = opt_len.min(40);
+    let tcp_len = 20 + opt_len + s.payload.len();
+    let total = (20 + tcp_len).min(u16::MAX as usize);
+    f.extend_from_slice(&s.dst_mac);
+    f.extend_from_slice(&s.src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    // IPv4
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&(total as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 1]);
+    f.extend_from_slice(&s.frag.to_be_bytes());
+    f.extend_from_slice(&[s.ttl, 6, 0, 0]);
+    f.extend_from_slice(&s.src.octets());
+    f.extend_from_slice(&s.dst.octets());
+    let ipc = !checksum::data(&f[14..34]);
+    f[24..26].copy_from_slice(&ipc.to_be_bytes());
+    // TCP
+    let t = f.len();
+    f.extend_from_slice(&s.sport.to_be_bytes());
+    f.extend_from_slice(&s.dport.to_be_bytes());
+    f.extend_from_slice(&s.seq.to_be_bytes());
+    f.extend_from_slice(&s.ack.to_be_bytes());
+    f.push((((20 + opt_len) / 4) as u8) << 4);
+    f.push(s.flags);
+    f.extend_from_slice(&s.window.to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0]);
+    let opts = &s.options[..s.options.len().min(40)];
+    f.extend_from_slice(opts);
+    f.resize(f.len() + (opt_len - opts.len()), 0);
+    f.extend_from_slice(s.payload);
+    let seg_len = (f.len() - t) as u32;
+    let pseudo = checksum::pseudo_header_v4(&s.src, &s.dst, IpProtocol::Tcp, seg_len);
+    let c = if s.partial_csum { pseudo } else { !checksum::combine(&[pseudo, checksum::data(&f[t..])]) };
+    f[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+}
+
+/// An ARP request (`oper` 1) or reply (2) in an Ethernet frame.
+pub fn arp(oper: u16, src_mac: [u8; 6], dst_mac: [u8; 6], sender: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    let mut f = Vec::with_capacity(42);
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4]);
+    f.extend_from_slice(&oper.to_be_bytes());
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&sender.octets());
+    f.extend_from_slice(if oper == 1 { &[0; 6] } else { &dst_mac });
+    f.extend_from_slice(&target.octets());
+    f
+}
+
+/// A parsed TCP segment from a frame the stack sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seg {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub sport: u16,
+    pub dport: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    pub payload: Vec<u8>,
+}
+
+impl Seg {
+    pub fn syn(&self) -> bool {
+        self.flags & 0x02 != 0
+    }
+    pub fn ack_set(&self) -> bool {
+        self.flags & 0x10 != 0
+    }
+    pub fn rst(&self) -> bool {
+        self.flags & 0x04 != 0
+    }
+    pub fn fin(&self) -> bool {
+        self.flags & 0x01 != 0
+    }
+}
+
+/// The TCP segment in `f`, if it is an IPv4/TCP frame with sane lengths.
+pub fn parse_tcp(f: &[u8]) -> Option<Seg> {
+    if f.len() < 54 || f[12..14] != [8, 0] {
+        return None;
+    }
+    let ip = &f[14..];
+    let ihl = (ip[0] & 15) as usize * 4;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    if ip[9] != 6 || total > ip.len() || ihl < 20 || total < ihl + 20 {
+        return None;
+    }
+    let t = &ip[ihl..total];
+    let doff = (t[12] >> 4) as usize * 4;
+    if doff < 20 || doff > t.len() {
+        return None;
+    }
+    Some(Seg {
+        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        sport: u16::from_be_bytes([t[0], t[1]]),
+        dport: u16::from_be_bytes([t[2], t[3]]),
+        seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
+        ack: u32::from_be_bytes([t[8], t[9], t[10], t[11]]),
+        flags: t[13],
+        window: u16::from_be_bytes([t[14], t[15]]),
+        payload: t[doff..].to_vec(),
+    })
+}

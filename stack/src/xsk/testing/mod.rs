@@ -1,0 +1,259 @@
+//! The engine without an operating system: an in-memory link, a
+//! [`Transport`] over it with a clock the caller moves, two of them wired
+//! back to back, and frame builders. Unit tests, the scripted-peer tests and
+//! the fuzzer drive the same engine the AF_XDP driver does, as an ordinary
+//! user and deterministically.
+
+pub mod frames;
+pub mod fuzz;
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use smoltcp::phy;
+use smoltcp::time::Instant;
+
+use super::config::Congestion;
+use super::engine::{Engine, EngineConfig, Link};
+use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+/// Frames sent by an engine, kept in memory.
+#[derive(Debug)]
+pub struct MemLink {
+    pub out: Vec<Vec<u8>>,
+    /// Frames the link takes before it reports no room (a full TX ring).
+    pub capacity: usize,
+    pub mtu: usize,
+    /// Frames written while there was no room (dropped, as a full ring does).
+    pub dropped: u64,
+}
+
+impl MemLink {
+    pub fn new() -> MemLink {
+        MemLink { out: Vec::new(), capacity: 4096, mtu: 1500, dropped: 0 }
+    }
+}
+
+impl Default for MemLink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub struct MemTx<'a>(&'a mut MemLink);
+
+impl phy::TxToken for MemTx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut buf = vec![0u8; len];
+        let r = f(&mut buf);
+        if self.0.out.len() < self.0.capacity {
+            self.0.out.push(buf);
+        } else {
+            self.0.dropped += 1;
+        }
+        r
+    }
+}
+
+impl Link for MemLink {
+    type Tx<'a> = MemTx<'a>;
+
+    fn tx(&mut self) -> MemTx<'_> {
+        MemTx(self)
+    }
+
+    fn tx_ready(&mut self) -> bool {
+        self.out.len() < self.capacity
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+}
+
+/// An engine configuration for tests: `addr`/24 with MAC `02:00:00:00:00:<last octet>`.
+pub fn config(addr: Ipv4Addr) -> EngineConfig {
+    EngineConfig {
+        mac: mac_of(addr),
+        addr,
+        prefix_len: 24,
+        gateway: None,
+        max_conns: 1024,
+        buckets: 16,
+        rx_buffer: 16 * 1024,
+        tx_buffer: 16 * 1024,
+        backlog: 64,
+        ephemeral: 40000..=59999,
+        keepalive: None,
+        timeout: Some(Duration::from_secs(60)),
+        idle_timeout: None,
+        fin_timeout: Duration::from_secs(60),
+        half_open_bytes: 64 << 20,
+        congestion: Congestion::Cubic,
+        accept_partial_csum: false,
+        seed: 1,
+    }
+}
+
+/// The MAC tests give `addr`.
+pub fn mac_of(addr: Ipv4Addr) -> [u8; 6] {
+    [2, 0, 0, 0, 0, addr.octets()[3]]
+}
+
+/// The engine behind the [`Transport`] trait, over a [`MemLink`]. Time moves
+/// only when the caller says (`advance`); `poll` never sleeps.
+pub struct MemTransport {
+    pub engine: Engine,
+    pub link: MemLink,
+    /// Frames waiting to be received.
+    pub inbox: VecDeque<Vec<u8>>,
+    pub now: Instant,
+}
+
+impl MemTransport {
+    pub fn new(cfg: EngineConfig) -> MemTransport {
+        let mut link = MemLink::new();
+        let now = Instant::from_millis(1);
+        let engine = Engine::new(cfg, now, &mut link);
+        MemTransport { engine, link, inbox: VecDeque::new(), now }
+    }
+
+    pub fn advance(&mut self, d: Duration) {
+        self.now += d.into();
+    }
+
+    /// Runs egress now (timers due, touched buckets).
+    pub fn tick(&mut self) {
+        self.engine.egress(self.now, &mut self.link);
+    }
+
+    /// Takes the frames sent so far.
+    pub fn take_sent(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.link.out)
+    }
+}
+
+impl Transport for MemTransport {
+    fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+        self.engine.listen(port)
+    }
+
+    fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
+        self.engine.connect(addr, &mut |_| true)
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, _timeout: Option<Duration>) -> Result<(), TransportError> {
+        while let Some(f) = self.inbox.pop_front() {
+            let _ = self.engine.ingest(self.now, &f, &mut self.link);
+        }
+        self.engine.scan_dirty();
+        if self.engine.take_events(events) {
+            return Ok(());
+        }
+        self.engine.egress(self.now, &mut self.link);
+        for _ in self.engine.port_changes() {}
+        self.engine.take_events(events);
+        Ok(())
+    }
+
+    fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+        self.engine.recv(conn, buf)
+    }
+
+    fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+        self.engine.send(conn, data)
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        self.engine.close(conn)
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        self.engine.egress(self.now, &mut self.link);
+        Ok(())
+    }
+
+    fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+        self.engine.local_addr(listener)
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.engine.peer_addr(conn)
+    }
+
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+}
+
+/// Two engines on one in-memory wire: `a` at 198.18.0.1, `b` at 198.18.0.2.
+pub struct Pair {
+    pub a: MemTransport,
+    pub b: MemTransport,
+    /// Frames in flight are passed through this before delivery (drop,
+    /// reorder, duplicate); `None` delivers everything in order.
+    pub filter: Option<Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<u8>>>>,
+}
+
+impl Pair {
+    pub const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    pub const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+    pub fn new() -> Pair {
+        Self::with(config(Self::A), config(Self::B))
+    }
+
+    pub fn with(a: EngineConfig, b: EngineConfig) -> Pair {
+        let mut p = Pair { a: MemTransport::new(a), b: MemTransport::new(b), filter: None };
+        // Each side learns the other as a shared-mode driver would.
+        let (ma, mb) = (mac_of(Self::A), mac_of(Self::B));
+        let now = p.a.now;
+        p.a.engine.teach_neighbour(now, Self::B, mb, &mut p.a.link);
+        p.b.engine.teach_neighbour(now, Self::A, ma, &mut p.b.link);
+        p
+    }
+
+    /// Moves sent frames to the other side; returns how many moved.
+    pub fn exchange(&mut self) -> usize {
+        let mut ab = self.a.take_sent();
+        let mut ba = self.b.take_sent();
+        if let Some(f) = &mut self.filter {
+            ab = f(ab);
+            ba = f(ba);
+        }
+        let n = ab.len() + ba.len();
+        self.b.inbox.extend(ab);
+        self.a.inbox.extend(ba);
+        n
+    }
+
+    /// Polls both sides and exchanges frames until nothing moves (or
+    /// `rounds` pass), collecting each side's events.
+    pub fn settle(&mut self, rounds: usize) -> (Vec<Event>, Vec<Event>) {
+        let (mut ea, mut eb) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let _ = self.a.poll(&mut ea, None);
+            let _ = self.b.poll(&mut eb, None);
+            let _ = self.a.flush();
+            let _ = self.b.flush();
+            if self.exchange() == 0 && self.a.inbox.is_empty() && self.b.inbox.is_empty() {
+                break;
+            }
+        }
+        (ea, eb)
+    }
+
+    /// Advances both clocks.
+    pub fn advance(&mut self, d: Duration) {
+        self.a.advance(d);
+        self.b.advance(d);
+    }
+}
+
+impl Default for Pair {
+    fn default() -> Self {
+        Self::new()
+    }
+}
