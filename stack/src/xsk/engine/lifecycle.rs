@@ -185,7 +185,12 @@ impl Engine {
                 self.pending.push(Event::Closed(id));
             }
         }
-        // Sockets the application closed: recycle once the exchange is over.
+    }
+
+    /// Sockets the application closed: recycled once the exchange is over.
+    /// Called after egress, so a socket that entered TIME-WAIT has sent its
+    /// final ACK.
+    pub(super) fn reap_closing(&mut self, b: usize) {
         let mut k = 0;
         while k < self.buckets[b].closing.len() {
             let (h, lport, _) = self.buckets[b].closing[k];

@@ -338,6 +338,13 @@ impl Engine {
             }
         };
         self.stats.rx_partial_csum += info.partial_csum as u64;
+        // Peers are learned from their frames (on-link sources only), before
+        // anything is answered: an RST needs the peer's MAC as much as data.
+        if let Flow::Tcp { src, .. } | Flow::Icmp { src } = info.flow {
+            if let Some(src) = self.taught.learn(src, now, &self.rules) {
+                self.teach(now, src, info.src_mac, link);
+            }
+        }
         let b = match info.flow {
             Flow::Tcp { src, sport, dport, syn } => {
                 let listening = self.ports.listening(dport);
@@ -355,9 +362,6 @@ impl Engine {
                     return Err(r);
                 }
                 let b = bucket_of(src, sport, dport, self.buckets.len());
-                if let Some(src) = self.taught.learn(src, now, &self.rules) {
-                    self.teach(now, src, info.src_mac, link);
-                }
                 // Only a SYN for no live connection goes to the listeners.
                 let to_listener = syn && listening && !self.buckets[b].has_conn(src, sport, dport);
                 let bucket = &mut self.buckets[b];
@@ -368,13 +372,7 @@ impl Engine {
                 self.mark_dirty(b as u32);
                 return Ok(info);
             }
-            Flow::Icmp { src } => {
-                if let Some(src) = self.taught.learn(src, now, &self.rules) {
-                    self.teach(now, src, info.src_mac, link);
-                }
-                0
-            }
-            Flow::Arp { .. } => 0,
+            Flow::Icmp { .. } | Flow::Arp { .. } => 0,
         };
         let mut dev = SmolDev { rx: Some(frame), link };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
@@ -450,6 +448,8 @@ impl Engine {
             if changed == smoltcp::iface::PollResult::SocketStateChanged {
                 self.scan(b);
             }
+            // Only now: a socket that entered TIME-WAIT has sent its last ACK.
+            self.reap_closing(b);
             let bucket = &mut self.buckets[b];
             let next = self.iface.poll_at(now, &bucket.sockets);
             if next != bucket.deadline {
@@ -681,3 +681,6 @@ fn arp_reply(our_mac: [u8; 6], our_ip: Ipv4Addr, mac: [u8; 6], ip: Ipv4Addr) -> 
     f[38..42].copy_from_slice(&our_ip.octets());
     f
 }
+
+#[cfg(test)]
+mod tests;

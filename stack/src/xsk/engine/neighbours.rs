@@ -17,9 +17,13 @@ use crate::xsk::demux::RxRules;
 /// Re-teach smoltcp well before its cache entries expire (60 s).
 const REFRESH: Duration = Duration::from_secs(20);
 
-/// Peers remembered at most. This map only saves re-teaching, so when it is
-/// full it is cleared: a flood from many sources must not grow it.
-const TAUGHT_MAX: usize = 4096;
+/// Peers remembered at most. smoltcp's cache holds 64 (stack/Cargo.toml)
+/// and evicts the entry filled longest ago; this map mirrors it with the same
+/// policy and some slack, so "taught recently" means "still in smoltcp's
+/// cache". (A bigger map would believe in entries smoltcp has evicted, and
+/// then a peer's replies wait for ARP, which smoltcp sends for one address a
+/// second: a few unresolvable peers starve everyone else.)
+const TAUGHT_MAX: usize = 48;
 
 #[derive(Default)]
 pub(super) struct Taught {
@@ -55,8 +59,10 @@ impl Taught {
     }
 
     pub(super) fn note(&mut self, ip: Ipv4Addr, now: Instant) {
-        if self.map.len() >= TAUGHT_MAX {
-            self.map.clear();
+        if self.map.len() >= TAUGHT_MAX && !self.map.contains_key(&ip) {
+            if let Some(oldest) = self.map.iter().min_by_key(|(_, t)| **t).map(|(ip, _)| *ip) {
+                self.map.remove(&oldest);
+            }
         }
         self.map.insert(ip, now);
         self.last = Some((ip, now));

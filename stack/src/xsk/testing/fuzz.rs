@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use super::frames::{self, parse_tcp, TcpSpec};
-use super::{config, mac_of, MemTransport};
+use super::{arp_target, config, mac_of, MemTransport};
 use crate::codec::LengthPrefixed;
 use crate::rr::{Echo, Server, ServerConfig};
 use crate::transport::{ConnId, Event, Transport};
@@ -260,10 +260,6 @@ fn route(server: &mut EchoServer, honest: &mut MemTransport, peers: &mut [Peer],
     }
 }
 
-/// The target of an ARP request.
-fn arp_target(f: &[u8]) -> Option<Ipv4Addr> {
-    (f.len() >= 42 && f[12..14] == [8, 6] && f[20..22] == [0, 1]).then(|| Ipv4Addr::new(f[38], f[39], f[40], f[41]))
-}
 
 /// One connection at a time, one echo at a time, checked byte for byte.
 #[derive(Default)]

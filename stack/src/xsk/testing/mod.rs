@@ -215,10 +215,22 @@ impl Pair {
         p
     }
 
-    /// Moves sent frames to the other side; returns how many moved.
+    /// Moves sent frames to the other side; returns how many moved. ARP
+    /// requests for the other side are answered the way the shared-mode
+    /// driver answers them (from the kernel's table).
     pub fn exchange(&mut self) -> usize {
         let mut ab = self.a.take_sent();
         let mut ba = self.b.take_sent();
+        if ab.iter().any(|f| arp_target(f) == Some(Self::B)) {
+            let now = self.a.now;
+            self.a.engine.teach_neighbour(now, Self::B, mac_of(Self::B), &mut self.a.link);
+        }
+        if ba.iter().any(|f| arp_target(f) == Some(Self::A)) {
+            let now = self.b.now;
+            self.b.engine.teach_neighbour(now, Self::A, mac_of(Self::A), &mut self.b.link);
+        }
+        ab.retain(|f| arp_target(f).is_none());
+        ba.retain(|f| arp_target(f).is_none());
         if let Some(f) = &mut self.filter {
             ab = f(ab);
             ba = f(ba);
@@ -250,6 +262,11 @@ impl Pair {
         self.a.advance(d);
         self.b.advance(d);
     }
+}
+
+/// The target of an ARP request.
+pub fn arp_target(f: &[u8]) -> Option<Ipv4Addr> {
+    (f.len() >= 42 && f[12..14] == [8, 6] && f[20..22] == [0, 1]).then(|| Ipv4Addr::new(f[38], f[39], f[40], f[41]))
 }
 
 impl Default for Pair {

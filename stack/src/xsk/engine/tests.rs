@@ -1,0 +1,254 @@
+//! The engine through handshakes, limits, timers, loss and hostile
+//! segments, in memory: no root, no network, deterministic time.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use crate::transport::{Event, Transport};
+use crate::xsk::drops::DropReason;
+use crate::xsk::testing::frames::{parse_tcp, tcp, TcpSpec};
+use crate::xsk::testing::{config, mac_of, MemTransport, Pair};
+
+const PORT: u16 = 7;
+
+fn accepted(ev: &[Event]) -> Vec<crate::transport::ConnId> {
+    ev.iter().filter_map(|e| if let Event::Accepted { conn, .. } = e { Some(*conn) } else { None }).collect()
+}
+
+fn closed_count(ev: &[Event], c: crate::transport::ConnId) -> usize {
+    ev.iter().filter(|e| **e == Event::Closed(c)).count()
+}
+
+/// A connected pair: (pair, server conn on A, client conn on B).
+fn connected(p: &mut Pair) -> (crate::transport::ConnId, crate::transport::ConnId) {
+    p.a.listen(PORT).unwrap();
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    let (ea, eb) = p.settle(20);
+    assert!(eb.contains(&Event::Connected(cb)), "client events {eb:?}");
+    let ca = accepted(&ea);
+    assert_eq!(ca.len(), 1, "server events {ea:?}");
+    (ca[0], cb)
+}
+
+fn read_all(t: &mut MemTransport, c: crate::transport::ConnId) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    while t.recv(c, &mut b).unwrap() > 0 {}
+    b.to_vec()
+}
+
+#[test]
+fn handshake_data_and_close_reported_once() {
+    let mut p = Pair::new();
+    let (ca, cb) = connected(&mut p);
+    assert_eq!(p.b.send(cb, b"ping").unwrap(), 4);
+    let (ea, _) = p.settle(20);
+    assert!(ea.contains(&Event::Readable(ca)));
+    assert_eq!(read_all(&mut p.a, ca), b"ping");
+    p.a.send(ca, b"pong").unwrap();
+    p.settle(20);
+    assert_eq!(read_all(&mut p.b, cb), b"pong");
+    // The client closes; the server sees Closed exactly once, then closes too.
+    p.b.close(cb);
+    let (ea, _) = p.settle(20);
+    assert_eq!(read_all(&mut p.a, ca), b"");
+    let mut all = ea;
+    let mut more = Vec::new();
+    let _ = p.a.poll(&mut more, None);
+    all.extend(more);
+    assert_eq!(closed_count(&all, ca), 1, "{all:?}");
+    p.a.close(ca);
+    p.settle(20);
+    let s = p.a.engine.stats();
+    assert_eq!(s.connections, 0);
+    assert_eq!(s.live_sockets, s.listening, "{s:?}");
+    let s = p.b.engine.stats();
+    assert_eq!(s.live_sockets, 0, "{s:?}");
+}
+
+#[test]
+fn bytes_survive_loss_and_reordering() {
+    let mut p = Pair::new();
+    let (ca, cb) = connected(&mut p);
+    let mut n = 0u32;
+    p.filter = Some(Box::new(move |mut v: Vec<Vec<u8>>| {
+        // Every seventh frame lost, the rest delivered in reverse order.
+        v.retain(|_| {
+            n += 1;
+            n % 7 != 0
+        });
+        v.reverse();
+        v
+    }));
+    let data: Vec<u8> = (0..40_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let mut sent = 0;
+    let mut got = Vec::new();
+    for _ in 0..4000 {
+        if sent < data.len() {
+            sent += p.b.send(cb, &data[sent..]).unwrap_or(0);
+        }
+        p.settle(4);
+        got.extend(read_all(&mut p.a, ca));
+        if got.len() == data.len() {
+            break;
+        }
+        p.advance(Duration::from_millis(50));
+    }
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "bytes differ");
+}
+
+#[test]
+fn syn_from_unspecified_source_is_dropped_without_answer() {
+    let mut t = MemTransport::new(config(Pair::A));
+    t.listen(PORT).unwrap();
+    for src in [Ipv4Addr::UNSPECIFIED, Ipv4Addr::BROADCAST, Ipv4Addr::new(224, 0, 0, 5), Pair::A] {
+        t.inbox.push_back(tcp(&TcpSpec { src, dst: Pair::A, dport: PORT, dst_mac: mac_of(Pair::A), ..TcpSpec::default() }));
+    }
+    let mut ev = Vec::new();
+    t.poll(&mut ev, None).unwrap();
+    t.tick();
+    assert!(ev.is_empty());
+    assert!(t.take_sent().is_empty(), "answered an impossible source");
+    assert_eq!(t.engine.stats().drops.bad_source, 4);
+}
+
+#[test]
+fn syn_beyond_the_connection_limit_gets_rst() {
+    let mut cfg = config(Pair::A);
+    cfg.max_conns = 4;
+    let mut t = MemTransport::new(cfg);
+    t.listen(PORT).unwrap();
+    for i in 0..6u16 {
+        let src = Ipv4Addr::new(198, 18, 0, 10 + i as u8);
+        t.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), dst: Pair::A, dst_mac: mac_of(Pair::A), dport: PORT, sport: 5000 + i, ..TcpSpec::default() }));
+    }
+    let mut ev = Vec::new();
+    t.poll(&mut ev, None).unwrap();
+    t.tick();
+    let segs: Vec<_> = t.take_sent().iter().filter_map(|f| parse_tcp(f)).collect();
+    let synacks = segs.iter().filter(|s| s.syn() && s.ack_set()).count();
+    let rsts = segs.iter().filter(|s| s.rst()).count();
+    assert_eq!((synacks, rsts), (4, 2), "{segs:?}");
+    assert_eq!(t.engine.stats().drops.conn_limit, 2);
+    assert_eq!(t.engine.stats().half_open, 4);
+}
+
+#[test]
+fn syn_flood_is_bounded_and_a_real_client_still_connects() {
+    flood_then_connect(1_000, 500);
+}
+
+/// KNOWN FAILURE, kept visible: after 20,000 SYNs from 250 on-link sources
+/// (more than smoltcp's 64-entry neighbour cache) the real client's SYN gets
+/// no SYN-ACK; the server sends one ARP a second for an evicted flood source
+/// and nothing to the client. Not understood yet (see the closing note).
+#[test]
+#[ignore = "known failure under investigation: legit SYN unanswered after a 20k-SYN flood from 250 sources"]
+fn syn_flood_of_20k_from_250_sources_then_a_real_client() {
+    flood_then_connect(20_000, 10_000);
+}
+
+fn flood_then_connect(flood: u32, min_evicted: u64) {
+    let mut a = config(Pair::A);
+    a.rx_buffer = 4096;
+    a.tx_buffer = 4096;
+    a.half_open_bytes = 64 * 8192; // 64 half-open connections
+    a.max_conns = 100_000;
+    let mut p = Pair::with(a, config(Pair::B));
+    p.a.listen(PORT).unwrap();
+    let mut ev = Vec::new();
+    for i in 0..flood {
+        // Random on-link sources that never finish the handshake.
+        let src = Ipv4Addr::new(198, 18, 0, 3 + (i % 250) as u8);
+        p.a.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), dst: Pair::A, dst_mac: mac_of(Pair::A), dport: PORT, sport: 1024 + (i / 250) as u16, seq: i, ..TcpSpec::default() }));
+        if i % 100 == 99 {
+            p.a.poll(&mut ev, None).unwrap();
+            p.a.take_sent();
+        }
+    }
+    let s = p.a.engine.stats();
+    assert!(s.half_open <= 64 + 16, "half-open not bounded: {s:?}");
+    assert!(s.drops.syn_backlog >= min_evicted, "{s:?}");
+    // A real client during the flood.
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    let mut eb = Vec::new();
+    for _ in 0..30 {
+        eb.extend(p.settle(20).1);
+        p.advance(Duration::from_millis(100));
+    }
+    assert!(eb.contains(&Event::Connected(cb)), "{eb:?} server {:?} client {:?}", p.a.engine.stats(), p.b.engine.stats());
+}
+
+#[test]
+fn a_syn_for_a_live_connection_makes_no_second_socket() {
+    let mut p = Pair::new();
+    let (_ca, cb) = connected(&mut p);
+    let before = p.a.engine.stats().live_sockets;
+    // The client's 4-tuple, a fresh SYN (as a confused or hostile peer sends).
+    assert!(p.b.engine.peer_addr(cb).is_some());
+    let client_port = 40000; // the pair's first ephemeral port
+    p.a.inbox.push_back(tcp(&TcpSpec { src: Pair::B, src_mac: mac_of(Pair::B), dst: Pair::A, dst_mac: mac_of(Pair::A), sport: client_port, dport: PORT, seq: 12345, ..TcpSpec::default() }));
+    let mut ev = Vec::new();
+    p.a.poll(&mut ev, None).unwrap();
+    p.a.tick();
+    assert!(accepted(&ev).is_empty(), "{ev:?}");
+    assert_eq!(p.a.engine.stats().live_sockets, before, "a listener took a SYN for a live connection");
+}
+
+#[test]
+fn idle_connections_are_closed_once() {
+    let mut a = config(Pair::A);
+    a.idle_timeout = Some(Duration::from_secs(5));
+    let mut p = Pair::with(a, config(Pair::B));
+    let (ca, _cb) = connected(&mut p);
+    let mut all = Vec::new();
+    for _ in 0..10 {
+        p.advance(Duration::from_secs(1));
+        let (ea, _) = p.settle(5);
+        all.extend(ea);
+    }
+    assert_eq!(closed_count(&all, ca), 1, "{all:?}");
+    assert_eq!(p.a.engine.stats().idle_closed, 1);
+    p.a.close(ca);
+    p.settle(5);
+    assert_eq!(p.a.engine.stats().connections, 0);
+}
+
+#[test]
+fn a_peer_that_never_finishes_the_close_is_timed_out() {
+    let mut a = config(Pair::A);
+    a.fin_timeout = Duration::from_secs(3);
+    let mut p = Pair::with(a, config(Pair::B));
+    let (ca, _cb) = connected(&mut p);
+    // From now on the peer is gone: nothing reaches it.
+    p.filter = Some(Box::new(|_| Vec::new()));
+    p.a.close(ca);
+    for _ in 0..10 {
+        p.advance(Duration::from_millis(500));
+        p.settle(3);
+    }
+    let s = p.a.engine.stats();
+    assert!(s.fin_timeouts >= 1, "{s:?}");
+    assert_eq!(s.live_sockets, s.listening, "{s:?}");
+}
+
+#[test]
+fn partial_checksums_follow_the_configuration() {
+    for accept in [false, true] {
+        let mut cfg = config(Pair::A);
+        cfg.accept_partial_csum = accept;
+        let mut t = MemTransport::new(cfg);
+        t.listen(PORT).unwrap();
+        t.inbox.push_back(tcp(&TcpSpec { src: Pair::B, src_mac: mac_of(Pair::B), dst: Pair::A, dst_mac: mac_of(Pair::A), dport: PORT, partial_csum: true, ..TcpSpec::default() }));
+        let mut ev = Vec::new();
+        t.poll(&mut ev, None).unwrap();
+        t.tick();
+        let answered = t.take_sent().iter().filter_map(|f| parse_tcp(f)).any(|s| s.syn() && s.ack_set());
+        assert_eq!(answered, accept);
+        let s = t.engine.stats();
+        assert_eq!(s.drops.get(DropReason::BadChecksum), u64::from(!accept));
+        assert_eq!(s.rx_partial_csum, u64::from(accept));
+    }
+}
