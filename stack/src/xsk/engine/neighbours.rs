@@ -1,35 +1,30 @@
 //! Peers learned from their own frames.
 //!
-//! smoltcp fills its neighbour cache only from ARP, and asks at most once a
-//! second for any address; in shared-address mode ARP belongs to the kernel
-//! anyway. So every on-link peer is taught to smoltcp (a synthetic ARP
-//! reply) from the frames it sends, again before smoltcp's entry would
-//! expire. Off-link sources are never taught: their frames carry a router's
-//! MAC.
+//! smoltcp fills its neighbour cache only from ARP, and sends ARP for one
+//! address a second at most; in shared-address mode ARP belongs to the
+//! kernel anyway. So on-link peers are taught to smoltcp (a synthetic ARP
+//! reply) from the frames they send. Off-link sources are never taught:
+//! their frames carry a router's MAC.
+//!
+//! A peer is taught again whenever the source changes from one frame to the
+//! next, not from a memo of whom smoltcp "still has": its cache holds 64 and
+//! evicts on its own, and a memo that believed in an evicted entry left the
+//! peer's answers waiting for ARP behind unresolvable flood sources (found
+//! by the engine's SYN-flood test). Back-to-back frames from one peer, the
+//! common case under load, teach once.
 
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use smoltcp::time::{Duration, Instant};
 
 use crate::xsk::demux::RxRules;
 
-/// Re-teach smoltcp well before its cache entries expire (60 s).
+/// Re-teach the same peer well before smoltcp's entry expires (60 s).
 const REFRESH: Duration = Duration::from_secs(20);
-
-/// Peers remembered at most. smoltcp's cache holds 64 (stack/Cargo.toml)
-/// and evicts the entry filled longest ago; this map mirrors it with the same
-/// policy and some slack, so "taught recently" means "still in smoltcp's
-/// cache". (A bigger map would believe in entries smoltcp has evicted, and
-/// then a peer's replies wait for ARP, which smoltcp sends for one address a
-/// second: a few unresolvable peers starve everyone else.)
-const TAUGHT_MAX: usize = 48;
 
 #[derive(Default)]
 pub(super) struct Taught {
-    map: HashMap<Ipv4Addr, Instant>,
-    /// The peer of the last frame and when it was taught: most frames come
-    /// from the peer of the previous one, so the map is skipped for them.
+    /// The peer of the last frame and when it was taught.
     last: Option<(Ipv4Addr, Instant)>,
 }
 
@@ -45,32 +40,12 @@ impl Taught {
         if !rules.on_link(ip) {
             return None;
         }
-        let teach = match self.map.get(&ip) {
-            Some(t) if now < *t + REFRESH => {
-                self.last = Some((ip, *t));
-                false
-            }
-            _ => {
-                self.note(ip, now);
-                true
-            }
-        };
-        teach.then_some(ip)
+        self.note(ip, now);
+        Some(ip)
     }
 
     pub(super) fn note(&mut self, ip: Ipv4Addr, now: Instant) {
-        if self.map.len() >= TAUGHT_MAX && !self.map.contains_key(&ip) {
-            if let Some(oldest) = self.map.iter().min_by_key(|(_, t)| **t).map(|(ip, _)| *ip) {
-                self.map.remove(&oldest);
-            }
-        }
-        self.map.insert(ip, now);
         self.last = Some((ip, now));
-    }
-
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.map.len()
     }
 }
 
@@ -83,24 +58,15 @@ mod tests {
     }
 
     #[test]
-    fn learns_each_on_link_peer_once_per_refresh() {
+    fn teaches_on_every_change_of_peer_and_after_refresh() {
         let mut n = Taught::default();
         let (a, b) = (Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 3));
         let t0 = Instant::from_secs(1);
         assert_eq!(n.learn(a, t0, &rules()), Some(a));
-        assert_eq!(n.learn(a, t0, &rules()), None);
+        assert_eq!(n.learn(a, t0, &rules()), None, "back-to-back frames teach once");
         assert_eq!(n.learn(b, t0, &rules()), Some(b));
-        assert_eq!(n.learn(a, t0, &rules()), None, "a is still fresh after b");
+        assert_eq!(n.learn(a, t0, &rules()), Some(a), "a may have been evicted meanwhile");
         assert_eq!(n.learn(a, t0 + REFRESH, &rules()), Some(a), "taught again after REFRESH");
         assert_eq!(n.learn(Ipv4Addr::new(203, 0, 113, 9), t0, &rules()), None, "off-link");
-    }
-
-    #[test]
-    fn bounded_under_a_flood_of_sources() {
-        let mut n = Taught::default();
-        for i in 0..100_000u32 {
-            n.learn(Ipv4Addr::from(0xc612_0000 | (i & 0xffff)), Instant::from_secs(1), &rules());
-        }
-        assert!(n.len() <= TAUGHT_MAX);
     }
 }

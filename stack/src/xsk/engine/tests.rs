@@ -140,12 +140,9 @@ fn syn_flood_is_bounded_and_a_real_client_still_connects() {
     flood_then_connect(1_000, 500);
 }
 
-/// KNOWN FAILURE, kept visible: after 20,000 SYNs from 250 on-link sources
-/// (more than smoltcp's 64-entry neighbour cache) the real client's SYN gets
-/// no SYN-ACK; the server sends one ARP a second for an evicted flood source
-/// and nothing to the client. Not understood yet (see the closing note).
+/// More sources than smoltcp's 64-entry neighbour cache: the client's MAC
+/// must be taught again, or its SYN-ACK waits for ARP behind the flood's.
 #[test]
-#[ignore = "known failure under investigation: legit SYN unanswered after a 20k-SYN flood from 250 sources"]
 fn syn_flood_of_20k_from_250_sources_then_a_real_client() {
     flood_then_connect(20_000, 10_000);
 }
