@@ -15,7 +15,7 @@ use clap::{ArgMatches, Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 use stack::rr::{KvRequest, KvResponse, KvStatus, Workload};
-use stack::xsk::{AddrMode, XskConfig};
+use stack::xsk::{AddrMode, PartialCsum, XskConfig};
 use xsk_io::port::{BusyPoll, Knob};
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
@@ -153,9 +153,10 @@ pub struct XskOpts {
     #[arg(long, value_name = "IFNAME")]
     pub iface: Option<String>,
     /// IPv4 address of the userspace stack. `shared`: the interface's own address; only the
-    /// stack's TCP ports (listening ports and its ephemeral range 40000-59999, which the kernel
-    /// is told not to use) are steered to it, ARP stays with the kernel. `A.B.C.D/LEN`: a
-    /// dedicated address the kernel does not have; the stack answers ARP and ping for it.
+    /// stack's TCP ports (its listening ports and the local ports of its live connections,
+    /// each held from the kernel by a placeholder socket while in use) are steered to it, ARP
+    /// stays with the kernel. `A.B.C.D/LEN`: a dedicated address the kernel does not have;
+    /// the stack answers ARP and ping for it.
     #[arg(long, value_name = "shared|A.B.C.D/LEN", default_value = "shared")]
     pub addr: AddrArg,
     /// RX/TX queue of the interface to bind.
@@ -194,6 +195,29 @@ pub struct XskOpts {
     /// Don't prepare the device (offloads, channels); only check that it is usable.
     #[arg(long)]
     pub no_tune: bool,
+    /// Router for off-link peers [default: the kernel's default route with a shared
+    /// address; none with a dedicated one].
+    #[arg(long, value_name = "A.B.C.D")]
+    pub gateway: Option<Ipv4Addr>,
+    /// TCP segments whose checksum a local sender's TX offload left partial: auto (accept on
+    /// veth and virtio_net, whose frames cross memory, not a wire), accept or reject.
+    #[arg(long, value_name = "auto|accept|reject", default_value = "auto")]
+    pub partial_csum: PartialCsumArg,
+    /// Close connections that carried no data either way for this long (e.g. 5m; 0 = never).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
+    pub idle_timeout: Duration,
+    /// Abort a connection closed by us when the peer has not finished the close after this
+    /// long (FIN-WAIT-2 and friends).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
+    pub fin_timeout: Duration,
+}
+
+/// `--partial-csum`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PartialCsumArg {
+    Auto,
+    Accept,
+    Reject,
 }
 
 impl XskOpts {
@@ -211,6 +235,10 @@ impl XskOpts {
         "busy_budget",
         "buffer",
         "no_tune",
+        "gateway",
+        "partial_csum",
+        "idle_timeout",
+        "fin_timeout",
     ];
 
     /// The stack configuration these options describe. `max_conns` sizes the socket buckets,
@@ -245,6 +273,14 @@ impl XskOpts {
         c.max_conns = max_conns;
         c.rx_buffer = self.buffer;
         c.tx_buffer = self.buffer;
+        c.gateway = self.gateway;
+        c.partial_csum = match self.partial_csum {
+            PartialCsumArg::Auto => PartialCsum::Auto,
+            PartialCsumArg::Accept => PartialCsum::Accept,
+            PartialCsumArg::Reject => PartialCsum::Reject,
+        };
+        c.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
+        c.fin_timeout = self.fin_timeout;
         Ok(c)
     }
 }
