@@ -29,8 +29,8 @@ struct Cli {
     /// Hostile peers in play.
     #[arg(long, default_value_t = 256)]
     peers: usize,
-    /// Connections the server accepts at most.
-    #[arg(long, default_value_t = 512)]
+    /// Connections the server accepts at most (small, so the limit is hit).
+    #[arg(long, default_value_t = 160)]
     max_conns: usize,
     /// Write the report as JSON here.
     #[arg(long)]

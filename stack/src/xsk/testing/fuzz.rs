@@ -43,7 +43,7 @@ pub struct FuzzConfig {
 
 impl Default for FuzzConfig {
     fn default() -> Self {
-        FuzzConfig { frames: 100_000, seed: 1, peers: 256, max_conns: 512 }
+        FuzzConfig { frames: 100_000, seed: 1, peers: 256, max_conns: 160 }
     }
 }
 
