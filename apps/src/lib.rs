@@ -309,10 +309,10 @@ pub fn warn_ignored(matches: &ArgMatches, ids: &[&str], why: &str) {
     }
 }
 
-/// Logs to stderr; `RUST_LOG` overrides the default level `info`.
-pub fn init_tracing() {
+/// Logs to stderr; `RUST_LOG` overrides the default `level`.
+pub fn init_tracing(level: &str) {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -326,7 +326,16 @@ pub fn main_with<A: clap::FromArgMatches + clap::CommandFactory>(
     name: &str,
     run: impl FnOnce(&A, &clap::ArgMatches) -> anyhow::Result<std::process::ExitCode>,
 ) -> std::process::ExitCode {
-    init_tracing();
+    main_with_level(name, "info", run)
+}
+
+/// [`main_with`] with another default log level (`RUST_LOG` still overrides it).
+pub fn main_with_level<A: clap::FromArgMatches + clap::CommandFactory>(
+    name: &str,
+    level: &str,
+    run: impl FnOnce(&A, &clap::ArgMatches) -> anyhow::Result<std::process::ExitCode>,
+) -> std::process::ExitCode {
+    init_tracing(level);
     let matches = A::command().get_matches();
     let args = match A::from_arg_matches(&matches) {
         Ok(a) => a,

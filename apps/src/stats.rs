@@ -79,10 +79,16 @@ fn fmt_num(v: f64) -> String {
 
 /// Whether a counter counts something lost or refused: drops by reason, full or empty rings,
 /// invalid descriptors, errors, retries. Matched by name so that new reasons need no edit.
+/// (`tx_ring_empty_descs` is not one: copy-mode TX ends every kick by finding the ring empty.)
 pub fn is_trouble(name: &str) -> bool {
-    ["drop", "full", "empty", "invalid", "error", "retries", "short", "oversize", "lost"]
+    ["drop", "full", "fill_ring_empty", "invalid", "error", "retries", "fill_short", "oversize", "lost"]
         .iter()
         .any(|w| name.contains(w))
+}
+
+/// Whether a counter counts frames or connections dropped (by any reason).
+pub fn is_drop(name: &str) -> bool {
+    name.contains("drop")
 }
 
 /// One line for `--stats-interval`: rates over the interval for requests, RX/TX frames and
