@@ -156,6 +156,12 @@ struct Row {
     /// The server's nonzero drop and error counters, by name.
     #[serde(default)]
     server_trouble: BTreeMap<String, f64>,
+    /// Kernel TCP counters (retransmissions by kind) in the client's and the server's
+    /// namespace over the run: warm-up, setup and measured window.
+    #[serde(default)]
+    client_tcp: BTreeMap<String, f64>,
+    #[serde(default)]
+    server_tcp: BTreeMap<String, f64>,
 }
 
 fn cases() -> Vec<Case> {
@@ -325,18 +331,31 @@ fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> Result<(Ser
     Ok((server, target))
 }
 
-/// TCP segments retransmitted by the kernel in a namespace (/proc/net/snmp is per namespace).
-fn retrans_segs(ns: &Netns) -> Option<f64> {
-    let text = ns.run(&["cat", "/proc/net/snmp"]).ok()?;
-    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
-    let (names, values) = (tcp.next()?, tcp.next()?);
-    let i = names.split_whitespace().position(|n| n == "RetransSegs")?;
-    values.split_whitespace().nth(i)?.parse().ok()
+/// The kernel's TCP counters in a namespace (/proc/net/snmp and /proc/net/netstat are per
+/// namespace) that tell retransmissions apart: all segments, SYNs, timeouts, spurious RTOs.
+fn tcp_counters(ns: &Netns) -> BTreeMap<String, f64> {
+    const WANT: &[&str] = &["RetransSegs", "TCPSynRetrans", "TCPTimeouts", "TCPSpuriousRTOs", "TCPLossProbes", "TCPFastRetrans"];
+    let mut out = BTreeMap::new();
+    for (file, prefix) in [("/proc/net/snmp", "Tcp:"), ("/proc/net/netstat", "TcpExt:")] {
+        let Ok(text) = ns.run(&["cat", file]) else { continue };
+        let mut rows = text.lines().filter(|l| l.starts_with(prefix));
+        let (Some(names), Some(values)) = (rows.next(), rows.next()) else { continue };
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()).skip(1) {
+            if let (true, Ok(v)) = (WANT.contains(&n), v.parse::<f64>()) {
+                out.insert(n.to_string(), v);
+            }
+        }
+    }
+    out
+}
+
+fn counter_delta(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    b.iter().filter_map(|(k, v)| Some((k.clone(), v - a.get(k)?))).collect()
 }
 
 fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) -> Result<Row> {
     let tag = format!("{}-r{}-{backend}", case.name, round + 1);
-    let retrans0 = (retrans_segs(&env.lab.ns_b), retrans_segs(&env.lab.ns_a));
+    let tcp0 = (tcp_counters(&env.lab.ns_b), tcp_counters(&env.lab.ns_a));
     let (server, target) = start_server(env, backend, case, &tag)?;
     let json = env.logs.join(format!("{tag}.bench.json"));
     let blog = env.logs.join(format!("{tag}.bench.log"));
@@ -369,7 +388,8 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     let status = c.stdin(Stdio::null()).stdout(out).stderr(err).status().context("running rr-bench")?;
     drop(loss);
     let summary = server.stop();
-    let retrans1 = (retrans_segs(&env.lab.ns_b), retrans_segs(&env.lab.ns_a));
+    let tcp1 = (tcp_counters(&env.lab.ns_b), tcp_counters(&env.lab.ns_a));
+    let (client_tcp, server_tcp) = (counter_delta(&tcp0.0, &tcp1.0), counter_delta(&tcp0.1, &tcp1.1));
     if !status.success() {
         bail!("rr-bench failed for {backend}/{} ({status}); {}", case.name, tail(&blog, 15));
     }
@@ -379,7 +399,6 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     let counters = Snapshot::new(&summary["xsk"]["stats"]);
     let server_trouble: BTreeMap<String, f64> =
         counters.values.iter().filter(|(k, v)| apps::stats::is_trouble(k) && **v > 0.0).map(|(k, v)| (k.clone(), *v)).collect();
-    let delta = |a: Option<f64>, b: Option<f64>| a.zip(b).map_or(f64::NAN, |(a, b)| b - a);
     Ok(Row {
         backend: backend.to_string(),
         case: case.name.to_string(),
@@ -401,13 +420,19 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
             } else {
                 counters.values.iter().filter(|(k, _)| is_drop(k)).map(|(_, v)| v).fold(0.0, |a, b| a + b)
             },
-            client_retrans: delta(retrans0.0, retrans1.0),
-            server_retrans: if backend == "kernel" { delta(retrans0.1, retrans1.1) } else { f64::NAN },
+            client_retrans: client_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN),
+            server_retrans: if backend == "kernel" {
+                server_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN)
+            } else {
+                f64::NAN
+            },
         },
         errors: v["errors"].as_u64().unwrap_or(0) + v["lost"].as_u64().unwrap_or(0),
         server_requests: summary["requests"].as_u64().unwrap_or(0),
         client_requests: v["requests"].as_u64().unwrap_or(0) + v["warmup_requests"].as_u64().unwrap_or(0),
         server_trouble,
+        client_tcp,
+        server_tcp,
     })
 }
 
@@ -790,6 +815,8 @@ mod tests {
             server_requests: 1000,
             client_requests: 1000,
             server_trouble: BTreeMap::new(),
+            client_tcp: BTreeMap::new(),
+            server_tcp: BTreeMap::new(),
         };
         assert!(counts_agree(&r, 32));
         r.server_requests = 1020;
