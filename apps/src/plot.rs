@@ -40,7 +40,8 @@ const FONT: &str = "sans-serif";
 
 /// Writes `svg` and `png` (same drawing).
 pub fn draw_files(text: &PlotText, cases: &[PlotCase], svg: &Path, png: &Path) -> Result<()> {
-    draw(SVGBackend::new(svg, SIZE).into_drawing_area(), text, cases).map_err(|e| anyhow!("drawing {}: {e}", svg.display()))?;
+    draw(SVGBackend::new(svg, SIZE).into_drawing_area(), text, cases)
+        .map_err(|e| anyhow!("drawing {}: {e}", svg.display()))?;
     draw(BitMapBackend::new(png, SIZE).into_drawing_area(), text, cases)
         .map_err(|e| anyhow!("drawing {}: {e}", png.display()))
 }
@@ -85,8 +86,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
     let (head, rest) = root.split_vertically(70);
     let (top, rest) = rest.split_vertically(440);
     let (bottom, foot) = rest.split_vertically(SIZE.1 - 70 - 440 - legend_h);
-    head.draw(&Text::new(text.title.clone(), (20, 12), (FONT, 26).into_font().style(FontStyle::Bold)))
-        .map_err(e)?;
+    head.draw(&Text::new(text.title.clone(), (20, 12), (FONT, 26).into_font().style(FontStyle::Bold))).map_err(e)?;
     head.draw(&Text::new(text.subtitle.clone(), (20, 44), (FONT, 17).into_font())).map_err(e)?;
 
     let x_range = -0.5f64..(n as f64 - 0.5);
@@ -97,7 +97,13 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
     let label_style = |size: u32, h: HPos, v: VPos| TextStyle::from((FONT, size).into_font()).pos(Pos::new(h, v));
 
     // Throughput.
-    let max_rps = cases.iter().flat_map(|c| [c.xsk, c.kernel]).flatten().map(|b| b.rps).filter(|r| r.is_finite()).fold(1.0, f64::max);
+    let max_rps = cases
+        .iter()
+        .flat_map(|c| [c.xsk, c.kernel])
+        .flatten()
+        .map(|b| b.rps)
+        .filter(|r| r.is_finite())
+        .fold(1.0, f64::max);
     let mut ch = ChartBuilder::on(&top)
         .margin_left(20)
         .margin_right(30)
@@ -117,7 +123,11 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
         .axis_desc_style((FONT, 16))
         .draw()
         .map_err(e)?;
-    for (j, (name, color)) in [("xsk server (userspace stack over AF_XDP)", XSK), ("kernel server (kernel TCP)", KERNEL)].into_iter().enumerate() {
+    for (j, (name, color)) in
+        [("xsk server (userspace stack over AF_XDP)", XSK), ("kernel server (kernel TCP)", KERNEL)]
+            .into_iter()
+            .enumerate()
+    {
         let rects: Vec<_> = cases
             .iter()
             .enumerate()
@@ -136,8 +146,12 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
         for (j, b) in [c.xsk, c.kernel].into_iter().enumerate() {
             let Some(b) = b.filter(|b| b.rps.is_finite()) else { continue };
             let (l, r) = bar(i, j);
-            ch.draw_series([Text::new(fmt_rps(b.rps), ((l + r) / 2.0, b.rps), label_style(14, HPos::Center, VPos::Bottom))])
-                .map_err(e)?;
+            ch.draw_series([Text::new(
+                fmt_rps(b.rps),
+                ((l + r) / 2.0, b.rps),
+                label_style(14, HPos::Center, VPos::Bottom),
+            )])
+            .map_err(e)?;
         }
         if let (Some(x), Some(k)) = (c.xsk, c.kernel) {
             let top_of = x.rps.max(k.rps);
@@ -145,7 +159,8 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
                 ch.draw_series([Text::new(
                     format!("{:.2}x", x.rps / k.rps),
                     (i as f64, top_of + max_rps * 0.09),
-                    TextStyle::from((FONT, 18).into_font().style(FontStyle::Bold)).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                    TextStyle::from((FONT, 18).into_font().style(FontStyle::Bold))
+                        .pos(Pos::new(HPos::Center, VPos::Bottom)),
                 )])
                 .map_err(e)?;
             }
@@ -161,7 +176,13 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
     case_names(&root, &ch, cases)?;
 
     // Latency, log scale.
-    let max_lat = cases.iter().flat_map(|c| [c.xsk, c.kernel]).flatten().map(|b| b.p99_us).filter(|v| v.is_finite()).fold(10.0, f64::max);
+    let max_lat = cases
+        .iter()
+        .flat_map(|c| [c.xsk, c.kernel])
+        .flatten()
+        .map(|b| b.p99_us)
+        .filter(|v| v.is_finite())
+        .fold(10.0, f64::max);
     let y_top = max_lat * 40.0;
     let mut ch = ChartBuilder::on(&bottom)
         .margin_left(20)
@@ -189,9 +210,14 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
             let Some(b) = b else { continue };
             let (l, r) = bar(i, j);
             if b.p99_us.is_finite() {
-                ch.draw_series([Rectangle::new([(l, 1.0), (r, b.p99_us.max(1.0))], color.mix(0.35).filled())]).map_err(e)?;
-                ch.draw_series([Text::new(fmt_us(b.p99_us), ((l + r) / 2.0, b.p99_us.max(1.0)), label_style(13, HPos::Center, VPos::Bottom))])
+                ch.draw_series([Rectangle::new([(l, 1.0), (r, b.p99_us.max(1.0))], color.mix(0.35).filled())])
                     .map_err(e)?;
+                ch.draw_series([Text::new(
+                    fmt_us(b.p99_us),
+                    ((l + r) / 2.0, b.p99_us.max(1.0)),
+                    label_style(13, HPos::Center, VPos::Bottom),
+                )])
+                .map_err(e)?;
             }
             if b.p50_us.is_finite() {
                 ch.draw_series([Rectangle::new([(l, 1.0), (r, b.p50_us.max(1.0))], color.filled())]).map_err(e)?;
@@ -205,13 +231,16 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
         }
         if let (Some(x), Some(k)) = (c.xsk, c.kernel) {
             let top_of = x.p99_us.max(k.p99_us).max(1.0);
-            for (line, (what, a, b)) in [("p99", x.p99_us, k.p99_us), ("p50", x.p50_us, k.p50_us)].into_iter().enumerate() {
+            for (line, (what, a, b)) in
+                [("p99", x.p99_us, k.p99_us), ("p50", x.p50_us, k.p50_us)].into_iter().enumerate()
+            {
                 let ratio = a / b;
                 if ratio.is_finite() {
                     ch.draw_series([Text::new(
                         format!("{what} {ratio:.2}x"),
                         (i as f64, top_of * 2.2 * 2.6f64.powi(line as i32)),
-                        TextStyle::from((FONT, 15).into_font().style(FontStyle::Bold)).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                        TextStyle::from((FONT, 15).into_font().style(FontStyle::Bold))
+                            .pos(Pos::new(HPos::Center, VPos::Bottom)),
                     )])
                     .map_err(e)?;
                 }
@@ -258,7 +287,8 @@ fn case_names<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
         let (px, py) = ch.backend_coord(&(i as f64, base));
         let style = |size| TextStyle::from((FONT, size).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
         root.draw(&Text::new(c.name.clone(), (px, py + 8), style(16))).map_err(|e| e.to_string())?;
-        let conns = if c.conns == 1 { "1 conn".to_string() } else { format!("{} conns", crate::group_digits(c.conns as u64)) };
+        let conns =
+            if c.conns == 1 { "1 conn".to_string() } else { format!("{} conns", crate::group_digits(c.conns as u64)) };
         root.draw(&Text::new(conns, (px, py + 27), style(13))).map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -286,7 +316,12 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let b = |rps, p50_us, p99_us| Some(Bars { rps, p50_us, p99_us });
         let cases = vec![
-            PlotCase { name: "rr-16".into(), conns: 16, xsk: b(194_921.0, 79.0, 123.0), kernel: b(148_854.0, 105.0, 146.0) },
+            PlotCase {
+                name: "rr-16".into(),
+                conns: 16,
+                xsk: b(194_921.0, 79.0, 123.0),
+                kernel: b(148_854.0, 105.0, 146.0),
+            },
             PlotCase { name: "loss1-16".into(), conns: 16, xsk: b(14_915.0, 14.0, 47_088.0), kernel: None },
         ];
         let text = PlotText { title: "t".into(), subtitle: "s".into(), case_legend: vec!["rr-N: ...".into()] };

@@ -334,7 +334,8 @@ fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> Result<(Ser
 /// The kernel's TCP counters in a namespace (/proc/net/snmp and /proc/net/netstat are per
 /// namespace) that tell retransmissions apart: all segments, SYNs, timeouts, spurious RTOs.
 fn tcp_counters(ns: &Netns) -> BTreeMap<String, f64> {
-    const WANT: &[&str] = &["RetransSegs", "TCPSynRetrans", "TCPTimeouts", "TCPSpuriousRTOs", "TCPLossProbes", "TCPFastRetrans"];
+    const WANT: &[&str] =
+        &["RetransSegs", "TCPSynRetrans", "TCPTimeouts", "TCPSpuriousRTOs", "TCPLossProbes", "TCPFastRetrans"];
     let mut out = BTreeMap::new();
     for (file, prefix) in [("/proc/net/snmp", "Tcp:"), ("/proc/net/netstat", "TcpExt:")] {
         let Ok(text) = ns.run(&["cat", file]) else { continue };
@@ -397,8 +398,12 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let counters = Snapshot::new(&summary["xsk"]["stats"]);
-    let server_trouble: BTreeMap<String, f64> =
-        counters.values.iter().filter(|(k, v)| apps::stats::is_trouble(k) && **v > 0.0).map(|(k, v)| (k.clone(), *v)).collect();
+    let server_trouble: BTreeMap<String, f64> = counters
+        .values
+        .iter()
+        .filter(|(k, v)| apps::stats::is_trouble(k) && **v > 0.0)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
     Ok(Row {
         backend: backend.to_string(),
         case: case.name.to_string(),
@@ -509,7 +514,12 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
         .collect();
     if cases.is_empty() {
         let names: Vec<&str> = self::cases().iter().filter(|c| !(args.quick && c.full_only)).map(|c| c.name).collect();
-        usage_bail!("--only {:?} matches no case{}; cases: {}", args.only.as_deref().unwrap_or(""), if args.quick { " of --quick" } else { "" }, names.join(", "));
+        usage_bail!(
+            "--only {:?} matches no case{}; cases: {}",
+            args.only.as_deref().unwrap_or(""),
+            if args.quick { " of --quick" } else { "" },
+            names.join(", ")
+        );
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -664,7 +674,9 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
         "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx"
     );
     for case in cases {
-        let (Some(x), Some(k)) = (sums.get(&(case.name.into(), "xsk".into())), sums.get(&(case.name.into(), "kernel".into()))) else {
+        let (Some(x), Some(k)) =
+            (sums.get(&(case.name.into(), "xsk".into())), sums.get(&(case.name.into(), "kernel".into())))
+        else {
             continue;
         };
         println!(
@@ -694,10 +706,16 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
             fmt_count(k.m.client_retrans + k.m.server_retrans.max(0.0)),
         );
     }
-    println!("(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context, over the");
-    println!(" measured window (first request to the end of the duration); mc = whole machine; c/s = cores kept busy by the");
+    println!(
+        "(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context, over the"
+    );
+    println!(
+        " measured window (first request to the end of the duration); mc = whole machine; c/s = cores kept busy by the"
+    );
     println!(" client / server process, of {}: a side near 1.00 is the bottleneck; s = seconds to set up the connections (not", apps::online_cpus());
-    println!(" measured); drops = the xsk server's drop counters; retx = kernel TCP retransmitted segments (xsk: the kernel");
+    println!(
+        " measured); drops = the xsk server's drop counters; retx = kernel TCP retransmitted segments (xsk: the kernel"
+    );
     println!(" client's; kernel: both ends); both over warm-up, setup and run. mc n/a: /proc/stat counts busy time in ticks,");
     println!(" which miss short wake-ups on an otherwise idle machine, so it read less than the two processes' own CPU time)");
     let errors: u64 = sums.values().map(|s| s.errors).sum();
@@ -725,7 +743,11 @@ fn machine_col(s: &Summary) -> String {
 
 fn plot_cases(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> Vec<PlotCase> {
     let bars = |c: &Case, b: &str| {
-        sums.get(&(c.name.to_string(), b.to_string())).map(|s| Bars { rps: s.m.rps, p50_us: s.m.p50_us, p99_us: s.m.p99_us })
+        sums.get(&(c.name.to_string(), b.to_string())).map(|s| Bars {
+            rps: s.m.rps,
+            p50_us: s.m.p50_us,
+            p99_us: s.m.p99_us,
+        })
     };
     cases
         .iter()
@@ -738,8 +760,14 @@ fn plot_cases(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> Vec
 
 fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
     let rounds = meta["rounds"].as_u64().unwrap_or(1);
-    let dur = meta["duration_s"].as_f64().map_or_else(|| "?".into(), |d| humantime::format_duration(Duration::from_secs_f64(d)).to_string());
-    let how = if rounds > 1 { format!("median of {rounds} rounds of {dur} per case") } else { format!("one round of {dur} per case") };
+    let dur = meta["duration_s"]
+        .as_f64()
+        .map_or_else(|| "?".into(), |d| humantime::format_duration(Duration::from_secs_f64(d)).to_string());
+    let how = if rounds > 1 {
+        format!("median of {rounds} rounds of {dur} per case")
+    } else {
+        format!("one round of {dur} per case")
+    };
     let commit = meta["commit"].as_str().map_or("?".to_string(), |c| c.chars().take(10).collect());
     let subtitle = format!(
         "{how}, alternating xsk/kernel; 64-byte echo, veth lab; {}, Linux {}, {} CPUs ({}), commit {commit}",
@@ -763,7 +791,9 @@ fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
         legend.push("open-5k: open loop, 5,000 requests/s in total over 16 connections; latency counts from each request's scheduled time.".into());
     }
     if has(&|c| c.loss) {
-        legend.push("loss1-16: 16 connections, 1% of the frames dropped in each direction at the client (nftables).".into());
+        legend.push(
+            "loss1-16: 16 connections, 1% of the frames dropped in each direction at the client (nftables).".into(),
+        );
     }
     PlotText {
         title: "Userspace TCP/IP over AF_XDP (xsk) against kernel TCP: request/response".into(),
@@ -800,7 +830,10 @@ mod tests {
         assert!(t.subtitle.starts_with("median of 3 rounds of 4s"), "{}", t.subtitle);
         let m1 = metadata(&a, 1, Duration::from_secs(1));
         assert!(plot_text(&cases(), &m1).subtitle.starts_with("one round of 1s"));
-        assert!(t.case_legend.iter().any(|l| l.starts_with("same-: ") && l.contains("stack client against stack server")));
+        assert!(t
+            .case_legend
+            .iter()
+            .any(|l| l.starts_with("same-: ") && l.contains("stack client against stack server")));
     }
 
     #[test]
