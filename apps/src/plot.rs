@@ -66,6 +66,16 @@ pub fn fmt_us(us: f64) -> String {
     }
 }
 
+fn fmt_ratio(r: f64) -> String {
+    if r >= 100.0 {
+        format!("{r:.0}x")
+    } else if r >= 10.0 {
+        format!("{r:.1}x")
+    } else {
+        format!("{r:.2}x")
+    }
+}
+
 fn fmt_rps(r: f64) -> String {
     if r >= 1e6 {
         format!("{:.2}M", r / 1e6)
@@ -83,11 +93,26 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
     root.fill(&WHITE).map_err(e)?;
     let n = cases.len().max(1);
     let legend_h = 30 + 22 * text.case_legend.len() as u32;
-    let (head, rest) = root.split_vertically(70);
-    let (top, rest) = rest.split_vertically(440);
-    let (bottom, foot) = rest.split_vertically(SIZE.1 - 70 - 440 - legend_h);
+    const HEAD: u32 = 104;
+    const TOP: u32 = 430;
+    let (head, rest) = root.split_vertically(HEAD);
+    let (top, rest) = rest.split_vertically(TOP);
+    let (bottom, foot) = rest.split_vertically(SIZE.1 - HEAD - TOP - legend_h);
     head.draw(&Text::new(text.title.clone(), (20, 12), (FONT, 26).into_font().style(FontStyle::Bold))).map_err(e)?;
     head.draw(&Text::new(text.subtitle.clone(), (20, 44), (FONT, 17).into_font())).map_err(e)?;
+    // One legend for both panels, above them, where it cannot cover a bar.
+    let mut x = 20;
+    for (name, style) in [
+        ("xsk server (userspace stack over AF_XDP)", XSK.filled()),
+        ("kernel server (kernel TCP)", KERNEL.filled()),
+        ("latency p50: solid,", XSK.filled()),
+        ("p99: light", XSK.mix(0.35).filled()),
+    ] {
+        head.draw(&Rectangle::new([(x, 74), (x + 18, 92)], style)).map_err(e)?;
+        head.draw(&Text::new(name, (x + 26, 74), (FONT, 17).into_font())).map_err(e)?;
+        let w = head.estimate_text_size(name, &TextStyle::from((FONT, 17).into_font())).map_or(200, |(w, _)| w as i32);
+        x += 26 + w + 36;
+    }
 
     let x_range = -0.5f64..(n as f64 - 0.5);
     let bar = |i: usize, j: usize| {
@@ -137,10 +162,8 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
                 b.rps.is_finite().then(|| Rectangle::new([(l, 0.0), (r, b.rps)], color.filled()))
             })
             .collect();
-        ch.draw_series(rects)
-            .map_err(e)?
-            .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], color.filled()));
+        let _ = name;
+        ch.draw_series(rects).map_err(e)?;
     }
     for (i, c) in cases.iter().enumerate() {
         for (j, b) in [c.xsk, c.kernel].into_iter().enumerate() {
@@ -157,7 +180,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
             let top_of = x.rps.max(k.rps);
             if (x.rps / k.rps).is_finite() {
                 ch.draw_series([Text::new(
-                    format!("{:.2}x", x.rps / k.rps),
+                    fmt_ratio(x.rps / k.rps),
                     (i as f64, top_of + max_rps * 0.09),
                     TextStyle::from((FONT, 18).into_font().style(FontStyle::Bold))
                         .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -166,13 +189,6 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
             }
         }
     }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 15))
-        .draw()
-        .map_err(e)?;
     case_names(&root, &ch, cases)?;
 
     // Latency, log scale.
@@ -237,7 +253,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
                 let ratio = a / b;
                 if ratio.is_finite() {
                     ch.draw_series([Text::new(
-                        format!("{what} {ratio:.2}x"),
+                        format!("{what} {}", fmt_ratio(ratio)),
                         (i as f64, top_of * 2.2 * 2.6f64.powi(line as i32)),
                         TextStyle::from((FONT, 15).into_font().style(FontStyle::Bold))
                             .pos(Pos::new(HPos::Center, VPos::Bottom)),
@@ -247,25 +263,6 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, text: &PlotText, cases
             }
         }
     }
-    // Legend entries for the two shades and the two backends.
-    for (name, style) in [
-        ("xsk p50", XSK.filled()),
-        ("xsk p99", XSK.mix(0.35).filled()),
-        ("kernel p50", KERNEL.filled()),
-        ("kernel p99", KERNEL.mix(0.35).filled()),
-    ] {
-        ch.draw_series(std::iter::empty::<Rectangle<(f64, f64)>>())
-            .map_err(e)?
-            .label(name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 7), (x + 16, y + 7)], style));
-    }
-    ch.configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font((FONT, 15))
-        .draw()
-        .map_err(e)?;
     case_names(&root, &ch, cases)?;
 
     for (k, line) in text.case_legend.iter().enumerate() {
@@ -308,6 +305,8 @@ mod tests {
         assert_eq!(fmt_us(1_500_000.0), "1.50s");
         assert_eq!(fmt_rps(194_921.0), "195k");
         assert_eq!(fmt_rps(3626.0), "3.6k");
+        assert_eq!(fmt_ratio(1.3149), "1.31x");
+        assert_eq!(fmt_ratio(2024.97), "2025x");
     }
 
     #[test]

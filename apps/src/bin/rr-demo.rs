@@ -93,30 +93,45 @@ struct Case {
 /// What one run measured; in a `Summary`, the medians over the runs.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 struct Metrics {
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     rps: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     p50_us: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     p99_us: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     p999_us: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     cpu_us_per_req: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     cpu_us_per_req_machine: f64,
     /// Cores the client and the server process kept busy (of 2): shows which side saturated.
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     client_cores: f64,
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     server_cores: f64,
     /// Seconds to establish the run's connections (before the measured window).
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     setup_s: f64,
     /// Frames or connections the xsk server's counters say it dropped (every counter whose
     /// name says drop), over the server's life: warm-up, setup and run.
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     server_drops: f64,
     /// TCP segments the kernel retransmitted in the client's namespace over the same span.
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     client_retrans: f64,
     /// The same in the server's namespace (kernel server only; the stack keeps no such count).
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     server_retrans: f64,
+}
+
+/// NaN (an unknown figure) is written as null in JSON; read it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 impl Metrics {
@@ -858,5 +873,34 @@ mod tests {
         assert!(!counts_agree(&r, 32), "the client cannot get more responses than the server sent");
         r.server_requests = 1100;
         assert!(!counts_agree(&r, 32));
+    }
+
+    #[test]
+    fn rows_survive_the_json_round_trip() {
+        // Unknown figures are NaN, which JSON writes as null: --from-json must read them back.
+        let r = Row {
+            backend: "kernel".into(),
+            case: "rr-16".into(),
+            round: 1,
+            conns: 16,
+            m: Metrics { rps: 1000.0, ..Metrics::median(&[]) },
+            errors: 0,
+            server_requests: 5,
+            client_requests: 5,
+            server_trouble: BTreeMap::new(),
+            client_tcp: BTreeMap::new(),
+            server_tcp: BTreeMap::new(),
+        };
+        let text = serde_json::to_string(&serde_json::json!({ "runs": [&r] })).unwrap();
+        assert!(text.contains("\"server_drops\":null"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let back: Vec<Row> = serde_json::from_value(v["runs"].clone()).unwrap();
+        assert_eq!(back[0].m.rps, 1000.0);
+        assert!(back[0].m.server_drops.is_nan() && back[0].m.p50_us.is_nan());
+        // Files written before the newer columns existed still load.
+        let old = r#"[{"backend":"xsk","case":"rr-1","round":0,"conns":1,"rps":5.0,"p50_us":1.0,"p99_us":2.0,
+            "p999_us":3.0,"cpu_us_per_req":4.0,"cpu_us_per_req_machine":null,"errors":0}]"#;
+        let back: Vec<Row> = serde_json::from_str(old).unwrap();
+        assert!(back[0].m.setup_s.is_nan() && back[0].m.cpu_us_per_req_machine.is_nan());
     }
 }
