@@ -25,7 +25,7 @@ use xsk_io::AttachMode;
     name = "rr-demo",
     version,
     about = "Compare the AF_XDP stack with kernel TCP on request/response work, side by side",
-    after_help = format!("\
+    after_help = "\
 Builds its own lab (two network namespaces joined by veth, addresses in 198.18.0.0/15; needs
 root), runs every case against rr-server --backend xsk and --backend kernel, alternating which
 goes first, and removes the lab again (also on Ctrl-C).
@@ -37,9 +37,9 @@ fails to start is reported with the last lines of its log.
 
 Exit status: 0 ok, 1 a run failed or the counters disagree, 2 bad command line.
 
-{}",
-        apps::LOG_HELP
-    )
+Logging: each server's setup log (device tuning, XDP attach, kernel knobs; level info) is in
+OUT/logs/CASE-rROUND-BACKEND.server.log. rr-demo itself prints warnings only; RUST_LOG=info
+shows its lab steps too, RUST_LOG=debug everything."
 )]
 struct Args {
     /// Short runs (about a minute in all) for CI: one round of 1s per case, no 1,000 and
@@ -849,6 +849,17 @@ mod tests {
             .case_legend
             .iter()
             .any(|l| l.starts_with("same-: ") && l.contains("stack client against stack server")));
+    }
+
+    #[test]
+    fn log_tail() {
+        let p = std::env::temp_dir().join(format!("rr-demo-tail-{}", std::process::id()));
+        std::fs::write(&p, (1..=30).map(|i| format!("line {i}\n")).collect::<String>()).unwrap();
+        let t = tail(&p, 3);
+        assert!(t.ends_with("\n    line 28\n    line 29\n    line 30"), "{t}");
+        assert!(!t.contains("line 27"), "{t}");
+        let _ = std::fs::remove_file(&p);
+        assert!(tail(&p, 3).starts_with("last lines of"), "a missing log is no error");
     }
 
     #[test]
