@@ -284,7 +284,8 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
         }
         None => None,
     };
-    let labels = [("backend", backend), ("service", &*args.service.to_string())].map(|(k, v)| (k, v.to_string()));
+    let service = args.service.to_string();
+    let labels = [("backend", backend), ("service", service.as_str())];
     let snapshot = |server: &Server<T, C, H>| {
         let mut v = serde_json::to_value(server.stats()).unwrap_or_default();
         if let Some(m) = v.as_object_mut() {
@@ -323,8 +324,7 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
         }
         if let (Some(t), Some(ep)) = (next_publish, &metrics) {
             if now >= t {
-                let l = [("backend", labels[0].1.as_str()), ("service", labels[1].1.as_str())];
-                ep.publish(stats::prometheus("rr_server", &l, &snapshot(&server)));
+                ep.publish(stats::prometheus("rr_server", &labels, &snapshot(&server)));
                 next_publish = Some(now + PUBLISH_EVERY);
             }
         }
