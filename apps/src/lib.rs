@@ -3,17 +3,21 @@
 //! long runs, and the result records (`--json`) with their human-readable table.
 
 use std::fmt::{self, Write as _};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{Context, Result};
 use bytes::BytesMut;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+pub mod plot;
+pub mod stats;
+
+use stack::cpu::{pid_cpu, CpuSnapshot};
 use stack::rr::{KvRequest, KvResponse, KvStatus, Workload};
 use stack::xsk::{AddrMode, PartialCsum, XskConfig};
 use xsk_io::port::{BusyPoll, Knob};
@@ -112,25 +116,70 @@ impl FromStr for AddrArg {
     }
 }
 
-/// Parses `10`, `10s`, `1.5s`, `250ms`, `500us`, `2m` (a bare number is seconds).
+/// Parses a duration the humantime way: `10s`, `250ms`, `1m30s`, `500us` (`0` is zero). Every
+/// binary of the project takes durations like this.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?} (examples: 10, 2.5s, 300ms, 1m)"))?;
-    let scale = match unit.trim() {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" => 1e-6,
-        "m" | "min" => 60.0,
-        other => return Err(format!("unknown duration unit {other:?} (use us, ms, s or m)")),
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("duration {s:?} out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration {s:?}: {e} (examples: 10s, 250ms, 1m30s)"))
 }
+
+/// Parses `HOST:PORT` and resolves the host (a name or an IPv4 address) to its first IPv4
+/// address; the stacks speak IPv4 only.
+pub fn parse_connect(s: &str) -> Result<SocketAddrV4, String> {
+    if let Ok(a) = s.parse::<SocketAddrV4>() {
+        return Ok(a);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!("expected HOST:PORT, got {s:?}"));
+    };
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("expected HOST:PORT with a port 0..65535, got {s:?}"));
+    }
+    let addrs: Vec<SocketAddr> = s.to_socket_addrs().map_err(|e| format!("cannot resolve {host:?}: {e}"))?.collect();
+    addrs
+        .iter()
+        .find_map(|a| match a {
+            SocketAddr::V4(v4) => Some(*v4),
+            SocketAddr::V6(_) => None,
+        })
+        .ok_or_else(|| format!("{host:?} has no IPv4 address (the stacks speak IPv4 only)"))
+}
+
+/// A command line that parsed but does not make sense (e.g. `--depth 0`, `--backend xsk`
+/// without `--iface`). [`main_with`] reports it like clap's own usage errors: exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Fails with a [`UsageError`] unless `cond` holds.
+#[macro_export]
+macro_rules! usage_ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err($crate::UsageError(format!($($fmt)+)).into());
+        }
+    };
+}
+
+/// Fails with a [`UsageError`].
+#[macro_export]
+macro_rules! usage_bail {
+    ($($fmt:tt)+) => {
+        return Err($crate::UsageError(format!($($fmt)+)).into())
+    };
+}
+
+/// The `after_help` paragraph every binary shares: where its log goes and how to get more.
+pub const LOG_HELP: &str = "\
+Logging: setup steps (device tuning, XDP attach, kernel knobs) and warnings go to stderr at
+level info. RUST_LOG changes that: RUST_LOG=debug for everything, RUST_LOG=xsk_io=debug for the
+port only, RUST_LOG=warn for warnings only.";
 
 /// Parses a byte count: `64`, `16k`, `4M` (binary multiples).
 pub fn parse_bytes(s: &str) -> Result<usize, String> {
@@ -162,9 +211,10 @@ pub struct XskOpts {
     /// RX/TX queue of the interface to bind.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub queue: u32,
-    /// Where the XDP program runs: skb (generic), drv (native, in the driver) or auto (drv
-    /// where the driver supports it). The socket itself is always in copy mode.
-    #[arg(long, value_name = "skb|drv|auto", default_value = "skb")]
+    /// Where the XDP program runs: skb (generic), drv (native, in the driver) or auto (drv on
+    /// veth and virtio_net, where skb is refused on a guest that negotiated guest_csum; else
+    /// skb). The socket itself is always in copy mode.
+    #[arg(long, value_name = "skb|drv|auto", default_value = "auto")]
     pub attach: AttachMode,
     /// Frames taken from the RX ring per loop iteration at most (XskConfig.rx_batch).
     #[arg(long, value_name = "FRAMES", default_value_t = 64)]
@@ -244,9 +294,9 @@ impl XskOpts {
     /// The stack configuration these options describe. `max_conns` sizes the socket buckets,
     /// `busy_poll` is SO_BUSY_POLL in microseconds.
     pub fn config(&self, max_conns: usize, busy_poll: Option<u32>) -> Result<XskConfig> {
-        let Some(iface) = self.iface.as_deref() else { bail!("--backend xsk needs --iface") };
+        let Some(iface) = self.iface.as_deref() else { usage_bail!("--backend xsk needs --iface") };
         let ring_size = self.ring_size.unwrap_or_else(|| (max_conns as u32).next_power_of_two().clamp(4096, 16384));
-        ensure!(
+        usage_ensure!(
             ring_size.is_power_of_two() && (64..=65536).contains(&ring_size),
             "--ring-size {} must be a power of two between 64 and 65536",
             ring_size
@@ -255,10 +305,10 @@ impl XskOpts {
             Some(f) => f,
             None => ring_size.checked_mul(2).context("--ring-size too large")?,
         };
-        ensure!(frames >= 2 * 64, "--frames {frames} is too few (at least 128)");
-        ensure!(self.batch >= 1, "--batch must be at least 1");
-        ensure!(self.buffer >= 1024, "--buffer {} is too small (at least 1024 bytes)", self.buffer);
-        ensure!(max_conns >= 1, "the connection limit must be at least 1");
+        usage_ensure!(frames >= 2 * 64, "--frames {frames} is too few (at least 128)");
+        usage_ensure!(self.batch >= 1, "--batch must be at least 1");
+        usage_ensure!(self.buffer >= 1024, "--buffer {} is too small (at least 1024 bytes)", self.buffer);
+        usage_ensure!(max_conns >= 1, "the connection limit must be at least 1");
         let mut c = XskConfig::new(iface, self.addr.mode());
         c.port.queue = self.queue;
         c.port.attach = self.attach;
@@ -295,10 +345,10 @@ pub fn warn_ignored(matches: &ArgMatches, ids: &[&str], why: &str) {
     }
 }
 
-/// Logs to stderr; `RUST_LOG` overrides the default level `info`.
-pub fn init_tracing() {
+/// Logs to stderr; `RUST_LOG` overrides the default `level`.
+pub fn init_tracing(level: &str) {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
@@ -306,18 +356,32 @@ pub fn init_tracing() {
 
 /// The body of a binary's `main`: tracing, argument parsing (the matches are
 /// passed on, so `run` can tell explicit options from defaults), and any error
-/// printed with its context chain as `name: error: ...`.
+/// printed with its context chain as `name: error: ...` (exit status 1), or as a usage error
+/// (exit status 2) if it is a [`UsageError`].
 pub fn main_with<A: clap::FromArgMatches + clap::CommandFactory>(
     name: &str,
     run: impl FnOnce(&A, &clap::ArgMatches) -> anyhow::Result<std::process::ExitCode>,
 ) -> std::process::ExitCode {
-    init_tracing();
+    main_with_level(name, "info", run)
+}
+
+/// [`main_with`] with another default log level (`RUST_LOG` still overrides it).
+pub fn main_with_level<A: clap::FromArgMatches + clap::CommandFactory>(
+    name: &str,
+    level: &str,
+    run: impl FnOnce(&A, &clap::ArgMatches) -> anyhow::Result<std::process::ExitCode>,
+) -> std::process::ExitCode {
+    init_tracing(level);
     let matches = A::command().get_matches();
     let args = match A::from_arg_matches(&matches) {
         Ok(a) => a,
         Err(e) => e.exit(),
     };
     run(&args, &matches).unwrap_or_else(|e| {
+        if let Some(u) = e.chain().find_map(|c| c.downcast_ref::<UsageError>()) {
+            // Same look and exit status (2) as clap's own errors.
+            A::command().error(clap::error::ErrorKind::ValueValidation, &u.0).exit();
+        }
         eprintln!("{name}: error: {e:#}");
         std::process::ExitCode::FAILURE
     })
@@ -506,6 +570,10 @@ impl<W: Workload> Progress<W> {
         &self.inner
     }
 
+    pub fn inner_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
+
     pub fn into_inner(self) -> W {
         self.inner
     }
@@ -566,6 +634,88 @@ impl<W: Workload> Workload for Progress<W> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// CPU accounting window
+// ---------------------------------------------------------------------------------------------
+
+/// CPU counters at one instant: this process and the machine (a [`CpuSnapshot`]), and the
+/// server process if one is watched.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSample {
+    pub snap: CpuSnapshot,
+    pub server: Option<Duration>,
+}
+
+impl CpuSample {
+    pub fn now(server_pid: Option<u32>) -> Option<CpuSample> {
+        let snap = CpuSnapshot::now().ok()?;
+        let server = server_pid.and_then(|p| pid_cpu(p).ok());
+        Some(CpuSample { snap, server })
+    }
+}
+
+/// Wraps a [`Workload`] to read the CPU counters exactly around the measured window: when the
+/// first request is issued (after every connection is established) and when the run's
+/// duration has passed (checked every few responses). Readings taken around the whole
+/// `Client::run` would also count connection setup and teardown, which at 10,000 connections
+/// take longer than the run itself.
+pub struct CpuWindow<W> {
+    inner: W,
+    server_pid: Option<u32>,
+    length: Option<Duration>,
+    pub start: Option<CpuSample>,
+    pub end: Option<CpuSample>,
+    countdown: u32,
+}
+
+/// Responses between clock reads while the window is open.
+const WINDOW_STRIDE: u32 = 16;
+
+impl<W> CpuWindow<W> {
+    pub fn new(inner: W, server_pid: Option<u32>) -> Self {
+        CpuWindow { inner, server_pid, length: None, start: None, end: None, countdown: WINDOW_STRIDE }
+    }
+
+    /// Opens a window at the next request, to close `length` later; `None` disarms it.
+    pub fn arm(&mut self, length: Option<Duration>) {
+        self.length = length;
+        self.start = None;
+        self.end = None;
+        self.countdown = WINDOW_STRIDE;
+    }
+
+    pub fn inner(&self) -> &W {
+        &self.inner
+    }
+}
+
+impl<W: Workload> Workload for CpuWindow<W> {
+    fn next_request(&mut self, conn: usize, seq: u64, out: &mut BytesMut) {
+        if self.length.is_some() && self.start.is_none() {
+            self.start = CpuSample::now(self.server_pid);
+        }
+        self.inner.next_request(conn, seq, out)
+    }
+
+    fn check(&mut self, conn: usize, req: &[u8], resp: &[u8]) -> bool {
+        let ok = self.inner.check(conn, req, resp);
+        if let (Some(len), Some(start), None) = (self.length, &self.start, &self.end) {
+            self.countdown -= 1;
+            if self.countdown == 0 {
+                self.countdown = WINDOW_STRIDE;
+                if start.snap.at.elapsed() >= len {
+                    self.end = CpuSample::now(self.server_pid);
+                }
+            }
+        }
+        ok
+    }
+
+    fn response_len(&self, req: &[u8]) -> Option<usize> {
+        self.inner.response_len(req)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Results
 // ---------------------------------------------------------------------------------------------
 
@@ -588,8 +738,18 @@ pub struct BenchResult {
     pub req_size: usize,
     pub resp_size: usize,
     pub warmup_s: f64,
+    /// Responses in the warm-up (its connections are separate; the server serves both).
+    #[serde(default)]
+    pub warmup_requests: u64,
+    /// Connection setup of the measured run: from the start of the run to its first request.
+    #[serde(default)]
+    pub setup_s: f64,
     /// First request to last response of the measured run.
     pub duration_s: f64,
+    /// Wall time the CPU figures cover: the first request to the end of --duration (the
+    /// CPU-per-request figures are CPU cores over this window divided by the request rate).
+    #[serde(default)]
+    pub cpu_window_s: f64,
     pub requests: u64,
     pub rps: f64,
     pub p50_us: f64,
@@ -604,7 +764,7 @@ pub struct BenchResult {
     pub lost: u64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
-    /// This process (user + system, getrusage).
+    /// This process (user + system, getrusage), over the CPU window.
     pub cpu_us_per_req_client: Option<f64>,
     /// All CPUs of the machine (/proc/stat busy time: includes softirq work and everything
     /// else running).
@@ -652,8 +812,8 @@ impl BenchResult {
         );
         let _ = writeln!(
             s,
-            "   {} connections, {load}, {:.2} s measured after {:.2} s warm-up",
-            self.conns, self.duration_s, self.warmup_s
+            "   {} connections ({:.2} s to connect), {load}, {:.2} s measured after {:.2} s warm-up",
+            self.conns, self.setup_s, self.duration_s, self.warmup_s
         );
         let _ = writeln!(
             s,
@@ -723,13 +883,25 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1s 500ms"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
-        for bad in ["", "s", "-1", "1h", "1e400", "nan", "1.2.3", "1e9999s"] {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "s", "-1", "10", "1e400", "nan", "1.2.3", "1e9999s", "soon"] {
             assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn connect_addresses() {
+        assert_eq!(parse_connect("198.18.0.1:7000"), Ok(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 7000)));
+        assert_eq!(parse_connect("localhost:7000").map(|a| a.port()), Ok(7000));
+        assert!(parse_connect("localhost:7000").unwrap().ip().is_loopback());
+        for bad in ["198.18.0.1", "localhost", ":7000", "localhost:99999", "no-such-host.invalid:1", ""] {
+            assert!(parse_connect(bad).is_err(), "{bad:?}");
         }
     }
 

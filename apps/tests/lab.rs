@@ -331,3 +331,74 @@ fn bench_lab_mode_end_to_end() {
     assert!(r.cpu_us_per_req_server.is_some(), "{r:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// GET `path` from `addr` inside `ns`, the whole HTTP/1.0 answer.
+fn http_get_in(ns: &Netns, addr: String, path: &'static str) -> String {
+    ns.run_in(move || {
+        let mut c = TcpStream::connect(&addr).expect("connect to the metrics endpoint");
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(c, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        c.read_to_string(&mut out).unwrap();
+        out
+    })
+    .expect("enter the namespace")
+}
+
+/// The value of the sample `name{...}` in a Prometheus text answer.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find(|l| l.starts_with(&format!("{name}{{")))?.rsplit(' ').next()?.parse().ok()
+}
+
+#[test]
+fn xsk_server_live_figures_and_metrics() {
+    let lab = lab("rrm");
+    let dir = scratch("xsk-metrics");
+    let (ip, cidr) = dedicated(&lab, 100);
+    // The endpoint is on the kernel's TCP at ns_a's own address: the steering program
+    // passes it to the kernel, it is not one of the stack's flows.
+    let metrics = SocketAddrV4::new(lab.addr_a, 9187).to_string();
+    let server = start_server(
+        &lab,
+        &dir,
+        &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--port", "7310"]
+            .into_iter()
+            .chain(["--stats-interval", "200ms", "--metrics", &metrics])
+            .collect::<Vec<_>>(),
+    );
+    let connect = SocketAddrV4::new(ip, 7310).to_string();
+    let mut args = vec!["--backend", "kernel", "--connect", &connect];
+    args.extend_from_slice(LOAD);
+    let r = run_bench(&lab, &dir, "kernel-client", &args);
+    assert_good(&r);
+    // The endpoint refreshes once a second: wait for the run's requests to show.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let body = loop {
+        let b = http_get_in(&lab.ns_b, metrics.clone(), "/metrics");
+        if sample(&b, "rr_server_requests").is_some_and(|n| n >= r.requests as f64) {
+            break b;
+        }
+        assert!(Instant::now() < deadline, "the endpoint never counted the run's {} requests:\n{b}", r.requests);
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    for name in [
+        "rr_server_xsk_device_rx_frames",
+        "rr_server_xsk_device_tx_frames",
+        "rr_server_xsk_port_port_kicks",
+        "rr_server_xsk_port_xdp_rx_dropped",
+        "rr_server_xsk_syn_dropped",
+        "rr_server_connections",
+    ] {
+        assert!(sample(&body, name).is_some(), "{name} missing:\n{body}");
+    }
+    // Pipelined requests (depth 2) can share a frame: at least one frame per two requests.
+    assert!(sample(&body, "rr_server_xsk_device_rx_frames").unwrap() * 2.0 >= r.requests as f64, "{body}");
+    let out = server.stdout();
+    let line = out.lines().find(|l| l.starts_with("stats:") && !l.contains(" 0 req/s"));
+    let line = line.unwrap_or_else(|| panic!("no stats line with requests:\n{}", server.output()));
+    assert!(line.contains("rx/s") && line.contains("tx/s") && line.contains("kicks/s"), "{line}");
+    let summary = stop_server(&lab, server, libc::SIGINT);
+    assert!(summary.requests >= sample(&body, "rr_server_requests").unwrap() as u64, "{summary:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -240,7 +240,7 @@ impl Default for ServerConfig {
 }
 
 /// Counters of a [`Server`] since it started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ServerStats {
     pub requests: u64,
     pub bytes_in: u64,

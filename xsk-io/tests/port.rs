@@ -194,7 +194,7 @@ fn sigkill_leaves_no_program_and_kernel_gets_the_port_back() {
     let bench = env!("CARGO_BIN_EXE_xsk-bench");
     let mut child = Command::new("ip")
         .args(["netns", "exec", &lab.ns_a.name, bench, "rxdrop", "--iface", &lab.if_a, "--port", "7005"])
-        .args(["--src-ip", &lab.addr_a.to_string(), "--duration", "60", "--quiet"])
+        .args(["--src-ip", &lab.addr_a.to_string(), "--duration", "60s", "--quiet"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -19,11 +19,11 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgMatches, Parser};
 
 use apps::{
-    parse_bytes, parse_duration, warn_ignored, AddrArg, Backend, BenchResult, KvWorkload, Progress,
-    Service, XskOpts,
+    parse_bytes, parse_connect, parse_duration, usage_bail, usage_ensure, warn_ignored, AddrArg, Backend,
+    BenchResult, CpuSample, CpuWindow, KvWorkload, Progress, Service, XskOpts,
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
-use stack::cpu::{pid_cpu, CpuSnapshot};
+use stack::cpu::{pid_cpu, CpuUsage};
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
@@ -42,7 +42,7 @@ const KV_GET_LEN: usize = 3 + 17;
     name = "rr-bench",
     version,
     about = "Load generator for rr-server: throughput, latency percentiles and CPU per request",
-    after_help = "\
+    after_help = format!("\
 Sizes are payload bytes without the 4-byte length header of echo and kv. echo and tcp-echo
 send the request back, so --resp-size must equal --req-size (or be left out). kv: the first
 --kv-keys requests of every connection SET its keys with --resp-size-byte values (default
@@ -53,6 +53,9 @@ Output: progress lines on stderr once a second (unless --quiet), the result tabl
 --json FILE for scripts. Exit status: 0 ok, 1 setup or run failed, 2 bad command line, 3 the
 run completed but had errors (failed checks, dead connections) or no responses at all.
 
+CPU figures cover the measured window only: from the first request (after every connection
+is established) to the end of --duration. Connection setup is timed separately.
+
 SIGINT/SIGTERM: the current phase still ends at its --duration, later phases are skipped; a
 second signal exits at once (and in --lab mode removes the lab).
 
@@ -60,14 +63,18 @@ Examples:
   rr-bench --connect 198.18.0.100:7000 --conns 16 --req-size 64 --duration 10s
   rr-bench --connect 198.18.0.100:7000 --rate 50000 --conns 32 --json out.json
   rr-bench --backend xsk --iface eth1 --addr 198.18.0.101/24 --connect 198.18.0.1:7000
-  rr-bench --lab xsk --conns 16 --req-size 64 --duration 3s     # own veth lab, xsk server"
+  rr-bench --lab xsk --conns 16 --req-size 64 --duration 3s     # own veth lab, xsk server
+
+{}",
+        apps::LOG_HELP
+    )
 )]
 struct Args {
     /// Client TCP/IP stack: kernel, or xsk (smoltcp over AF_XDP, needs --iface and root).
     #[arg(long, value_enum, default_value_t = Backend::Kernel)]
     backend: Backend,
-    /// Server address.
-    #[arg(long, value_name = "IP:PORT", required_unless_present = "lab", conflicts_with = "lab")]
+    /// Server address: an IPv4 address or a host name, and the port.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_connect, required_unless_present = "lab", conflicts_with = "lab")]
     connect: Option<SocketAddrV4>,
     /// Protocol of the server (see rr-server --help): echo, kv or tcp-echo.
     #[arg(long, value_enum, default_value_t = Service::Echo)]
@@ -129,7 +136,7 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
     /// No progress lines.
-    #[arg(long, short)]
+    #[arg(long)]
     quiet: bool,
     #[command(flatten)]
     xsk: XskOpts,
@@ -166,40 +173,40 @@ struct Plan {
 
 impl Plan {
     fn new(a: &Args) -> Result<Plan> {
-        ensure!((1..=1_000_000).contains(&a.conns), "--conns must be between 1 and 1000000");
-        ensure!(!a.duration.is_zero(), "--duration must be positive");
-        ensure!(a.max_requests != Some(0), "--max-requests must be at least 1");
-        ensure!(!a.connect_timeout.is_zero(), "--connect-timeout must be positive");
+        usage_ensure!((1..=1_000_000).contains(&a.conns), "--conns must be between 1 and 1000000");
+        usage_ensure!(!a.duration.is_zero(), "--duration must be positive");
+        usage_ensure!(a.max_requests != Some(0), "--max-requests must be at least 1");
+        usage_ensure!(!a.connect_timeout.is_zero(), "--connect-timeout must be positive");
         let mode = match a.rate {
-            Some(r) if !(r.is_finite() && r > 0.0) => bail!("--rate must be a positive number, got {r}"),
+            Some(r) if !(r.is_finite() && r > 0.0) => usage_bail!("--rate must be a positive number, got {r}"),
             Some(rate) => LoadMode::OpenLoop { rate },
             None => {
-                ensure!((1..=65536).contains(&a.depth), "--depth must be between 1 and 65536");
+                usage_ensure!((1..=65536).contains(&a.depth), "--depth must be between 1 and 65536");
                 LoadMode::ClosedLoop { depth: a.depth }
             }
         };
         match a.service {
             Service::Echo | Service::TcpEcho => {
                 if let Some(r) = a.resp_size.filter(|&r| r != a.req_size) {
-                    bail!(
+                    usage_bail!(
                         "{}: the response is the request, so --resp-size ({r}) must equal --req-size ({})",
                         a.service,
                         a.req_size
                     );
                 }
                 if a.service == Service::TcpEcho {
-                    ensure!(
+                    usage_ensure!(
                         a.req_size >= 1,
                         "tcp-echo: --req-size must be at least 1 (a stream has no empty messages)"
                     );
                 }
-                ensure!(a.req_size <= a.max_frame, "--req-size {} exceeds --max-frame {}", a.req_size, a.max_frame);
+                usage_ensure!(a.req_size <= a.max_frame, "--req-size {} exceeds --max-frame {}", a.req_size, a.max_frame);
                 Ok(Plan { mode, size: a.req_size, req_size: a.req_size, resp_size: a.req_size })
             }
             Service::Kv => {
                 let value = a.resp_size.unwrap_or(a.req_size);
-                ensure!(a.kv_keys >= 1, "--kv-keys must be at least 1");
-                ensure!(
+                usage_ensure!(a.kv_keys >= 1, "--kv-keys must be at least 1");
+                usage_ensure!(
                     value < a.max_frame && KV_GET_LEN + value <= a.max_frame,
                     "kv value size {value} does not fit --max-frame {}",
                     a.max_frame
@@ -324,7 +331,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     args: &Args,
     plan: &Plan,
 ) -> Result<(T, BenchResult)> {
-    let mut progress = Progress::new(workload, !args.quiet);
+    let mut progress = Progress::new(CpuWindow::new(workload, args.server_pid), !args.quiet);
     let base = ClientConfig {
         connections: args.conns,
         mode: plan.mode,
@@ -333,8 +340,10 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
         busy_poll: args.busy_poll.is_some(),
         ..ClientConfig::new(addr)
     };
+    let mut warmup_requests = 0;
     if !args.warmup.is_zero() {
         progress.begin("warm-up");
+        progress.inner_mut().arm(None);
         let cfg = ClientConfig { duration: args.warmup, max_requests: None, ..base.clone() };
         let mut client = Client::new(t, codec.clone(), progress, cfg);
         let report = client.run();
@@ -346,28 +355,36 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
         if report.errors > 0 {
             tracing::warn!("the warm-up had {} errors", report.errors);
         }
+        warmup_requests = report.requests;
         ensure!(!lab::interrupted(), "interrupted during the warm-up");
     }
 
-    let server_before = match args.server_pid {
-        Some(pid) => Some(pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading /proc/{pid}/stat"))?),
-        None => None,
-    };
-    let before = CpuSnapshot::now().context("reading CPU counters")?;
+    if let Some(pid) = args.server_pid {
+        pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading /proc/{pid}/stat"))?;
+    }
+    let before = CpuSample::now(args.server_pid).context("reading CPU counters")?;
     progress.begin("run");
+    progress.inner_mut().arm(Some(args.duration));
     let cfg = ClientConfig { duration: args.duration, max_requests: args.max_requests, ..base };
     let mut client = Client::new(t, codec, progress, cfg);
     let report = client.run();
-    let after = CpuSnapshot::now().context("reading CPU counters")?;
-    let server_after = args.server_pid.and_then(|pid| {
-        pid_cpu(pid).map_err(|e| tracing::warn!("--server-pid {pid}: {e}: no server CPU figures")).ok()
-    });
-    let (t, _) = client.into_parts();
+    let after = CpuSample::now(args.server_pid).context("reading CPU counters")?;
+    let (t, progress) = client.into_parts();
     let report = report.with_context(|| format!("measured run against {addr}"))?;
-
-    let usage = after.since(&before);
-    let server_cpu = server_before.zip(server_after).map(|(a, b)| b.saturating_sub(a));
-    let result = make_result(&report, args, plan, addr, &usage, server_cpu);
+    let window = progress.inner();
+    // The window closes at the end of --duration; a run that stopped earlier (--max-requests)
+    // or got no response after it ends at the run's end.
+    let start = window.start.unwrap_or(before);
+    let end = window.end.unwrap_or(after);
+    let setup = start.snap.at.saturating_duration_since(before.snap.at);
+    if args.server_pid.is_some() && end.server.is_none() {
+        tracing::warn!("the server process is gone: no server CPU figures");
+    }
+    let usage = end.snap.since(&start.snap);
+    let server_cpu = start.server.zip(end.server).map(|(a, b)| b.saturating_sub(a));
+    let mut result = make_result(&report, args, plan, addr, &usage, server_cpu);
+    result.warmup_requests = warmup_requests;
+    result.setup_s = setup.as_secs_f64();
     Ok((t, result))
 }
 
@@ -376,10 +393,9 @@ fn make_result(
     args: &Args,
     plan: &Plan,
     addr: SocketAddrV4,
-    usage: &stack::cpu::CpuUsage,
+    usage: &CpuUsage,
     server_cpu: Option<Duration>,
 ) -> BenchResult {
-    let per_req = |d: Duration| (r.requests > 0).then(|| d.as_secs_f64() * 1e6 / r.requests as f64);
     let cores = |d: Duration| {
         let w = usage.wall.as_secs_f64();
         if w > 0.0 {
@@ -388,6 +404,10 @@ fn make_result(
             0.0
         }
     };
+    // Cores busy over the CPU window divided by the request rate: both are rates over (nearly)
+    // the same window, so setup and teardown count in neither.
+    let rps = r.requests_per_sec();
+    let per_req = |d: Duration| (r.requests > 0 && rps > 0.0 && !usage.wall.is_zero()).then(|| cores(d) / rps * 1e6);
     let us = |q: f64| r.latency_at(q).as_nanos() as f64 / 1000.0;
     let empty = r.latency.is_empty();
     BenchResult {
@@ -407,9 +427,12 @@ fn make_result(
         req_size: plan.req_size,
         resp_size: plan.resp_size,
         warmup_s: args.warmup.as_secs_f64(),
+        warmup_requests: 0,
+        setup_s: 0.0,
         duration_s: r.duration.as_secs_f64(),
+        cpu_window_s: usage.wall.as_secs_f64(),
         requests: r.requests,
-        rps: r.requests_per_sec(),
+        rps,
         p50_us: us(0.5),
         p90_us: us(0.9),
         p99_us: us(0.99),

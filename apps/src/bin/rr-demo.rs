@@ -6,35 +6,60 @@
 //! everything it set up, also on Ctrl-C.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
+use apps::plot::{Bars, PlotCase, PlotText};
+use apps::stats::{is_drop, Snapshot};
+use apps::{parse_duration, usage_bail, usage_ensure};
+use clap::{ArgMatches, Parser};
 use serde::Serialize;
-use xsk_io::lab::{self, Lab, LabConfig};
+use xsk_io::lab::{self, Lab, LabConfig, Netns};
+use xsk_io::AttachMode;
 
 #[derive(Parser, Debug)]
-#[command(version, about = "Compare the AF_XDP stack with kernel TCP on request/response work, side by side")]
+#[command(
+    name = "rr-demo",
+    version,
+    about = "Compare the AF_XDP stack with kernel TCP on request/response work, side by side",
+    after_help = "\
+Builds its own lab (two network namespaces joined by veth, addresses in 198.18.0.0/15; needs
+root), runs every case against rr-server --backend xsk and --backend kernel, alternating which
+goes first, and removes the lab again (also on Ctrl-C).
+
+Prints one line per run, then a table of medians with the xsk/kernel ratios, and writes to
+--out: results.json (metadata, medians, every run), results.svg and results.png (the same
+plot), and logs/ with each server's and client's output and JSON per run. A server that
+fails to start is reported with the last lines of its log.
+
+Exit status: 0 ok, 1 a run failed or the counters disagree, 2 bad command line.
+
+Logging: each server's setup log (device tuning, XDP attach, kernel knobs; level info) is in
+OUT/logs/CASE-rROUND-BACKEND.server.log. rr-demo itself prints warnings only; RUST_LOG=info
+shows its lab steps too, RUST_LOG=debug everything."
+)]
 struct Args {
-    /// Short runs (about a minute in all) for CI: one round, 1 s per case.
+    /// Short runs (about a minute in all) for CI: one round of 1s per case, no 1,000 and
+    /// 10,000 connection cases.
     #[arg(long)]
     quick: bool,
     /// Rounds of alternating runs per case (the table shows medians).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// Measured seconds per run.
-    #[arg(long, default_value_t = 4.0)]
-    seconds: f64,
-    /// Where the XDP program runs on the server side: skb, drv or auto.
-    #[arg(long, default_value = "drv")]
-    attach: String,
-    /// Output folder for results.json and results.svg.
-    #[arg(long, default_value = "out/rr-demo")]
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
+    /// Measured time per run, e.g. 4s, 500ms (after a 300ms warm-up and connection setup).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "4s")]
+    duration: Duration,
+    /// Where the XDP program runs on the xsk ends: skb, drv or auto.
+    #[arg(long, value_name = "skb|drv|auto", default_value = "auto")]
+    attach: AttachMode,
+    /// Output folder for results.json, results.svg, results.png and logs/.
+    #[arg(long, value_name = "DIR", default_value = "out/rr-demo")]
     out: PathBuf,
-    /// Only run cases whose name contains this.
-    #[arg(long)]
+    /// Only run cases whose name contains this (e.g. rr-10000, busy).
+    #[arg(long, value_name = "TEXT")]
     only: Option<String>,
     /// Give the client-side veth a threaded NAPI context. By default (veth's
     /// own behaviour) the client's receive processing runs inside the
@@ -68,17 +93,45 @@ struct Case {
 /// What one run measured; in a `Summary`, the medians over the runs.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
 struct Metrics {
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     rps: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     p50_us: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     p99_us: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     p999_us: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     cpu_us_per_req: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     cpu_us_per_req_machine: f64,
     /// Cores the client and the server process kept busy (of 2): shows which side saturated.
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     client_cores: f64,
-    #[serde(default)]
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
     server_cores: f64,
+    /// Seconds to establish the run's connections (before the measured window).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    setup_s: f64,
+    /// Frames or connections the xsk server's counters say it dropped (every counter whose
+    /// name says drop), over the server's life: warm-up, setup and run.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    server_drops: f64,
+    /// TCP segments the kernel retransmitted in the client's namespace over the same span.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    client_retrans: f64,
+    /// The same in the server's namespace (kernel server only; the stack keeps no such count).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    server_retrans: f64,
+}
+
+/// NaN (an unknown figure) is written as null in JSON; read it back as NaN.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 impl Metrics {
@@ -93,6 +146,10 @@ impl Metrics {
             cpu_us_per_req_machine: m(|r| r.cpu_us_per_req_machine),
             client_cores: m(|r| r.client_cores),
             server_cores: m(|r| r.server_cores),
+            setup_s: m(|r| r.setup_s),
+            server_drops: m(|r| r.server_drops),
+            client_retrans: m(|r| r.client_retrans),
+            server_retrans: m(|r| r.server_retrans),
         }
     }
 }
@@ -106,6 +163,20 @@ struct Row {
     #[serde(flatten)]
     m: Metrics,
     errors: u64,
+    /// Requests the server counted (warm-up and run) and responses the client got (same).
+    #[serde(default)]
+    server_requests: u64,
+    #[serde(default)]
+    client_requests: u64,
+    /// The server's nonzero drop and error counters, by name.
+    #[serde(default)]
+    server_trouble: BTreeMap<String, f64>,
+    /// Kernel TCP counters (retransmissions by kind) in the client's and the server's
+    /// namespace over the run: warm-up, setup and measured window.
+    #[serde(default)]
+    client_tcp: BTreeMap<String, f64>,
+    #[serde(default)]
+    server_tcp: BTreeMap<String, f64>,
 }
 
 fn cases() -> Vec<Case> {
@@ -159,15 +230,8 @@ impl Drop for Loss<'_> {
     }
 }
 
-fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("rr-demo: error: {e:#}");
-        std::process::exit(1);
-    }
+fn main() -> ExitCode {
+    apps::main_with_level::<Args>("rr-demo", "warn", |args, m| run(args, m).map(|()| ExitCode::SUCCESS))
 }
 
 fn sibling(name: &str) -> Result<PathBuf> {
@@ -178,27 +242,42 @@ fn sibling(name: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
+/// The last `n` lines of a log file, indented, for error messages.
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(n);
+    let mut s = format!("last lines of {}:", path.display());
+    for l in &lines[start..] {
+        s += "\n    ";
+        s += l;
+    }
+    s
+}
+
 struct Server {
     child: Child,
+    log: PathBuf,
+    json: PathBuf,
 }
 
 impl Server {
-    fn stop(mut self) -> Result<()> {
-        // SAFETY: kill(2) on our own child.
+    /// SIGINT and wait for a clean exit; returns the server's own summary (--json).
+    fn stop(mut self) -> Result<serde_json::Value> {
+        // SAFETY: kill(2) on our own child, not reaped yet (Drop reaps it).
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let end = Instant::now() + Duration::from_secs(5);
+        let end = Instant::now() + Duration::from_secs(15);
         while Instant::now() < end {
             if let Some(st) = self.child.try_wait()? {
                 if !st.success() {
-                    bail!("rr-server exited with {st}");
+                    bail!("rr-server exited with {st}; {}", tail(&self.log, 15));
                 }
-                return Ok(());
+                let text = std::fs::read(&self.json).with_context(|| format!("reading {}", self.json.display()))?;
+                return serde_json::from_slice(&text).context("the server's --json summary");
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        bail!("rr-server did not stop on SIGINT");
+        bail!("rr-server did not stop within 15s of SIGINT; {}", tail(&self.log, 15));
     }
 }
 
@@ -215,14 +294,16 @@ struct Env {
     lab: Lab,
     server_exe: PathBuf,
     bench_exe: PathBuf,
-    tmp: PathBuf,
+    logs: PathBuf,
     xsk_server_addr: std::net::Ipv4Addr,
     xsk_client_addr: std::net::Ipv4Addr,
-    attach: String,
+    attach: AttachMode,
 }
 
-fn start_server(env: &Env, backend: &str, case: &Case) -> Result<(Server, String)> {
-    let ready = env.tmp.join(format!("ready-{backend}"));
+fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> Result<(Server, String)> {
+    let ready = env.logs.join(format!("{tag}.ready"));
+    let log = env.logs.join(format!("{tag}.server.log"));
+    let json = env.logs.join(format!("{tag}.server.json"));
     let _ = std::fs::remove_file(&ready);
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &env.lab.ns_a.name]).arg(&env.server_exe);
@@ -237,7 +318,7 @@ fn start_server(env: &Env, backend: &str, case: &Case) -> Result<(Server, String
         c.args(["--buffer", "8192"]);
     }
     let target = if backend == "xsk" {
-        c.args(["--iface", &env.lab.if_a, "--attach", &env.attach]);
+        c.args(["--iface", &env.lab.if_a, "--attach", &env.attach.to_string()]);
         c.args(["--addr", &format!("{}/{}", env.xsk_server_addr, env.lab.prefix_len)]);
         format!("{}:7000", env.xsk_server_addr)
     } else {
@@ -247,34 +328,65 @@ fn start_server(env: &Env, backend: &str, case: &Case) -> Result<(Server, String
     if case.busy_poll {
         c.args(["--busy-poll", "50"]);
     }
-    c.arg("--ready-file").arg(&ready);
-    let child = c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().context("starting rr-server")?;
-    let server = Server { child };
-    let end = Instant::now() + Duration::from_secs(10);
+    c.arg("--ready-file").arg(&ready).arg("--json").arg(&json);
+    let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone()?;
+    let child = c.stdin(Stdio::null()).stdout(out).stderr(err).spawn().context("starting rr-server")?;
+    let mut server = Server { child, log, json };
+    let end = Instant::now() + Duration::from_secs(15);
     while !ready.exists() {
-        if Instant::now() > end {
-            bail!("rr-server ({backend}) did not become ready");
+        if let Some(st) = server.child.try_wait()? {
+            bail!("rr-server ({backend}) exited before it was ready ({st}); {}", tail(&server.log, 15));
+        }
+        if Instant::now() > end || lab::interrupted() {
+            bail!("rr-server ({backend}) did not become ready within 15s; {}", tail(&server.log, 15));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok((server, target))
 }
 
-fn run_case(env: &Env, backend: &str, case: &Case, round: usize, secs: f64) -> Result<Row> {
-    let (server, target) = start_server(env, backend, case)?;
-    let json = env.tmp.join(format!("bench-{backend}-{}-{round}.json", case.name));
+/// The kernel's TCP counters in a namespace (/proc/net/snmp and /proc/net/netstat are per
+/// namespace) that tell retransmissions apart: all segments, SYNs, timeouts, spurious RTOs.
+fn tcp_counters(ns: &Netns) -> BTreeMap<String, f64> {
+    const WANT: &[&str] =
+        &["RetransSegs", "TCPSynRetrans", "TCPTimeouts", "TCPSpuriousRTOs", "TCPLossProbes", "TCPFastRetrans"];
+    let mut out = BTreeMap::new();
+    for (file, prefix) in [("/proc/net/snmp", "Tcp:"), ("/proc/net/netstat", "TcpExt:")] {
+        let Ok(text) = ns.run(&["cat", file]) else { continue };
+        let mut rows = text.lines().filter(|l| l.starts_with(prefix));
+        let (Some(names), Some(values)) = (rows.next(), rows.next()) else { continue };
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()).skip(1) {
+            if let (true, Ok(v)) = (WANT.contains(&n), v.parse::<f64>()) {
+                out.insert(n.to_string(), v);
+            }
+        }
+    }
+    out
+}
+
+fn counter_delta(a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    b.iter().filter_map(|(k, v)| Some((k.clone(), v - a.get(k)?))).collect()
+}
+
+fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) -> Result<Row> {
+    let tag = format!("{}-r{}-{backend}", case.name, round + 1);
+    let tcp0 = (tcp_counters(&env.lab.ns_b), tcp_counters(&env.lab.ns_a));
+    let (server, target) = start_server(env, backend, case, &tag)?;
+    let json = env.logs.join(format!("{tag}.bench.json"));
+    let blog = env.logs.join(format!("{tag}.bench.log"));
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &env.lab.ns_b.name]).arg(&env.bench_exe);
     let client_backend = if case.same_client { backend } else { "kernel" };
     c.args(["--backend", client_backend, "--connect", &target]);
     if client_backend == "xsk" {
-        c.args(["--iface", &env.lab.if_b, "--attach", &env.attach]);
+        c.args(["--iface", &env.lab.if_b, "--attach", &env.attach.to_string()]);
         c.args(["--addr", &format!("{}/{}", env.xsk_client_addr, env.lab.prefix_len)]);
     } else {
         c.args(["--bind", &env.lab.addr_b.to_string()]);
     }
     c.args(["--conns", &case.conns.to_string(), "--depth", &case.depth.to_string(), "--req-size", "64"]);
-    c.args(["--duration", &format!("{}ms", (secs * 1000.0) as u64), "--warmup", "300ms", "--quiet"]);
+    c.args(["--duration", &format!("{}ms", dur.as_millis()), "--warmup", "300ms", "--quiet"]);
     if let Some(r) = case.rate {
         c.args(["--rate", &r.to_string()]);
     }
@@ -286,15 +398,27 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, secs: f64) -> R
         c.args(["--connect-timeout", "20s"]);
     }
     c.arg("--json").arg(&json);
+    let out = File::create(&blog).with_context(|| format!("creating {}", blog.display()))?;
+    let err = out.try_clone()?;
     let loss = if case.loss { Some(Loss::add(&env.lab)?) } else { None };
-    let out = c.stdout(Stdio::null()).stderr(Stdio::piped()).output().context("running rr-bench")?;
+    let status = c.stdin(Stdio::null()).stdout(out).stderr(err).status().context("running rr-bench")?;
     drop(loss);
-    server.stop()?;
-    if !out.status.success() {
-        bail!("rr-bench failed for {backend}/{}: {}", case.name, String::from_utf8_lossy(&out.stderr));
+    let summary = server.stop();
+    let tcp1 = (tcp_counters(&env.lab.ns_b), tcp_counters(&env.lab.ns_a));
+    let (client_tcp, server_tcp) = (counter_delta(&tcp0.0, &tcp1.0), counter_delta(&tcp0.1, &tcp1.1));
+    if !status.success() {
+        bail!("rr-bench failed for {backend}/{} ({status}); {}", case.name, tail(&blog, 15));
     }
+    let summary = summary?;
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let counters = Snapshot::new(&summary["xsk"]["stats"]);
+    let server_trouble: BTreeMap<String, f64> = counters
+        .values
+        .iter()
+        .filter(|(k, v)| apps::stats::is_trouble(k) && **v > 0.0)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
     Ok(Row {
         backend: backend.to_string(),
         case: case.name.to_string(),
@@ -309,9 +433,34 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, secs: f64) -> R
             cpu_us_per_req_machine: f("cpu_us_per_req_machine"),
             client_cores: f("cores_client"),
             server_cores: f("cores_server"),
+            setup_s: f("setup_s"),
+            // The kernel server has no such counters (NaN prints as "-").
+            server_drops: if counters.values.is_empty() {
+                f64::NAN
+            } else {
+                counters.values.iter().filter(|(k, _)| is_drop(k)).map(|(_, v)| v).fold(0.0, |a, b| a + b)
+            },
+            client_retrans: client_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN),
+            server_retrans: if backend == "kernel" {
+                server_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN)
+            } else {
+                f64::NAN
+            },
         },
         errors: v["errors"].as_u64().unwrap_or(0) + v["lost"].as_u64().unwrap_or(0),
+        server_requests: summary["requests"].as_u64().unwrap_or(0),
+        client_requests: v["requests"].as_u64().unwrap_or(0) + v["warmup_requests"].as_u64().unwrap_or(0),
+        server_trouble,
+        client_tcp,
+        server_tcp,
     })
+}
+
+/// Whether the server's request count agrees with the client's responses: the server may
+/// have answered a few requests whose responses the client never read (lost ones, or
+/// in flight when a warm-up connection closed), never fewer.
+fn counts_agree(r: &Row, lost_bound: u64) -> bool {
+    r.server_requests >= r.client_requests && r.server_requests <= r.client_requests + lost_bound
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -327,17 +476,81 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn run(args: Args) -> Result<()> {
+/// What a result file needs so that two of them can be told apart.
+fn metadata(args: &Args, rounds: u32, dur: Duration) -> serde_json::Value {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpu_model = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("model name").map(|r| r.trim_start_matches([' ', '\t', ':']).to_string()))
+        .unwrap_or_else(|| "unknown".into());
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "HEAD"]);
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+    serde_json::json!({
+        "date": humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+        "cpu_model": cpu_model,
+        "cpus": apps::online_cpus(),
+        "commit": commit,
+        "commit_dirty": dirty,
+        "args": std::env::args().collect::<Vec<_>>(),
+        "rounds": rounds,
+        "duration_s": dur.as_secs_f64(),
+        "attach": args.attach.to_string(),
+        "peer_napi_thread": args.peer_napi_thread,
+        "quick": args.quick,
+    })
+}
+
+fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     if let Some(path) = &args.from_json {
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)?;
         let rows: Vec<Row> = serde_json::from_value(v["runs"].clone()).context("no \"runs\" rows in that file")?;
         let cases: Vec<Case> = cases().into_iter().filter(|c| rows.iter().any(|r| r.case == c.name)).collect();
         std::fs::create_dir_all(&args.out)?;
-        return report(&rows, &cases, &args.out);
+        return report(&rows, &cases, &args.out, &v["metadata"]);
     }
+    let (rounds, dur) = if args.quick { (1, Duration::from_secs(1)) } else { (args.rounds, args.duration) };
+    usage_ensure!(dur >= Duration::from_millis(100), "--duration must be at least 100ms");
+    let have_nft = Command::new("nft").arg("--version").output().is_ok_and(|o| o.status.success());
+    let cases: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| args.only.as_deref().is_none_or(|o| c.name.contains(o)))
+        .filter(|c| !(args.quick && c.full_only))
+        .collect();
+    if cases.is_empty() {
+        let names: Vec<&str> = self::cases().iter().filter(|c| !(args.quick && c.full_only)).map(|c| c.name).collect();
+        usage_bail!(
+            "--only {:?} matches no case{}; cases: {}",
+            args.only.as_deref().unwrap_or(""),
+            if args.quick { " of --quick" } else { "" },
+            names.join(", ")
+        );
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("rr-demo builds network namespaces and attaches XDP programs: run it as root");
+    }
+    if !have_nft {
+        println!("note: nft not found: skipping the 1% loss case (apt-get install nftables)");
+    }
+    let cases: Vec<Case> = cases.into_iter().filter(|c| have_nft || !c.loss).collect();
     lab::install_signal_handlers();
-    let (rounds, secs) = if args.quick { (1, 1.0) } else { (args.rounds.max(1), args.seconds) };
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let logs = args.out.join("logs");
+    // Only this tool writes there: logs of an earlier run would mix with this one's.
+    let _ = std::fs::remove_dir_all(&logs);
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let meta = metadata(args, rounds, dur);
     lab::sweep_stale("rd");
     let lab = Lab::new(&LabConfig { prefix: "rd".into(), ..LabConfig::default() }).context("building the veth lab")?;
     lab.disable_tx_offloads()?;
@@ -357,37 +570,28 @@ fn run(args: Args) -> Result<()> {
     let env = Env {
         server_exe: sibling("rr-server")?,
         bench_exe: sibling("rr-bench")?,
-        tmp: std::env::temp_dir().join(format!("rr-demo-{}", std::process::id())),
+        logs,
         xsk_server_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 100),
         xsk_client_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 101),
-        attach: args.attach.clone(),
+        attach: args.attach,
         lab,
     };
-    std::fs::create_dir_all(&env.tmp)?;
     println!(
-        "lab: {} ({}) <-> {} ({}); {rounds} round(s) of {secs} s per case, alternating xsk/kernel; client receive path {}",
+        "lab: {} ({}) <-> {} ({}); {rounds} round(s) of {} per case, alternating xsk/kernel; client receive path {}; logs in {}",
         env.lab.ns_a.name,
         env.lab.addr_a,
         env.lab.ns_b.name,
         env.lab.addr_b,
-        if args.peer_napi_thread { "in its own NAPI thread" } else { "in the sender's softirq (veth default)" }
+        humantime::format_duration(dur),
+        if args.peer_napi_thread { "in its own NAPI thread" } else { "in the sender's softirq (veth default)" },
+        env.logs.display()
     );
     let mut rows = Vec::new();
-    let have_nft = Command::new("nft").arg("--version").output().is_ok_and(|o| o.status.success());
-    if !have_nft {
-        println!("note: nft not found: skipping the 1% loss case (apt-get install nftables)");
-    }
-    let cases: Vec<Case> = cases()
-        .into_iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| c.name.contains(o)))
-        .filter(|c| !(args.quick && c.full_only))
-        .filter(|c| have_nft || !c.loss)
-        .collect();
-    let total = cases.len() * rounds * 2;
+    let total = cases.len() * rounds as usize * 2;
     let mut n = 0;
     let mut failures = 0;
     'outer: for case in &cases {
-        for round in 0..rounds {
+        for round in 0..rounds as usize {
             // Alternate which backend goes first, so drift hits both alike.
             let order = if round % 2 == 0 { ["xsk", "kernel"] } else { ["kernel", "xsk"] };
             for backend in order {
@@ -395,7 +599,7 @@ fn run(args: Args) -> Result<()> {
                     break 'outer;
                 }
                 n += 1;
-                let row = match run_case(&env, backend, case, round, secs) {
+                let row = match run_case(&env, backend, case, round, dur) {
                     Ok(row) => row,
                     Err(e) => {
                         // Keep going: one broken case must not hide the others.
@@ -405,23 +609,40 @@ fn run(args: Args) -> Result<()> {
                     }
                 };
                 println!(
-                    "[{n:>2}/{total}] {:<11} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
-                    row.case, row.backend, row.m.rps, row.m.p50_us, row.m.p99_us, row.m.cpu_us_per_req
+                    "[{n:>2}/{total}] {:<11} {:<7} {:>8.0} req/s  p50 {:>9.1} us  p99 {:>9.1} us  server cpu {:>5.2} us/req  setup {:>5.2} s  drops {:>5}  retx {:>5}",
+                    row.case, row.backend, row.m.rps, row.m.p50_us, row.m.p99_us, row.m.cpu_us_per_req, row.m.setup_s,
+                    fmt_count(row.m.server_drops), fmt_count(row.m.client_retrans + row.m.server_retrans.max(0.0))
                 );
+                // Every response the client saw was a request the server counted.
+                let bound = row.errors + 2 * case.conns as u64 * case.depth as u64;
+                if !counts_agree(&row, bound) {
+                    println!(
+                        "        counters disagree: server served {} requests, client got {} responses (warm-up and run)",
+                        row.server_requests, row.client_requests
+                    );
+                    failures += 1;
+                }
                 rows.push(row);
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&env.tmp);
     if lab::interrupted() {
         println!("interrupted: partial results");
     }
-    report(&rows, &cases, &args.out)?;
     drop(env);
+    report(&rows, &cases, &args.out, &meta)?;
     if failures > 0 {
-        bail!("{failures} run(s) failed (see above)");
+        bail!("{failures} run(s) failed or disagreed with the server's counters (see above)");
     }
     Ok(())
+}
+
+fn fmt_count(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.0}")
+    } else {
+        "-".into()
+    }
 }
 
 #[derive(Serialize)]
@@ -435,8 +656,8 @@ struct Summary {
     runs: usize,
 }
 
-fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
-    let mut sums: BTreeMap<(String, String), Summary> = BTreeMap::new();
+fn summaries(rows: &[Row], cases: &[Case]) -> BTreeMap<(String, String), Summary> {
+    let mut sums = BTreeMap::new();
     for case in cases {
         for backend in ["xsk", "kernel"] {
             let rs: Vec<&Row> = rows.iter().filter(|r| r.case == case.name && r.backend == backend).collect();
@@ -456,17 +677,25 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
             );
         }
     }
+    sums
+}
+
+fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) -> Result<()> {
+    let sums = summaries(rows, cases);
     println!();
     println!(
-        "{:<11} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9}",
-        "case", "conns", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9", "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s"
+        "{:<11} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6}",
+        "case", "conns", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9",
+        "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx"
     );
     for case in cases {
-        let (Some(x), Some(k)) = (sums.get(&(case.name.into(), "xsk".into())), sums.get(&(case.name.into(), "kernel".into()))) else {
+        let (Some(x), Some(k)) =
+            (sums.get(&(case.name.into(), "xsk".into())), sums.get(&(case.name.into(), "kernel".into())))
+        else {
             continue;
         };
         println!(
-            "{:<11} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9}",
+            "{:<11} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6}",
             case.name,
             case.conns,
             x.m.rps,
@@ -484,18 +713,32 @@ fn report(rows: &[Row], cases: &[Case], out: &Path) -> Result<()> {
             machine_col(x),
             machine_col(k),
             format!("{:.2}/{:.2}", x.m.client_cores, x.m.server_cores),
-            format!("{:.2}/{:.2}", k.m.client_cores, k.m.server_cores)
+            format!("{:.2}/{:.2}", k.m.client_cores, k.m.server_cores),
+            x.m.setup_s,
+            k.m.setup_s,
+            fmt_count(x.m.server_drops),
+            fmt_count(x.m.client_retrans),
+            fmt_count(k.m.client_retrans + k.m.server_retrans.max(0.0)),
         );
     }
-    println!("(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context; mc = whole machine;");
-    println!(" c/s = cores kept busy by the client / server process, of 2: a side near 1.00 is the bottleneck;");
-    println!(" mc n/a: /proc/stat counts busy time in ticks, which miss short wake-ups on an otherwise idle");
-    println!(" machine, so it read less than the two processes' own (exact) CPU time)");
+    println!(
+        "(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context, over the"
+    );
+    println!(
+        " measured window (first request to the end of the duration); mc = whole machine; c/s = cores kept busy by the"
+    );
+    println!(" client / server process, of {}: a side near 1.00 is the bottleneck; s = seconds to set up the connections (not", apps::online_cpus());
+    println!(
+        " measured); drops = the xsk server's drop counters; retx = kernel TCP retransmitted segments (xsk: the kernel"
+    );
+    println!(" client's; kernel: both ends); both over warm-up, setup and run. mc n/a: /proc/stat counts busy time in ticks,");
+    println!(" which miss short wake-ups on an otherwise idle machine, so it read less than the two processes' own CPU time)");
     let errors: u64 = sums.values().map(|s| s.errors).sum();
-    let json = serde_json::json!({ "summary": sums.values().collect::<Vec<_>>(), "runs": rows });
-    std::fs::write(out.join("results.json"), serde_json::to_vec_pretty(&json)?)?;
-    std::fs::write(out.join("results.svg"), svg(&sums, cases))?;
-    println!("wrote {} and {}", out.join("results.json").display(), out.join("results.svg").display());
+    let json = serde_json::json!({ "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "runs": rows });
+    apps::write_atomically(&out.join("results.json"), &serde_json::to_vec_pretty(&json)?)?;
+    let (svg, png) = (out.join("results.svg"), out.join("results.png"));
+    apps::plot::draw_files(&plot_text(cases, meta), &plot_cases(&sums, cases), &svg, &png)?;
+    println!("wrote {}, {} and {}", out.join("results.json").display(), svg.display(), png.display());
     if errors > 0 {
         bail!("{errors} requests failed or were lost");
     }
@@ -513,44 +756,162 @@ fn machine_col(s: &Summary) -> String {
     }
 }
 
-/// Two panels: throughput per case, and p50/p99 latency per case, xsk vs kernel.
-fn svg(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> String {
-    let (w, h, pad) = (1000.0, 700.0, 70.0);
-    let panel_h = (h - 3.0 * pad) / 2.0;
-    let get = |c: &str, b: &str| sums.get(&(c.to_string(), b.to_string()));
-    let max_rps = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.m.rps))).fold(1.0, f64::max);
-    let max_lat = cases.iter().flat_map(|c| ["xsk", "kernel"].map(|b| get(c.name, b).map_or(0.0, |s| s.m.p99_us))).filter(|x| x.is_finite()).fold(1.0, f64::max);
-    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>"#);
-    s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Requests per second (median), xsk (blue) vs kernel (grey)</text>"#, pad - 20.0);
-    s += &format!(r#"<text x="{pad}" y="{}" font-size="15">Latency p50 (solid) and p99 (light), microseconds, log scale</text>"#, 2.0 * pad + panel_h - 20.0);
-    let group = (w - 2.0 * pad) / cases.len().max(1) as f64;
-    for (i, c) in cases.iter().enumerate() {
-        let x0 = pad + i as f64 * group;
-        for (j, b) in ["xsk", "kernel"].iter().enumerate() {
-            let Some(v) = get(c.name, b) else { continue };
-            let color = if *b == "xsk" { "#3366cc" } else { "#999999" };
-            let bw = group * 0.35;
-            let x = x0 + 0.1 * group + j as f64 * bw;
-            let bh = panel_h * v.m.rps / max_rps;
-            s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{bh:.1}" fill="{color}"/>"#, pad + panel_h - bh);
-            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}k</text>"#, x + bw / 2.0, pad + panel_h - bh - 3.0, v.m.rps / 1000.0);
-            let base = 2.0 * pad + 2.0 * panel_h;
-            // Log scale from 1 us to the largest p99: latencies span 5 decades.
-            let scale = |us: f64| (us.max(1.0).log10() / max_lat.max(10.0).log10()).min(1.0);
-            for (val, op) in [(v.m.p99_us, "0.35"), (v.m.p50_us, "1")] {
-                if !val.is_finite() {
-                    continue;
-                }
-                let lh = panel_h * scale(val);
-                s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{lh:.1}" fill="{color}" fill-opacity="{op}"/>"#, base - lh);
-            }
-            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}</text>"#, x + bw / 2.0, base - panel_h * scale(v.m.p99_us) - 3.0, v.m.p50_us);
-        }
-        for y in [pad + panel_h + 15.0, 2.0 * pad + 2.0 * panel_h + 15.0] {
-            s += &format!(r#"<text x="{:.1}" y="{y:.1}" text-anchor="middle" font-size="11">{}</text>"#, x0 + group / 2.0, c.name);
-            s += &format!(r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="10" fill="gray">{} conns</text>"#, x0 + group / 2.0, y + 12.0, c.conns);
+fn plot_cases(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> Vec<PlotCase> {
+    let bars = |c: &Case, b: &str| {
+        sums.get(&(c.name.to_string(), b.to_string())).map(|s| Bars {
+            rps: s.m.rps,
+            p50_us: s.m.p50_us,
+            p99_us: s.m.p99_us,
+        })
+    };
+    cases
+        .iter()
+        .filter_map(|c| {
+            let (xsk, kernel) = (bars(c, "xsk"), bars(c, "kernel"));
+            (xsk.is_some() || kernel.is_some()).then(|| PlotCase { name: c.name.into(), conns: c.conns, xsk, kernel })
+        })
+        .collect()
+}
+
+fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
+    let rounds = meta["rounds"].as_u64().unwrap_or(1);
+    let dur = meta["duration_s"]
+        .as_f64()
+        .map_or_else(|| "?".into(), |d| humantime::format_duration(Duration::from_secs_f64(d)).to_string());
+    let how = if rounds > 1 {
+        format!("median of {rounds} rounds of {dur} per case")
+    } else {
+        format!("one round of {dur} per case")
+    };
+    let commit = meta["commit"].as_str().map_or("?".to_string(), |c| c.chars().take(10).collect());
+    let subtitle = format!(
+        "{how}, alternating xsk/kernel; 64-byte echo, veth lab; {}, Linux {}, {} CPUs ({}), commit {commit}",
+        meta["date"].as_str().unwrap_or("?"),
+        meta["kernel"].as_str().unwrap_or("?"),
+        meta["cpus"].as_u64().unwrap_or(0),
+        meta["cpu_model"].as_str().unwrap_or("?"),
+    );
+    let has = |f: &dyn Fn(&Case) -> bool| cases.iter().any(f);
+    let mut legend = vec!["Cases: the client is the kernel's TCP unless the name says same-; one request in flight per connection (closed loop) unless open-.".to_string()];
+    if has(&|c| !c.same_client && !c.busy_poll && c.rate.is_none() && !c.loss) {
+        legend.push("rr-N: N connections.".into());
+    }
+    if has(&|c| c.same_client) {
+        legend.push("same-: the client runs on the same stack as the server: stack client against stack server (xsk bars), kernel client against kernel server (kernel bars).".into());
+    }
+    if has(&|c| c.busy_poll) {
+        legend.push("busy-: busy polling in server and client (each spins a core).".into());
+    }
+    if has(&|c| c.rate.is_some()) {
+        legend.push("open-5k: open loop, 5,000 requests/s in total over 16 connections; latency counts from each request's scheduled time.".into());
+    }
+    if has(&|c| c.loss) {
+        legend.push(
+            "loss1-16: 16 connections, 1% of the frames dropped in each direction at the client (nftables).".into(),
+        );
+    }
+    PlotText {
+        title: "Userspace TCP/IP over AF_XDP (xsk) against kernel TCP: request/response".into(),
+        subtitle,
+        case_legend: legend,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli() {
+        Args::command().debug_assert();
+        let a = Args::try_parse_from(["rr-demo", "--duration", "2s", "--rounds", "2"]).unwrap();
+        assert_eq!((a.duration, a.rounds, a.attach), (Duration::from_secs(2), 2, AttachMode::Auto));
+        for bad in [&["--rounds", "0"][..], &["--duration", "3"], &["--attach", "sideways"], &["--seconds", "3"]] {
+            assert!(Args::try_parse_from(["rr-demo"].iter().chain(bad)).is_err(), "{bad:?}");
         }
     }
-    s += "</svg>\n";
-    s
+
+    #[test]
+    fn metadata_keys() {
+        let a = Args::try_parse_from(["rr-demo"]).unwrap();
+        let m = metadata(&a, 3, Duration::from_secs(4));
+        for k in ["date", "kernel", "cpu_model", "cpus", "commit", "args", "rounds", "duration_s", "attach"] {
+            assert!(m.get(k).is_some(), "{k} missing: {m}");
+        }
+        assert!(!m["kernel"].as_str().unwrap().is_empty());
+        assert_eq!(m["rounds"], 3);
+        let t = plot_text(&cases(), &m);
+        assert!(t.subtitle.starts_with("median of 3 rounds of 4s"), "{}", t.subtitle);
+        let m1 = metadata(&a, 1, Duration::from_secs(1));
+        assert!(plot_text(&cases(), &m1).subtitle.starts_with("one round of 1s"));
+        assert!(t
+            .case_legend
+            .iter()
+            .any(|l| l.starts_with("same-: ") && l.contains("stack client against stack server")));
+    }
+
+    #[test]
+    fn log_tail() {
+        let p = std::env::temp_dir().join(format!("rr-demo-tail-{}", std::process::id()));
+        std::fs::write(&p, (1..=30).map(|i| format!("line {i}\n")).collect::<String>()).unwrap();
+        let t = tail(&p, 3);
+        assert!(t.ends_with("\n    line 28\n    line 29\n    line 30"), "{t}");
+        assert!(!t.contains("line 27"), "{t}");
+        let _ = std::fs::remove_file(&p);
+        assert!(tail(&p, 3).starts_with("last lines of"), "a missing log is no error");
+    }
+
+    #[test]
+    fn counts_agreement() {
+        let mut r = Row {
+            backend: "xsk".into(),
+            case: "rr-16".into(),
+            round: 0,
+            conns: 16,
+            m: Metrics::median(&[]),
+            errors: 0,
+            server_requests: 1000,
+            client_requests: 1000,
+            server_trouble: BTreeMap::new(),
+            client_tcp: BTreeMap::new(),
+            server_tcp: BTreeMap::new(),
+        };
+        assert!(counts_agree(&r, 32));
+        r.server_requests = 1020;
+        assert!(counts_agree(&r, 32));
+        r.server_requests = 999;
+        assert!(!counts_agree(&r, 32), "the client cannot get more responses than the server sent");
+        r.server_requests = 1100;
+        assert!(!counts_agree(&r, 32));
+    }
+
+    #[test]
+    fn rows_survive_the_json_round_trip() {
+        // Unknown figures are NaN, which JSON writes as null: --from-json must read them back.
+        let r = Row {
+            backend: "kernel".into(),
+            case: "rr-16".into(),
+            round: 1,
+            conns: 16,
+            m: Metrics { rps: 1000.0, ..Metrics::median(&[]) },
+            errors: 0,
+            server_requests: 5,
+            client_requests: 5,
+            server_trouble: BTreeMap::new(),
+            client_tcp: BTreeMap::new(),
+            server_tcp: BTreeMap::new(),
+        };
+        let text = serde_json::to_string(&serde_json::json!({ "runs": [&r] })).unwrap();
+        assert!(text.contains("\"server_drops\":null"), "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let back: Vec<Row> = serde_json::from_value(v["runs"].clone()).unwrap();
+        assert_eq!(back[0].m.rps, 1000.0);
+        assert!(back[0].m.server_drops.is_nan() && back[0].m.p50_us.is_nan());
+        // Files written before the newer columns existed still load.
+        let old = r#"[{"backend":"xsk","case":"rr-1","round":0,"conns":1,"rps":5.0,"p50_us":1.0,"p99_us":2.0,
+            "p999_us":3.0,"cpu_us_per_req":4.0,"cpu_us_per_req_machine":null,"errors":0}]"#;
+        let back: Vec<Row> = serde_json::from_str(old).unwrap();
+        assert!(back[0].m.setup_s.is_nan() && back[0].m.cpu_us_per_req_machine.is_nan());
+    }
 }

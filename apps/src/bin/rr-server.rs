@@ -5,7 +5,9 @@
 //! SIGTERM (or `--duration`), then prints its counters (for xsk also the stack counters and
 //! the UMEM frame audit), detaches the XDP program and exits 0.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -13,7 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{ArgMatches, Parser};
 
-use apps::{parse_bytes, parse_duration, warn_ignored, Backend, ServerSummary, Service, XskOpts};
+use apps::stats::{self, MetricsEndpoint, Snapshot};
+use apps::{parse_bytes, parse_duration, usage_ensure, warn_ignored, Backend, ServerSummary, Service, XskOpts};
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::cpu::process_cpu;
 use stack::kernel::{KernelConfig, KernelTransport};
@@ -27,16 +30,27 @@ use xsk_io::lab;
     name = "rr-server",
     version,
     about = "Request/response server on the kernel's TCP stack or on smoltcp over AF_XDP",
-    after_help = "\
+    after_help = format!("\
 Runs until SIGINT/SIGTERM (or --duration), then prints its counters (xsk: also the stack
 counters and the UMEM frame audit), detaches the XDP program and exits 0. A second signal
 exits at once. Exit status 1: setup failed, the event loop failed, or the frame audit found
-a leak.
+a leak; 2: bad command line.
+
+Live figures: --stats-interval 1s prints one line per interval (req/s, open connections,
+xsk: RX/TX frames and kicks per second, and every drop or error counter that moved, by
+name); SIGUSR1 (kill -USR1 PID) prints every counter once; --metrics 127.0.0.1:9100 serves
+them in the Prometheus text format at http://127.0.0.1:9100/metrics (kernel TCP, refreshed
+once a second; off by default).
 
 Examples:
   rr-server --backend kernel --bind 0.0.0.0 --port 7000
   rr-server --backend xsk --iface eth1 --addr 198.18.0.100/24 --service kv --ready-file /tmp/ready
-  rr-server --backend xsk --iface eth1 --service tcp-echo --port 7   # then: nc <addr> 7"
+  rr-server --backend xsk --iface eth1 --service tcp-echo --port 7   # then: nc <addr> 7
+  rr-server --backend xsk --iface eth1 --stats-interval 1s --metrics 127.0.0.1:9100
+
+{}",
+        apps::LOG_HELP
+    )
 )]
 struct Args {
     /// TCP/IP stack: xsk (smoltcp over AF_XDP, needs --iface and root) or kernel.
@@ -81,8 +95,42 @@ struct Args {
     /// Write the exit summary (counters, xsk stats and audit) as JSON to this file.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
+    /// Print one line of live figures per interval (e.g. 1s): req/s, connections, RX/TX
+    /// frames and kicks per second, drops and errors by counter name.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, help_heading = "Live figures")]
+    stats_interval: Option<Duration>,
+    /// Serve every counter in the Prometheus text format at http://ADDR:PORT/metrics, on the
+    /// kernel's TCP (refreshed once a second). Off by default.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_listen, help_heading = "Live figures")]
+    metrics: Option<SocketAddr>,
     #[command(flatten)]
     xsk: XskOpts,
+}
+
+/// `ADDR:PORT` for --metrics, host names resolved.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    s.to_socket_addrs()
+        .map_err(|e| format!("expected ADDR:PORT, got {s:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
+/// The backend's own counters, for the live figures (serialized, so new fields appear there
+/// without edits).
+trait BackendStats {
+    fn stats_json(&self) -> Option<serde_json::Value>;
+}
+
+impl BackendStats for KernelTransport {
+    fn stats_json(&self) -> Option<serde_json::Value> {
+        None
+    }
+}
+
+impl BackendStats for XskTransport {
+    fn stats_json(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self.stats()).ok()
+    }
 }
 
 fn main() -> ExitCode {
@@ -200,7 +248,7 @@ fn write_json(args: &Args, summary: &ServerSummary) -> Result<()> {
 
 /// Picks codec and handler for the service, runs the server, returns the transport for the
 /// backend's own report.
-fn serve<T: Transport>(t: T, args: &Args, cfg: ServerConfig, ready: &ReadyFile<'_>) -> Result<(T, ServerSummary)> {
+fn serve<T: Transport + BackendStats>(t: T, args: &Args, cfg: ServerConfig, ready: &ReadyFile<'_>) -> Result<(T, ServerSummary)> {
     match args.service {
         Service::Echo => serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready),
         Service::Kv => serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready),
@@ -208,7 +256,7 @@ fn serve<T: Transport>(t: T, args: &Args, cfg: ServerConfig, ready: &ReadyFile<'
     }
 }
 
-fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
+fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     t: T,
     codec: C,
     handler: H,
@@ -217,6 +265,9 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
     ready: &ReadyFile<'_>,
 ) -> Result<(T, ServerSummary)> {
     let backend = t.name();
+    if let Some(i) = args.stats_interval {
+        usage_ensure!(!i.is_zero(), "--stats-interval must be positive");
+    }
     let mut server = Server::new(t, codec, handler, cfg).with_context(|| format!("listening on port {}", args.port))?;
     let listen = server.local_addr().map_or_else(|| format!("?:{}", args.port), |a| a.to_string());
     println!("rr-server: {} service on the {backend} backend, listening on {listen}", args.service);
@@ -226,7 +277,64 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
     let started = Instant::now();
     let cpu0 = process_cpu().unwrap_or_default();
     let deadline = args.duration.map(|d| started + d);
-    let result = server.run_until(|| lab::interrupted() || deadline.is_some_and(|d| Instant::now() >= d));
+    let stop = || lab::interrupted() || deadline.is_some_and(|d| Instant::now() >= d);
+    let usr1 = Arc::new(AtomicBool::new(false));
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&usr1)) {
+        tracing::warn!("SIGUSR1 will not print the counters: {e}");
+    }
+    let metrics = match args.metrics {
+        Some(a) => {
+            let ep = MetricsEndpoint::start(a).with_context(|| format!("--metrics {a}: listening"))?;
+            println!("rr-server: metrics at http://{}/metrics", ep.local_addr());
+            Some(ep)
+        }
+        None => None,
+    };
+    let service = args.service.to_string();
+    let labels = [("backend", backend), ("service", service.as_str())];
+    let snapshot = |server: &Server<T, C, H>| {
+        let mut v = serde_json::to_value(server.stats()).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            m.insert("connections".into(), server.connections().into());
+            m.insert("uptime_s".into(), started.elapsed().as_secs_f64().into());
+            let cpu = process_cpu().unwrap_or_default().saturating_sub(cpu0);
+            m.insert("cpu_s".into(), cpu.as_secs_f64().into());
+            if let Some(x) = server.transport().stats_json() {
+                m.insert(backend.into(), x);
+            }
+        }
+        Snapshot::new(&v)
+    };
+    const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+    let mut prev = snapshot(&server);
+    let mut next_line = args.stats_interval.map(|i| started + i);
+    let mut next_publish = metrics.as_ref().map(|_| started);
+    let result = loop {
+        let wake = next_line.into_iter().chain(next_publish).min();
+        let r = server.run_until(|| stop() || usr1.load(Ordering::Relaxed) || wake.is_some_and(|w| Instant::now() >= w));
+        if r.is_err() || stop() {
+            break r;
+        }
+        let now = Instant::now();
+        if usr1.swap(false, Ordering::Relaxed) {
+            println!("counters (SIGUSR1):\n{}", snapshot(&server).dump());
+        }
+        if let (Some(t), Some(interval)) = (next_line, args.stats_interval) {
+            if now >= t {
+                let cur = snapshot(&server);
+                println!("{}", stats::interval_line(&prev, &cur));
+                prev = cur;
+                // After a stall, skip the missed ticks instead of printing a burst.
+                next_line = Some(t + interval * ((now - t).as_nanos() / interval.as_nanos() + 1) as u32);
+            }
+        }
+        if let (Some(t), Some(ep)) = (next_publish, &metrics) {
+            if now >= t {
+                ep.publish(stats::prometheus("rr_server", &labels, &snapshot(&server)));
+                next_publish = Some(now + PUBLISH_EVERY);
+            }
+        }
+    };
     let uptime = started.elapsed();
     let cpu = process_cpu().unwrap_or_default().saturating_sub(cpu0);
     let stats: ServerStats = server.stats();
@@ -281,6 +389,17 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Args::command().debug_assert();
+    }
+
+    #[test]
+    fn attach_defaults_to_auto() {
+        let a = Args::try_parse_from(["rr-server"]).unwrap();
+        assert_eq!(a.xsk.attach, xsk_io::AttachMode::Auto);
+        let a = Args::try_parse_from(["rr-server", "--stats-interval", "500ms", "--metrics", "localhost:9100"]).unwrap();
+        assert_eq!(a.stats_interval, Some(Duration::from_millis(500)));
+        assert_eq!(a.metrics.map(|m| m.port()), Some(9100));
+        assert!(Args::try_parse_from(["rr-server", "--stats-interval", "5"]).is_err());
+        assert!(Args::try_parse_from(["rr-server", "--metrics", "9100"]).is_err());
     }
 
     #[test]

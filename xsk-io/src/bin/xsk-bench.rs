@@ -34,25 +34,35 @@ enum Mode {
 }
 
 #[derive(Parser, Debug, Clone)]
-#[command(version, about = "Packet rates of the copy-mode AF_XDP port (txonly, rxdrop, l2fwd)", long_about = None)]
+#[command(
+    version,
+    about = "Packet rates of the copy-mode AF_XDP port (txonly, rxdrop, l2fwd)",
+    long_about = None,
+    after_help = "\
+Exit status: 0 ok, 1 setup or run failed, 2 bad command line.
+
+Logging: setup steps (device tuning, XDP attach, kernel knobs) and warnings go to stderr at
+level info. RUST_LOG changes that: RUST_LOG=debug for everything, RUST_LOG=warn for warnings
+only."
+)]
 struct Args {
     /// What to measure.
     #[arg(value_enum)]
     mode: Mode,
     /// Interface to use. Without it, a veth lab in two fresh network namespaces is built and removed.
-    #[arg(short, long)]
+    #[arg(long)]
     iface: Option<String>,
     /// RX/TX queue to bind.
-    #[arg(short, long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0)]
     queue: u32,
     /// Frame size in bytes, Ethernet header included, FCS excluded.
-    #[arg(short, long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64)]
     size: usize,
     /// Descriptors queued per batch (one publish and at most one sendto per batch).
-    #[arg(short, long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64)]
     batch: u32,
     /// Where the XDP program runs: skb (generic), drv (native) or auto.
-    #[arg(short, long, default_value = "skb")]
+    #[arg(long, default_value = "skb")]
     attach: AttachMode,
     /// XDP_MAX_TX_SKB_BUDGET: off, auto (= TX ring size) or a number (32..TX ring size).
     #[arg(long, default_value = "auto")]
@@ -75,9 +85,9 @@ struct Args {
     /// SO_BUSY_POLL_BUDGET with --busy-poll.
     #[arg(long, default_value_t = 64)]
     busy_budget: u32,
-    /// Seconds to run (the first second is warm-up and not counted in the median).
-    #[arg(short, long, default_value_t = 5)]
-    duration: u64,
+    /// How long to run, e.g. 5s, 1m (the first second is warm-up and not counted in the median).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    duration: Duration,
     /// Write the summary as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -119,6 +129,15 @@ struct Summary {
     features: Features,
     stats: PortStats,
     audit: String,
+}
+
+/// Durations the way every binary of the project takes them: `5s`, `500ms`, `1m`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("the duration must be positive".into()),
+        Err(e) => Err(format!("invalid duration {s:?}: {e} (examples: 5s, 500ms, 1m)")),
+    }
 }
 
 fn main() {
@@ -167,7 +186,7 @@ fn in_lab(args: &Args) -> Result<()> {
         c.args(["--size", &args.size.to_string(), "--batch", &args.batch.to_string()]);
         c.args(["--dst-mac", &pktgen::format_mac(&lab.mac_a)]);
         c.args(["--src-ip", &lab.addr_b.to_string(), "--dst-ip", &lab.addr_a.to_string()]);
-        c.args(["--port", &args.port.to_string(), "--duration", &(args.duration + 2).to_string()]);
+        c.args(["--port", &args.port.to_string(), "--duration", &format!("{}ms", (args.duration + Duration::from_secs(2)).as_millis())]);
         c.arg("--json").arg(&j);
         gen = Some(c.stdout(Stdio::null()).spawn().context("starting the generator")?);
         gen_json = Some(j);
@@ -191,7 +210,7 @@ fn in_lab(args: &Args) -> Result<()> {
     if let Some(b) = args.busy_poll {
         c.args(["--busy-poll", &b.to_string(), "--busy-budget", &args.busy_budget.to_string()]);
     }
-    c.args(["--duration", &args.duration.to_string(), "--port", &args.port.to_string()]);
+    c.args(["--duration", &format!("{}ms", args.duration.as_millis()), "--port", &args.port.to_string()]);
     c.args(["--src-ip", &lab.addr_a.to_string(), "--dst-ip", &lab.addr_b.to_string()]);
     if let Some(m) = &args.dst_mac {
         c.args(["--dst-mac", m]);
@@ -225,7 +244,7 @@ fn in_lab(args: &Args) -> Result<()> {
             v.and_then(|v| v["pps"].as_f64())
         }
         (None, Mode::Txonly) => match (rx_before, rx_after) {
-            (Some(a), Some(b)) => Some((b - a) as f64 / args.duration as f64),
+            (Some(a), Some(b)) => Some((b - a) as f64 / args.duration.as_secs_f64()),
             _ => None,
         },
         _ => None,
@@ -328,7 +347,7 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
     let mut rx: Vec<Frame> = Vec::with_capacity(batch);
     let start = Instant::now();
     let cpu0 = cpu_time();
-    let end = start + Duration::from_secs(args.duration);
+    let end = start + args.duration;
     let mut next_tick = start + Duration::from_secs(1);
     let mut last = 0u64;
     let mut samples = Vec::new();
@@ -471,4 +490,22 @@ fn prewrite(port: &mut Port, spec: &FrameSpec) {
 fn iface_mac(ifname: &str) -> Option<[u8; 6]> {
     let s = std::fs::read_to_string(format!("/sys/class/net/{ifname}/address")).ok()?;
     pktgen::parse_mac(s.trim()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_conventions() {
+        Args::command().debug_assert();
+        // Long options only (no short flag that means something else in another binary).
+        assert!(Args::command().get_arguments().all(|a| a.get_short().is_none()));
+        let a = Args::try_parse_from(["xsk-bench", "txonly", "--duration", "1m30s"]).unwrap();
+        assert_eq!(a.duration, Duration::from_secs(90));
+        for bad in ["5", "0s", "soon"] {
+            assert!(Args::try_parse_from(["xsk-bench", "txonly", "--duration", bad]).is_err(), "{bad}");
+        }
+    }
 }
