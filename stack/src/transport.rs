@@ -276,6 +276,14 @@ impl<T> ConnSlab<T> {
         self.slots.iter().enumerate().filter_map(|(i, s)| s.value.as_ref().map(|v| (ConnId::new(i, s.generation), v)))
     }
 
+    /// Live entries with their current ids, mutable.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (ConnId, &mut T)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, s)| s.value.as_mut().map(|v| (ConnId::new(i, s.generation), v)))
+    }
+
     fn gen_matches(entry: &Slot<T>, id: ConnId) -> bool {
         // Compare only the bits that the id can hold: generations wrap within GEN_MASK.
         (entry.generation & ConnId::GEN_MASK) == id.generation()

@@ -74,8 +74,8 @@ fn main() -> ExitCode {
     println!("stack-fuzz: {} frames, seed {}, {:.1} s ({:.0} frames/s), peak RSS {} KiB", rep.frames, rep.seed, secs, rep.frames as f64 / secs, rss_kib());
     println!("  server: accepted {}, requests {}, answers {}, honest echoes {}", rep.accepted, rep.requests, rep.answers, rep.honest_echoes);
     println!(
-        "  peaks: live sockets {}, connections {}, half-open {}; closed by idle timeout {}, by FIN timeout {}",
-        rep.max_live_sockets, rep.max_connections, rep.max_half_open, rep.idle_closed, rep.fin_timeouts
+        "  peaks: live sockets {}, connections {}, half-open {}; closed by idle timeout {}, peer silent with data out {}, FIN timeout {}",
+        rep.max_live_sockets, rep.max_connections, rep.max_half_open, rep.idle_closed, rep.timed_out, rep.fin_timeouts
     );
     println!("  drops by reason:");
     for (name, n) in rep.drops.iter() {

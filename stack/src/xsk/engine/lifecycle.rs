@@ -27,7 +27,13 @@ impl Engine {
         s.set_nagle_enabled(false);
         s.set_ack_delay(None);
         s.set_keep_alive(self.cfg.keepalive.map(Into::into));
-        s.set_timeout(self.cfg.timeout.map(Into::into));
+        // smoltcp's timeout also aborts a connection whose peer merely sent
+        // nothing for that long (checked whenever the socket is polled, which
+        // a busy bucket does often): an idle connection would die after 60 s,
+        // which kernel TCP never does. With keep-alive the peer answers, so
+        // smoltcp's semantics are right; without it the sweep below applies
+        // the timeout to what it is meant for.
+        s.set_timeout(self.cfg.keepalive.and(self.cfg.timeout).map(Into::into));
         s.set_congestion_control(match self.cfg.congestion {
             Congestion::None => tcp::CongestionControl::None,
             Congestion::Reno => tcp::CongestionControl::Reno,
@@ -82,7 +88,7 @@ impl Engine {
             // Past the limit the oldest half-open connection of this bucket
             // is dropped, as the kernel drops from a full SYN queue.
             if self.embryos >= self.embryo_limit() && !self.buckets[b].embryos.is_empty() {
-                let (old, _) = self.buckets[b].embryos.remove(0);
+                let (old, _, _) = self.buckets[b].embryos.remove(0);
                 self.embryos -= 1;
                 self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
                 let s = Self::take_socket(&mut self.buckets[b].sockets, old);
@@ -90,7 +96,7 @@ impl Engine {
                 self.stats.drops.count(DropReason::SynBacklog);
             }
             self.embryos += 1;
-            self.buckets[b].embryos.push((h, lid));
+            self.buckets[b].embryos.push((h, lid, self.clock));
             if let Some(Some(port)) = self.listeners.get(lid.0 as usize) {
                 let port = *port;
                 let mut s = self.new_socket();
@@ -108,7 +114,7 @@ impl Engine {
         let now = self.clock;
         let mut k = 0;
         while k < self.buckets[b].embryos.len() {
-            let (h, lid) = self.buckets[b].embryos[k];
+            let (h, lid, _) = self.buckets[b].embryos[k];
             match self.buckets[b].sockets.get::<tcp::Socket>(h).state() {
                 tcp::State::SynReceived => k += 1,
                 tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait => {
@@ -129,6 +135,8 @@ impl Engine {
                         closed_reported: false,
                         local_port: 0,
                         active: now,
+                        unacked: 0,
+                        unacked_since: now,
                     };
                     match self.conns.insert(conn) {
                         Ok(id) => {
@@ -212,29 +220,63 @@ impl Engine {
     }
 
     pub(super) fn needs_sweep(&self) -> bool {
-        (self.cfg.idle_timeout.is_some() && !self.conns.is_empty()) || self.closing > 0
+        let timers = self.cfg.idle_timeout.is_some() || self.cfg.timeout.is_some();
+        (timers && (!self.conns.is_empty() || self.embryos > 0)) || self.closing > 0
     }
 
     /// Idle connections and closes the peer never finishes: both would hold
     /// a socket (and its buffers) for as long as a peer likes.
     pub(super) fn sweep(&mut self, now: Instant) {
-        if let Some(idle) = self.cfg.idle_timeout {
-            let idle: smoltcp::time::Duration = idle.into();
-            let expired: Vec<_> = self
-                .conns
-                .iter()
-                .filter(|(_, c)| !c.closed_reported && c.connected && now >= c.active + idle)
-                .map(|(id, _)| id)
-                .collect();
-            for id in expired {
-                let c = self.conns.get_mut(id).expect("listed above");
-                c.closed_reported = true;
-                let (b, h) = (c.bucket, c.handle);
-                self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h).abort();
+        let idle: Option<smoltcp::time::Duration> = self.cfg.idle_timeout.map(Into::into);
+        let stall: Option<smoltcp::time::Duration> =
+            if self.cfg.keepalive.is_none() { self.cfg.timeout.map(Into::into) } else { None };
+        let mut expired = Vec::new();
+        for (id, c) in self.conns.iter_mut() {
+            if c.closed_reported {
+                continue;
+            }
+            let s = self.buckets[c.bucket as usize].sockets.get::<tcp::Socket>(c.handle);
+            let q = s.send_queue();
+            if q == 0 || q < c.unacked {
+                c.unacked_since = now;
+            }
+            c.unacked = q;
+            let stalled = stall.is_some_and(|t| {
+                if c.connected { q > 0 && now >= c.unacked_since + t } else { now >= c.active + t }
+            });
+            let idle = idle.is_some_and(|t| c.connected && now >= c.active + t);
+            if stalled || idle {
+                expired.push((id, idle && !stalled));
+            }
+        }
+        for (id, idle) in expired {
+            let c = self.conns.get_mut(id).expect("listed above");
+            c.closed_reported = true;
+            let (b, h) = (c.bucket, c.handle);
+            self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h).abort();
+            if idle {
                 self.stats.idle_closed += 1;
-                self.stats.closed += 1;
-                self.pending.push(Event::Closed(id));
-                self.mark_dirty(b);
+            } else {
+                self.stats.timed_out += 1;
+            }
+            self.stats.closed += 1;
+            self.pending.push(Event::Closed(id));
+            self.mark_dirty(b);
+        }
+        // Half-open connections that never complete.
+        if let Some(t) = stall {
+            for b in 0..self.buckets.len() {
+                let bucket = &mut self.buckets[b];
+                let mut aborted = false;
+                for &(h, _, since) in &bucket.embryos {
+                    if now >= since + t {
+                        bucket.sockets.get_mut::<tcp::Socket>(h).abort();
+                        aborted = true;
+                    }
+                }
+                if aborted {
+                    self.mark_dirty(b as u32);
+                }
             }
         }
         let fin: smoltcp::time::Duration = self.cfg.fin_timeout.into();

@@ -69,7 +69,9 @@ pub struct EngineConfig {
     /// Local ports for outgoing connections.
     pub ephemeral: RangeInclusive<u16>,
     pub keepalive: Option<Duration>,
-    /// Abort a connection when the peer stops acknowledging for this long.
+    /// Abort a connection when the peer stops acknowledging data for this
+    /// long, a connect that gets no answer, and a half-open connection that
+    /// never completes. An idle connection is not affected (see `idle_timeout`).
     pub timeout: Option<Duration>,
     /// Close a connection that carried no data either way for this long.
     pub idle_timeout: Option<Duration>,
@@ -97,6 +99,9 @@ pub struct EngineStats {
     pub recycled: u64,
     /// Connections closed by the idle timeout.
     pub idle_closed: u64,
+    /// Connections aborted because the peer stopped acknowledging, or a
+    /// connect got no answer.
+    pub timed_out: u64,
     /// Closing connections aborted by the FIN timeout.
     pub fin_timeouts: u64,
     /// Sockets in the sets: listeners, half-open, connections, closing.
@@ -120,8 +125,12 @@ struct Conn {
     blocked: bool,
     closed_reported: bool,
     local_port: u16,
-    /// Last time data moved either way (idle timeout).
+    /// Last time data moved either way (idle timeout); for a connect, when it began.
     active: Instant,
+    /// Bytes waiting for the peer's ACK at the last sweep, and since when
+    /// they have not shrunk (a peer that stopped acknowledging).
+    unacked: usize,
+    unacked_since: Instant,
 }
 
 struct Bucket {
@@ -135,7 +144,7 @@ struct Bucket {
     members: Vec<ConnId>,
     listeners: Vec<(SocketHandle, ListenerId)>,
     /// Listeners that left LISTEN (SYN received), not established yet, with arrival time.
-    embryos: Vec<(SocketHandle, ListenerId)>,
+    embryos: Vec<(SocketHandle, ListenerId, Instant)>,
     /// Closed by the application, finishing their FIN exchange: (socket, local port, since).
     closing: Vec<(SocketHandle, u16, Instant)>,
     deadline: Option<Instant>,
@@ -544,6 +553,8 @@ impl Engine {
             closed_reported: false,
             local_port: lport,
             active: self.clock,
+            unacked: 0,
+            unacked_since: self.clock,
         };
         let id = match self.conns.insert(conn) {
             Ok(id) => id,

@@ -249,3 +249,64 @@ fn partial_checksums_follow_the_configuration() {
         assert_eq!(s.rx_partial_csum, u64::from(accept));
     }
 }
+
+#[test]
+fn an_idle_connection_lives_as_long_as_the_peer_is_there() {
+    // No idle timeout configured: like kernel TCP, silence is not death
+    // (smoltcp's own timeout would abort it after 60 s).
+    let mut p = Pair::new();
+    let (ca, cb) = connected(&mut p);
+    let mut all = Vec::new();
+    for _ in 0..30 {
+        p.advance(Duration::from_secs(10));
+        let (ea, eb) = p.settle(5);
+        all.extend(ea);
+        all.extend(eb);
+    }
+    assert!(all.iter().all(|e| !matches!(e, Event::Closed(_))), "{all:?}");
+    p.b.send(cb, b"still here").unwrap();
+    for _ in 0..5 {
+        p.settle(10);
+        p.advance(Duration::from_millis(300));
+    }
+    assert_eq!(read_all(&mut p.a, ca), b"still here", "a {:?} b {:?}", p.a.engine.stats(), p.b.engine.stats());
+}
+
+#[test]
+fn a_peer_that_stops_acknowledging_is_timed_out() {
+    let mut a = config(Pair::A);
+    a.timeout = Some(Duration::from_secs(5));
+    let mut p = Pair::with(a, config(Pair::B));
+    let (ca, _cb) = connected(&mut p);
+    p.filter = Some(Box::new(|_| Vec::new())); // the peer is gone
+    p.a.send(ca, b"anyone?").unwrap();
+    let mut all = Vec::new();
+    for _ in 0..20 {
+        p.advance(Duration::from_millis(500));
+        all.extend(p.settle(3).0);
+    }
+    assert_eq!(closed_count(&all, ca), 1, "{all:?}");
+    assert_eq!(p.a.engine.stats().timed_out, 1);
+}
+
+#[test]
+fn half_open_connections_that_never_complete_go_away() {
+    let mut cfg = config(Pair::A);
+    cfg.timeout = Some(Duration::from_secs(5));
+    let mut t = MemTransport::new(cfg);
+    t.listen(PORT).unwrap();
+    for i in 0..10u16 {
+        let src = Ipv4Addr::new(198, 18, 0, 10 + i as u8);
+        t.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), dst: Pair::A, dst_mac: mac_of(Pair::A), dport: PORT, sport: 3000 + i, ..TcpSpec::default() }));
+    }
+    let mut ev = Vec::new();
+    t.poll(&mut ev, None).unwrap();
+    assert_eq!(t.engine.stats().half_open, 10);
+    for _ in 0..20 {
+        t.advance(Duration::from_millis(500));
+        t.poll(&mut ev, None).unwrap();
+    }
+    let s = t.engine.stats();
+    assert_eq!(s.half_open, 0, "{s:?}");
+    assert_eq!(s.live_sockets, s.listening, "{s:?}");
+}

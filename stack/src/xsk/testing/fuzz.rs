@@ -68,6 +68,7 @@ pub struct FuzzReport {
     pub end_half_open: usize,
     pub end_server_conns: usize,
     pub idle_closed: u64,
+    pub timed_out: u64,
     pub fin_timeouts: u64,
 }
 
@@ -164,11 +165,13 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
             progress(&rep);
         }
     }
-    // The honest client must still be served after all of that.
+    // The honest client must still be served after all of that: at once,
+    // or, where hostile peers hold every connection the limit allows, once
+    // the idle timeout (30 s here) has freed them.
     let echoes_before = honest_state.echoes;
-    for _ in 0..2000 {
-        server.transport_mut().advance(Duration::from_millis(1));
-        honest.advance(Duration::from_millis(1));
+    for _ in 0..4000 {
+        server.transport_mut().advance(Duration::from_millis(10));
+        honest.advance(Duration::from_millis(10));
         server.step(Some(Duration::ZERO)).map_err(|e| (format!("server step failed: {e}"), rep.clone()))?;
         route(&mut server, &mut honest, &mut peers, &mut rep);
         honest_state.drive(&mut honest, &mut events);
@@ -213,6 +216,7 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.accepted = s.accepted;
     rep.requests = server.stats().requests;
     rep.idle_closed = s.idle_closed;
+    rep.timed_out = s.timed_out;
     rep.fin_timeouts = s.fin_timeouts;
     rep.end_live_sockets = s.live_sockets;
     rep.end_listening = s.listening;
