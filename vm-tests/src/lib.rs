@@ -23,6 +23,7 @@
 //! of stale namespaces on the next run).
 
 pub mod compare;
+pub mod cost;
 pub mod cpio;
 pub mod env;
 pub mod g2g;
