@@ -9,7 +9,8 @@
 //! statistics (ETHTOOL_GSTATS: per-queue packets and kicks) and the server's
 //! /proc/PID/schedstat around two runs: a short one (`conns x 4` requests) and a long one.
 //! Their difference divided by the difference in requests is the cost of one request without
-//! the connections' setup and teardown (and without the snapshots' own cost).
+//! the connections' setup and teardown (and without the snapshots' own cost). A warm-up run
+//! with the same connection count goes first.
 //!
 //! Per request: guest CPU busy (elapsed - idle, both from the guest's clock), split into
 //! user/system/softirq by /proc/stat's tick samples, the server task's run time, TX and RX
@@ -392,7 +393,8 @@ pub fn measure_rr(
             req_size: 64,
             duration: limit,
             max_requests: Some(n),
-            drain_timeout: None,
+            // TCG is slow: a response that needed a retransmission may come late.
+            drain_timeout: Some(Duration::from_secs(10)),
         };
         match load::rr_bench(&env.bin_dir, net, &b, &env.run_dir.join(format!("{tag}-{which}.json")))? {
             Bench::Ran(r) => {
@@ -404,6 +406,9 @@ pub fn measure_rr(
             Bench::Unusable(why) => bail!("rr-bench is needed for the cost scenario: {why}"),
         }
     };
+    // Warm-up with the same connection count: the first time a server sees N connections it
+    // grows tables and faults in buffers, which the short run would otherwise pay alone.
+    run(short, "warmup")?;
     let s0 = snap(g, pids)?;
     let r_short = run(short, "short")?;
     let s1 = snap(g, pids)?;

@@ -22,6 +22,7 @@
 //! exit path (including SIGINT/SIGTERM, and SIGKILL of the harness via PDEATHSIG plus a sweep
 //! of stale namespaces on the next run).
 
+pub mod batch;
 pub mod compare;
 pub mod cost;
 pub mod cpio;
