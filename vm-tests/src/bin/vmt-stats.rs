@@ -2,7 +2,8 @@
 //! `vm-tests batch` (runs inside the guest; busybox has no ethtool):
 //! CLOCK_MONOTONIC, the `cpu` line of /proc/stat, /proc/uptime's idle seconds, the
 //! /proc/interrupts rows of the virtio devices, IFACE's driver statistics (ETHTOOL_GSTATS:
-//! virtio_net's per-queue packets and kicks) and, per PID, /proc/PID/schedstat's run time.
+//! virtio_net's per-queue kicks), the device's packet counters (sysfs) and, per PID,
+//! /proc/PID/schedstat's run time.
 
 use std::io;
 
@@ -123,6 +124,14 @@ fn main() {
         }
         Err(e) => {
             out.insert("eth_error".into(), format!("ETHTOOL_GSTATS on {iface}: {e}").into());
+        }
+    }
+    // Packets each way from the device counters: virtio_net of 7.x keeps its per-queue packet
+    // counts out of the ethtool strings (they moved to netlink queue stats).
+    for dir in ["rx", "tx"] {
+        let p = format!("/sys/class/net/{iface}/statistics/{dir}_packets");
+        if let Some(v) = std::fs::read_to_string(&p).ok().and_then(|t| t.trim().parse::<u64>().ok()) {
+            out.insert(format!("dev_{dir}_packets"), v.into());
         }
     }
     let mut sched = serde_json::Map::new();
