@@ -108,6 +108,7 @@ pub struct BatchReport {
     pub refused_over_budget: Option<String>,
     pub txonly: Vec<TxRow>,
     pub rr: Vec<RrRow>,
+    pub losses: Vec<String>,
     pub total_s: f64,
     pub logs: String,
 }
@@ -319,7 +320,8 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
             for conns in [16usize, 256] {
                 check_interrupted()?;
                 match measure_rr(env, &net, &mut g, &format!("$PID_{tag}"), dst, conns, a.requests, &format!("batch-{b}-c{conns}-r{round}")) {
-                    Ok((per, r, _, _)) => {
+                    Ok((per, r, _, _, lost)) => {
+                        rep.losses.extend(lost);
                         eprintln!(
                             "vm-tests: rr xmit_batch {b:>3} conns {conns:3} round {round}: {:.1} us/req, kicks tx {:.3}",
                             per.cpu_us, per.tx_kicks
@@ -343,6 +345,9 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
         }
     }
     let _ = g.poweroff();
+    if !rep.losses.is_empty() {
+        bail!("requests lost: {}", rep.losses.join("; "));
+    }
     Ok(())
 }
 

@@ -309,6 +309,7 @@ pub struct Row {
     pub per_request: PerUnit,
     /// Guest seconds (its clock) of the long run.
     pub guest_s: f64,
+    /// Runs of this measurement (warm-up, short, long) that lost requests.
     pub errors: u64,
 }
 
@@ -359,6 +360,8 @@ pub struct CostReport {
     /// Largest spread of busy CPU per request of any case.
     pub max_cpu_spread_pct: f64,
     pub server_stops: Vec<String>,
+    /// Runs in which rr-bench did not get every response back.
+    pub losses: Vec<String>,
     pub total_s: f64,
     pub logs: String,
 }
@@ -386,8 +389,9 @@ pub fn measure_rr(
     conns: usize,
     requests: u64,
     tag: &str,
-) -> Result<(PerUnit, load::LoadResult, u64, f64)> {
+) -> Result<(PerUnit, load::LoadResult, u64, f64, Vec<String>)> {
     let short = (conns as u64 * 4).max(8).min(requests / 2);
+    let lost = std::cell::RefCell::new(Vec::new());
     let limit = Duration::from_secs(120);
     let run = |n: u64, which: &str| -> Result<load::LoadResult> {
         let b = BenchArgs {
@@ -402,8 +406,10 @@ pub fn measure_rr(
         };
         match load::rr_bench(&env.bin_dir, net, &b, &env.run_dir.join(format!("{tag}-{which}.json")))? {
             Bench::Ran(r) => {
+                // Losses are recorded, not fatal: the case's figures still stand for the
+                // requests that were answered, and the scenario fails at the end.
                 if let Some(s) = r.shortfall(n) {
-                    bail!("{tag} ({which} run): {s}");
+                    lost.borrow_mut().push(format!("{tag} ({which} run): {s}"));
                 }
                 Ok(r)
             }
@@ -428,7 +434,7 @@ pub fn measure_rr(
     // long run's shares of the samples split the (exact) busy time.
     per.split_by(&long_total);
     let guest_s = (c2.virt_ns - c1.virt_ns) / 1e9;
-    Ok((per, r_long, short, guest_s))
+    Ok((per, r_long, short, guest_s, lost.into_inner()))
 }
 
 /// Runs the cost scenario; Ok(true) when every run completed cleanly.
@@ -456,6 +462,9 @@ pub fn run(args: &CostArgs) -> Result<bool> {
     let outcome = (|| -> Result<()> {
         for ks in &env.kernels {
             body(&env, ks, &a, &mut rep)?;
+        }
+        if !rep.losses.is_empty() {
+            bail!("requests lost: {}", rep.losses.join("; "));
         }
         Ok(())
     })();
@@ -498,7 +507,9 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
             for &conns in &a.conns {
                 let case_tag = format!("{label}-{backend}-c{conns}-r{round}");
                 match measure_rr(env, &net, &mut g, &format!("$PID_{tag}"), dst, conns, a.requests, &case_tag) {
-                    Ok((per, r, short, guest_s)) => {
+                    Ok((per, r, short, guest_s, lost)) => {
+                        let errors = lost.len() as u64;
+                        rep.losses.extend(lost);
                         eprintln!(
                             "vm-tests: cost {label} {backend:6} conns {conns:3} round {round}: {:.1} us/req busy (task {:.1}), kicks tx {:.2} rx {:.2}, irqs in {:.2} out {:.2}",
                             per.cpu_us, per.task_us, per.tx_kicks, per.rx_kicks, per.irq_in, per.irq_out
@@ -514,7 +525,7 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                             rps: r.rps,
                             per_request: per,
                             guest_s,
-                            errors: r.errors + r.lost,
+                            errors,
                         });
                     }
                     Err(e) => {
