@@ -419,8 +419,13 @@ pub fn measure_rr(
     // Warm-up with the same connection count: the first time a server sees N connections it
     // grows tables and faults in buffers, which the short run would otherwise pay alone.
     run(short, "warmup")?;
+    // Let the previous run's connections finish closing (retransmissions after a loss, FIN
+    // handshakes) before the snapshot, so their work is not charged to the next run.
+    let settle = |g: &mut Guest| g.exec_ok("sleep 1", Duration::from_secs(20)).map(|_| ());
+    settle(g)?;
     let s0 = snap(g, pids)?;
     let r_short = run(short, "short")?;
+    settle(g)?;
     let s1 = snap(g, pids)?;
     let r_long = run(requests, "long")?;
     let s2 = snap(g, pids)?;
