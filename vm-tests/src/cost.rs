@@ -428,6 +428,7 @@ pub fn measure_rr(
     settle(g)?;
     let s1 = snap(g, pids)?;
     let r_long = run(requests, "long")?;
+    settle(g)?;
     let s2 = snap(g, pids)?;
     let (c0, c1, c2) = (s0.counts(), s1.counts(), s2.counts());
     // cost(long) - cost(short) = (requests - short) x per-request cost; the fixed part
