@@ -41,7 +41,7 @@ fn option_10_in_the_patched_guest() {
         text.lines().any(|l| l.trim_start().starts_with(key) && l.contains(word))
     };
     for b in ["1", "8", "32"] {
-        assert!(row(&format!("probe {b} "), "accepted; read back Some({b})"), "no accepted probe {b} in:\n{text}");
+        assert!(row(&format!("probe {b} "), &format!("accepted; read back Some({b})")), "no accepted probe {b} in:\n{text}");
     }
     assert!(row("over budget", "refused"), "budget + 1 was not refused:\n{text}");
 }
