@@ -115,11 +115,16 @@ pub struct BatchReport {
 
 /// `key=VALUE` of the port line, e.g. `xmit_batch=8`.
 pub fn port_field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
-    line.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
 
 pub fn run(args: &BatchArgs) -> Result<bool> {
-    let sel = if args.stock { args.common.kernel } else { KernelSel::Batch };
+    let sel = if args.stock {
+        args.common.kernel
+    } else {
+        KernelSel::Batch
+    };
     let env = Env::prepare_kernels(&args.common, "batch", &[sel])?;
     let mut rep = BatchReport {
         scenario: "batch",
@@ -171,7 +176,10 @@ fn probe(env: &Env, net: &HostNet, g: &mut Guest, attach: &str, batch: &str) -> 
             p.port_line = st.port_line.clone();
         }
         Err(r) => {
-            p.problems.push(format!("rr-server --xmit-batch {batch} refused: {}", r.reason()));
+            p.problems.push(format!(
+                "rr-server --xmit-batch {batch} refused: {}",
+                r.reason()
+            ));
             return Ok(p);
         }
     }
@@ -179,11 +187,19 @@ fn probe(env: &Env, net: &HostNet, g: &mut Guest, attach: &str, batch: &str) -> 
     p.read_back = port_field(&line, "xmit_batch").and_then(|v| v.parse().ok());
     // off: the port does not set the option (the features line says "unsupported").
     if batch != "off" && p.read_back.map(|v| v.to_string()) != Some(batch.to_string()) {
-        p.problems.push(format!("port reports xmit_batch={:?}, asked for {batch}", port_field(&line, "xmit_batch")));
+        p.problems.push(format!(
+            "port reports xmit_batch={:?}, asked for {batch}",
+            port_field(&line, "xmit_batch")
+        ));
     }
     let dst = SocketAddrV4::new(net.guest_addr, 7000);
     let n = 1000;
-    match load::rr_bench(&env.bin_dir, net, &BenchArgs::checked(dst, n, Duration::from_secs(90)), &env.run_dir.join(format!("{tag}.json")))? {
+    match load::rr_bench(
+        &env.bin_dir,
+        net,
+        &BenchArgs::checked(dst, n, Duration::from_secs(90)),
+        &env.run_dir.join(format!("{tag}.json")),
+    )? {
         Bench::Ran(r) => {
             if let Some(s) = r.shortfall(n) {
                 p.problems.push(format!("rr-bench: {s}"));
@@ -209,7 +225,11 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     let mut problems = Vec::new();
 
     // 1. Probe at 1, 8, 32 and the budget.
-    let mut sizes: Vec<String> = if a.stock { vec!["off".into()] } else { vec!["1".into(), "8".into(), "32".into()] };
+    let mut sizes: Vec<String> = if a.stock {
+        vec!["off".into()]
+    } else {
+        vec!["1".into(), "8".into(), "32".into()]
+    };
     let mut i = 0;
     while i < sizes.len() {
         check_interrupted()?;
@@ -217,16 +237,28 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
         eprintln!(
             "vm-tests: probe xmit_batch {}: {}",
             p.xmit_batch,
-            if p.problems.is_empty() { "ok".to_string() } else { p.problems.join("; ") }
+            if p.problems.is_empty() {
+                "ok".to_string()
+            } else {
+                p.problems.join("; ")
+            }
         );
         if i == 0 && !a.stock {
-            rep.tx_budget = p.port_line.as_deref().and_then(|l| port_field(l, "tx_budget")).and_then(|v| v.parse().ok());
+            rep.tx_budget = p
+                .port_line
+                .as_deref()
+                .and_then(|l| port_field(l, "tx_budget"))
+                .and_then(|v| v.parse().ok());
             match rep.tx_budget {
                 Some(b) => sizes.push(b.to_string()),
                 None => problems.push(format!("no tx_budget in the port line: {:?}", p.port_line)),
             }
         }
-        problems.extend(p.problems.iter().map(|x| format!("xmit_batch {}: {x}", p.xmit_batch)));
+        problems.extend(
+            p.problems
+                .iter()
+                .map(|x| format!("xmit_batch {}: {x}", p.xmit_batch)),
+        );
         rep.probes.push(p);
         i += 1;
     }
@@ -242,7 +274,9 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
             Err(r) => {
                 let why = r.reason();
                 if !why.contains("XDP_GENERIC_XMIT_BATCH") {
-                    problems.push(format!("xmit_batch {over}: refused without naming the option: {why}"));
+                    problems.push(format!(
+                        "xmit_batch {over}: refused without naming the option: {why}"
+                    ));
                 }
                 rep.refused_over_budget = Some(why);
             }
@@ -257,7 +291,11 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     }
 
     // 2. txonly, guest to host.
-    let tx_cases: Vec<&str> = if a.stock { vec!["off"] } else { vec!["off", "8", "32"] };
+    let tx_cases: Vec<&str> = if a.stock {
+        vec!["off"]
+    } else {
+        vec!["off", "8", "32"]
+    };
     for round in 0..a.runs {
         for b in &tx_cases {
             check_interrupted()?;
@@ -273,13 +311,18 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
                 bail!("xsk-bench txonly --xmit-batch {b} failed: {log}");
             }
             // Only the two top-level fields: the whole summary is long for the console.
-            let js = g.exec_ok(r#"grep -E '^  "(pps|audit)":' /tmp/tx.json"#, Duration::from_secs(10))?;
+            let js = g.exec_ok(
+                r#"grep -E '^  "(pps|audit)":' /tmp/tx.json"#,
+                Duration::from_secs(10),
+            )?;
             let field = |k: &str| -> Option<String> {
                 js.lines()
                     .find_map(|l| l.trim().strip_prefix(&format!("\"{k}\":")))
                     .map(|v| v.trim().trim_end_matches(',').trim_matches('"').to_string())
             };
-            let pps: f64 = field("pps").and_then(|v| v.parse().ok()).with_context(|| format!("no pps in xsk-bench's JSON: {js}"))?;
+            let pps: f64 = field("pps")
+                .and_then(|v| v.parse().ok())
+                .with_context(|| format!("no pps in xsk-bench's JSON: {js}"))?;
             let audit = field("audit").unwrap_or_default();
             if !audit.contains("ok") {
                 bail!("xsk-bench txonly --xmit-batch {b}: frame audit {audit:?}");
@@ -307,7 +350,11 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     }
 
     // 3. RR at 16 and 256 connections, batch off and 32.
-    let rr_cases: Vec<&str> = if a.stock { vec!["off"] } else { vec!["off", "32"] };
+    let rr_cases: Vec<&str> = if a.stock {
+        vec!["off"]
+    } else {
+        vec!["off", "32"]
+    };
     for round in 0..a.runs {
         for b in &rr_cases {
             let tag = format!("rr_{}", b);
@@ -319,14 +366,29 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
             let mut failed = None;
             for conns in [16usize, 256] {
                 check_interrupted()?;
-                match measure_rr(env, &net, &mut g, &format!("$PID_{tag}"), dst, conns, a.requests, &format!("batch-{b}-c{conns}-r{round}")) {
+                match measure_rr(
+                    env,
+                    &net,
+                    &mut g,
+                    &format!("$PID_{tag}"),
+                    dst,
+                    conns,
+                    a.requests,
+                    &format!("batch-{b}-c{conns}-r{round}"),
+                ) {
                     Ok((per, r, _, _, lost)) => {
                         rep.losses.extend(lost);
                         eprintln!(
                             "vm-tests: rr xmit_batch {b:>3} conns {conns:3} round {round}: {:.1} us/req, kicks tx {:.3}",
                             per.cpu_us, per.tx_kicks
                         );
-                        rep.rr.push(RrRow { xmit_batch: b.to_string(), conns, round, requests: r.requests, per_request: per });
+                        rep.rr.push(RrRow {
+                            xmit_batch: b.to_string(),
+                            conns,
+                            round,
+                            requests: r.requests,
+                            per_request: per,
+                        });
                     }
                     Err(e) => {
                         failed = Some(e);
@@ -361,7 +423,10 @@ fn table(r: &BatchReport) -> String {
         },
     );
     t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
-    t.row("guest kernel", format!("{} ({})", r.guest_kernel, r.guest_kernel_source));
+    t.row(
+        "guest kernel",
+        format!("{} ({})", r.guest_kernel, r.guest_kernel_source),
+    );
     t.row("guest clock", format!("TCG, -icount {}", r.icount));
     if let Some(b) = r.tx_budget {
         t.row("tx budget", b.to_string());
@@ -373,9 +438,17 @@ fn table(r: &BatchReport) -> String {
                 "{}; read back {:?}; load {}; byte check {}; {}",
                 if p.accepted { "accepted" } else { "refused" },
                 p.read_back,
-                p.load.as_ref().map(|l| format!("{}/{} ok", l.requests - l.errors - l.lost, l.requests)).unwrap_or("-".into()),
-                p.byte_check.as_ref().map(|c| format!("{} sizes, {} mismatches", c.requests, c.errors)).unwrap_or("-".into()),
-                p.frame_audit.clone().unwrap_or_else(|| "no frame audit".into())
+                p.load
+                    .as_ref()
+                    .map(|l| format!("{}/{} ok", l.requests - l.errors - l.lost, l.requests))
+                    .unwrap_or("-".into()),
+                p.byte_check
+                    .as_ref()
+                    .map(|c| format!("{} sizes, {} mismatches", c.requests, c.errors))
+                    .unwrap_or("-".into()),
+                p.frame_audit
+                    .clone()
+                    .unwrap_or_else(|| "no frame audit".into())
             ),
         );
     }
@@ -387,7 +460,14 @@ fn table(r: &BatchReport) -> String {
     let mut s = t.render("vm-tests batch");
     if !r.txonly.is_empty() {
         s.push_str("  xsk-bench txonly, 64 B guest -> host (medians over rounds; guest clock):\n");
-        let mut g = Grid::new(&["xmit_batch", "pps", "kicks/pkt", "cpu ns/pkt", "tx irqs/pkt", "rounds"]);
+        let mut g = Grid::new(&[
+            "xmit_batch",
+            "pps",
+            "kicks/pkt",
+            "cpu ns/pkt",
+            "tx irqs/pkt",
+            "rounds",
+        ]);
         let mut keys: Vec<&str> = Vec::new();
         for x in &r.txonly {
             if !keys.contains(&x.xmit_batch.as_str()) {
@@ -410,7 +490,16 @@ fn table(r: &BatchReport) -> String {
     }
     if !r.rr.is_empty() {
         s.push_str("  rr-server (xsk) per request, 64 B, depth 1 (medians over rounds):\n");
-        let mut g = Grid::new(&["xmit_batch", "conns", "kinsn/req", "cpu us/req", "kicks tx", "irq out", "pkts out", "rounds"]);
+        let mut g = Grid::new(&[
+            "xmit_batch",
+            "conns",
+            "kinsn/req",
+            "cpu us/req",
+            "kicks tx",
+            "irq out",
+            "pkts out",
+            "rounds",
+        ]);
         let mut keys: Vec<(String, usize)> = Vec::new();
         for x in &r.rr {
             if !keys.contains(&(x.xmit_batch.clone(), x.conns)) {
@@ -418,12 +507,18 @@ fn table(r: &BatchReport) -> String {
             }
         }
         for (b, c) in keys {
-            let rows: Vec<PerUnit> = r.rr.iter().filter(|x| x.xmit_batch == b && x.conns == c).map(|x| x.per_request).collect();
+            let rows: Vec<PerUnit> =
+                r.rr.iter()
+                    .filter(|x| x.xmit_batch == b && x.conns == c)
+                    .map(|x| x.per_request)
+                    .collect();
             let m = PerUnit::median_of(&rows);
             g.row(vec![
                 b,
                 c.to_string(),
-                icount_shift(&r.icount).map(|s| format!("{:.1}", m.cpu_us / f64::from(1u32 << s))).unwrap_or("-".into()),
+                icount_shift(&r.icount)
+                    .map(|s| format!("{:.1}", m.cpu_us / f64::from(1u32 << s)))
+                    .unwrap_or("-".into()),
                 format!("{:.1}", m.cpu_us),
                 format!("{:.3}", m.tx_kicks),
                 format!("{:.3}", m.irq_out),

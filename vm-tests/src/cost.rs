@@ -96,7 +96,9 @@ pub fn snap(g: &mut Guest, pids: &str) -> Result<Snap> {
     let line = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("VMT-STATS "))
-        .with_context(|| format!("vmt-stats printed no VMT-STATS line (is it in the initramfs?): {out}"))?;
+        .with_context(|| {
+            format!("vmt-stats printed no VMT-STATS line (is it in the initramfs?): {out}")
+        })?;
     let s: Snap = serde_json::from_str(line).context("parsing vmt-stats output")?;
     if let Some(e) = &s.eth_error {
         bail!("{e}");
@@ -279,7 +281,9 @@ impl PerUnit {
 
 /// N of an `-icount` value `shift=N[,...]` (None for auto or off).
 pub fn icount_shift(spec: &str) -> Option<u32> {
-    spec.split(',').find_map(|p| p.strip_prefix("shift=")?.parse().ok()).filter(|s| *s < 16)
+    spec.split(',')
+        .find_map(|p| p.strip_prefix("shift=")?.parse().ok())
+        .filter(|s| *s < 16)
 }
 
 /// (max - min) / median of `v`, in percent.
@@ -367,14 +371,26 @@ pub struct CostReport {
 }
 
 /// A booted guest under icount for measuring.
-pub fn boot_counted(env: &Env, ks: &KernelSet, net: &HostNet, name: &str, icount: &str, offloads: &str) -> Result<Guest> {
+pub fn boot_counted(
+    env: &Env,
+    ks: &KernelSet,
+    net: &HostNet,
+    name: &str,
+    icount: &str,
+    offloads: &str,
+) -> Result<Guest> {
     let nic = if offloads == "off" { OFFLOADS_OFF } else { "" };
     let mut spec = env.spec_for(ks, &format!("{}-{name}", ks.sel.label()), net, nic);
     if icount != "off" {
         spec.icount = Some(icount.to_string());
     }
     let g = Guest::boot(&spec, net, Accel::Tcg)?;
-    eprintln!("vm-tests: {} guest up in {:.1} s (-icount {icount}): {}", ks.sel.label(), g.boot_secs, g.up_line);
+    eprintln!(
+        "vm-tests: {} guest up in {:.1} s (-icount {icount}): {}",
+        ks.sel.label(),
+        g.boot_secs,
+        g.up_line
+    );
     Ok(g)
 }
 
@@ -404,7 +420,12 @@ pub fn measure_rr(
             // TCG is slow: a response that needed a retransmission may come late.
             drain_timeout: Some(Duration::from_secs(10)),
         };
-        match load::rr_bench(&env.bin_dir, net, &b, &env.run_dir.join(format!("{tag}-{which}.json")))? {
+        match load::rr_bench(
+            &env.bin_dir,
+            net,
+            &b,
+            &env.run_dir.join(format!("{tag}-{which}.json")),
+        )? {
             Bench::Ran(r) => {
                 // Losses are recorded, not fatal: the case's figures still stand for the
                 // requests that were answered, and the scenario fails at the end.
@@ -435,7 +456,8 @@ pub fn measure_rr(
     // (connection setup/teardown, the snapshot itself) cancels.
     let long_total = PerUnit::between(&c1, &c2, 1.0);
     let short_total = PerUnit::between(&c0, &c1, 1.0);
-    let mut per = PerUnit::minus(&long_total, &short_total).scale(1.0 / (r_long.requests as f64 - r_short.requests as f64));
+    let mut per = PerUnit::minus(&long_total, &short_total)
+        .scale(1.0 / (r_long.requests as f64 - r_short.requests as f64));
     // The user/sys/softirq split comes from tick samples (HZ), too coarse to difference: the
     // long run's shares of the samples split the (exact) busy time.
     per.split_by(&long_total);
@@ -495,7 +517,11 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
     let port = 7000;
     for round in 0..a.runs {
         // A B A B: the order of the backends flips every round.
-        let order: [&str; 2] = if round % 2 == 0 { ["kernel", "xsk"] } else { ["xsk", "kernel"] };
+        let order: [&str; 2] = if round % 2 == 0 {
+            ["kernel", "xsk"]
+        } else {
+            ["xsk", "kernel"]
+        };
         for backend in order {
             check_interrupted()?;
             let tag = format!("cost_{backend}");
@@ -506,13 +532,25 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
             };
             match server::start(&mut g, &s)? {
                 Ok(_) => {}
-                Err(r) => bail!("{backend} rr-server did not start in the {label} guest: {}", r.reason()),
+                Err(r) => bail!(
+                    "{backend} rr-server did not start in the {label} guest: {}",
+                    r.reason()
+                ),
             }
             let dst = SocketAddrV4::new(net.guest_addr, port);
             let mut failed = None;
             for &conns in &a.conns {
                 let case_tag = format!("{label}-{backend}-c{conns}-r{round}");
-                match measure_rr(env, &net, &mut g, &format!("$PID_{tag}"), dst, conns, a.requests, &case_tag) {
+                match measure_rr(
+                    env,
+                    &net,
+                    &mut g,
+                    &format!("$PID_{tag}"),
+                    dst,
+                    conns,
+                    a.requests,
+                    &case_tag,
+                ) {
                     Ok((per, r, short, guest_s, lost)) => {
                         let errors = lost.len() as u64;
                         rep.losses.extend(lost);
@@ -541,12 +579,22 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                 }
             }
             let st = server::stop(&mut g, &s)?;
-            let _ = std::fs::write(env.run_dir.join(format!("{label}-{tag}-r{round}.log")), &st.log);
-            let unclean = if backend == "xsk" { st.unclean() } else { (st.exit_status != 0).then(|| format!("exit status {}", st.exit_status)) };
+            let _ = std::fs::write(
+                env.run_dir.join(format!("{label}-{tag}-r{round}.log")),
+                &st.log,
+            );
+            let unclean = if backend == "xsk" {
+                st.unclean()
+            } else {
+                (st.exit_status != 0).then(|| format!("exit status {}", st.exit_status))
+            };
             rep.server_stops.push(format!(
                 "{label} {backend} round {round}: status {}{}",
                 st.exit_status,
-                st.frame_audit.as_deref().map(|f| format!(", {f}")).unwrap_or_default()
+                st.frame_audit
+                    .as_deref()
+                    .map(|f| format!(", {f}"))
+                    .unwrap_or_default()
             ));
             if let Some(e) = failed {
                 return Err(e);
@@ -588,7 +636,11 @@ fn summarize(rep: &mut CostReport) {
             task_spread_pct: spread_pct(&per.iter().map(|p| p.task_us).collect::<Vec<_>>()),
         });
     }
-    rep.max_cpu_spread_pct = rep.cases.iter().map(|c| c.cpu_spread_pct).fold(0.0, f64::max);
+    rep.max_cpu_spread_pct = rep
+        .cases
+        .iter()
+        .map(|c| c.cpu_spread_pct)
+        .fold(0.0, f64::max);
     rep.goals.clear();
     for k in rep.cases.iter().filter(|c| c.backend == "kernel") {
         if let Some(x) = rep
@@ -602,7 +654,8 @@ fn summarize(rep: &mut CostReport) {
                 conns: k.conns,
                 cpu_ratio: ratio,
                 cpu_met: ratio <= 0.5,
-                kicks_met: x.median.tx_kicks + x.median.rx_kicks <= k.median.tx_kicks + k.median.rx_kicks,
+                kicks_met: x.median.tx_kicks + x.median.rx_kicks
+                    <= k.median.tx_kicks + k.median.rx_kicks,
                 irqs_met: x.median.irq_in + x.median.irq_out <= k.median.irq_in + k.median.irq_out,
             });
         }
@@ -612,7 +665,21 @@ fn summarize(rep: &mut CostReport) {
 /// The per-request grid (medians over rounds) of `cases`.
 pub fn case_grid(cases: &[CaseSummary]) -> String {
     let mut g = Grid::new(&[
-        "kernel", "backend", "conns", "kinsn/req", "cpu us/req", "user", "sys", "softirq", "task us", "spread", "kicks tx", "kicks rx", "irq in", "irq out", "pkts in",
+        "kernel",
+        "backend",
+        "conns",
+        "kinsn/req",
+        "cpu us/req",
+        "user",
+        "sys",
+        "softirq",
+        "task us",
+        "spread",
+        "kicks tx",
+        "kicks rx",
+        "irq in",
+        "irq out",
+        "pkts in",
         "pkts out",
     ]);
     for c in cases {
@@ -621,7 +688,9 @@ pub fn case_grid(cases: &[CaseSummary]) -> String {
             c.kernel.clone(),
             c.backend.clone(),
             c.conns.to_string(),
-            c.kinsn.map(|k| format!("{k:.1}")).unwrap_or_else(|| "-".into()),
+            c.kinsn
+                .map(|k| format!("{k:.1}"))
+                .unwrap_or_else(|| "-".into()),
             format!("{:.1}", m.cpu_us),
             format!("{:.1}", m.user_us),
             format!("{:.1}", m.sys_us),
@@ -649,7 +718,13 @@ fn table(r: &CostReport) -> String {
         },
     );
     t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
-    t.row("guest clock", format!("TCG, -icount {} (guest time = instructions x 2^shift ns)", r.icount));
+    t.row(
+        "guest clock",
+        format!(
+            "TCG, -icount {} (guest time = instructions x 2^shift ns)",
+            r.icount
+        ),
+    );
     t.row(
         "load",
         format!(
@@ -657,16 +732,34 @@ fn table(r: &CostReport) -> String {
             r.requests, r.runs
         ),
     );
-    t.row("max spread", format!("{:.2}% (busy CPU per request, (max-min)/median across rounds; target < 2%)", r.max_cpu_spread_pct));
+    t.row(
+        "max spread",
+        format!(
+            "{:.2}% (busy CPU per request, (max-min)/median across rounds; target < 2%)",
+            r.max_cpu_spread_pct
+        ),
+    );
     for gl in &r.goals {
         t.row(
             format!("goals {} rr-{}", gl.kernel, gl.conns),
             format!(
                 "xsk/kernel CPU {:.2} ({}), kicks {}, interrupts {}",
                 gl.cpu_ratio,
-                if gl.cpu_met { "<= 0.5: met" } else { "> 0.5: NOT met" },
-                if gl.kicks_met { "<= kernel: met" } else { "> kernel: NOT met" },
-                if gl.irqs_met { "<= kernel: met" } else { "> kernel: NOT met" },
+                if gl.cpu_met {
+                    "<= 0.5: met"
+                } else {
+                    "> 0.5: NOT met"
+                },
+                if gl.kicks_met {
+                    "<= kernel: met"
+                } else {
+                    "> kernel: NOT met"
+                },
+                if gl.irqs_met {
+                    "<= kernel: met"
+                } else {
+                    "> kernel: NOT met"
+                },
             ),
         );
     }
@@ -692,9 +785,18 @@ mod tests {
 
     #[test]
     fn difference_cancels_fixed_cost() {
-        let c = |virt: f64, idle: f64, kicks: f64| Counts { virt_ns: virt, idle_ns: idle, tx_kicks: kicks, ..Counts::default() };
+        let c = |virt: f64, idle: f64, kicks: f64| Counts {
+            virt_ns: virt,
+            idle_ns: idle,
+            tx_kicks: kicks,
+            ..Counts::default()
+        };
         // fixed 1 ms + 10 us per request; short run 10 requests, long run 110
-        let (c0, c1, c2) = (c(0.0, 0.0, 0.0), c(1.1e6, 0.0, 11.0), c(1.1e6 + 2.1e6, 0.0, 11.0 + 111.0));
+        let (c0, c1, c2) = (
+            c(0.0, 0.0, 0.0),
+            c(1.1e6, 0.0, 11.0),
+            c(1.1e6 + 2.1e6, 0.0, 11.0 + 111.0),
+        );
         let long = PerUnit::between(&c1, &c2, 1.0);
         let short = PerUnit::between(&c0, &c1, 1.0);
         let per = PerUnit::minus(&long, &short).scale(1.0 / 100.0);

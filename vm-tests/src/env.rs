@@ -153,13 +153,13 @@ impl Env {
                 kernel::prepare_built(&work, common.kernel_image.as_deref())
             } else {
                 kernel::prepare_sel(
-                &work,
-                sel,
-                &common.kernel_package,
-                &common.new_suite,
-                common.new_mirror.as_deref(),
-                common.refresh_kernel,
-            )
+                    &work,
+                    sel,
+                    &common.kernel_package,
+                    &common.new_suite,
+                    common.new_mirror.as_deref(),
+                    common.refresh_kernel,
+                )
             }
             .with_context(|| format!("preparing guest kernel {}", sel.label()))?;
             kernel.check_config()?;

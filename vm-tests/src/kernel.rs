@@ -351,7 +351,12 @@ pub fn prepare_built(work: &Path, image: Option<&Path>) -> Result<GuestKernel> {
                 bail!("--kernel-image {}: no such file", p.display());
             }
             let cfg = p.with_file_name(".config");
-            (p.to_path_buf(), "custom".to_string(), format!("--kernel-image {}", p.display()), cfg.is_file().then_some(cfg))
+            (
+                p.to_path_buf(),
+                "custom".to_string(),
+                format!("--kernel-image {}", p.display()),
+                cfg.is_file().then_some(cfg),
+            )
         }
         None => {
             let rec = built_record_path(work);
@@ -363,15 +368,32 @@ pub fn prepare_built(work: &Path, image: Option<&Path>) -> Result<GuestKernel> {
                     rec.display()
                 )
             })?;
-            let r: BuiltRecord = serde_json::from_str(&text).with_context(|| format!("parsing {}", rec.display()))?;
+            let r: BuiltRecord = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", rec.display()))?;
             if !r.bzimage.is_file() {
-                bail!("{} names {}, which is missing: run vm-tests/kernel/build.sh again", rec.display(), r.bzimage.display());
+                bail!(
+                    "{} names {}, which is missing: run vm-tests/kernel/build.sh again",
+                    rec.display(),
+                    r.bzimage.display()
+                );
             }
-            (r.bzimage, r.release, format!("own build of Debian {} + xdp-generic-xmit-batch.patch", r.debian_source), Some(r.config))
+            (
+                r.bzimage,
+                r.release,
+                format!(
+                    "own build of Debian {} + xdp-generic-xmit-batch.patch",
+                    r.debian_source
+                ),
+                Some(r.config),
+            )
         }
     };
-    let modules_dir = work.join("kbuild").join(format!("modules-{}", if image.is_some() { "custom" } else { "batch" }));
-    std::fs::create_dir_all(&modules_dir).with_context(|| format!("creating {}", modules_dir.display()))?;
+    let modules_dir = work.join("kbuild").join(format!(
+        "modules-{}",
+        if image.is_some() { "custom" } else { "batch" }
+    ));
+    std::fs::create_dir_all(&modules_dir)
+        .with_context(|| format!("creating {}", modules_dir.display()))?;
     let builtin: String = [
         "kernel/drivers/virtio/virtio_pci.ko",
         "kernel/drivers/net/virtio_net.ko",
@@ -383,7 +405,10 @@ pub fn prepare_built(work: &Path, image: Option<&Path>) -> Result<GuestKernel> {
     std::fs::write(modules_dir.join("modules.dep"), "")?;
     Ok(GuestKernel {
         meta: "own build".into(),
-        package: vmlinuz.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+        package: vmlinuz
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         version: release.clone(),
         source,
         packages: vec![],

@@ -35,13 +35,30 @@ fn option_10_in_the_patched_guest() {
         .args(["batch", "--probe-only"])
         .output()
         .expect("running vm-tests batch --probe-only");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "vm-tests batch --probe-only failed:\n{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "vm-tests batch --probe-only failed:\n{text}"
+    );
     let row = |key: &str, word: &str| {
-        text.lines().any(|l| l.trim_start().starts_with(key) && l.contains(word))
+        text.lines()
+            .any(|l| l.trim_start().starts_with(key) && l.contains(word))
     };
     for b in ["1", "8", "32"] {
-        assert!(row(&format!("probe {b} "), &format!("accepted; read back Some({b})")), "no accepted probe {b} in:\n{text}");
+        assert!(
+            row(
+                &format!("probe {b} "),
+                &format!("accepted; read back Some({b})")
+            ),
+            "no accepted probe {b} in:\n{text}"
+        );
     }
-    assert!(row("over budget", "refused"), "budget + 1 was not refused:\n{text}");
+    assert!(
+        row("over budget", "refused"),
+        "budget + 1 was not refused:\n{text}"
+    );
 }

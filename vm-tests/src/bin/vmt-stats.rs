@@ -28,7 +28,11 @@ fn ethtool(fd: libc::c_int, iface: &str, buf: &mut [u64]) -> io::Result<()> {
         data: buf.as_mut_ptr().cast(),
         _pad: [0; 16],
     };
-    for (d, s) in req.name.iter_mut().zip(iface.bytes().take(libc::IFNAMSIZ - 1)) {
+    for (d, s) in req
+        .name
+        .iter_mut()
+        .zip(iface.bytes().take(libc::IFNAMSIZ - 1))
+    {
         *d = s as libc::c_char;
     }
     // SAFETY: `req` is a valid ifreq whose data points at `buf`, which is large enough for the
@@ -53,7 +57,11 @@ fn driver_stats(iface: &str) -> io::Result<Vec<(String, u64)>> {
         info[0] = ETHTOOL_GSSET_INFO as u64;
         info[1] = 1u64 << ETH_SS_STATS;
         ethtool(fd, iface, &mut info)?;
-        let n = if info[1] & (1u64 << ETH_SS_STATS) != 0 { (info[2] & 0xffff_ffff) as usize } else { 0 };
+        let n = if info[1] & (1u64 << ETH_SS_STATS) != 0 {
+            (info[2] & 0xffff_ffff) as usize
+        } else {
+            0
+        };
         // ethtool_gstrings: cmd, string_set, len, then n * 32 bytes
         let mut strings = vec![0u64; 2 + (n * ETH_GSTRING_LEN).div_ceil(8)];
         strings[0] = ETHTOOL_GSTRINGS as u64 | ((ETH_SS_STATS as u64) << 32);
@@ -70,7 +78,10 @@ fn driver_stats(iface: &str) -> io::Result<Vec<(String, u64)>> {
             .map(|i| {
                 let raw = &names[i * ETH_GSTRING_LEN..(i + 1) * ETH_GSTRING_LEN];
                 let end = raw.iter().position(|&b| b == 0).unwrap_or(ETH_GSTRING_LEN);
-                (String::from_utf8_lossy(&raw[..end]).into_owned(), stats[1 + i])
+                (
+                    String::from_utf8_lossy(&raw[..end]).into_owned(),
+                    stats[1 + i],
+                )
             })
             .collect())
     })();
@@ -80,7 +91,10 @@ fn driver_stats(iface: &str) -> io::Result<Vec<(String, u64)>> {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes into `ts`.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -96,17 +110,27 @@ fn main() {
     out.insert("mono_ns".into(), monotonic_ns().into());
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     if let Some(l) = stat.lines().find(|l| l.starts_with("cpu ")) {
-        let v: Vec<u64> = l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+        let v: Vec<u64> = l
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
         out.insert("cpu_ticks".into(), v.into());
     }
     let up = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
-    let f: Vec<f64> = up.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let f: Vec<f64> = up
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
     if f.len() == 2 {
         out.insert("uptime_s".into(), f[0].into());
         out.insert("idle_s".into(), f[1].into());
     }
     let mut irqs = serde_json::Map::new();
-    for l in std::fs::read_to_string("/proc/interrupts").unwrap_or_default().lines() {
+    for l in std::fs::read_to_string("/proc/interrupts")
+        .unwrap_or_default()
+        .lines()
+    {
         let w: Vec<&str> = l.split_whitespace().collect();
         if w.len() < 3 || !w[0].ends_with(':') || !l.contains("virtio") {
             continue;
@@ -119,25 +143,36 @@ fn main() {
     out.insert("irqs".into(), irqs.into());
     match driver_stats(&iface) {
         Ok(v) => {
-            let m: serde_json::Map<String, serde_json::Value> = v.into_iter().map(|(k, x)| (k, x.into())).collect();
+            let m: serde_json::Map<String, serde_json::Value> =
+                v.into_iter().map(|(k, x)| (k, x.into())).collect();
             out.insert("eth".into(), m.into());
         }
         Err(e) => {
-            out.insert("eth_error".into(), format!("ETHTOOL_GSTATS on {iface}: {e}").into());
+            out.insert(
+                "eth_error".into(),
+                format!("ETHTOOL_GSTATS on {iface}: {e}").into(),
+            );
         }
     }
     // Packets each way from the device counters: virtio_net of 7.x keeps its per-queue packet
     // counts out of the ethtool strings (they moved to netlink queue stats).
     for dir in ["rx", "tx"] {
         let p = format!("/sys/class/net/{iface}/statistics/{dir}_packets");
-        if let Some(v) = std::fs::read_to_string(&p).ok().and_then(|t| t.trim().parse::<u64>().ok()) {
+        if let Some(v) = std::fs::read_to_string(&p)
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+        {
             out.insert(format!("dev_{dir}_packets"), v.into());
         }
     }
     let mut sched = serde_json::Map::new();
     for pid in args {
         if let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
-            if let Some(ns) = t.split_whitespace().next().and_then(|x| x.parse::<u64>().ok()) {
+            if let Some(ns) = t
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.parse::<u64>().ok())
+            {
                 sched.insert(pid, ns.into());
             }
         }
