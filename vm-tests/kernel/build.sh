@@ -128,7 +128,7 @@ if [ ! -e "$out/.config" ] || [ "$here/guest.config" -nt "$out/.config" ]; then
     done < "$here/guest.config"
     [ $bad = 0 ] || exit 1
 fi
-echo "build.sh: make -j$jobs bzImage in $out (slow: 10-40 min on 2 cores)"
+echo "build.sh: make -j$jobs bzImage in $out (slow: about 50 min here on 2 cores shared with other builds)"
 nice -n 19 make -C "$src" O="$out" -j"$jobs" -s bzImage
 cp "$out/arch/x86/boot/bzImage" "$work/bzImage-$name"
 rel=$(cat "$out/include/config/kernel.release")
