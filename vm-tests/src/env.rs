@@ -36,6 +36,10 @@ pub struct Common {
     /// new (the cloud kernel of --new-suite, fetched with a private apt state).
     #[arg(long, value_enum, default_value = "6.1")]
     pub kernel: KernelSel,
+    /// With `--kernel batch`: boot this bzImage instead of the one vm-tests/kernel/build.sh
+    /// made (it needs virtio_pci, virtio_net, BPF and AF_XDP built in; no modules are loaded).
+    #[arg(long, value_name = "PATH")]
+    pub kernel_image: Option<PathBuf>,
     /// Debian suite of `--kernel new` (sid, forky, trixie-backports, ...).
     #[arg(long, value_name = "SUITE", default_value = kernel::DEFAULT_NEW_SUITE)]
     pub new_suite: String,
@@ -145,14 +149,18 @@ impl Env {
 
         let mut kernels = Vec::new();
         for &sel in sels {
-            let kernel = kernel::prepare_sel(
-                &work,
-                sel,
-                &common.kernel_package,
-                &common.new_suite,
-                common.new_mirror.as_deref(),
-                common.refresh_kernel,
-            )
+            let kernel = if sel == KernelSel::Batch {
+                kernel::prepare_built(&work, common.kernel_image.as_deref())
+            } else {
+                kernel::prepare_sel(
+                    &work,
+                    sel,
+                    &common.kernel_package,
+                    &common.new_suite,
+                    common.new_mirror.as_deref(),
+                    common.refresh_kernel,
+                )
+            }
             .with_context(|| format!("preparing guest kernel {}", sel.label()))?;
             kernel.check_config()?;
             let file = match sel {
@@ -270,6 +278,7 @@ impl Env {
             boot_timeout: Duration::from_secs_f64(self.common.boot_timeout_secs),
             kvm_probe_timeout: Duration::from_secs_f64(self.common.kvm_probe_secs),
             kvm_cpu: self.common.kvm_cpu.clone(),
+            icount: None,
         }
     }
 

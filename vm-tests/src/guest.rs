@@ -75,6 +75,10 @@ pub struct GuestSpec {
     pub kvm_probe_timeout: Duration,
     /// `-cpu` model under KVM (TCG always uses `max`).
     pub kvm_cpu: String,
+    /// `-icount` value (e.g. `shift=3`): an instruction-counted virtual clock, so the guest's
+    /// own time accounting measures instructions executed rather than host speed. TCG only,
+    /// and single-threaded TCG (QEMU refuses icount with MTTCG).
+    pub icount: Option<String>,
 }
 
 /// The process-wide acceleration decision of `auto`.
@@ -222,6 +226,7 @@ impl Guest {
         let append = format!("console=ttyS0 panic=-1 quiet vmtest.addr={}", spec.addr);
         let (accel_arg, cpu) = match accel {
             Accel::Kvm => ("kvm", spec.kvm_cpu.as_str()),
+            _ if spec.icount.is_some() => ("tcg,thread=single", "max"),
             _ => ("tcg,thread=multi", "max"),
         };
         let mut nic = format!("virtio-net-pci,netdev=n0,mac={}", spec.mac);
@@ -269,6 +274,13 @@ impl Guest {
             "-device",
             &nic,
         ];
+        let mut args = args;
+        if let Some(ic) = &spec.icount {
+            if accel == Accel::Kvm {
+                bail!("-icount needs TCG (the guest was to boot under KVM)");
+            }
+            args.extend(["-icount", ic.as_str()]);
+        }
         let mut c: Command = net.command("qemu-system-x86_64", &args);
         let out = std::fs::File::create(&qemu_out)
             .with_context(|| format!("creating {}", qemu_out.display()))?;

@@ -107,6 +107,7 @@ pub const BINARIES: &[(&str, bool)] = &[
     ("rr-server", true),
     ("xsk-bench", false),
     ("rr-bench", false),
+    ("vmt-stats", false),
 ];
 
 /// Builds `work/<file>` (e.g. `initramfs.cpio`) for `kernel` with the binaries from

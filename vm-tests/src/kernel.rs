@@ -37,6 +37,12 @@ pub enum KernelSel {
     #[value(name = "new")]
     #[serde(rename = "new")]
     New,
+    /// Our own build of the new kernel's source with XDP_GENERIC_XMIT_BATCH
+    /// (`vm-tests/kernel/build.sh`, cached in `<work>/kbuild/`), or any bzImage given with
+    /// `--kernel-image` (everything the guest needs built in).
+    #[value(name = "batch")]
+    #[serde(rename = "batch")]
+    Batch,
 }
 
 impl KernelSel {
@@ -46,6 +52,7 @@ impl KernelSel {
         match self {
             KernelSel::Host => "6.1",
             KernelSel::New => "new",
+            KernelSel::Batch => "batch",
         }
     }
 
@@ -56,6 +63,7 @@ impl KernelSel {
             let add: &[KernelSel] = match it.trim() {
                 "6.1" | "host" => &[KernelSel::Host],
                 "new" => &[KernelSel::New],
+                "batch" => &[KernelSel::Batch],
                 "all" => &KernelSel::ALL,
                 "" => &[],
                 other => bail!("unknown kernel {other:?}: use 6.1, new or all"),
@@ -315,7 +323,102 @@ pub fn prepare_sel(
             let apt = PrivateApt::new(work, new_suite, &mirror);
             prepare_from(work, meta, refresh, &AptSource::Private(apt))
         }
+        KernelSel::Batch => prepare_built(work, None),
     }
+}
+
+/// What `vm-tests/kernel/build.sh` records next to the bzImage it built.
+#[derive(Debug, Deserialize)]
+struct BuiltRecord {
+    bzimage: PathBuf,
+    release: String,
+    debian_source: String,
+    config: PathBuf,
+}
+
+/// Where build.sh leaves the batched-xmit kernel.
+pub fn built_record_path(work: &Path) -> PathBuf {
+    work.join("kbuild").join("batch.json")
+}
+
+/// The kernel built by `vm-tests/kernel/build.sh` (or `image`, any bzImage with virtio_net, AF_XDP
+/// and BPF built in). It has no modules: a `modules.builtin` naming the NIC's modules and an
+/// empty `modules.dep` are written for the initramfs builder.
+pub fn prepare_built(work: &Path, image: Option<&Path>) -> Result<GuestKernel> {
+    let (vmlinuz, release, source, config) = match image {
+        Some(p) => {
+            if !p.is_file() {
+                bail!("--kernel-image {}: no such file", p.display());
+            }
+            let cfg = p.with_file_name(".config");
+            (
+                p.to_path_buf(),
+                "custom".to_string(),
+                format!("--kernel-image {}", p.display()),
+                cfg.is_file().then_some(cfg),
+            )
+        }
+        None => {
+            let rec = built_record_path(work);
+            let text = std::fs::read_to_string(&rec).map_err(|_| {
+                anyhow::anyhow!(
+                    "the batched-xmit kernel is not built ({} is missing): run vm-tests/kernel/build.sh \
+                     (fetches Debian's linux-source, applies vm-tests/kernel/xdp-generic-xmit-batch.patch, \
+                     builds a small bzImage; 20-60 min on 2 cores)",
+                    rec.display()
+                )
+            })?;
+            let r: BuiltRecord = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", rec.display()))?;
+            if !r.bzimage.is_file() {
+                bail!(
+                    "{} names {}, which is missing: run vm-tests/kernel/build.sh again",
+                    rec.display(),
+                    r.bzimage.display()
+                );
+            }
+            (
+                r.bzimage,
+                r.release,
+                format!(
+                    "own build of Debian {} + xdp-generic-xmit-batch.patch",
+                    r.debian_source
+                ),
+                Some(r.config),
+            )
+        }
+    };
+    let modules_dir = work.join("kbuild").join(format!(
+        "modules-{}",
+        if image.is_some() { "custom" } else { "batch" }
+    ));
+    std::fs::create_dir_all(&modules_dir)
+        .with_context(|| format!("creating {}", modules_dir.display()))?;
+    let builtin: String = [
+        "kernel/drivers/virtio/virtio_pci.ko",
+        "kernel/drivers/net/virtio_net.ko",
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect();
+    std::fs::write(modules_dir.join("modules.builtin"), builtin)?;
+    std::fs::write(modules_dir.join("modules.dep"), "")?;
+    Ok(GuestKernel {
+        meta: "own build".into(),
+        package: vmlinuz
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        version: release.clone(),
+        source,
+        packages: vec![],
+        release,
+        root: vmlinuz.parent().map(Path::to_path_buf).unwrap_or_default(),
+        vmlinuz,
+        modules_dir,
+        config,
+        depmod_ran: false,
+    })
 }
 
 /// Finds (or fetches and unpacks) the guest kernel from the machine's apt under `work/kernel`.

@@ -13,6 +13,10 @@
 //! * `netem`: netem on the guest's eth0 while rr-bench checks 2,000 responses.
 //! * `g2g`: two guests joined by a QEMU socket netdev; xsk and kernel servers in one,
 //!   rr-bench in the other (checks, kernel vs xsk, netem in the client guest).
+//! * `cost`: guest CPU, kicks, interrupts and packets per request under `-icount`, kernel TCP
+//!   vs xsk (the guest helper `vmt-stats` takes the snapshots).
+//! * `batch`: XDP_GENERIC_XMIT_BATCH in our own guest kernel (`vm-tests/kernel/build.sh`,
+//!   `--kernel batch`): probe and checks, xsk-bench txonly and RR with batching off and on.
 //!
 //! Guest kernels: `6.1` (Debian bookworm's cloud kernel from the machine's apt) and `new`
 //! (the cloud kernel of a newer suite, default sid, fetched with a private apt state).
@@ -22,7 +26,9 @@
 //! exit path (including SIGINT/SIGTERM, and SIGKILL of the harness via PDEATHSIG plus a sweep
 //! of stale namespaces on the next run).
 
+pub mod batch;
 pub mod compare;
+pub mod cost;
 pub mod cpio;
 pub mod env;
 pub mod g2g;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use vm_tests::{env, g2g, initramfs, kernel, matrix, netem, smoke, util};
+use vm_tests::{batch, cost, env, g2g, initramfs, kernel, matrix, netem, smoke, util};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -28,7 +28,12 @@ Examples:
   vm-tests matrix --kernels all --runs 3 --run-secs 3
   vm-tests netem --kernel new         # netem on the guest's eth0, 2,000 checked requests
   vm-tests g2g                        # two guests on a QEMU socket netdev
-  vm-tests initramfs --kernel new     # only fetch the kernel and build its initramfs"
+  vm-tests initramfs --kernel new     # only fetch the kernel and build its initramfs
+  vm-tests cost                       # guest CPU/kicks/interrupts per request, icount, 6.1 and new
+  vm-tests cost --short               # the CI variant (6.1, 1 and 16 connections)
+  vm-tests/kernel/build.sh            # build the batched-xmit guest kernel (slow), then:
+  vm-tests batch                      # option 10 probe + checks, txonly and RR batch off/on
+  vm-tests batch --kernel-image PATH  # the same with another bzImage"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -46,6 +51,12 @@ enum Cmd {
     /// Two guests joined by a QEMU socket netdev: xsk and kernel servers in one, rr-bench in
     /// the other (checks, kernel vs xsk, netem in the client guest).
     G2g(g2g::G2gArgs),
+    /// Deterministic guest cost per request under -icount: kernel TCP vs xsk, 1/16/256
+    /// connections; CPU (user/sys/softirq), kicks, interrupts and packets per request.
+    Cost(cost::CostArgs),
+    /// XDP_GENERIC_XMIT_BATCH (option 10) in our own guest kernel (vm-tests/kernel/build.sh):
+    /// probe and checks at 1/8/32/budget, xsk-bench txonly and RR with batch off/on.
+    Batch(batch::BatchArgs),
     /// Only fetch the kernel and build the initramfs; print what went in.
     Initramfs(env::Common),
 }
@@ -58,6 +69,8 @@ fn main() -> ExitCode {
         Cmd::Matrix(a) => matrix::run(a),
         Cmd::Netem(a) => netem::run(a),
         Cmd::G2g(a) => g2g::run(a),
+        Cmd::Cost(a) => cost::run(a),
+        Cmd::Batch(a) => batch::run(a),
         Cmd::Initramfs(c) => build_only(c),
     };
     match r {

@@ -394,7 +394,22 @@ impl Port {
             Knob::Value(v) => v,
         };
         match sock.set_xdp_u32(sys::XDP_GENERIC_XMIT_BATCH, want) {
-            Ok(()) => Ok(Some(want)),
+            // What the kernel says is in force, not what we asked for.
+            Ok(()) => match sock.get_xdp_u32(sys::XDP_GENERIC_XMIT_BATCH) {
+                Ok(got) if got == want => Ok(Some(got)),
+                Ok(got) => Err(PortError::Knob {
+                    knob: "XDP_GENERIC_XMIT_BATCH",
+                    value: want,
+                    source: std::io::Error::other(format!("getsockopt reads back {got}")),
+                    hint: "",
+                }),
+                Err(source) => Err(PortError::Knob {
+                    knob: "XDP_GENERIC_XMIT_BATCH (getsockopt)",
+                    value: want,
+                    source,
+                    hint: "",
+                }),
+            },
             Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
                 if once(&SAID_NO_BATCH) {
                     tracing::warn!(

@@ -182,6 +182,11 @@ impl XskSocket {
         setsockopt(self.fd.as_fd(), SOL_XDP, opt, &v)
     }
 
+    /// Reads a u32 SOL_XDP option back (option 10 has a getsockopt; 9 has none).
+    pub fn get_xdp_u32(&self, opt: i32) -> io::Result<u32> {
+        getsockopt::<u32>(self.fd.as_fd(), SOL_XDP, opt).map(|(v, _)| v)
+    }
+
     /// Sets an int SOL_SOCKET option (busy polling).
     pub fn set_sock_int(&self, opt: i32, v: i32) -> io::Result<()> {
         setsockopt(self.fd.as_fd(), libc::SOL_SOCKET, opt, &v)

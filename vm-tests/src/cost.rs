@@ -1,0 +1,820 @@
+//! `vm-tests cost`: what the guest spends per request, measured deterministically.
+//!
+//! The server guest runs under TCG with `-icount shift=N` (a fixed shift: every guest
+//! instruction advances the guest's clock by 2^N ns), so the guest's own CPU accounting counts
+//! instructions, not host speed. The client (rr-bench) runs in the host namespace behind the
+//! tap, so the guest holds only the server. For kernel TCP and the xsk stack, at each
+//! connection count, depth 1, 64-byte requests, the guest helper `vmt-stats` snapshots
+//! /proc/stat, /proc/uptime, the virtio rows of /proc/interrupts, virtio_net's driver
+//! statistics (ETHTOOL_GSTATS: per-queue packets and kicks) and the server's
+//! /proc/PID/schedstat around two runs: a short one (`conns x 4` requests) and a long one.
+//! Their difference divided by the difference in requests is the cost of one request without
+//! the connections' setup and teardown (and without the snapshots' own cost). A warm-up run
+//! with the same connection count goes first.
+//!
+//! Per request: guest CPU busy (elapsed - idle, both from the guest's clock), split into
+//! user/system/softirq by /proc/stat's tick samples, the server task's run time, TX and RX
+//! kicks, virtio interrupts (input and output queues) and packets each way. Each case runs
+//! `--runs` times, kernel and xsk alternating; the spread (max - min) / median of the busy time
+//! per request across runs is the determinism check.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::env::{Common, Env, KernelSet};
+use crate::guest::{Accel, Guest, OFFLOADS_OFF};
+use crate::kernel::KernelSel;
+use crate::load::{self, Bench, BenchArgs};
+use crate::netns::HostNet;
+use crate::report::{Grid, KvTable};
+use crate::server::{self, ServerSpec};
+use crate::util::{check_interrupted, median};
+
+/// USER_HZ of /proc/stat (100 on x86).
+const USER_HZ_US: f64 = 10_000.0;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CostArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Guest kernels (6.1, new, batch; comma-separated, or all = 6.1,new).
+    #[arg(long, value_delimiter = ',', default_value = "6.1,new")]
+    pub kernels: Vec<String>,
+    /// Connection counts (depth 1 each).
+    #[arg(long, value_delimiter = ',', default_value = "1,16,256")]
+    pub conns: Vec<usize>,
+    /// Requests of the long run of each measurement (the short run has conns x 4).
+    #[arg(long, value_name = "N", default_value_t = 4000)]
+    pub requests: u64,
+    /// Measurements per case; kernel TCP and xsk alternate (A B A B).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub runs: usize,
+    /// QEMU -icount value ("off": no instruction counting, plain multi-threaded TCG).
+    #[arg(long, value_name = "SPEC", default_value = "shift=4")]
+    pub icount: String,
+    /// XDP attach mode of the xsk server.
+    #[arg(long, default_value = "drv", value_parser = ["skb", "drv", "auto"])]
+    pub attach: String,
+    /// Guest offloads: off (as smoke) or on (QEMU defaults).
+    #[arg(long, default_value = "off", value_parser = ["off", "on"])]
+    pub offloads: String,
+    /// The short CI variant: only the first kernel, 1 and 16 connections, 2 runs, 1,000
+    /// requests.
+    #[arg(long)]
+    pub short: bool,
+}
+
+/// One `vmt-stats` snapshot.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct Snap {
+    pub mono_ns: u64,
+    #[serde(default)]
+    pub cpu_ticks: Vec<u64>,
+    #[serde(default)]
+    pub idle_s: f64,
+    #[serde(default)]
+    pub irqs: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub eth: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub eth_error: Option<String>,
+    #[serde(default)]
+    pub sched_ns: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub dev_rx_packets: u64,
+    #[serde(default)]
+    pub dev_tx_packets: u64,
+}
+
+/// Takes a snapshot in the guest; `pids` is shell text (e.g. `$PID_cost_xsk`).
+pub fn snap(g: &mut Guest, pids: &str) -> Result<Snap> {
+    let out = g.exec_ok(&format!("vmt-stats eth0 {pids}"), Duration::from_secs(20))?;
+    let line = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("VMT-STATS "))
+        .with_context(|| {
+            format!("vmt-stats printed no VMT-STATS line (is it in the initramfs?): {out}")
+        })?;
+    let s: Snap = serde_json::from_str(line).context("parsing vmt-stats output")?;
+    if let Some(e) = &s.eth_error {
+        bail!("{e}");
+    }
+    Ok(s)
+}
+
+/// Counter sums of one snapshot that the cost is made of.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Counts {
+    pub virt_ns: f64,
+    pub idle_ns: f64,
+    pub user_ticks: f64,
+    pub sys_ticks: f64,
+    pub irq_ticks: f64,
+    pub softirq_ticks: f64,
+    pub task_ns: f64,
+    pub tx_kicks: f64,
+    pub rx_kicks: f64,
+    pub irq_in: f64,
+    pub irq_out: f64,
+    pub pkts_in: f64,
+    pub pkts_out: f64,
+}
+
+/// A virtio_net per-queue statistic of direction `dir` ("rx"/"tx") ending in `what`; 6.1 names
+/// them `rx_queue_0_kicks`, later kernels `rx0_kicks`: both start with the direction and carry
+/// a queue number.
+fn queue_stat(name: &str, dir: &str, what: &str) -> bool {
+    name.starts_with(dir)
+        && name.ends_with(what)
+        && name.chars().any(|c| c.is_ascii_digit())
+        && !name.contains("xdp")
+}
+
+impl Snap {
+    pub fn counts(&self) -> Counts {
+        let t = |i: usize| self.cpu_ticks.get(i).copied().unwrap_or(0) as f64;
+        let sum_eth = |dir: &str, what: &str| -> f64 {
+            self.eth
+                .iter()
+                .filter(|(k, _)| queue_stat(k, dir, what))
+                .map(|(_, v)| *v as f64)
+                .sum()
+        };
+        let sum_irq = |what: &str| -> f64 {
+            self.irqs
+                .iter()
+                .filter(|(k, _)| k.contains(what))
+                .map(|(_, v)| *v as f64)
+                .sum()
+        };
+        Counts {
+            virt_ns: self.mono_ns as f64,
+            idle_ns: self.idle_s * 1e9,
+            user_ticks: t(0) + t(1),
+            sys_ticks: t(2),
+            irq_ticks: t(5),
+            softirq_ticks: t(6),
+            task_ns: self.sched_ns.values().map(|v| *v as f64).sum(),
+            tx_kicks: sum_eth("tx", "kicks"),
+            rx_kicks: sum_eth("rx", "kicks"),
+            irq_in: sum_irq("-input."),
+            irq_out: sum_irq("-output."),
+            pkts_in: self.dev_rx_packets as f64,
+            pkts_out: self.dev_tx_packets as f64,
+        }
+    }
+}
+
+/// What one unit (a request, a packet) cost the guest.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct PerUnit {
+    /// Guest CPU busy (elapsed - idle on the guest's clock), µs.
+    pub cpu_us: f64,
+    /// The tick-sampled split of /proc/stat, µs.
+    pub user_us: f64,
+    pub sys_us: f64,
+    pub softirq_us: f64,
+    pub irq_us: f64,
+    /// The server task's run time (schedstat), µs.
+    pub task_us: f64,
+    pub tx_kicks: f64,
+    pub rx_kicks: f64,
+    pub irq_in: f64,
+    pub irq_out: f64,
+    pub pkts_in: f64,
+    pub pkts_out: f64,
+}
+
+impl PerUnit {
+    /// (b - a) / units, counter by counter.
+    pub fn between(a: &Counts, b: &Counts, units: f64) -> PerUnit {
+        let d = |f: fn(&Counts) -> f64| (f(b) - f(a)) / units;
+        let virt = d(|c| c.virt_ns);
+        let idle = d(|c| c.idle_ns);
+        PerUnit {
+            cpu_us: (virt - idle) / 1e3,
+            user_us: d(|c| c.user_ticks) * USER_HZ_US,
+            sys_us: d(|c| c.sys_ticks) * USER_HZ_US,
+            softirq_us: d(|c| c.softirq_ticks) * USER_HZ_US,
+            irq_us: d(|c| c.irq_ticks) * USER_HZ_US,
+            task_us: d(|c| c.task_ns) / 1e3,
+            tx_kicks: d(|c| c.tx_kicks),
+            rx_kicks: d(|c| c.rx_kicks),
+            irq_in: d(|c| c.irq_in),
+            irq_out: d(|c| c.irq_out),
+            pkts_in: d(|c| c.pkts_in),
+            pkts_out: d(|c| c.pkts_out),
+        }
+    }
+
+    /// a - b counter by counter (the long run minus the short one).
+    fn minus(a: &PerUnit, b: &PerUnit) -> PerUnit {
+        PerUnit {
+            cpu_us: a.cpu_us - b.cpu_us,
+            user_us: a.user_us - b.user_us,
+            sys_us: a.sys_us - b.sys_us,
+            softirq_us: a.softirq_us - b.softirq_us,
+            irq_us: a.irq_us - b.irq_us,
+            task_us: a.task_us - b.task_us,
+            tx_kicks: a.tx_kicks - b.tx_kicks,
+            rx_kicks: a.rx_kicks - b.rx_kicks,
+            irq_in: a.irq_in - b.irq_in,
+            irq_out: a.irq_out - b.irq_out,
+            pkts_in: a.pkts_in - b.pkts_in,
+            pkts_out: a.pkts_out - b.pkts_out,
+        }
+    }
+
+    /// Replaces user/sys/softirq/irq by `shares`' proportions of `self.cpu_us`.
+    pub fn split_by(&mut self, shares: &PerUnit) {
+        let sum = shares.user_us + shares.sys_us + shares.softirq_us + shares.irq_us;
+        if sum <= 0.0 {
+            return;
+        }
+        let k = self.cpu_us / sum;
+        self.user_us = shares.user_us * k;
+        self.sys_us = shares.sys_us * k;
+        self.softirq_us = shares.softirq_us * k;
+        self.irq_us = shares.irq_us * k;
+    }
+
+    fn scale(&self, k: f64) -> PerUnit {
+        PerUnit {
+            cpu_us: self.cpu_us * k,
+            user_us: self.user_us * k,
+            sys_us: self.sys_us * k,
+            softirq_us: self.softirq_us * k,
+            irq_us: self.irq_us * k,
+            task_us: self.task_us * k,
+            tx_kicks: self.tx_kicks * k,
+            rx_kicks: self.rx_kicks * k,
+            irq_in: self.irq_in * k,
+            irq_out: self.irq_out * k,
+            pkts_in: self.pkts_in * k,
+            pkts_out: self.pkts_out * k,
+        }
+    }
+
+    /// Field-wise median of `v`.
+    pub fn median_of(v: &[PerUnit]) -> PerUnit {
+        let m = |f: fn(&PerUnit) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
+        PerUnit {
+            cpu_us: m(|p| p.cpu_us),
+            user_us: m(|p| p.user_us),
+            sys_us: m(|p| p.sys_us),
+            softirq_us: m(|p| p.softirq_us),
+            irq_us: m(|p| p.irq_us),
+            task_us: m(|p| p.task_us),
+            tx_kicks: m(|p| p.tx_kicks),
+            rx_kicks: m(|p| p.rx_kicks),
+            irq_in: m(|p| p.irq_in),
+            irq_out: m(|p| p.irq_out),
+            pkts_in: m(|p| p.pkts_in),
+            pkts_out: m(|p| p.pkts_out),
+        }
+    }
+}
+
+/// N of an `-icount` value `shift=N[,...]` (None for auto or off).
+pub fn icount_shift(spec: &str) -> Option<u32> {
+    spec.split(',')
+        .find_map(|p| p.strip_prefix("shift=")?.parse().ok())
+        .filter(|s| *s < 16)
+}
+
+/// (max - min) / median of `v`, in percent.
+pub fn spread_pct(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let max = v.iter().cloned().fold(f64::MIN, f64::max);
+    let min = v.iter().cloned().fold(f64::MAX, f64::min);
+    100.0 * (max - min) / median(v).abs()
+}
+
+/// One measurement, in rr-demo's row shape (backend, case, round, conns, metrics, errors).
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub backend: String,
+    pub case: String,
+    pub round: usize,
+    pub conns: usize,
+    pub kernel: String,
+    /// Requests of the long and the short run.
+    pub requests: u64,
+    pub short_requests: u64,
+    /// Host-side rate of the long run (wall clock; TCG, not comparable to hardware).
+    pub rps: f64,
+    #[serde(flatten)]
+    pub per_request: PerUnit,
+    /// Guest seconds (its clock) of the long run.
+    pub guest_s: f64,
+    /// Runs of this measurement (warm-up, short, long) that lost requests.
+    pub errors: u64,
+}
+
+/// The median of a case over its rounds.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseSummary {
+    /// Guest instructions per request, thousands (busy time / 2^shift ns; only with -icount).
+    pub kinsn: Option<f64>,
+    pub kernel: String,
+    pub backend: String,
+    pub conns: usize,
+    pub rounds: usize,
+    #[serde(flatten)]
+    pub median: PerUnit,
+    /// Spread of the busy CPU per request across rounds, percent.
+    pub cpu_spread_pct: f64,
+    pub task_spread_pct: f64,
+}
+
+/// Goals per kernel and connection count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Goal {
+    pub kernel: String,
+    pub conns: usize,
+    /// xsk / kernel guest CPU per request (goal: <= 0.5).
+    pub cpu_ratio: f64,
+    pub cpu_met: bool,
+    /// xsk kicks per request <= kernel's.
+    pub kicks_met: bool,
+    /// xsk virtio interrupts per request <= kernel's.
+    pub irqs_met: bool,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct CostReport {
+    pub scenario: &'static str,
+    pub result: String,
+    pub failure: Option<String>,
+    pub host_kernel: String,
+    pub qemu: String,
+    pub icount: String,
+    pub kernels: Vec<String>,
+    pub requests: u64,
+    pub runs: usize,
+    pub rows: Vec<Row>,
+    pub cases: Vec<CaseSummary>,
+    pub goals: Vec<Goal>,
+    /// Largest spread of busy CPU per request of any case.
+    pub max_cpu_spread_pct: f64,
+    pub server_stops: Vec<String>,
+    /// Runs in which rr-bench did not get every response back.
+    pub losses: Vec<String>,
+    pub total_s: f64,
+    pub logs: String,
+}
+
+/// A booted guest under icount for measuring.
+pub fn boot_counted(
+    env: &Env,
+    ks: &KernelSet,
+    net: &HostNet,
+    name: &str,
+    icount: &str,
+    offloads: &str,
+) -> Result<Guest> {
+    let nic = if offloads == "off" { OFFLOADS_OFF } else { "" };
+    let mut spec = env.spec_for(ks, &format!("{}-{name}", ks.sel.label()), net, nic);
+    if icount != "off" {
+        spec.icount = Some(icount.to_string());
+    }
+    let g = Guest::boot(&spec, net, Accel::Tcg)?;
+    eprintln!(
+        "vm-tests: {} guest up in {:.1} s (-icount {icount}): {}",
+        ks.sel.label(),
+        g.boot_secs,
+        g.up_line
+    );
+    Ok(g)
+}
+
+/// One measured request/response case: snapshot, short run, snapshot, long run, snapshot.
+/// Returns the cost of one request (long minus short) and the long run's result.
+pub fn measure_rr(
+    env: &Env,
+    net: &HostNet,
+    g: &mut Guest,
+    pids: &str,
+    dst: SocketAddrV4,
+    conns: usize,
+    requests: u64,
+    tag: &str,
+) -> Result<(PerUnit, load::LoadResult, u64, f64, Vec<String>)> {
+    let short = (conns as u64 * 4).max(8).min(requests / 2);
+    let lost = std::cell::RefCell::new(Vec::new());
+    let limit = Duration::from_secs(120);
+    let run = |n: u64, which: &str| -> Result<load::LoadResult> {
+        let b = BenchArgs {
+            connect: dst,
+            conns,
+            depth: 1,
+            req_size: 64,
+            duration: limit,
+            max_requests: Some(n),
+            // TCG is slow: a response that needed a retransmission may come late.
+            drain_timeout: Some(Duration::from_secs(10)),
+        };
+        match load::rr_bench(
+            &env.bin_dir,
+            net,
+            &b,
+            &env.run_dir.join(format!("{tag}-{which}.json")),
+        )? {
+            Bench::Ran(r) => {
+                // Losses are recorded, not fatal: the case's figures still stand for the
+                // requests that were answered, and the scenario fails at the end.
+                if let Some(s) = r.shortfall(n) {
+                    lost.borrow_mut().push(format!("{tag} ({which} run): {s}"));
+                }
+                Ok(r)
+            }
+            Bench::Unusable(why) => bail!("rr-bench is needed for the cost scenario: {why}"),
+        }
+    };
+    // Warm-up with the same connection count: the first time a server sees N connections it
+    // grows tables and faults in buffers, which the short run would otherwise pay alone.
+    run(short, "warmup")?;
+    // Let the previous run's connections finish closing (retransmissions after a loss, FIN
+    // handshakes) before the snapshot, so their work is not charged to the next run.
+    let settle = |g: &mut Guest| g.exec_ok("sleep 1", Duration::from_secs(20)).map(|_| ());
+    settle(g)?;
+    let s0 = snap(g, pids)?;
+    let r_short = run(short, "short")?;
+    settle(g)?;
+    let s1 = snap(g, pids)?;
+    let r_long = run(requests, "long")?;
+    settle(g)?;
+    let s2 = snap(g, pids)?;
+    let (c0, c1, c2) = (s0.counts(), s1.counts(), s2.counts());
+    // cost(long) - cost(short) = (requests - short) x per-request cost; the fixed part
+    // (connection setup/teardown, the snapshot itself) cancels.
+    let long_total = PerUnit::between(&c1, &c2, 1.0);
+    let short_total = PerUnit::between(&c0, &c1, 1.0);
+    let mut per = PerUnit::minus(&long_total, &short_total)
+        .scale(1.0 / (r_long.requests as f64 - r_short.requests as f64));
+    // The user/sys/softirq split comes from tick samples (HZ), too coarse to difference: the
+    // long run's shares of the samples split the (exact) busy time.
+    per.split_by(&long_total);
+    let guest_s = (c2.virt_ns - c1.virt_ns) / 1e9;
+    Ok((per, r_long, short, guest_s, lost.into_inner()))
+}
+
+/// Runs the cost scenario; Ok(true) when every run completed cleanly.
+pub fn run(args: &CostArgs) -> Result<bool> {
+    let mut a = args.clone();
+    if a.short {
+        a.kernels.truncate(1);
+        a.conns = vec![1, 16];
+        a.runs = 2;
+        a.requests = 1000;
+    }
+    let sels = KernelSel::parse_list(&a.kernels)?;
+    let env = Env::prepare_kernels(&a.common, "cost", &sels)?;
+    let mut rep = CostReport {
+        scenario: "cost",
+        host_kernel: env.host_kernel.clone(),
+        qemu: env.qemu_version.clone(),
+        icount: a.icount.clone(),
+        kernels: sels.iter().map(|s| s.label().to_string()).collect(),
+        requests: a.requests,
+        runs: a.runs,
+        logs: env.run_dir.display().to_string(),
+        ..CostReport::default()
+    };
+    let outcome = (|| -> Result<()> {
+        for ks in &env.kernels {
+            body(&env, ks, &a, &mut rep)?;
+        }
+        if !rep.losses.is_empty() {
+            bail!("requests lost: {}", rep.losses.join("; "));
+        }
+        Ok(())
+    })();
+    summarize(&mut rep);
+    rep.total_s = env.started.elapsed().as_secs_f64();
+    match &outcome {
+        Ok(()) => rep.result = "pass".into(),
+        Err(e) => {
+            rep.result = "FAIL".into();
+            rep.failure = Some(format!("{e:#}"));
+        }
+    }
+    print!("{}", table(&rep));
+    env.publish("cost", &serde_json::to_value(&rep)?)?;
+    Ok(outcome.is_ok())
+}
+
+fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result<()> {
+    let net = HostNet::create()?;
+    let mut g = boot_counted(env, ks, &net, "cost", &a.icount, &a.offloads)?;
+    let label = ks.sel.label().to_string();
+    let port = 7000;
+    for round in 0..a.runs {
+        // A B A B: the order of the backends flips every round.
+        let order: [&str; 2] = if round % 2 == 0 {
+            ["kernel", "xsk"]
+        } else {
+            ["xsk", "kernel"]
+        };
+        for backend in order {
+            check_interrupted()?;
+            let tag = format!("cost_{backend}");
+            let s = if backend == "xsk" {
+                ServerSpec::xsk(&tag, &a.attach, "shared", port)
+            } else {
+                ServerSpec::kernel(&tag, port)
+            };
+            match server::start(&mut g, &s)? {
+                Ok(_) => {}
+                Err(r) => bail!(
+                    "{backend} rr-server did not start in the {label} guest: {}",
+                    r.reason()
+                ),
+            }
+            let dst = SocketAddrV4::new(net.guest_addr, port);
+            let mut failed = None;
+            for &conns in &a.conns {
+                let case_tag = format!("{label}-{backend}-c{conns}-r{round}");
+                match measure_rr(
+                    env,
+                    &net,
+                    &mut g,
+                    &format!("$PID_{tag}"),
+                    dst,
+                    conns,
+                    a.requests,
+                    &case_tag,
+                ) {
+                    Ok((per, r, short, guest_s, lost)) => {
+                        let errors = lost.len() as u64;
+                        rep.losses.extend(lost);
+                        eprintln!(
+                            "vm-tests: cost {label} {backend:6} conns {conns:3} round {round}: {:.1} us/req busy (task {:.1}), kicks tx {:.2} rx {:.2}, irqs in {:.2} out {:.2}",
+                            per.cpu_us, per.task_us, per.tx_kicks, per.rx_kicks, per.irq_in, per.irq_out
+                        );
+                        rep.rows.push(Row {
+                            backend: backend.into(),
+                            case: format!("rr-{conns}"),
+                            round,
+                            conns,
+                            kernel: label.clone(),
+                            requests: r.requests,
+                            short_requests: short,
+                            rps: r.rps,
+                            per_request: per,
+                            guest_s,
+                            errors,
+                        });
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            let st = server::stop(&mut g, &s)?;
+            let _ = std::fs::write(
+                env.run_dir.join(format!("{label}-{tag}-r{round}.log")),
+                &st.log,
+            );
+            let unclean = if backend == "xsk" {
+                st.unclean()
+            } else {
+                (st.exit_status != 0).then(|| format!("exit status {}", st.exit_status))
+            };
+            rep.server_stops.push(format!(
+                "{label} {backend} round {round}: status {}{}",
+                st.exit_status,
+                st.frame_audit
+                    .as_deref()
+                    .map(|f| format!(", {f}"))
+                    .unwrap_or_default()
+            ));
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if let Some(u) = unclean {
+                bail!("{label} {backend} rr-server: {u}");
+            }
+        }
+    }
+    let _ = g.poweroff();
+    Ok(())
+}
+
+fn summarize(rep: &mut CostReport) {
+    let mut keys: Vec<(String, String, usize)> = Vec::new();
+    for r in &rep.rows {
+        let k = (r.kernel.clone(), r.backend.clone(), r.conns);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    rep.cases.clear();
+    for (kernel, backend, conns) in keys {
+        let rows: Vec<&Row> = rep
+            .rows
+            .iter()
+            .filter(|r| r.kernel == kernel && r.backend == backend && r.conns == conns)
+            .collect();
+        let per: Vec<PerUnit> = rows.iter().map(|r| r.per_request).collect();
+        let m = PerUnit::median_of(&per);
+        rep.cases.push(CaseSummary {
+            kinsn: icount_shift(&rep.icount).map(|s| m.cpu_us * 1e3 / f64::from(1u32 << s) / 1e3),
+            kernel,
+            backend,
+            conns,
+            rounds: rows.len(),
+            median: PerUnit::median_of(&per),
+            cpu_spread_pct: spread_pct(&per.iter().map(|p| p.cpu_us).collect::<Vec<_>>()),
+            task_spread_pct: spread_pct(&per.iter().map(|p| p.task_us).collect::<Vec<_>>()),
+        });
+    }
+    rep.max_cpu_spread_pct = rep
+        .cases
+        .iter()
+        .map(|c| c.cpu_spread_pct)
+        .fold(0.0, f64::max);
+    rep.goals.clear();
+    for k in rep.cases.iter().filter(|c| c.backend == "kernel") {
+        if let Some(x) = rep
+            .cases
+            .iter()
+            .find(|c| c.backend == "xsk" && c.kernel == k.kernel && c.conns == k.conns)
+        {
+            let ratio = x.median.cpu_us / k.median.cpu_us;
+            rep.goals.push(Goal {
+                kernel: k.kernel.clone(),
+                conns: k.conns,
+                cpu_ratio: ratio,
+                cpu_met: ratio <= 0.5,
+                kicks_met: x.median.tx_kicks + x.median.rx_kicks
+                    <= k.median.tx_kicks + k.median.rx_kicks,
+                irqs_met: x.median.irq_in + x.median.irq_out <= k.median.irq_in + k.median.irq_out,
+            });
+        }
+    }
+}
+
+/// The per-request grid (medians over rounds) of `cases`.
+pub fn case_grid(cases: &[CaseSummary]) -> String {
+    let mut g = Grid::new(&[
+        "kernel",
+        "backend",
+        "conns",
+        "kinsn/req",
+        "cpu us/req",
+        "user",
+        "sys",
+        "softirq",
+        "task us",
+        "spread",
+        "kicks tx",
+        "kicks rx",
+        "irq in",
+        "irq out",
+        "pkts in",
+        "pkts out",
+    ]);
+    for c in cases {
+        let m = &c.median;
+        g.row(vec![
+            c.kernel.clone(),
+            c.backend.clone(),
+            c.conns.to_string(),
+            c.kinsn
+                .map(|k| format!("{k:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            format!("{:.1}", m.cpu_us),
+            format!("{:.1}", m.user_us),
+            format!("{:.1}", m.sys_us),
+            format!("{:.1}", m.softirq_us),
+            format!("{:.1}", m.task_us),
+            format!("{:.1}%", c.cpu_spread_pct),
+            format!("{:.3}", m.tx_kicks),
+            format!("{:.3}", m.rx_kicks),
+            format!("{:.3}", m.irq_in),
+            format!("{:.3}", m.irq_out),
+            format!("{:.2}", m.pkts_in),
+            format!("{:.2}", m.pkts_out),
+        ]);
+    }
+    g.render()
+}
+
+fn table(r: &CostReport) -> String {
+    let mut t = KvTable::new();
+    t.row(
+        "result",
+        match &r.failure {
+            None => r.result.clone(),
+            Some(f) => format!("{}: {f}", r.result),
+        },
+    );
+    t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
+    t.row(
+        "guest clock",
+        format!(
+            "TCG, -icount {} (guest time = instructions x 2^shift ns)",
+            r.icount
+        ),
+    );
+    t.row(
+        "load",
+        format!(
+            "rr-bench in the host namespace, depth 1, 64 B; per case a short run (conns x 4) and a long one ({} requests), difference / requests; {} rounds, kernel and xsk alternating",
+            r.requests, r.runs
+        ),
+    );
+    t.row(
+        "max spread",
+        format!(
+            "{:.2}% (busy CPU per request, (max-min)/median across rounds; target < 2%)",
+            r.max_cpu_spread_pct
+        ),
+    );
+    for gl in &r.goals {
+        t.row(
+            format!("goals {} rr-{}", gl.kernel, gl.conns),
+            format!(
+                "xsk/kernel CPU {:.2} ({}), kicks {}, interrupts {}",
+                gl.cpu_ratio,
+                if gl.cpu_met {
+                    "<= 0.5: met"
+                } else {
+                    "> 0.5: NOT met"
+                },
+                if gl.kicks_met {
+                    "<= kernel: met"
+                } else {
+                    "> kernel: NOT met"
+                },
+                if gl.irqs_met {
+                    "<= kernel: met"
+                } else {
+                    "> kernel: NOT met"
+                },
+            ),
+        );
+    }
+    t.row("time", format!("{:.0} s", r.total_s));
+    t.row("logs", r.logs.clone());
+    let mut s = t.render("vm-tests cost");
+    s.push_str("  per request (medians; cpu = guest busy time, user/sys/softirq = tick samples, task = server's schedstat):\n");
+    s.push_str(&case_grid(&r.cases));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_stat_names() {
+        assert!(queue_stat("tx_queue_0_kicks", "tx", "kicks"));
+        assert!(queue_stat("rx0_kicks", "rx", "kicks"));
+        assert!(!queue_stat("rx_kicks", "rx", "kicks"));
+        assert!(!queue_stat("rx_queue_0_xdp_tx", "rx", "kicks"));
+    }
+
+    #[test]
+    fn difference_cancels_fixed_cost() {
+        let c = |virt: f64, idle: f64, kicks: f64| Counts {
+            virt_ns: virt,
+            idle_ns: idle,
+            tx_kicks: kicks,
+            ..Counts::default()
+        };
+        // fixed 1 ms + 10 us per request; short run 10 requests, long run 110
+        let (c0, c1, c2) = (
+            c(0.0, 0.0, 0.0),
+            c(1.1e6, 0.0, 11.0),
+            c(1.1e6 + 2.1e6, 0.0, 11.0 + 111.0),
+        );
+        let long = PerUnit::between(&c1, &c2, 1.0);
+        let short = PerUnit::between(&c0, &c1, 1.0);
+        let per = PerUnit::minus(&long, &short).scale(1.0 / 100.0);
+        assert!((per.cpu_us - 10.0).abs() < 1e-9);
+        assert!((per.tx_kicks - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn shifts() {
+        assert_eq!(icount_shift("shift=4"), Some(4));
+        assert_eq!(icount_shift("shift=2,sleep=off"), Some(2));
+        assert_eq!(icount_shift("shift=auto"), None);
+        assert_eq!(icount_shift("off"), None);
+    }
+
+    #[test]
+    fn spread() {
+        assert_eq!(spread_pct(&[1.0]), 0.0);
+        assert!((spread_pct(&[99.0, 100.0, 101.0]) - 2.0).abs() < 1e-9);
+    }
+}
