@@ -61,11 +61,11 @@ impl Engine {
     /// Half-open connections the stack may hold: one SYN per connection it
     /// is sized for (a client opening all its connections at once), but no
     /// more than their socket buffers' share of `half_open_bytes`, so a SYN
-    /// flood cannot grow memory past that.
+    /// flood cannot grow memory past that (at least one).
     pub(super) fn embryo_limit(&self) -> usize {
         let by_count = (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns);
         let per_socket = (self.cfg.rx_buffer + self.cfg.tx_buffer).max(1);
-        by_count.min((self.cfg.half_open_bytes / per_socket).max(self.buckets.len()))
+        by_count.min(self.cfg.half_open_bytes / per_socket).max(1)
     }
 
     /// Listeners that got a SYN become embryos and a fresh listener takes
@@ -86,17 +86,30 @@ impl Engine {
             let s = Self::take_socket(&mut self.buckets[b].listen, h);
             let h = self.buckets[b].sockets.add(s);
             // Past the limit the oldest half-open connection of this bucket
-            // is dropped, as the kernel drops from a full SYN queue.
-            if self.embryos >= self.embryo_limit() && !self.buckets[b].embryos.is_empty() {
-                let (old, _, _) = self.buckets[b].embryos.remove(0);
-                self.embryos -= 1;
-                self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
-                let s = Self::take_socket(&mut self.buckets[b].sockets, old);
-                self.recycle(s);
+            // makes room, as the kernel drops from a full SYN queue; where
+            // the bucket has none, the new one is refused. Either way the
+            // count never passes the limit.
+            let mut admit = true;
+            if self.embryos >= self.embryo_limit() {
+                if self.buckets[b].embryos.is_empty() {
+                    admit = false;
+                } else {
+                    let (old, _, _) = self.buckets[b].embryos.remove(0);
+                    self.embryos -= 1;
+                    self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
+                    let s = Self::take_socket(&mut self.buckets[b].sockets, old);
+                    self.recycle(s);
+                }
                 self.stats.drops.count(DropReason::SynBacklog);
             }
-            self.embryos += 1;
-            self.buckets[b].embryos.push((h, lid, self.clock));
+            if admit {
+                self.embryos += 1;
+                self.buckets[b].embryos.push((h, lid, self.clock));
+            } else {
+                let mut s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                s.abort();
+                self.recycle(s);
+            }
             if let Some(Some(port)) = self.listeners.get(lid.0 as usize) {
                 let port = *port;
                 let mut s = self.new_socket();
