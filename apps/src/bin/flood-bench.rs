@@ -141,6 +141,13 @@ struct Args {
     /// No progress lines on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Internal: run as a holder of idle connections to ADDR:PORT (started by flood-bench in
+    /// ns_b, talks to it over stdin/stdout).
+    #[arg(long, hide = true, value_name = "ADDR:PORT")]
+    hold_connect: Option<SocketAddrV4>,
+    /// Internal: connections a holder opens.
+    #[arg(long, hide = true, default_value_t = 0)]
+    hold_count: usize,
 }
 
 fn main() -> ExitCode {
@@ -148,6 +155,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
+    if let Some(to) = args.hold_connect {
+        return hold(to, args.hold_count).map(|()| ExitCode::SUCCESS);
+    }
     let mut args = args.clone();
     if args.quick {
         if matches.value_source("duration") != Some(clap::parser::ValueSource::CommandLine) {
@@ -175,13 +185,6 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
     ensure!(server.is_file(), "rr-server not found at {} (build it, or pass --server)", server.display());
     lab::install_signal_handlers();
     lab::sweep_stale(LAB_TAG);
-    // Idle connections, the established one and a margin for the client side.
-    let want = args.idle_conns as u64 + 256;
-    match apps::raise_nofile_limit(want) {
-        Ok(n) if n < want => bail!("open-file limit {n} is below the {want} this run needs"),
-        Ok(_) => {}
-        Err(e) => bail!("raising the open-file limit to {want}: {e}"),
-    }
     let seed = args.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
@@ -269,6 +272,9 @@ struct MemoryBound {
     /// What a flood may add on top of the established connections: half-open sockets and
     /// the spare pool they are recycled into.
     flood_growth_bytes: u64,
+    /// Half-open sockets the stack can hold: the limit, plus one per bucket (eviction only
+    /// looks at the bucket the SYN hashed to, and an empty bucket evicts nothing).
+    half_open_max: u64,
 }
 
 impl MemoryBound {
@@ -281,7 +287,8 @@ impl MemoryBound {
         // apps::XskOpts::config: rings = max_conns rounded up, 4096..16384; frames = 2 x rings.
         let ring = (max_conns as u32).next_power_of_two().clamp(4096, 16384) as u64;
         let umem_bytes = 2 * ring * UMEM_FRAME_SIZE;
-        let sockets = max_conns + listeners + half_open_limit + STACK_POOL_MAX;
+        let half_open_max = half_open_limit + buckets;
+        let sockets = max_conns + listeners + half_open_max + STACK_POOL_MAX;
         MemoryBound {
             per_socket_bytes: per_socket,
             max_conns,
@@ -292,17 +299,20 @@ impl MemoryBound {
             umem_bytes,
             fixed_bytes: FIXED_ALLOWANCE,
             total_bytes: sockets * per_socket + umem_bytes + FIXED_ALLOWANCE,
-            flood_growth_bytes: (half_open_limit + STACK_POOL_MAX) * per_socket,
+            flood_growth_bytes: (half_open_max + STACK_POOL_MAX) * per_socket,
+            half_open_max,
         }
     }
 
     fn describe(&self) -> String {
         format!(
-            "memory bound (xsk): ({} connections + {} listeners + {} half-open + {} pooled) sockets x {} KiB \
-             + UMEM {} MiB + {} MiB fixed = {} MiB; a flood may add at most {} MiB (half-open + pool){}",
+            "memory bound (xsk): ({} connections + {} listeners + {} half-open ({} limit + {} buckets) + {} pooled) \
+             sockets x {} KiB + UMEM {} MiB + {} MiB fixed = {} MiB; a flood may add at most {} MiB (half-open + pool){}",
             self.max_conns,
             self.listeners,
+            self.half_open_max,
             self.half_open_limit,
+            self.buckets,
             self.pool_max,
             self.per_socket_bytes >> 10,
             self.umem_bytes >> 20,
@@ -314,7 +324,7 @@ impl MemoryBound {
                     "\n  note: the half-open limit is floored at the bucket count ({}), so half-open sockets may \
                      hold {} MiB, more than half_open_bytes ({} MiB)",
                     self.buckets,
-                    (self.half_open_limit * self.per_socket_bytes) >> 20,
+                    (self.half_open_max * self.per_socket_bytes) >> 20,
                     STACK_HALF_OPEN_BYTES >> 20
                 )
             } else {
@@ -359,9 +369,12 @@ struct CaseResult {
     rss_growth_second_half_kib: i64,
     /// xsk: StackStats.drops; kernel: TcpExt counter deltas of ns_a over the measurement.
     drops: Value,
-    /// xsk: half-open sockets at exit, accepted; kernel: null.
+    /// Server summary excerpts: CPU seconds, accepted; xsk also half-open sockets at exit.
     server_stack: Value,
     server_exit: String,
+    /// /proc/loadavg at the end of the measurement: the machine is shared, a busy one starves
+    /// the server of CPU.
+    loadavg: String,
     samples: Vec<RssSample>,
 }
 
@@ -541,17 +554,16 @@ fn join<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
     }
 }
 
-/// Opens `n` connections to `to` from the calling namespace with `threads` threads, within
-/// `limit`. Returns the connections made.
-fn open_idle(ns: &Netns, to: SocketAddrV4, n: usize, threads: usize, limit: Duration) -> Result<Vec<TcpStream>> {
+/// Opens `n` connections to `to` with `threads` threads, within `limit`.
+fn connect_many(to: SocketAddrV4, n: usize, threads: usize, limit: Duration) -> Result<Vec<TcpStream>> {
     let deadline = Instant::now() + limit;
     let mut hs = Vec::new();
     for t in 0..threads {
         let share = n / threads + usize::from(t < n % threads);
-        hs.push(spawn_in(ns, "idle-open", move || {
+        hs.push(std::thread::Builder::new().name("idle-open".into()).spawn(move || -> Result<Vec<TcpStream>> {
             let mut v = Vec::with_capacity(share);
             let mut failures = 0;
-            while v.len() < share && Instant::now() < deadline && !lab::interrupted() {
+            while v.len() < share && Instant::now() < deadline {
                 match TcpStream::connect_timeout(&SocketAddr::V4(to), Duration::from_secs(3)) {
                     Ok(s) => {
                         s.set_nodelay(true)?;
@@ -559,8 +571,9 @@ fn open_idle(ns: &Netns, to: SocketAddrV4, n: usize, threads: usize, limit: Dura
                     }
                     Err(e) => {
                         failures += 1;
-                        if failures > 100 {
-                            bail!("100 failed connects, last: {e}");
+                        if failures > 20 {
+                            eprintln!("holder: giving up after 20 failed connects, last: {e}");
+                            break;
                         }
                     }
                 }
@@ -573,6 +586,109 @@ fn open_idle(ns: &Netns, to: SocketAddrV4, n: usize, threads: usize, limit: Dura
         all.extend(join(h)?);
     }
     Ok(all)
+}
+
+/// Holder mode: opens `n` connections, says `opened K`; on `check` sends an echo request on
+/// each and says `held H`; exits at end of input. One process holds at most what its open-file
+/// limit allows, so flood-bench starts several.
+fn hold(to: SocketAddrV4, n: usize) -> Result<()> {
+    use std::io::BufRead;
+    let want = n as u64 + 64;
+    let got = apps::raise_nofile_limit(want).context("raising the open-file limit")?;
+    ensure!(got >= want, "open-file limit {got} is below the {want} a holder of {n} needs");
+    let mut conns = connect_many(to, n, 4, Duration::from_secs(120))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "opened {}", conns.len())?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        if line?.trim() == "check" {
+            let held = check_held(&mut conns, Duration::from_secs(30))?;
+            writeln!(out, "held {held}")?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// Connections per holder process: below the hard open-file limit of unprivileged setups.
+const PER_HOLDER: usize = 10_000;
+
+/// Holder processes in ns_b; killed on drop.
+struct Holders(Vec<(Child, std::io::BufReader<std::process::ChildStdout>)>);
+
+impl Holders {
+    fn start(ns: &Netns, to: SocketAddrV4, n: usize) -> Result<Holders> {
+        let exe = std::env::current_exe()?;
+        let mut hs = Holders(Vec::new());
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(PER_HOLDER);
+            left -= k;
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", &ns.name])
+                .arg(&exe)
+                .args(["--hold-connect", &to.to_string(), "--hold-count", &k.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .context("starting a connection holder")?;
+            let out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+            hs.0.push((child, out));
+        }
+        Ok(hs)
+    }
+
+    /// Sum of the numbers the holders answer with `word N`.
+    fn collect(&mut self, word: &str) -> Result<usize> {
+        use std::io::BufRead;
+        let mut total = 0;
+        for (_, out) in &mut self.0 {
+            let mut line = String::new();
+            out.read_line(&mut line)?;
+            let n = line
+                .trim()
+                .strip_prefix(word)
+                .and_then(|r| r.trim().parse::<usize>().ok())
+                .with_context(|| format!("a connection holder answered {line:?}, expected `{word} N`"))?;
+            total += n;
+        }
+        Ok(total)
+    }
+
+    fn check(&mut self) -> Result<usize> {
+        for (c, _) in &mut self.0 {
+            let stdin = c.stdin.as_mut().context("holder stdin")?;
+            stdin.write_all(b"check\n")?;
+            stdin.flush()?;
+        }
+        self.collect("held")
+    }
+}
+
+impl Drop for Holders {
+    fn drop(&mut self) {
+        for (c, _) in &mut self.0 {
+            drop(c.stdin.take()); // end of input: the holder closes its connections and exits
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for (c, _) in &mut self.0 {
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// Soft open-file limit of `pid`.
+fn nofile_limit(pid: u32) -> Option<usize> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let l = s.lines().find(|l| l.starts_with("Max open files"))?;
+    l.split_whitespace().nth(3)?.parse().ok()
 }
 
 fn request(len: usize) -> Vec<u8> {
@@ -612,20 +728,56 @@ struct Latency {
     measured: Duration,
 }
 
-/// Closed-loop echo requests on `conn` from `start` until `stop` is set.
+/// Closed-loop echo requests on `conn` from `start` until `stop` is set. A request that is
+/// slow to come back is waited for (its latency is what a flood does to this connection); one
+/// outstanding when `stop` comes gets `GRACE` more, and one with no answer after `GIVE_UP` ends
+/// the measurement as an error.
 fn measure(mut conn: TcpStream, req_size: usize, start: Arc<Barrier>, stop: Arc<AtomicBool>, done: Arc<AtomicU64>) -> Result<Latency> {
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    const GRACE: Duration = Duration::from_secs(10);
+    const GIVE_UP: Duration = Duration::from_secs(30);
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3)?;
     let req = request(req_size);
     let mut resp = vec![0u8; req.len()];
-    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_read_timeout(Some(Duration::from_millis(200)))?;
+    conn.set_write_timeout(Some(GIVE_UP))?;
     let (mut requests, mut errors) = (0u64, 0u64);
     start.wait();
     let t0 = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
+    let mut stopped_at: Option<Instant> = None;
+    'outer: while !stop.load(Ordering::Relaxed) {
         let t = Instant::now();
-        let ok = conn.write_all(&req).is_ok() && conn.read_exact(&mut resp).is_ok();
-        if !ok || resp != req {
-            // The stream's framing is lost after a timeout: the measurement ends here.
+        if conn.write_all(&req).is_err() {
+            errors += 1;
+            break;
+        }
+        let mut got = 0;
+        while got < resp.len() {
+            match conn.read(&mut resp[got..]) {
+                Ok(0) => {
+                    errors += 1;
+                    break 'outer;
+                }
+                Ok(n) => got += n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                    if stop.load(Ordering::Relaxed) {
+                        let at = *stopped_at.get_or_insert_with(Instant::now);
+                        if at.elapsed() > GRACE {
+                            errors += 1;
+                            break 'outer;
+                        }
+                    }
+                    if t.elapsed() > GIVE_UP {
+                        errors += 1;
+                        break 'outer;
+                    }
+                }
+                Err(_) => {
+                    errors += 1;
+                    break 'outer;
+                }
+            }
+        }
+        if resp != req {
             errors += 1;
             break;
         }
@@ -764,13 +916,28 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
     let pid = server.pid();
     let to = SocketAddrV4::new(target, PORT);
 
+    // The kernel backend holds a descriptor per connection: past rr-server's open-file limit
+    // (the hard limit, without CAP_SYS_RESOURCE) connections stay in the accept queue.
+    let mut idle_requested = args.idle_conns;
+    if !case.xsk() {
+        if let Some(lim) = nofile_limit(pid) {
+            let fit = lim.saturating_sub(64);
+            if fit < idle_requested {
+                println!(
+                    "{}: rr-server's open-file limit is {lim}: {fit} idle connections instead of {idle_requested}",
+                    case.name()
+                );
+                idle_requested = fit;
+            }
+        }
+    }
     if progress {
-        eprintln!("== {}: opening {} idle connections to {to}", case.name(), args.idle_conns);
+        eprintln!("== {}: opening {idle_requested} idle connections to {to}", case.name());
     }
     let t_open = Instant::now();
-    let mut idle = open_idle(&lab.ns_b, to, args.idle_conns, 4, Duration::from_secs(120))?;
+    let mut idle = Holders::start(&lab.ns_b, to, idle_requested)?;
+    let idle_opened = idle.collect("opened")?;
     let idle_open_s = t_open.elapsed().as_secs_f64();
-    let idle_opened = idle.len();
     if progress {
         eprintln!("   {idle_opened} open after {idle_open_s:.1} s");
     }
@@ -860,10 +1027,11 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         bail!("{why}:\n{}", server.output());
     }
     let netstat_after = tcp_ext(pid);
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
     if progress {
         eprintln!("== {}: checking that the idle connections still answer", case.name());
     }
-    let idle_held = check_held(&mut idle, Duration::from_secs(30))?;
+    let idle_held = idle.check()?;
     let (rss_end, hwm) = read_rss(pid).unwrap_or_default();
     drop(idle);
     let exit = server.stop(Duration::from_secs(60))?;
@@ -873,14 +1041,26 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         .unwrap_or(Value::Null);
     let (drops, server_stack) = if case.xsk() {
         let st = &summary["xsk"]["stats"];
+        let mut drops = st["drops"].clone();
+        if let Value::Object(m) = &mut drops {
+            // Frames the kernel dropped before the stack saw them (fill ring empty, RX ring full).
+            for k in ["rx_dropped", "rx_fill_ring_empty_descs", "rx_ring_full"] {
+                m.insert(format!("xdp_{k}"), st["port"]["xdp"][k].clone());
+            }
+        }
         (
-            st["drops"].clone(),
+            drops,
             serde_json::json!({ "accepted": st["accepted"], "half_open": st["half_open"], "live_sockets": st["live_sockets"],
                                 "pooled_sockets": st["pooled_sockets"], "rx_frames": st["rx_frames"], "audit": summary["xsk"]["audit"] }),
         )
     } else {
-        (kernel_drops(&netstat_before, &netstat_after), Value::Null)
+        (kernel_drops(&netstat_before, &netstat_after), serde_json::json!({ "accepted": summary["accepted"] }))
     };
+    let mut server_stack = server_stack;
+    if let Value::Object(m) = &mut server_stack {
+        m.insert("cpu_s".into(), summary["cpu_s"].clone());
+        m.insert("uptime_s".into(), summary["uptime_s"].clone());
+    }
     let samples = std::mem::take(&mut *samples.lock().expect("samples"));
     let rss_max = samples.iter().map(|s| s.rss_kib).max().unwrap_or(0).max(rss_end);
     let half = measured.as_secs_f64() / 2.0;
@@ -892,7 +1072,7 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         case,
         backend: if case.xsk() { "xsk" } else { "kernel" },
         flood: case.flood(),
-        idle_requested: args.idle_conns,
+        idle_requested,
         idle_opened,
         idle_open_s,
         idle_held,
@@ -914,6 +1094,7 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         drops,
         server_stack,
         server_exit: exit,
+        loadavg,
         samples,
     })
 }
@@ -942,13 +1123,13 @@ fn table(results: &[CaseResult], bound: &MemoryBound) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<16}{:>13}{:>14}{:>10}{:>10}{:>10}{:>9}{:>9}{:>9}{:>11}",
-        "case", "idle held", "SYNs sent", "SYN/s", "RSS0 MiB", "RSSmax", "p50 us", "p99 us", "p99.9 us", "requests"
+        "{:<16}{:>13}{:>14}{:>10}{:>10}{:>10}{:>9}{:>9}{:>10}{:>10}{:>11}{:>8}",
+        "case", "idle held", "SYNs sent", "SYN/s", "RSS0 MiB", "RSSmax", "p50 us", "p99 us", "p99.9 us", "max us", "requests", "srv CPU"
     );
     for r in results {
         let _ = writeln!(
             s,
-            "{:<16}{:>13}{:>14}{:>10}{:>10}{:>10}{:>9.0}{:>9.0}{:>9.0}{:>11}",
+            "{:<16}{:>13}{:>14}{:>10}{:>10}{:>10}{:>9.0}{:>9.0}{:>10.0}{:>10.0}{:>11}{:>7.1}s",
             r.case.name(),
             format!("{}/{}", r.idle_held, r.idle_requested),
             apps::group_digits(r.syns_sent),
@@ -958,11 +1139,16 @@ fn table(results: &[CaseResult], bound: &MemoryBound) -> String {
             r.p50_us,
             r.p99_us,
             r.p999_us,
-            apps::group_digits(r.requests)
+            r.max_us,
+            apps::group_digits(r.requests),
+            r.server_stack["cpu_s"].as_f64().unwrap_or(f64::NAN)
         );
     }
     for r in results {
         let _ = writeln!(s, "  {} server drops: {}", r.case.name(), nonzero(&r.drops));
+    }
+    for r in results {
+        let _ = writeln!(s, "  {} load average at the end: {}", r.case.name(), r.loadavg);
     }
     let _ = writeln!(
         s,
@@ -990,13 +1176,23 @@ fn verdicts(args: &Args, results: &[CaseResult]) -> Vec<String> {
                 growth <= bound.flood_growth_bytes,
                 format!("{n}: RSS growth during the measurement {} MiB <= {} MiB", growth >> 20, bound.flood_growth_bytes >> 20),
             );
+            if let Some(h) = r.server_stack["half_open"].as_u64() {
+                check(
+                    &mut v,
+                    h <= bound.half_open_max,
+                    format!("{n}: half-open sockets at exit {h} <= {} (limit {} + one per bucket)", bound.half_open_max, bound.half_open_limit),
+                );
+                if h > bound.half_open_limit {
+                    v.push(format!("INFO {n}: half-open sockets at exit {h} exceed the stack's limit {}", bound.half_open_limit));
+                }
+            }
             check(&mut v, r.idle_held == r.idle_requested, format!("{n}: idle connections held {}/{}", r.idle_held, r.idle_requested));
         } else if r.idle_held != r.idle_requested {
             v.push(format!("INFO {n}: idle connections held {}/{}", r.idle_held, r.idle_requested));
         }
         if r.request_errors > 0 || r.requests == 0 {
             v.push(format!(
-                "INFO {n}: the established connection stopped after {} requests ({} errors: a 2 s timeout)",
+                "INFO {n}: the established connection stopped after {} requests ({} errors: closed, or no answer within 30 s)",
                 r.requests, r.request_errors
             ));
         }
@@ -1064,6 +1260,7 @@ mod tests {
         assert_eq!(b.listeners, 4096);
         // 64 MiB / 128 KiB = 512 half-open sockets, floored at one per bucket.
         assert_eq!(b.half_open_limit, 4096);
+        assert_eq!(b.half_open_max, 8192);
         assert_eq!(b.umem_bytes, 2 * 16384 * 4096);
         let small = MemoryBound::new(1024, 64 * 1024);
         assert_eq!(small.half_open_limit, 512);
