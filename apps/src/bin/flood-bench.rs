@@ -141,6 +141,11 @@ struct Args {
     /// No progress lines on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Every this long, each idle connection sends one echo request (0 = truly idle). A
+    /// workaround for stacks that close connections idle past their timeout; it also puts
+    /// idle_conns / interval requests per second of background load on the server.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
+    idle_ping: Duration,
     /// Internal: run as a holder of idle connections to ADDR:PORT (started by flood-bench in
     /// ns_b, talks to it over stdin/stdout).
     #[arg(long, hide = true, value_name = "ADDR:PORT")]
@@ -156,7 +161,7 @@ fn main() -> ExitCode {
 
 fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
     if let Some(to) = args.hold_connect {
-        return hold(to, args.hold_count).map(|()| ExitCode::SUCCESS);
+        return hold(to, args.hold_count, args.idle_ping).map(|()| ExitCode::SUCCESS);
     }
     let mut args = args.clone();
     if args.quick {
@@ -193,8 +198,9 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
     let scratch = std::env::temp_dir().join(format!("flood-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     println!(
-        "flood-bench: {} idle connections, {:.0} s per case, flood {} SYN/s ({}% off-link), seed {seed}",
+        "flood-bench: {} idle connections{}, {:.0} s per case, flood {} SYN/s ({}% off-link), seed {seed}",
         args.idle_conns,
+        if args.idle_ping.is_zero() { String::new() } else { format!(" (one request each every {:?})", args.idle_ping) },
         args.duration.as_secs_f64(),
         if args.flood_pps == 0 { "max".to_string() } else { args.flood_pps.to_string() },
         args.offlink_percent
@@ -237,6 +243,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
             "idle_conns": args.idle_conns,
             "flood_pps": args.flood_pps,
             "offlink_percent": args.offlink_percent,
+            "idle_ping_s": args.idle_ping.as_secs_f64(),
             "max_conns": args.max_conns,
             "buffer": args.buffer,
             "req_size": args.req_size,
@@ -591,18 +598,25 @@ fn connect_many(to: SocketAddrV4, n: usize, threads: usize, limit: Duration) -> 
 /// Holder mode: opens `n` connections, says `opened K`; on `check` sends an echo request on
 /// each and says `held H`; exits at end of input. One process holds at most what its open-file
 /// limit allows, so flood-bench starts several.
-fn hold(to: SocketAddrV4, n: usize) -> Result<()> {
+fn hold(to: SocketAddrV4, n: usize, ping: Duration) -> Result<()> {
     use std::io::BufRead;
     let want = n as u64 + 64;
     let got = apps::raise_nofile_limit(want).context("raising the open-file limit")?;
     ensure!(got >= want, "open-file limit {got} is below the {want} a holder of {n} needs");
-    let mut conns = connect_many(to, n, 4, Duration::from_secs(120))?;
+    let conns = Arc::new(Mutex::new(connect_many(to, n, 4, Duration::from_secs(120))?));
     let mut out = std::io::stdout().lock();
-    writeln!(out, "opened {}", conns.len())?;
+    writeln!(out, "opened {}", conns.lock().expect("conns").len())?;
     out.flush()?;
+    if !ping.is_zero() {
+        let conns = conns.clone();
+        std::thread::Builder::new().name("idle-ping".into()).spawn(move || loop {
+            std::thread::sleep(ping);
+            let _ = check_held(&mut conns.lock().expect("conns"), Duration::from_secs(10));
+        })?;
+    }
     for line in std::io::stdin().lock().lines() {
         if line?.trim() == "check" {
-            let held = check_held(&mut conns, Duration::from_secs(30))?;
+            let held = check_held(&mut conns.lock().expect("conns"), Duration::from_secs(30))?;
             writeln!(out, "held {held}")?;
             out.flush()?;
         }
@@ -617,7 +631,7 @@ const PER_HOLDER: usize = 10_000;
 struct Holders(Vec<(Child, std::io::BufReader<std::process::ChildStdout>)>);
 
 impl Holders {
-    fn start(ns: &Netns, to: SocketAddrV4, n: usize) -> Result<Holders> {
+    fn start(ns: &Netns, to: SocketAddrV4, n: usize, ping: Duration) -> Result<Holders> {
         let exe = std::env::current_exe()?;
         let mut hs = Holders(Vec::new());
         let mut left = n;
@@ -628,6 +642,7 @@ impl Holders {
                 .args(["netns", "exec", &ns.name])
                 .arg(&exe)
                 .args(["--hold-connect", &to.to_string(), "--hold-count", &k.to_string()])
+                .arg(format!("--idle-ping={}ms", ping.as_millis()))
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -935,7 +950,7 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         eprintln!("== {}: opening {idle_requested} idle connections to {to}", case.name());
     }
     let t_open = Instant::now();
-    let mut idle = Holders::start(&lab.ns_b, to, idle_requested)?;
+    let mut idle = Holders::start(&lab.ns_b, to, idle_requested, args.idle_ping)?;
     let idle_opened = idle.collect("opened")?;
     let idle_open_s = t_open.elapsed().as_secs_f64();
     if progress {
