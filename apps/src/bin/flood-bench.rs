@@ -222,7 +222,10 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
             }
             Err(e) => {
                 if lab::interrupted() {
-                    return Err(e.context("interrupted"));
+                    if !args.keep {
+                        let _ = std::fs::remove_dir_all(&scratch);
+                    }
+                    return Err(e); // the labs are gone already (dropped in run_case)
                 }
                 eprintln!("flood-bench: case {} failed: {e:#}", case.name());
                 failed = true;
@@ -1038,8 +1041,10 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
     if let Some((rss, hwm)) = read_rss(pid) {
         samples.lock().expect("samples").push(RssSample { t_s: measured.as_secs_f64(), rss_kib: rss, hwm_kib: hwm });
     }
-    if let Some(why) = aborted {
-        bail!("{why}:\n{}", server.output());
+    match aborted {
+        Some("interrupted") => bail!("interrupted"),
+        Some(why) => bail!("{why}:\n{}", server.output()),
+        None => {}
     }
     let netstat_after = tcp_ext(pid);
     let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
