@@ -282,8 +282,7 @@ struct MemoryBound {
     /// What a flood may add on top of the established connections: half-open sockets and
     /// the spare pool they are recycled into.
     flood_growth_bytes: u64,
-    /// Half-open sockets the stack can hold: the limit, plus one per bucket (eviction only
-    /// looks at the bucket the SYN hashed to, and an empty bucket evicts nothing).
+    /// Half-open sockets the stack can hold: its limit, which it never passes.
     half_open_max: u64,
 }
 
@@ -293,11 +292,11 @@ impl MemoryBound {
         let buckets = (max_conns / 8).clamp(16, 8192).next_power_of_two();
         let listeners = STACK_BACKLOG.div_ceil(buckets).max(1) * buckets;
         let by_count = (STACK_BACKLOG * 4).max(max_conns);
-        let half_open_limit = by_count.min((STACK_HALF_OPEN_BYTES / per_socket).max(buckets));
+        let half_open_limit = by_count.min(STACK_HALF_OPEN_BYTES / per_socket).max(1);
         // apps::XskOpts::config: rings = max_conns rounded up, 4096..16384; frames = 2 x rings.
         let ring = (max_conns as u32).next_power_of_two().clamp(4096, 16384) as u64;
         let umem_bytes = 2 * ring * UMEM_FRAME_SIZE;
-        let half_open_max = half_open_limit + buckets;
+        let half_open_max = half_open_limit;
         let sockets = max_conns + listeners + half_open_max + STACK_POOL_MAX;
         MemoryBound {
             per_socket_bytes: per_socket,
@@ -316,12 +315,11 @@ impl MemoryBound {
 
     fn describe(&self) -> String {
         format!(
-            "memory bound (xsk): ({} connections + {} listeners + {} half-open ({} limit + {} buckets) + {} pooled) \
-             sockets x {} KiB + UMEM {} MiB + {} MiB fixed = {} MiB; a flood may add at most {} MiB (half-open + pool){}",
+            "memory bound (xsk): ({} connections + {} listeners + {} half-open (the limit; {} buckets) + {} pooled) \
+             sockets x {} KiB + UMEM {} MiB + {} MiB fixed = {} MiB; a flood may add at most {} MiB (half-open + pool)",
             self.max_conns,
             self.listeners,
             self.half_open_max,
-            self.half_open_limit,
             self.buckets,
             self.pool_max,
             self.per_socket_bytes >> 10,
@@ -329,17 +327,6 @@ impl MemoryBound {
             self.fixed_bytes >> 20,
             self.total_bytes >> 20,
             self.flood_growth_bytes >> 20,
-            if self.half_open_limit * self.per_socket_bytes > STACK_HALF_OPEN_BYTES {
-                format!(
-                    "\n  note: the half-open limit is floored at the bucket count ({}), so half-open sockets may \
-                     hold {} MiB, more than half_open_bytes ({} MiB)",
-                    self.buckets,
-                    (self.half_open_max * self.per_socket_bytes) >> 20,
-                    STACK_HALF_OPEN_BYTES >> 20
-                )
-            } else {
-                String::new()
-            }
         )
     }
 }
@@ -1200,7 +1187,7 @@ fn verdicts(args: &Args, results: &[CaseResult]) -> Vec<String> {
                 check(
                     &mut v,
                     h <= bound.half_open_max,
-                    format!("{n}: half-open sockets at exit {h} <= {} (limit {} + one per bucket)", bound.half_open_max, bound.half_open_limit),
+                    format!("{n}: half-open sockets at exit {h} <= the stack's limit {}", bound.half_open_max),
                 );
                 if h > bound.half_open_limit {
                     v.push(format!("INFO {n}: half-open sockets at exit {h} exceed the stack's limit {}", bound.half_open_limit));
@@ -1278,9 +1265,9 @@ mod tests {
         let b = MemoryBound::new(30_000, 64 * 1024);
         assert_eq!(b.buckets, 4096);
         assert_eq!(b.listeners, 4096);
-        // 64 MiB / 128 KiB = 512 half-open sockets, floored at one per bucket.
-        assert_eq!(b.half_open_limit, 4096);
-        assert_eq!(b.half_open_max, 8192);
+        // 64 MiB / 128 KiB = 512 half-open sockets.
+        assert_eq!(b.half_open_limit, 512);
+        assert_eq!(b.half_open_max, 512);
         assert_eq!(b.umem_bytes, 2 * 16384 * 4096);
         let small = MemoryBound::new(1024, 64 * 1024);
         assert_eq!(small.half_open_limit, 512);
