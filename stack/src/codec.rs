@@ -21,6 +21,9 @@ pub enum CodecError {
     LineTooLong { max: usize },
     #[error("malformed message: {0}")]
     Invalid(&'static str),
+    /// A declared size or count beyond a configured limit (e.g. a RESP bulk length).
+    #[error("{what} {len} exceeds the limit of {max}")]
+    Limit { what: &'static str, len: u64, max: usize },
 }
 
 pub trait Codec {
@@ -38,6 +41,13 @@ pub trait Codec {
 
     /// Appends `msg`, framed, to `out`.
     fn encode(&mut self, msg: &[u8], out: &mut BytesMut);
+
+    /// Appends what the peer should see before the server closes a connection whose input
+    /// `decode` rejected with `err`. The default sends nothing: protocols without an error
+    /// message just close. RESP answers `-ERR Protocol error: ...` as Redis does.
+    fn encode_error(&mut self, err: &CodecError, out: &mut BytesMut) {
+        let _ = (err, out);
+    }
 }
 
 /// `u32` big-endian payload length, then the payload. A length over `max_len` is a protocol

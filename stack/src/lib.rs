@@ -6,6 +6,7 @@
 pub mod codec;
 pub mod cpu;
 pub mod kernel;
+pub mod resp;
 pub mod rr;
 pub mod timer;
 pub mod transport;

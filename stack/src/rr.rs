@@ -27,11 +27,42 @@ const INITIAL_BUF: usize = 16 * 1024;
 // Handlers
 // ---------------------------------------------------------------------------------------------
 
+/// What the [`Server`] does with a connection after [`Handler::handle`] returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reply {
+    /// The response is complete: keep serving the connection.
+    #[default]
+    Done,
+    /// Send every response queued so far, then close the connection (e.g. RESP `QUIT`).
+    /// Requests that arrived after this one are dropped unanswered.
+    Close,
+}
+
 /// Application logic of a [`Server`]: one decoded request in, one response out.
+///
+/// Everything but [`Handler::handle`] has a no-op default. The server calls the hooks from its
+/// single event-loop thread, so a handler keeps per-connection state in its own table indexed
+/// by [`ConnId::slot`] (dense, reused after close) without locks; compare the full id to be safe
+/// against reuse.
 pub trait Handler {
     /// Appends the response payload for `req` to `resp` (empty on entry). The server frames
     /// it with the connection's codec. Must not panic on any `req`: it is peer input.
-    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut);
+    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply;
+
+    /// A connection was accepted. Called before any `handle` for it.
+    fn on_open(&mut self, conn: ConnId) {
+        let _ = conn;
+    }
+
+    /// The server closed the connection (peer closed, `Reply::Close`, protocol or I/O error).
+    /// No further calls for this id follow.
+    fn on_close(&mut self, conn: ConnId) {
+        let _ = conn;
+    }
+
+    /// Called once per event-loop iteration (at least every [`ServerConfig::poll_timeout`] when
+    /// idle), for periodic work such as expiring keys. Keep it cheap: it runs between batches.
+    fn tick(&mut self) {}
 }
 
 /// Replies with the request.
@@ -39,8 +70,9 @@ pub trait Handler {
 pub struct Echo;
 
 impl Handler for Echo {
-    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) {
+    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
         resp.extend_from_slice(req);
+        Reply::Done
     }
 }
 
@@ -165,7 +197,7 @@ impl Kv {
 }
 
 impl Handler for Kv {
-    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) {
+    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
         match KvRequest::parse(req) {
             Ok(KvRequest::Get { key }) => match self.map.get(key) {
                 Some(v) => {
@@ -186,6 +218,7 @@ impl Handler for Kv {
             }
             Err(_) => resp.put_u8(KvStatus::BadRequest as u8),
         }
+        Reply::Done
     }
 }
 
@@ -261,6 +294,9 @@ struct ServerConn<C> {
     paused: bool,
     /// `Closed` arrived: close once the remaining responses are out.
     peer_closed: bool,
+    /// The handler asked to close, or the input was malformed: read nothing more, close once
+    /// the queued responses are out.
+    closing: bool,
 }
 
 #[derive(PartialEq, Eq)]
@@ -356,6 +392,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         }
         self.events = events;
         polled?;
+        self.handler.tick();
         self.transport.flush()
     }
 
@@ -369,8 +406,10 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
                     wbuf: BytesMut::with_capacity(INITIAL_BUF),
                     paused: false,
                     peer_closed: false,
+                    closing: false,
                 };
                 self.conns.insert(conn, state);
+                self.handler.on_open(conn);
             }
             Event::Readable(c) | Event::Writable(c) => self.service(c),
             Event::Closed(c) => {
@@ -401,6 +440,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             self.conns.remove(&id);
             self.transport.close(id);
             self.stats.closed += 1;
+            self.handler.on_close(id);
         }
     }
 }
@@ -417,8 +457,10 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
     conn: &mut ServerConn<C>,
 ) -> Next {
     loop {
-        if !conn.paused {
-            loop {
+        if !conn.paused && !conn.closing {
+            // Requests left in the buffer when we paused come first.
+            decode_buffered(handler, scratch, stats, high_water, id, conn);
+            while !conn.closing && conn.wbuf.len() < high_water {
                 let n = match transport.recv(id, &mut conn.rbuf) {
                     Ok(n) => n,
                     Err(e) => {
@@ -433,28 +475,12 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
                 stats.bytes_in += n as u64;
                 // Decode after every read, so the read buffer only ever holds about one
                 // read's worth plus a partial message.
-                loop {
-                    match conn.codec.decode(&mut conn.rbuf) {
-                        Ok(Some(req)) => {
-                            scratch.clear();
-                            handler.handle(id, &req, scratch);
-                            conn.codec.encode(scratch, &mut conn.wbuf);
-                            stats.requests += 1;
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::debug!(?id, error = %e, "protocol error, closing");
-                            stats.protocol_errors += 1;
-                            return Next::Close;
-                        }
-                    }
-                }
-                if conn.wbuf.len() >= high_water {
-                    // Leave the rest unread. The transport will not remind us (edge contract),
-                    // so we resume ourselves below once the backlog drains.
-                    conn.paused = true;
-                    break;
-                }
+                decode_buffered(handler, scratch, stats, high_water, id, conn);
+            }
+            if conn.wbuf.len() >= high_water {
+                // Leave the rest unread (and undecoded). The transport will not remind us (edge
+                // contract), so we resume ourselves below once the backlog drains.
+                conn.paused = true;
             }
         }
 
@@ -482,16 +508,51 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
             }
         }
 
-        if conn.paused && conn.wbuf.len() < high_water / 2 {
+        if conn.paused && !conn.closing && conn.wbuf.len() < high_water / 2 {
             conn.paused = false;
             continue;
         }
         break;
     }
-    if conn.peer_closed && conn.wbuf.is_empty() && !conn.paused {
+    let done = conn.closing || (conn.peer_closed && !conn.paused);
+    if done && conn.wbuf.is_empty() {
         Next::Close
     } else {
         Next::Keep
+    }
+}
+
+/// Decodes and handles the requests in the read buffer until it holds no complete one, the
+/// response backlog reaches `high_water` (the rest waits: this bounds the per-connection
+/// response queue however much a client pipelines), or the connection is closing.
+fn decode_buffered<C: Codec, H: Handler>(
+    handler: &mut H,
+    scratch: &mut BytesMut,
+    stats: &mut ServerStats,
+    high_water: usize,
+    id: ConnId,
+    conn: &mut ServerConn<C>,
+) {
+    while !conn.closing && conn.wbuf.len() < high_water {
+        match conn.codec.decode(&mut conn.rbuf) {
+            Ok(Some(req)) => {
+                scratch.clear();
+                let reply = handler.handle(id, &req, scratch);
+                conn.codec.encode(scratch, &mut conn.wbuf);
+                stats.requests += 1;
+                if reply == Reply::Close {
+                    conn.closing = true;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(?id, error = %e, "protocol error, closing");
+                stats.protocol_errors += 1;
+                // Protocols with an error reply (RESP) tell the peer why before the close.
+                conn.codec.encode_error(&e, &mut conn.wbuf);
+                conn.closing = true;
+            }
+        }
     }
 }
 

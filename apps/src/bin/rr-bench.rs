@@ -25,6 +25,7 @@ use apps::{
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::cpu::{pid_cpu, CpuSnapshot};
 use stack::kernel::{KernelConfig, KernelTransport};
+use stack::resp::RespWorkload;
 use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
@@ -206,6 +207,13 @@ impl Plan {
                 );
                 Ok(Plan { mode, size: value, req_size: KV_GET_LEN, resp_size: 1 + value })
             }
+            Service::Resp => {
+                // Alternating SET and GET of one value size: the sizes reported are the value's.
+                let value = a.resp_size.unwrap_or(a.req_size);
+                ensure!(a.kv_keys >= 1, "--kv-keys must be at least 1");
+                ensure!(value <= a.max_frame, "resp value size {value} exceeds --max-frame {}", a.max_frame);
+                Ok(Plan { mode, size: value, req_size: value, resp_size: value })
+            }
         }
     }
 }
@@ -312,6 +320,7 @@ fn drive<T: Transport>(t: T, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Re
             args,
             plan,
         ),
+        Service::Resp => drive_with(t, Stream, RespWorkload::new(plan.size, args.kv_keys as u64), addr, args, plan),
     }
 }
 

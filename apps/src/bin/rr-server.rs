@@ -17,6 +17,7 @@ use apps::{parse_bytes, parse_duration, warn_ignored, Backend, ServerSummary, Se
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::cpu::process_cpu;
 use stack::kernel::{KernelConfig, KernelTransport};
+use stack::resp::{Resp, RespCodec, RespLimits};
 use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
@@ -45,9 +46,15 @@ struct Args {
     /// Protocol: echo (u32 big-endian length + payload, echoed), kv (GET/SET/DEL requests over
     /// the same framing: op byte 'G'/'S'/'D', u16 key length, key, value for 'S'; reply: status
     /// byte 0 ok / 1 not found / 2 bad request, then the value) or tcp-echo (RFC 862 byte
-    /// stream echo, talks to nc and socat).
+    /// stream echo, talks to nc and socat) or resp (Redis protocol: redis-cli, redis-benchmark).
     #[arg(long, value_enum, default_value_t = Service::Echo)]
     service: Service,
+    /// resp: most keys stored; writes beyond get an -OOM error.
+    #[arg(long, value_name = "N", default_value_t = 4 << 20)]
+    max_keys: usize,
+    /// resp: most bytes stored (keys + values + 64 per key); writes beyond get an -OOM error.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "1024M")]
+    max_memory: usize,
     /// TCP port to listen on.
     #[arg(long, default_value_t = 7000)]
     port: u16,
@@ -63,8 +70,9 @@ struct Args {
     /// still work, with longer scans). kernel: the open-file limit is raised to fit them.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_conns: usize,
-    /// Largest request frame accepted by echo and kv, e.g. 1M. Longer frames close the
-    /// connection (protocol error).
+    /// Largest request frame accepted by echo and kv, e.g. 1M; for resp the longest bulk
+    /// argument (a command may total 4 times this). Longer frames close the connection
+    /// (protocol error; resp answers -ERR Protocol error first).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "16M")]
     max_frame: usize,
     /// Stop reading from a connection while this many response bytes wait to be sent
@@ -196,10 +204,35 @@ fn write_json(args: &Args, summary: &ServerSummary) -> Result<()> {
 /// backend's own report.
 fn serve<T: Transport>(t: T, args: &Args, cfg: ServerConfig, ready: &ReadyFile<'_>) -> Result<(T, ServerSummary)> {
     match args.service {
-        Service::Echo => serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready),
-        Service::Kv => serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready),
-        Service::TcpEcho => serve_with(t, Stream, Echo, args, cfg, ready),
+        Service::Echo => serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready).map(drop_handler),
+        Service::Kv => serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready).map(drop_handler),
+        Service::TcpEcho => serve_with(t, Stream, Echo, args, cfg, ready).map(drop_handler),
+        Service::Resp => {
+            let limits = RespLimits {
+                max_bulk: args.max_frame,
+                max_request: args.max_frame.saturating_mul(4),
+                max_keys: args.max_keys,
+                max_memory: args.max_memory,
+                ..RespLimits::default()
+            };
+            let (t, summary, h) = serve_with(t, RespCodec::new(limits), Resp::new(limits), args, cfg, ready)?;
+            let s = h.stats();
+            println!(
+                "resp: {} commands, {} error replies, {} keys ({} bytes) at exit, {} expired, {} writes refused by limits",
+                s.commands,
+                s.errors,
+                h.len(),
+                h.used_memory(),
+                s.expired_keys,
+                s.rejected_writes
+            );
+            return Ok((t, summary));
+        }
     }
+}
+
+fn drop_handler<T, H>((t, summary, _): (T, ServerSummary, H)) -> (T, ServerSummary) {
+    (t, summary)
 }
 
 fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
@@ -209,7 +242,7 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
     args: &Args,
     cfg: ServerConfig,
     ready: &ReadyFile<'_>,
-) -> Result<(T, ServerSummary)> {
+) -> Result<(T, ServerSummary, H)> {
     let backend = t.name();
     let mut server = Server::new(t, codec, handler, cfg).with_context(|| format!("listening on port {}", args.port))?;
     let listen = server.local_addr().map_or_else(|| format!("?:{}", args.port), |a| a.to_string());
@@ -227,7 +260,7 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
     let open = server.connections();
     result.with_context(|| format!("server loop after {uptime:.1?} ({} requests served)", stats.requests))?;
     println!("rr-server: stopped by {} after {:.2} s", stop_reason(deadline), uptime.as_secs_f64());
-    let (t, _handler) = server.into_parts();
+    let (t, handler) = server.into_parts();
     Ok((
         t,
         ServerSummary {
@@ -246,6 +279,7 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
             cpu_s: cpu.as_secs_f64(),
             xsk: None,
         },
+        handler,
     ))
 }
 
