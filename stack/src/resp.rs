@@ -1383,3 +1383,325 @@ impl RespWorkload {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rr::Workload;
+
+    /// Feeds `wire` through codec and handler (in chunks of `chunk` bytes) and returns every
+    /// reply, concatenated, plus whether the connection would be closed.
+    fn serve(h: &mut Resp, limits: RespLimits, wire: &[u8], chunk: usize) -> (String, bool) {
+        let mut codec = RespCodec::new(limits);
+        let (mut buf, mut out, mut resp) = (BytesMut::new(), BytesMut::new(), BytesMut::new());
+        for piece in wire.chunks(chunk.max(1)) {
+            buf.extend_from_slice(piece);
+            loop {
+                match codec.decode(&mut buf) {
+                    Ok(Some(req)) => {
+                        resp.clear();
+                        let reply = h.handle(ConnId(1), &req, &mut resp);
+                        codec.encode(&resp, &mut out);
+                        if reply == Reply::Close {
+                            return (String::from_utf8_lossy(&out).into_owned(), true);
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        codec.encode_error(&e, &mut out);
+                        return (String::from_utf8_lossy(&out).into_owned(), true);
+                    }
+                }
+            }
+        }
+        (String::from_utf8_lossy(&out).into_owned(), false)
+    }
+
+    fn mb(args: &[&str]) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        array(&mut out, args.len());
+        for a in args {
+            bulk(&mut out, a.as_bytes());
+        }
+        out.to_vec()
+    }
+
+    /// One command through the wire format, every chunking the same.
+    fn cmd(h: &mut Resp, args: &[&str]) -> String {
+        let wire = mb(args);
+        let (reply, _) = serve(h, RespLimits::default(), &wire, wire.len());
+        reply
+    }
+
+    #[test]
+    fn parse_i64_is_strict() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-12"), Some(-12));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [&b""[..], b"-", b"+1", b" 1", b"01", b"-0", b"1a", b"9223372036854775808", b"99999999999999999999"] {
+            assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let mut d = [0u8; 20];
+        assert_eq!(num(i64::MIN, &mut d), b"-9223372036854775808");
+        assert_eq!(num(0, &mut d), b"0");
+    }
+
+    #[test]
+    fn pipelined_multibulk_and_inline_any_chunking() {
+        let mut wire = Vec::new();
+        wire.extend(mb(&["SET", "k", "v\r\nwith crlf"]));
+        wire.extend_from_slice(b"GET k\r\n");
+        wire.extend_from_slice(b"*0\r\n\r\n");
+        wire.extend(mb(&["ping"]));
+        wire.extend_from_slice(b"PING\n");
+        wire.extend_from_slice(b"set q \"a \\\"b\\\" \\x41\" \r\nget q\r\n");
+        wire.extend_from_slice(b"echo 'it\\'s'\r\n");
+        let expect = "+OK\r\n$12\r\nv\r\nwith crlf\r\n+PONG\r\n+PONG\r\n+OK\r\n$7\r\na \"b\" A\r\n$4\r\nit's\r\n";
+        for chunk in [1, 2, 3, 7, 1000] {
+            let (out, closed) = serve(&mut Resp::default(), RespLimits::default(), &wire, chunk);
+            assert_eq!(out, expect, "chunk {chunk}");
+            assert!(!closed);
+        }
+    }
+
+    #[test]
+    fn protocol_errors_answer_then_close() {
+        let limits = RespLimits { max_bulk: 10, max_args: 3, max_request: 30, max_inline: 16, ..RespLimits::default() };
+        let cases: [(&[u8], &str); 8] = [
+            (b"*x\r\n", "invalid multibulk length"),
+            (b"*1\r\n+PING\r\n", "expected '$'"),
+            (b"*1\r\n$-3\r\n", "invalid bulk length"),
+            (b"*1\r\n$11\r\n", "bulk length 11 exceeds the limit of 10"),
+            (b"*4\r\n", "arguments 4 exceeds the limit of 3"),
+            (b"*3\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n", "request bytes 38 exceeds the limit of 30"),
+            (b"*1\r\n$2\r\nabcd", "not followed by CRLF"),
+            (b"GET aaaaaaaaaaaaaaaaaaaaaaa", "too big inline request"),
+        ];
+        for (wire, msg) in cases {
+            for chunk in [1, 1000] {
+                let (out, closed) = serve(&mut Resp::default(), limits, wire, chunk);
+                assert!(closed, "{wire:?}");
+                assert!(out.starts_with("-ERR Protocol error: ") && out.contains(msg), "{wire:?}: {out}");
+            }
+        }
+        // A bulk header without digits ever ending is cut at the header limit, not buffered on.
+        let (out, closed) = serve(&mut Resp::default(), limits, &[b'*'; 100], 1);
+        assert!(closed && out.contains("invalid multibulk length"), "{out}");
+        let (out, closed) = serve(&mut Resp::default(), limits, b"SET a \"open\r\n", 100);
+        assert!(closed && out.contains("unbalanced quotes"), "{out}");
+        // Within limits everything passes.
+        let (out, closed) = serve(&mut Resp::default(), limits, &mb(&["ECHO", "012345"]), 3);
+        assert_eq!((out.as_str(), closed), ("$6\r\n012345\r\n", false));
+    }
+
+    #[test]
+    fn strings_and_counters() {
+        let h = &mut Resp::default();
+        assert_eq!(cmd(h, &["GET", "a"]), "$-1\r\n");
+        assert_eq!(cmd(h, &["set", "a", "10"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["INCR", "a"]), ":11\r\n");
+        assert_eq!(cmd(h, &["INCRBY", "a", "-20"]), ":-9\r\n");
+        assert_eq!(cmd(h, &["DECR", "a"]), ":-10\r\n");
+        assert_eq!(cmd(h, &["DECRBY", "a", "5"]), ":-15\r\n");
+        assert_eq!(cmd(h, &["INCR", "new"]), ":1\r\n");
+        assert_eq!(cmd(h, &["DECRBY", "a", "-9223372036854775808"]), "-ERR decrement would overflow\r\n");
+        assert_eq!(cmd(h, &["SET", "big", "9223372036854775807"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["INCR", "big"]), "-ERR increment or decrement would overflow\r\n");
+        assert_eq!(cmd(h, &["INCRBY", "a", "x"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(cmd(h, &["SET", "s", "abc"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["INCR", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(cmd(h, &["APPEND", "s", "de"]), ":5\r\n");
+        assert_eq!(cmd(h, &["APPEND", "t", "xy"]), ":2\r\n");
+        assert_eq!(cmd(h, &["STRLEN", "s"]), ":5\r\n");
+        assert_eq!(cmd(h, &["STRLEN", "none"]), ":0\r\n");
+        assert_eq!(cmd(h, &["GETSET", "s", "z"]), "$5\r\nabcde\r\n");
+        assert_eq!(cmd(h, &["GETSET", "u", "z"]), "$-1\r\n");
+        assert_eq!(cmd(h, &["MSET", "m1", "1", "m2", "2"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["MSET", "m1", "1", "m2"]), "-ERR wrong number of arguments for 'mset' command\r\n");
+        assert_eq!(cmd(h, &["MGET", "m1", "nope", "m2"]), "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n");
+        assert_eq!(cmd(h, &["EXISTS", "m1", "m1", "nope"]), ":2\r\n");
+        assert_eq!(cmd(h, &["DEL", "m1", "m2", "nope"]), ":2\r\n");
+        assert_eq!(cmd(h, &["DBSIZE"]), ":6\r\n");
+        assert_eq!(cmd(h, &["SET", "a", "1", "NX"]), "$-1\r\n");
+        assert_eq!(cmd(h, &["SET", "x", "1", "XX"]), "$-1\r\n");
+        assert_eq!(cmd(h, &["SET", "x", "1", "NX"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["SET", "x", "2", "XX", "GET"]), "$1\r\n1\r\n");
+        assert_eq!(cmd(h, &["SET", "x", "2", "NX", "XX"]), "-ERR syntax error\r\n");
+        assert_eq!(cmd(h, &["SET", "x", "2", "EX"]), "-ERR syntax error\r\n");
+        assert_eq!(cmd(h, &["SET", "x", "2", "EX", "0"]), "-ERR invalid expire time in 'set' command\r\n");
+        assert_eq!(cmd(h, &["FLUSHALL"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["DBSIZE"]), ":0\r\n");
+        assert_eq!(h.used_memory(), 0);
+    }
+
+    #[test]
+    fn connection_and_introspection_commands() {
+        let h = &mut Resp::default();
+        assert_eq!(cmd(h, &["PING"]), "+PONG\r\n");
+        assert_eq!(cmd(h, &["PING", "hi"]), "$2\r\nhi\r\n");
+        assert_eq!(cmd(h, &["ECHO", ""]), "$0\r\n\r\n");
+        assert_eq!(cmd(h, &["SELECT", "0"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["SELECT", "1"]), "-ERR DB index is out of range\r\n");
+        assert_eq!(cmd(h, &["CONFIG", "GET", "save"]), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
+        assert_eq!(cmd(h, &["CONFIG", "GET", "APPEND*"]), "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
+        assert!(cmd(h, &["CONFIG", "SET", "save", ""]).starts_with("-ERR"));
+        assert!(cmd(h, &["CONFIG"]).starts_with("-ERR wrong number"));
+        assert_eq!(cmd(h, &["COMMAND", "COUNT"]), format!(":{}\r\n", COMMANDS.len()));
+        assert!(cmd(h, &["COMMAND"]).starts_with(&format!("*{}\r\n*6\r\n$4\r\nping\r\n:-1\r\n", COMMANDS.len())));
+        assert_eq!(cmd(h, &["COMMAND", "DOCS"]), "*0\r\n");
+        assert!(cmd(h, &["COMMAND", "INFO", "get", "nope"]).ends_with("*-1\r\n"));
+        assert!(cmd(h, &["INFO"]).contains("redis_version:7.0.0\r\n"));
+        assert!(cmd(h, &["INFO", "keyspace"]).starts_with("$12\r\n# Keyspace\r\n"));
+        assert!(cmd(h, &["HELLO"]).starts_with("*14\r\n$6\r\nserver\r\n"));
+        assert!(cmd(h, &["HELLO", "2", "SETNAME", "x"]).starts_with("*14\r\n"));
+        assert_eq!(cmd(h, &["HELLO", "3"]), "-NOPROTO unsupported protocol version\r\n");
+        assert_eq!(
+            cmd(h, &["LPUSH", "l", "a\r\nb"]),
+            "-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a??b' \r\n"
+        );
+        assert!(cmd(h, &["AVERYLONGCOMMANDNAMEINDEED"]).starts_with("-ERR unknown command"));
+        assert_eq!(cmd(h, &["GET"]), "-ERR wrong number of arguments for 'get' command\r\n");
+        let (out, closed) = serve(h, RespLimits::default(), b"QUIT\r\nPING\r\n", 100);
+        assert_eq!((out.as_str(), closed), ("+OK\r\n", true));
+        assert!(h.stats().errors >= 6);
+    }
+
+    #[test]
+    fn expiry_lazy_and_swept() {
+        let h = &mut Resp::default();
+        h.set_clock_ms(1_000);
+        assert_eq!(cmd(h, &["SET", "a", "1", "EX", "10"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["SET", "b", "1", "PX", "1500"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["SET", "c", "1"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["TTL", "a"]), ":10\r\n");
+        assert_eq!(cmd(h, &["PTTL", "b"]), ":1500\r\n");
+        assert_eq!(cmd(h, &["TTL", "c"]), ":-1\r\n");
+        assert_eq!(cmd(h, &["TTL", "zz"]), ":-2\r\n");
+        h.set_clock_ms(2_499);
+        assert_eq!(cmd(h, &["GET", "b"]), "$1\r\n1\r\n");
+        h.set_clock_ms(2_500);
+        // Lazy: the read itself finds b expired.
+        assert_eq!(cmd(h, &["GET", "b"]), "$-1\r\n");
+        assert_eq!(h.stats().expired_keys, 1);
+        // KEEPTTL keeps, a plain SET clears, INCR keeps.
+        assert_eq!(cmd(h, &["SET", "a", "5", "KEEPTTL"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["INCR", "a"]), ":6\r\n");
+        assert_eq!(cmd(h, &["PTTL", "a"]), ":8500\r\n");
+        assert_eq!(cmd(h, &["PERSIST", "a"]), ":1\r\n");
+        assert_eq!(cmd(h, &["PERSIST", "a"]), ":0\r\n");
+        assert_eq!(cmd(h, &["EXPIRE", "a", "100", "XX"]), ":0\r\n");
+        assert_eq!(cmd(h, &["EXPIRE", "a", "100", "NX"]), ":1\r\n");
+        assert_eq!(cmd(h, &["EXPIRE", "a", "50", "GT"]), ":0\r\n");
+        assert_eq!(cmd(h, &["EXPIRE", "a", "50", "LT"]), ":1\r\n");
+        assert_eq!(cmd(h, &["EXPIRE", "a", "1", "NX", "XX"]).get(..4), Some("-ERR"));
+        assert_eq!(cmd(h, &["PEXPIRE", "zz", "100"]), ":0\r\n");
+        assert_eq!(cmd(h, &["EXPIRE", "a", "99999999999999999"]), "-ERR invalid expire time in 'expire' command\r\n");
+        // A deadline in the past deletes at once.
+        assert_eq!(cmd(h, &["PEXPIRE", "c", "-1"]), ":1\r\n");
+        assert_eq!(cmd(h, &["EXISTS", "c"]), ":0\r\n");
+        // Swept: many keys nobody reads again disappear through tick().
+        for i in 0..100 {
+            assert_eq!(cmd(h, &["SET", &format!("t{i}"), "v", "PX", "10"]), "+OK\r\n");
+        }
+        // Churn on one key leaves stale heap entries; compaction keeps the heap bounded.
+        for _ in 0..10_000 {
+            cmd(h, &["SET", "churn", "v", "EX", "1000"]);
+        }
+        assert!(h.heap.len() <= 2 * h.with_ttl + 1025, "heap {} with_ttl {}", h.heap.len(), h.with_ttl);
+        let before = h.len();
+        h.set_clock_ms(2_520);
+        h.tick();
+        assert_eq!(h.len(), before - 100, "the sweep removed the expired keys");
+        assert_eq!(cmd(h, &["DBSIZE"]), ":2\r\n");
+        h.set_clock_ms(3_600_000);
+        assert_eq!(cmd(h, &["DBSIZE"]), ":0\r\n", "DBSIZE counts no expired key");
+        assert_eq!(h.used_memory(), 0);
+    }
+
+    #[test]
+    fn storage_limits_give_oom_errors() {
+        let limits = RespLimits { max_keys: 3, max_memory: 3 * ENTRY_OVERHEAD + 30, ..RespLimits::default() };
+        let h = &mut Resp::new(limits);
+        let run = |h: &mut Resp, a: &[&str]| serve(h, limits, &mb(a), 1000).0;
+        assert_eq!(run(h, &["MSET", "a", "1", "b", "2", "c", "3"]), "+OK\r\n");
+        assert!(run(h, &["SET", "d", "4"]).starts_with("-OOM"));
+        assert!(run(h, &["MSET", "a", "1", "e", "2"]).starts_with("-OOM"), "all or nothing");
+        assert_eq!(run(h, &["EXISTS", "e"]), ":0\r\n");
+        // Overwriting is fine until the bytes run out.
+        assert_eq!(run(h, &["SET", "a", "0123456789"]), "+OK\r\n");
+        assert!(run(h, &["APPEND", "a", "01234567890123456789"]).starts_with("-OOM"));
+        assert!(run(h, &["SET", "b", "0123456789012345678901234", "GET"]).starts_with("-OOM"));
+        assert_eq!(run(h, &["DEL", "c"]), ":1\r\n");
+        assert_eq!(run(h, &["INCR", "n"]), ":1\r\n");
+        assert_eq!(h.stats().rejected_writes, 4);
+        assert!(h.used_memory() <= limits.max_memory);
+    }
+
+    #[test]
+    fn no_allocation_shape_for_overwrites() {
+        // Overwriting a key with a same-sized value reuses its buffer.
+        let h = &mut Resp::default();
+        cmd(h, &["SET", "k", "aaaa"]);
+        let ptr = h.map.get(&b"k"[..]).unwrap().value.as_ptr();
+        cmd(h, &["SET", "k", "bbbb"]);
+        assert_eq!(h.map.get(&b"k"[..]).unwrap().value.as_ptr(), ptr);
+    }
+
+    #[test]
+    fn workload_matches_the_server() {
+        let mut w = RespWorkload::new(100, 4);
+        let h = &mut Resp::default();
+        let mut codec = RespCodec::default();
+        for seq in 0..20 {
+            let mut req = BytesMut::new();
+            w.next_request(3, seq, &mut req);
+            let mut buf = req.clone();
+            let frame = codec.decode(&mut buf).unwrap().unwrap();
+            assert!(buf.is_empty());
+            let mut resp = BytesMut::new();
+            h.handle(ConnId(1), &frame, &mut resp);
+            assert_eq!(w.response_len(&req), Some(resp.len()));
+            assert!(w.check(3, &req, &resp), "{:?}", String::from_utf8_lossy(&resp));
+        }
+        assert_eq!(h.len(), 4);
+    }
+
+    #[test]
+    fn glob_matches_like_redis() {
+        assert!(glob(b"*", b"save"));
+        assert!(glob(b"max*", b"maxmemory-policy"));
+        assert!(glob(b"*memory*", b"maxmemory"));
+        assert!(glob(b"s?ve", b"SAVE"));
+        assert!(!glob(b"save", b"saves"));
+        assert!(!glob(b"*x", b"save"));
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        // Deterministic fuzz: random bytes, random RESP-looking fragments, any chunking.
+        let mut rng = 0x1234_5678_9abc_def1u64;
+        let pieces: [&[u8]; 12] =
+            [b"*", b"$", b"\r\n", b"3", b"-1", b"GET", b"SET", b"\"", b"'", b"\\x4", b" ", b"99999999999999999999"];
+        for _ in 0..3000 {
+            let mut wire = Vec::new();
+            for _ in 0..(crate::resp::tests::next(&mut rng) % 40) {
+                let r = next(&mut rng);
+                if r % 3 == 0 {
+                    wire.push(r as u8);
+                } else {
+                    wire.extend_from_slice(pieces[(r % 12) as usize]);
+                }
+            }
+            let limits = RespLimits { max_bulk: 64, max_args: 8, max_request: 256, max_inline: 64, ..RespLimits::default() };
+            let _ = serve(&mut Resp::default(), limits, &wire, (next(&mut rng) % 5 + 1) as usize);
+        }
+    }
+
+    fn next(s: &mut u64) -> u64 {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+}
