@@ -19,20 +19,10 @@ const SERVER: &str = env!("CARGO_BIN_EXE_rr-server");
 
 fn lab(tag: &str) -> Lab {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "this integration test needs root"
-    );
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
     for tool in ["redis-cli", "redis-benchmark"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .expect("sh");
-        assert!(
-            found.status.success(),
-            "{tool} missing: install redis-tools (scripts/setup does)"
-        );
+        let found = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().expect("sh");
+        assert!(found.status.success(), "{tool} missing: install redis-tools (scripts/setup does)");
     }
     xsk_io::lab::sweep_stale(tag);
     let lab = Lab::new(&LabConfig::new(tag)).expect("lab");
@@ -56,10 +46,7 @@ struct Proc {
 
 impl Proc {
     fn spawn(ns: &Netns, exe: &str, args: &[&str], dir: &Path, name: &str, stdin: Stdio) -> Proc {
-        let (out, err) = (
-            dir.join(format!("{name}.out")),
-            dir.join(format!("{name}.err")),
-        );
+        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
         let child = Command::new("ip")
             .args(["netns", "exec", &ns.name, exe])
             .args(args)
@@ -76,11 +63,7 @@ impl Proc {
     }
 
     fn output(&self) -> String {
-        format!(
-            "--- stdout\n{}--- stderr\n{}",
-            self.stdout(),
-            std::fs::read_to_string(&self.err).unwrap_or_default()
-        )
+        format!("--- stdout\n{}--- stderr\n{}", self.stdout(), std::fs::read_to_string(&self.err).unwrap_or_default())
     }
 
     fn wait(&mut self, timeout: Duration) -> ExitStatus {
@@ -133,16 +116,9 @@ fn start_server(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !ready.exists() {
         if let Some(st) = p.child.try_wait().unwrap() {
-            panic!(
-                "rr-server exited ({st}) before it was ready:\n{}",
-                p.output()
-            );
+            panic!("rr-server exited ({st}) before it was ready:\n{}", p.output());
         }
-        assert!(
-            Instant::now() < deadline,
-            "rr-server not ready:\n{}",
-            p.output()
-        );
+        assert!(Instant::now() < deadline, "rr-server not ready:\n{}", p.output());
         std::thread::sleep(Duration::from_millis(20));
     }
     p
@@ -154,24 +130,11 @@ fn stop_server(lab: &Lab, mut server: Proc) -> (ServerSummary, String) {
     unsafe { libc::kill(server.child.id() as i32, libc::SIGINT) };
     let st = server.wait(Duration::from_secs(20));
     assert!(st.success(), "rr-server exit {st}:\n{}", server.output());
-    let link = lab
-        .ns_a
-        .run(&["ip", "-d", "link", "show", "dev", &lab.if_a])
-        .expect("ip link");
-    assert!(
-        !link.contains("prog/xdp"),
-        "XDP program left on {}",
-        lab.if_a
-    );
+    let link = lab.ns_a.run(&["ip", "-d", "link", "show", "dev", &lab.if_a]).expect("ip link");
+    assert!(!link.contains("prog/xdp"), "XDP program left on {}", lab.if_a);
     let json = server.out.with_file_name("server.json");
-    let s: ServerSummary =
-        serde_json::from_slice(&std::fs::read(&json).expect("server --json")).unwrap();
-    assert_eq!(
-        (s.protocol_errors, s.io_errors),
-        (0, 0),
-        "{s:?}\n{}",
-        server.output()
-    );
+    let s: ServerSummary = serde_json::from_slice(&std::fs::read(&json).expect("server --json")).unwrap();
+    assert_eq!((s.protocol_errors, s.io_errors), (0, 0), "{s:?}\n{}", server.output());
     assert_eq!(s.accepted, s.closed, "{s:?}");
     (s, server.stdout())
 }
@@ -239,17 +202,11 @@ const SESSION: &[(Option<&str>, &str)] = &[
 
 /// Error replies the session provokes on purpose: the server must count exactly these.
 fn session_errors() -> u64 {
-    SESSION
-        .iter()
-        .filter(|(_, w)| w.starts_with("(error)"))
-        .count() as u64
+    SESSION.iter().filter(|(_, w)| w.starts_with("(error)")).count() as u64
 }
 
 fn line_matches(want: &str, got: &str) -> bool {
-    if let Some(inner) = want
-        .find("{contains ")
-        .map(|i| &want[i + 10..want.len() - 1])
-    {
+    if let Some(inner) = want.find("{contains ").map(|i| &want[i + 10..want.len() - 1]) {
         return got.contains(inner);
     }
     if let Some(i) = want.find("{int ") {
@@ -258,9 +215,7 @@ fn line_matches(want: &str, got: &str) -> bool {
         let Some(rest) = got.strip_prefix(prefix) else {
             return false;
         };
-        return rest
-            .parse::<i64>()
-            .is_ok_and(|v| v >= lo.parse::<i64>().unwrap() && v <= hi.parse::<i64>().unwrap());
+        return rest.parse::<i64>().is_ok_and(|v| v >= lo.parse::<i64>().unwrap() && v <= hi.parse::<i64>().unwrap());
     }
     want == got
 }
@@ -271,14 +226,7 @@ fn redis_cli_session(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) {
     let port_s = port.to_string();
     let host_s = host.to_string();
     let args = ["--no-raw", "-h", &host_s, "-p", &port_s];
-    let mut cli = Proc::spawn(
-        &lab.ns_b,
-        "redis-cli",
-        &args,
-        dir,
-        "redis-cli",
-        Stdio::piped(),
-    );
+    let mut cli = Proc::spawn(&lab.ns_b, "redis-cli", &args, dir, "redis-cli", Stdio::piped());
     let mut stdin = cli.child.stdin.take().unwrap();
     for (cmd, _) in SESSION {
         match cmd {
@@ -300,50 +248,23 @@ fn redis_cli_session(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) {
         .collect();
     for (i, (cmd, w)) in want.iter().enumerate() {
         let g = got.get(i).copied().unwrap_or("<missing>");
-        assert!(
-            line_matches(w, g),
-            "reply line {i} to {cmd:?}: want {w:?}, got {g:?}\nwhole transcript:\n{out}"
-        );
+        assert!(line_matches(w, g), "reply line {i} to {cmd:?}: want {w:?}, got {g:?}\nwhole transcript:\n{out}");
     }
     assert_eq!(got.len(), want.len(), "extra output:\n{out}");
 
     // QUIT is answered and the server closes: redis-cli's REPL would swallow it, so as an
     // argument (sent as given).
-    let quit = Proc::spawn(
-        &lab.ns_b,
-        "redis-cli",
-        &[&args[1..], &["QUIT"]].concat(),
-        dir,
-        "quit",
-        Stdio::null(),
-    );
+    let quit = Proc::spawn(&lab.ns_b, "redis-cli", &[&args[1..], &["QUIT"]].concat(), dir, "quit", Stdio::null());
     assert_eq!(quit.finish(Duration::from_secs(10)).trim(), "OK");
-    let cmds = Proc::spawn(
-        &lab.ns_b,
-        "redis-cli",
-        &[&args[1..], &["COMMAND"]].concat(),
-        dir,
-        "command",
-        Stdio::null(),
-    );
+    let cmds = Proc::spawn(&lab.ns_b, "redis-cli", &[&args[1..], &["COMMAND"]].concat(), dir, "command", Stdio::null());
     let text = cmds.finish(Duration::from_secs(10));
     for name in ["get", "set", "mset", "pexpire", "hello"] {
-        assert!(
-            text.lines().any(|l| l == name),
-            "COMMAND lists {name}:\n{text}"
-        );
+        assert!(text.lines().any(|l| l == name), "COMMAND lists {name}:\n{text}");
     }
 }
 
 /// Runs redis-benchmark in ns_b; returns the test names and requests/s from its CSV output.
-fn redis_benchmark(
-    lab: &Lab,
-    dir: &Path,
-    name: &str,
-    host: Ipv4Addr,
-    port: u16,
-    args: &[&str],
-) -> Vec<(String, f64)> {
+fn redis_benchmark(lab: &Lab, dir: &Path, name: &str, host: Ipv4Addr, port: u16, args: &[&str]) -> Vec<(String, f64)> {
     let (host_s, port_s) = (host.to_string(), port.to_string());
     let mut all = vec!["-h", &host_s, "-p", &port_s, "--csv"];
     all.extend_from_slice(args);
@@ -372,34 +293,10 @@ fn benchmarks(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) -> u64 {
         "bench-small",
         host,
         port,
-        &[
-            "-t",
-            tests,
-            "-n",
-            &n.to_string(),
-            "-c",
-            "50",
-            "-P",
-            "16",
-            "-r",
-            "10000",
-            "-d",
-            "3",
-        ],
+        &["-t", tests, "-n", &n.to_string(), "-c", "50", "-P", "16", "-r", "10000", "-d", "3"],
     );
     let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "PING_INLINE",
-            "PING_MBULK",
-            "SET",
-            "GET",
-            "INCR",
-            "MSET (10 keys)"
-        ],
-        "{rows:?}"
-    );
+    assert_eq!(names, ["PING_INLINE", "PING_MBULK", "SET", "GET", "INCR", "MSET (10 keys)"], "{rows:?}");
     assert!(rows.iter().all(|(_, rps)| *rps > 0.0), "{rows:?}");
     total += 6 * n;
     // 64 KiB values: many segments per request and reply, several clients, pipelined.
@@ -409,25 +306,12 @@ fn benchmarks(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) -> u64 {
         "bench-64k",
         host,
         port,
-        &[
-            "-t", "set,get", "-n", "600", "-c", "8", "-P", "4", "-r", "50", "-d", "65536",
-        ],
+        &["-t", "set,get", "-n", "600", "-c", "8", "-P", "4", "-r", "50", "-d", "65536"],
     );
-    assert_eq!(
-        rows.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
-        ["SET", "GET"],
-        "{rows:?}"
-    );
+    assert_eq!(rows.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["SET", "GET"], "{rows:?}");
     total += 2 * 600;
     // Then one known key (`-r 1` makes it key:000000000000), stored at its full length.
-    redis_benchmark(
-        lab,
-        dir,
-        "bench-one",
-        host,
-        port,
-        &["-t", "set", "-n", "1", "-c", "1", "-r", "1", "-d", "1000"],
-    );
+    redis_benchmark(lab, dir, "bench-one", host, port, &["-t", "set", "-n", "1", "-c", "1", "-r", "1", "-d", "1000"]);
     total += 1;
     let (host_s, port_s) = (host.to_string(), port.to_string());
     let len = Proc::spawn(
@@ -444,14 +328,8 @@ fn benchmarks(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) -> u64 {
 
 /// The `resp: N commands, E error replies, ...` line of the server's exit output.
 fn resp_counts(stdout: &str) -> (u64, u64) {
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("resp: "))
-        .unwrap_or_else(|| panic!("no resp line:\n{stdout}"));
-    let nums: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
+    let line = stdout.lines().find(|l| l.starts_with("resp: ")).unwrap_or_else(|| panic!("no resp line:\n{stdout}"));
+    let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
     (nums[0], nums[1])
 }
 
@@ -460,15 +338,8 @@ fn check_backend(lab: &Lab, dir: &Path, server: Proc, host: Ipv4Addr, port: u16)
     let bench_requests = benchmarks(lab, dir, host, port);
     let (summary, stdout) = stop_server(lab, server);
     let (commands, errors) = resp_counts(&stdout);
-    assert_eq!(
-        errors,
-        session_errors(),
-        "only the session's deliberate errors:\n{stdout}"
-    );
-    assert!(
-        commands >= bench_requests + SESSION.len() as u64 - 1,
-        "{commands} commands:\n{stdout}"
-    );
+    assert_eq!(errors, session_errors(), "only the session's deliberate errors:\n{stdout}");
+    assert!(commands >= bench_requests + SESSION.len() as u64 - 1, "{commands} commands:\n{stdout}");
     assert!(summary.requests >= commands, "{summary:?}");
 }
 
@@ -479,20 +350,8 @@ fn redis_tools_against_xsk_server() {
     let o = lab.addr_a.octets();
     let ip = Ipv4Addr::new(o[0], o[1], o[2], 100);
     let cidr = format!("{ip}/{}", lab.prefix_len);
-    let server = start_server(
-        &lab,
-        &dir,
-        &[
-            "--backend",
-            "xsk",
-            "--iface",
-            &lab.if_a,
-            "--addr",
-            &cidr,
-            "--port",
-            "6390",
-        ],
-    );
+    let server =
+        start_server(&lab, &dir, &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--port", "6390"]);
     check_backend(&lab, &dir, server, ip, 6390);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -502,11 +361,7 @@ fn redis_tools_against_kernel_server() {
     let lab = lab("rsk");
     let dir = scratch("kernel");
     let addr = lab.addr_a.to_string();
-    let server = start_server(
-        &lab,
-        &dir,
-        &["--backend", "kernel", "--bind", &addr, "--port", "6391"],
-    );
+    let server = start_server(&lab, &dir, &["--backend", "kernel", "--bind", &addr, "--port", "6391"]);
     check_backend(&lab, &dir, server, lab.addr_a, 6391);
     let _ = std::fs::remove_dir_all(&dir);
 }

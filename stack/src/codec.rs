@@ -23,11 +23,7 @@ pub enum CodecError {
     Invalid(&'static str),
     /// A declared size or count beyond a configured limit (e.g. a RESP bulk length).
     #[error("{what} {len} exceeds the limit of {max}")]
-    Limit {
-        what: &'static str,
-        len: u64,
-        max: usize,
-    },
+    Limit { what: &'static str, len: u64, max: usize },
 }
 
 pub trait Codec {
@@ -38,11 +34,7 @@ pub trait Codec {
     /// Like `decode`, for a caller that knows the message is `len` bytes long: a client
     /// reading echo replies on an unframed stream, where the stream itself carries no
     /// boundaries. Framed codecs ignore the hint (the default).
-    fn decode_exact(
-        &mut self,
-        buf: &mut BytesMut,
-        len: usize,
-    ) -> Result<Option<Bytes>, CodecError> {
+    fn decode_exact(&mut self, buf: &mut BytesMut, len: usize) -> Result<Option<Bytes>, CodecError> {
         let _ = len;
         self.decode(buf)
     }
@@ -82,16 +74,11 @@ impl Default for LengthPrefixed {
 
 impl Codec for LengthPrefixed {
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
-        let Some(header) = buf.get(..Self::HEADER) else {
-            return Ok(None);
-        };
+        let Some(header) = buf.get(..Self::HEADER) else { return Ok(None) };
         let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
         // Reject before waiting for the body, so an oversized frame fails fast.
         if len > self.max_len {
-            return Err(CodecError::FrameTooLong {
-                len,
-                max: self.max_len,
-            });
+            return Err(CodecError::FrameTooLong { len, max: self.max_len });
         }
         if buf.len() < Self::HEADER + len {
             // Reserve once for the whole frame, so a large message is read with few reallocations.
@@ -126,11 +113,7 @@ impl Codec for Stream {
         }
     }
 
-    fn decode_exact(
-        &mut self,
-        buf: &mut BytesMut,
-        len: usize,
-    ) -> Result<Option<Bytes>, CodecError> {
+    fn decode_exact(&mut self, buf: &mut BytesMut, len: usize) -> Result<Option<Bytes>, CodecError> {
         if buf.len() < len {
             Ok(None)
         } else {
@@ -155,10 +138,7 @@ pub struct Lines {
 
 impl Lines {
     pub fn new(max_len: usize) -> Self {
-        Lines {
-            max_len,
-            scanned: 0,
-        }
+        Lines { max_len, scanned: 0 }
     }
 }
 
@@ -171,11 +151,7 @@ impl Codec for Lines {
         match buf[start..limit].iter().position(|&b| b == b'\n') {
             Some(pos) => {
                 let nl = start + pos;
-                let end = if nl > 0 && buf[nl - 1] == b'\r' {
-                    nl - 1
-                } else {
-                    nl
-                };
+                let end = if nl > 0 && buf[nl - 1] == b'\r' { nl - 1 } else { nl };
                 if end > self.max_len {
                     return Err(CodecError::LineTooLong { max: self.max_len });
                 }
@@ -184,9 +160,7 @@ impl Codec for Lines {
                 buf.advance(nl + 1 - end);
                 Ok(Some(line))
             }
-            None if limit > self.max_len.saturating_add(1) => {
-                Err(CodecError::LineTooLong { max: self.max_len })
-            }
+            None if limit > self.max_len.saturating_add(1) => Err(CodecError::LineTooLong { max: self.max_len }),
             None => {
                 self.scanned = limit;
                 Ok(None)
@@ -219,10 +193,7 @@ mod tests {
         Ok(out)
     }
 
-    fn decode_all<C: Codec>(
-        codec: &mut C,
-        input: &[u8],
-    ) -> Result<(Vec<Vec<u8>>, usize), CodecError> {
+    fn decode_all<C: Codec>(codec: &mut C, input: &[u8]) -> Result<(Vec<Vec<u8>>, usize), CodecError> {
         let mut buf = BytesMut::from(input);
         let mut out = Vec::new();
         while let Some(msg) = codec.decode(&mut buf)? {
@@ -232,13 +203,7 @@ mod tests {
     }
 
     fn messages() -> Vec<Vec<u8>> {
-        vec![
-            b"a".to_vec(),
-            Vec::new(),
-            vec![7u8; 300],
-            b"hello world".to_vec(),
-            (0..=255u8).collect(),
-        ]
+        vec![b"a".to_vec(), Vec::new(), vec![7u8; 300], b"hello world".to_vec(), (0..=255u8).collect()]
     }
 
     #[test]
@@ -248,16 +213,12 @@ mod tests {
         for m in messages() {
             enc.encode(&m, &mut wire);
         }
-        assert_eq!(
-            decode_bytewise(&mut LengthPrefixed::new(1024), &wire).unwrap(),
-            messages()
-        );
+        assert_eq!(decode_bytewise(&mut LengthPrefixed::new(1024), &wire).unwrap(), messages());
         let (all, rest) = decode_all(&mut LengthPrefixed::new(1024), &wire).unwrap();
         assert_eq!(all, messages());
         assert_eq!(rest, 0);
         // A truncated tail stays buffered.
-        let (some, rest) =
-            decode_all(&mut LengthPrefixed::new(1024), &wire[..wire.len() - 1]).unwrap();
+        let (some, rest) = decode_all(&mut LengthPrefixed::new(1024), &wire[..wire.len() - 1]).unwrap();
         assert_eq!(some.len(), messages().len() - 1);
         assert_eq!(rest, 4 + 255);
     }
@@ -266,15 +227,9 @@ mod tests {
     fn length_prefixed_rejects_oversized_header_before_body() {
         let mut codec = LengthPrefixed::new(100);
         let mut buf = BytesMut::from(&[0u8, 0, 0, 101][..]);
-        assert_eq!(
-            codec.decode(&mut buf),
-            Err(CodecError::FrameTooLong { len: 101, max: 100 })
-        );
+        assert_eq!(codec.decode(&mut buf), Err(CodecError::FrameTooLong { len: 101, max: 100 }));
         let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0xff, 1][..]);
-        assert!(matches!(
-            codec.decode(&mut buf),
-            Err(CodecError::FrameTooLong { .. })
-        ));
+        assert!(matches!(codec.decode(&mut buf), Err(CodecError::FrameTooLong { .. })));
         // Exactly max_len is fine.
         let mut wire = BytesMut::new();
         codec.encode(&[1; 100], &mut wire);
@@ -287,21 +242,12 @@ mod tests {
         let mut buf = BytesMut::new();
         assert_eq!(codec.decode(&mut buf).unwrap(), None);
         buf.extend_from_slice(b"abcdef");
-        assert_eq!(
-            codec.decode(&mut buf).unwrap().as_deref(),
-            Some(&b"abcdef"[..])
-        );
+        assert_eq!(codec.decode(&mut buf).unwrap().as_deref(), Some(&b"abcdef"[..]));
         assert!(buf.is_empty());
         buf.extend_from_slice(b"abcde");
         assert_eq!(codec.decode_exact(&mut buf, 6).unwrap(), None);
-        assert_eq!(
-            codec.decode_exact(&mut buf, 2).unwrap().as_deref(),
-            Some(&b"ab"[..])
-        );
-        assert_eq!(
-            codec.decode_exact(&mut buf, 3).unwrap().as_deref(),
-            Some(&b"cde"[..])
-        );
+        assert_eq!(codec.decode_exact(&mut buf, 2).unwrap().as_deref(), Some(&b"ab"[..]));
+        assert_eq!(codec.decode_exact(&mut buf, 3).unwrap().as_deref(), Some(&b"cde"[..]));
         let mut out = BytesMut::new();
         codec.encode(b"xy", &mut out);
         assert_eq!(&out[..], b"xy");
@@ -323,19 +269,10 @@ mod tests {
     #[test]
     fn lines_length_limit() {
         // Exactly max_len (with or without \r) is accepted.
-        assert_eq!(
-            decode_bytewise(&mut Lines::new(4), b"abcd\nabcd\r\n").unwrap(),
-            vec![b"abcd".to_vec(); 2]
-        );
+        assert_eq!(decode_bytewise(&mut Lines::new(4), b"abcd\nabcd\r\n").unwrap(), vec![b"abcd".to_vec(); 2]);
         // One more byte without a terminator fails as soon as it is visible, even byte by byte.
-        assert_eq!(
-            decode_bytewise(&mut Lines::new(4), b"abcdef"),
-            Err(CodecError::LineTooLong { max: 4 })
-        );
-        assert_eq!(
-            decode_all(&mut Lines::new(4), b"abcde\n"),
-            Err(CodecError::LineTooLong { max: 4 })
-        );
+        assert_eq!(decode_bytewise(&mut Lines::new(4), b"abcdef"), Err(CodecError::LineTooLong { max: 4 }));
+        assert_eq!(decode_all(&mut Lines::new(4), b"abcde\n"), Err(CodecError::LineTooLong { max: 4 }));
         // The error does not depend on how the input was split.
         assert!(decode_all(&mut Lines::new(4), &[b'x'; 1000]).is_err());
     }

@@ -104,12 +104,7 @@ pub struct RespCodec {
 impl RespCodec {
     /// A codec enforcing `limits`' request limits.
     pub fn new(limits: RespLimits) -> Self {
-        RespCodec {
-            limits,
-            pos: 0,
-            left: None,
-            scanned: 0,
-        }
+        RespCodec { limits, pos: 0, left: None, scanned: 0 }
     }
 
     fn decode_inline(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, CodecError> {
@@ -121,9 +116,7 @@ impl RespCodec {
                 Ok(Some(buf.split_to(start + i + 1).freeze()))
             }
             None if buf.len() > self.limits.max_inline.saturating_add(1) => {
-                Err(CodecError::LineTooLong {
-                    max: self.limits.max_inline,
-                })
+                Err(CodecError::LineTooLong { max: self.limits.max_inline })
             }
             None => {
                 self.scanned = limit;
@@ -143,11 +136,7 @@ impl Default for RespCodec {
 fn len_line(b: &[u8]) -> Result<Option<(i64, usize)>, ()> {
     let window = &b[..b.len().min(MAX_LEN_LINE)];
     let Some(cr) = window.iter().position(|&c| c == b'\r') else {
-        return if b.len() >= MAX_LEN_LINE {
-            Err(())
-        } else {
-            Ok(None)
-        };
+        return if b.len() >= MAX_LEN_LINE { Err(()) } else { Ok(None) };
     };
     match b.get(cr + 1) {
         None => Ok(None),
@@ -167,17 +156,13 @@ impl Codec for RespCodec {
                 if first != b'*' {
                     return self.decode_inline(buf);
                 }
-                let Some((n, hdr)) = len_line(&buf[1..])
-                    .map_err(|()| CodecError::Invalid("invalid multibulk length"))?
+                let Some((n, hdr)) =
+                    len_line(&buf[1..]).map_err(|()| CodecError::Invalid("invalid multibulk length"))?
                 else {
                     return Ok(None);
                 };
                 if n > 0 && n as u64 > self.limits.max_args as u64 {
-                    return Err(CodecError::Limit {
-                        what: "arguments",
-                        len: n as u64,
-                        max: self.limits.max_args,
-                    });
+                    return Err(CodecError::Limit { what: "arguments", len: n as u64, max: self.limits.max_args });
                 }
                 // `*0` and `*-1` are empty requests: Redis skips them without a reply.
                 self.pos = 1 + hdr;
@@ -192,28 +177,18 @@ impl Codec for RespCodec {
                 return Err(CodecError::Invalid("expected '$' before each argument"));
             }
             let parsed = len_line(&buf[pos + 1..]);
-            let Some((len, hdr)) =
-                parsed.map_err(|()| CodecError::Invalid("invalid bulk length"))?
-            else {
+            let Some((len, hdr)) = parsed.map_err(|()| CodecError::Invalid("invalid bulk length"))? else {
                 break;
             };
             if len < 0 {
                 return Err(CodecError::Invalid("invalid bulk length"));
             }
             if len as u64 > self.limits.max_bulk as u64 {
-                return Err(CodecError::Limit {
-                    what: "bulk length",
-                    len: len as u64,
-                    max: self.limits.max_bulk,
-                });
+                return Err(CodecError::Limit { what: "bulk length", len: len as u64, max: self.limits.max_bulk });
             }
             let end = pos + 1 + hdr + len as usize + 2;
             if end > self.limits.max_request {
-                return Err(CodecError::Limit {
-                    what: "request bytes",
-                    len: end as u64,
-                    max: self.limits.max_request,
-                });
+                return Err(CodecError::Limit { what: "request bytes", len: end as u64, max: self.limits.max_request });
             }
             if buf.len() < end {
                 // Room for the whole argument at once instead of doubling through it.
@@ -531,11 +506,7 @@ enum Fail {
 type CmdResult = Result<Reply, Fail>;
 
 fn arity(a: &Args<'_>, n: isize, name: &'static str) -> Result<(), Fail> {
-    let ok = if n >= 0 {
-        a.len() == n as usize
-    } else {
-        a.len() >= n.unsigned_abs()
-    };
+    let ok = if n >= 0 { a.len() == n as usize } else { a.len() >= n.unsigned_abs() };
     if ok {
         Ok(())
     } else {
@@ -672,14 +643,7 @@ impl Resp {
             ranges.push((src.len(), src.len() + a.len()));
             src.extend_from_slice(a);
         }
-        self.execute(
-            conn,
-            &Args {
-                src: &src,
-                ranges: &ranges,
-            },
-            out,
-        )
+        self.execute(conn, &Args { src: &src, ranges: &ranges }, out)
     }
 
     // ---- key access ----------------------------------------------------------------------
@@ -749,11 +713,7 @@ impl Resp {
             None => {
                 let key: Arc<[u8]> = Arc::from(key);
                 self.used += cost(&key, value.len());
-                self.map.entry(key.clone()).or_insert(Entry {
-                    key,
-                    value: value.to_vec(),
-                    expires: None,
-                })
+                self.map.entry(key.clone()).or_insert(Entry { key, value: value.to_vec(), expires: None })
             }
         };
         if let Some(deadline) = ttl {
@@ -785,10 +745,7 @@ impl Resp {
         // Stale entries (key deleted or deadline changed) would pile up under churn: rebuild
         // from the live deadlines once they outnumber them. Amortised O(1) per push.
         if self.heap.len() > 2 * self.with_ttl + 1024 {
-            let live = self
-                .map
-                .values()
-                .filter_map(|e| e.expires.map(|t| Reverse((t, e.key.clone()))));
+            let live = self.map.values().filter_map(|e| e.expires.map(|t| Reverse((t, e.key.clone()))));
             self.heap = live.collect();
         }
     }
@@ -827,9 +784,7 @@ impl Resp {
         match self.get(key) {
             None => -2,
             Some(Entry { expires: None, .. }) => -1,
-            Some(Entry {
-                expires: Some(t), ..
-            }) => t.saturating_sub(now) as i64,
+            Some(Entry { expires: Some(t), .. }) => t.saturating_sub(now) as i64,
         }
     }
 
@@ -865,13 +820,7 @@ impl Resp {
     }
 
     /// Runs the command `name` (upper-cased) and writes its reply; on `Err` nothing is written.
-    fn dispatch(
-        &mut self,
-        conn: ConnId,
-        name: &[u8],
-        a: &Args<'_>,
-        out: &mut BytesMut,
-    ) -> Result<Reply, Fail> {
+    fn dispatch(&mut self, conn: ConnId, name: &[u8], a: &Args<'_>, out: &mut BytesMut) -> Result<Reply, Fail> {
         match name {
             b"GET" => {
                 arity(a, 2, "get")?;
@@ -902,9 +851,7 @@ impl Resp {
                     }
                     _ => {
                         arity(a, 3, "decrby")?;
-                        int_arg(a.get(2))?
-                            .checked_neg()
-                            .ok_or(Fail::Msg("decrement would overflow"))?
+                        int_arg(a.get(2))?.checked_neg().ok_or(Fail::Msg("decrement would overflow"))?
                     }
                 };
                 let key = a.get(1);
@@ -1075,10 +1022,7 @@ impl Resp {
             } else if (a.is(i, "EX") || a.is(i, "PX")) && !keep && ttl_ms.is_none() && has_next {
                 let unit = if a.is(i, "EX") { 1000 } else { 1 };
                 let n = int_arg(a.get(i + 1))?;
-                let ms = n
-                    .checked_mul(unit)
-                    .filter(|_| n > 0)
-                    .ok_or(Fail::InvalidExpire("set"))?;
+                let ms = n.checked_mul(unit).filter(|_| n > 0).ok_or(Fail::InvalidExpire("set"))?;
                 ttl_ms = Some(ms);
                 i += 1;
             } else {
@@ -1088,10 +1032,7 @@ impl Resp {
         }
         let now = self.now();
         let deadline = match ttl_ms {
-            Some(ms) => Some(Some(
-                now.checked_add(ms as u64)
-                    .ok_or(Fail::InvalidExpire("set"))?,
-            )),
+            Some(ms) => Some(Some(now.checked_add(ms as u64).ok_or(Fail::InvalidExpire("set"))?)),
             None if keep => None,
             None => Some(None),
         };
@@ -1122,13 +1063,7 @@ impl Resp {
         Ok(Reply::Done)
     }
 
-    fn cmd_expire(
-        &mut self,
-        a: &Args<'_>,
-        unit: i64,
-        name: &'static str,
-        out: &mut BytesMut,
-    ) -> CmdResult {
+    fn cmd_expire(&mut self, a: &Args<'_>, unit: i64, name: &'static str, out: &mut BytesMut) -> CmdResult {
         arity(a, -3, name)?;
         let k = a.get(1);
         let n = int_arg(a.get(2))?;
@@ -1148,15 +1083,10 @@ impl Resp {
             *flag = true;
         }
         if (nx && (xx || gt || lt)) || (gt && lt) {
-            return Err(Fail::Msg(
-                "NX and XX, GT or LT options at the same time are not compatible",
-            ));
+            return Err(Fail::Msg("NX and XX, GT or LT options at the same time are not compatible"));
         }
         let now = self.now() as i64;
-        let deadline = n
-            .checked_mul(unit)
-            .and_then(|ms| ms.checked_add(now))
-            .ok_or(Fail::InvalidExpire(name))?;
+        let deadline = n.checked_mul(unit).and_then(|ms| ms.checked_add(now)).ok_or(Fail::InvalidExpire(name))?;
         let Some(cur) = self.get(k).map(|e| e.expires) else {
             int(out, 0);
             return Ok(Reply::Done);
@@ -1212,9 +1142,7 @@ impl Resp {
             // shows no hints, which is all this costs.
             array(out, 0);
         } else {
-            return Err(Fail::Msg(
-                "unknown subcommand of COMMAND (supported: COUNT, INFO, LIST, DOCS)",
-            ));
+            return Err(Fail::Msg("unknown subcommand of COMMAND (supported: COUNT, INFO, LIST, DOCS)"));
         }
         Ok(())
     }
@@ -1232,16 +1160,11 @@ impl Resp {
             ("maxmemory", self.limits.max_memory.to_string()),
             ("maxmemory-policy", "noeviction".into()),
             ("proto-max-bulk-len", self.limits.max_bulk.to_string()),
-            (
-                "client-query-buffer-limit",
-                self.limits.max_request.to_string(),
-            ),
+            ("client-query-buffer-limit", self.limits.max_request.to_string()),
             ("timeout", "0".into()),
         ];
-        let hits: Vec<&(&str, String)> = params
-            .iter()
-            .filter(|(n, _)| (2..a.len()).any(|i| glob(a.get(i), n.as_bytes())))
-            .collect();
+        let hits: Vec<&(&str, String)> =
+            params.iter().filter(|(n, _)| (2..a.len()).any(|i| glob(a.get(i), n.as_bytes()))).collect();
         array(out, hits.len() * 2);
         for (n, v) in hits {
             bulk(out, n.as_bytes());
@@ -1253,9 +1176,7 @@ impl Resp {
     fn cmd_info(&mut self, a: &Args<'_>, out: &mut BytesMut) {
         let want = |s: &str| {
             a.len() == 1
-                || (1..a.len()).any(|i| {
-                    a.is(i, s) || a.is(i, "all") || a.is(i, "everything") || a.is(i, "default")
-                })
+                || (1..a.len()).any(|i| a.is(i, s) || a.is(i, "all") || a.is(i, "everything") || a.is(i, "default"))
         };
         let uptime = self.now() / 1000;
         let s = self.stats;
@@ -1295,10 +1216,7 @@ impl Resp {
         ];
         // As Redis: `# Section` headers, a blank line between sections, none after the last.
         let mut text = String::new();
-        for (name, body) in sections
-            .iter()
-            .filter(|(n, _)| want(&n.to_ascii_lowercase()))
-        {
+        for (name, body) in sections.iter().filter(|(n, _)| want(&n.to_ascii_lowercase())) {
             if !text.is_empty() {
                 text.push_str("\r\n");
             }
@@ -1309,9 +1227,7 @@ impl Resp {
 
     fn cmd_hello(&mut self, conn: ConnId, a: &Args<'_>, out: &mut BytesMut) -> Result<(), Fail> {
         if a.len() >= 2 {
-            let v = parse_i64(a.get(1)).ok_or(Fail::Msg(
-                "Protocol version is not an integer or out of range",
-            ))?;
+            let v = parse_i64(a.get(1)).ok_or(Fail::Msg("Protocol version is not an integer or out of range"))?;
             if v != 2 {
                 return Err(Fail::NoProto);
             }
@@ -1363,24 +1279,15 @@ fn unknown_command(a: &Args<'_>, out: &mut BytesMut) {
 
 fn write_fail(f: Fail, out: &mut BytesMut) {
     let _ = match f {
-        Fail::Arity(name) => write!(
-            out,
-            "-ERR wrong number of arguments for '{name}' command\r\n"
-        ),
+        Fail::Arity(name) => write!(out, "-ERR wrong number of arguments for '{name}' command\r\n"),
         Fail::Syntax => write!(out, "-ERR syntax error\r\n"),
         Fail::NotInt => write!(out, "-ERR value is not an integer or out of range\r\n"),
         Fail::Overflow => write!(out, "-ERR increment or decrement would overflow\r\n"),
         Fail::InvalidExpire(name) => {
             write!(out, "-ERR invalid expire time in '{name}' command\r\n")
         }
-        Fail::Oom => write!(
-            out,
-            "-OOM command not allowed when used memory > 'maxmemory'.\r\n"
-        ),
-        Fail::TooManyKeys => write!(
-            out,
-            "-OOM command not allowed: the store holds its maximum number of keys\r\n"
-        ),
+        Fail::Oom => write!(out, "-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
+        Fail::TooManyKeys => write!(out, "-OOM command not allowed: the store holds its maximum number of keys\r\n"),
         Fail::NoProto => write!(out, "-NOPROTO unsupported protocol version\r\n"),
         Fail::Unknown => write!(out, "-ERR unknown command\r\n"),
         Fail::Msg(m) => write!(out, "-ERR {m}\r\n"),
@@ -1395,14 +1302,7 @@ impl Handler for Resp {
         inline.clear();
         let reply = if req.first() == Some(&b'*') {
             match split_multibulk(req, &mut ranges) {
-                Some(()) => self.execute(
-                    conn,
-                    &Args {
-                        src: req,
-                        ranges: &ranges,
-                    },
-                    resp,
-                ),
+                Some(()) => self.execute(conn, &Args { src: req, ranges: &ranges }, resp),
                 // The codec validated the frame; a mismatch is a bug, answered, not a panic.
                 None => {
                     resp.extend_from_slice(b"-ERR Protocol error: malformed request\r\n");
@@ -1411,18 +1311,9 @@ impl Handler for Resp {
             }
         } else {
             match split_inline(req, &mut inline, &mut ranges) {
-                Ok(()) => self.execute(
-                    conn,
-                    &Args {
-                        src: &inline,
-                        ranges: &ranges,
-                    },
-                    resp,
-                ),
+                Ok(()) => self.execute(conn, &Args { src: &inline, ranges: &ranges }, resp),
                 Err(()) => {
-                    resp.extend_from_slice(
-                        b"-ERR Protocol error: unbalanced quotes in request\r\n",
-                    );
+                    resp.extend_from_slice(b"-ERR Protocol error: unbalanced quotes in request\r\n");
                     Reply::Close
                 }
             }
@@ -1475,11 +1366,7 @@ impl RespWorkload {
         let value: Vec<u8> = (0..value_size).map(|i| b'a' + (i % 26) as u8).collect();
         let mut get_reply = BytesMut::new();
         bulk(&mut get_reply, &value);
-        RespWorkload {
-            value,
-            keys: keys.max(1),
-            get_reply: get_reply.to_vec(),
-        }
+        RespWorkload { value, keys: keys.max(1), get_reply: get_reply.to_vec() }
     }
 }
 
@@ -1574,17 +1461,8 @@ mod tests {
         assert_eq!(parse_i64(b"-12"), Some(-12));
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
-        for bad in [
-            &b""[..],
-            b"-",
-            b"+1",
-            b" 1",
-            b"01",
-            b"-0",
-            b"1a",
-            b"9223372036854775808",
-            b"99999999999999999999",
-        ] {
+        for bad in [&b""[..], b"-", b"+1", b" 1", b"01", b"-0", b"1a", b"9223372036854775808", b"99999999999999999999"]
+        {
             assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
         let mut d = [0u8; 20];
@@ -1612,23 +1490,14 @@ mod tests {
 
     #[test]
     fn protocol_errors_answer_then_close() {
-        let limits = RespLimits {
-            max_bulk: 10,
-            max_args: 3,
-            max_request: 30,
-            max_inline: 16,
-            ..RespLimits::default()
-        };
+        let limits = RespLimits { max_bulk: 10, max_args: 3, max_request: 30, max_inline: 16, ..RespLimits::default() };
         let cases: [(&[u8], &str); 8] = [
             (b"*x\r\n", "invalid multibulk length"),
             (b"*1\r\n+PING\r\n", "expected '$'"),
             (b"*1\r\n$-3\r\n", "invalid bulk length"),
             (b"*1\r\n$11\r\n", "bulk length 11 exceeds the limit of 10"),
             (b"*4\r\n", "arguments 4 exceeds the limit of 3"),
-            (
-                b"*3\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n",
-                "request bytes 38 exceeds the limit of 30",
-            ),
+            (b"*3\r\n$10\r\n0123456789\r\n$10\r\n0123456789\r\n", "request bytes 38 exceeds the limit of 30"),
             (b"*1\r\n$2\r\nabcd", "not followed by CRLF"),
             (b"GET aaaaaaaaaaaaaaaaaaaaaaa", "too big inline request"),
         ];
@@ -1636,10 +1505,7 @@ mod tests {
             for chunk in [1, 1000] {
                 let (out, closed) = serve(&mut Resp::default(), limits, wire, chunk);
                 assert!(closed, "{wire:?}");
-                assert!(
-                    out.starts_with("-ERR Protocol error: ") && out.contains(msg),
-                    "{wire:?}: {out}"
-                );
+                assert!(out.starts_with("-ERR Protocol error: ") && out.contains(msg), "{wire:?}: {out}");
             }
         }
         // A bulk header without digits ever ending is cut at the header limit, not buffered on.
@@ -1662,24 +1528,12 @@ mod tests {
         assert_eq!(cmd(h, &["DECR", "a"]), ":-10\r\n");
         assert_eq!(cmd(h, &["DECRBY", "a", "5"]), ":-15\r\n");
         assert_eq!(cmd(h, &["INCR", "new"]), ":1\r\n");
-        assert_eq!(
-            cmd(h, &["DECRBY", "a", "-9223372036854775808"]),
-            "-ERR decrement would overflow\r\n"
-        );
+        assert_eq!(cmd(h, &["DECRBY", "a", "-9223372036854775808"]), "-ERR decrement would overflow\r\n");
         assert_eq!(cmd(h, &["SET", "big", "9223372036854775807"]), "+OK\r\n");
-        assert_eq!(
-            cmd(h, &["INCR", "big"]),
-            "-ERR increment or decrement would overflow\r\n"
-        );
-        assert_eq!(
-            cmd(h, &["INCRBY", "a", "x"]),
-            "-ERR value is not an integer or out of range\r\n"
-        );
+        assert_eq!(cmd(h, &["INCR", "big"]), "-ERR increment or decrement would overflow\r\n");
+        assert_eq!(cmd(h, &["INCRBY", "a", "x"]), "-ERR value is not an integer or out of range\r\n");
         assert_eq!(cmd(h, &["SET", "s", "abc"]), "+OK\r\n");
-        assert_eq!(
-            cmd(h, &["INCR", "s"]),
-            "-ERR value is not an integer or out of range\r\n"
-        );
+        assert_eq!(cmd(h, &["INCR", "s"]), "-ERR value is not an integer or out of range\r\n");
         assert_eq!(cmd(h, &["APPEND", "s", "de"]), ":5\r\n");
         assert_eq!(cmd(h, &["APPEND", "t", "xy"]), ":2\r\n");
         assert_eq!(cmd(h, &["STRLEN", "s"]), ":5\r\n");
@@ -1687,14 +1541,8 @@ mod tests {
         assert_eq!(cmd(h, &["GETSET", "s", "z"]), "$5\r\nabcde\r\n");
         assert_eq!(cmd(h, &["GETSET", "u", "z"]), "$-1\r\n");
         assert_eq!(cmd(h, &["MSET", "m1", "1", "m2", "2"]), "+OK\r\n");
-        assert_eq!(
-            cmd(h, &["MSET", "m1", "1", "m2"]),
-            "-ERR wrong number of arguments for 'mset' command\r\n"
-        );
-        assert_eq!(
-            cmd(h, &["MGET", "m1", "nope", "m2"]),
-            "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n"
-        );
+        assert_eq!(cmd(h, &["MSET", "m1", "1", "m2"]), "-ERR wrong number of arguments for 'mset' command\r\n");
+        assert_eq!(cmd(h, &["MGET", "m1", "nope", "m2"]), "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n");
         assert_eq!(cmd(h, &["EXISTS", "m1", "m1", "nope"]), ":2\r\n");
         assert_eq!(cmd(h, &["DEL", "m1", "m2", "nope"]), ":2\r\n");
         assert_eq!(cmd(h, &["DBSIZE"]), ":6\r\n");
@@ -1702,15 +1550,9 @@ mod tests {
         assert_eq!(cmd(h, &["SET", "x", "1", "XX"]), "$-1\r\n");
         assert_eq!(cmd(h, &["SET", "x", "1", "NX"]), "+OK\r\n");
         assert_eq!(cmd(h, &["SET", "x", "2", "XX", "GET"]), "$1\r\n1\r\n");
-        assert_eq!(
-            cmd(h, &["SET", "x", "2", "NX", "XX"]),
-            "-ERR syntax error\r\n"
-        );
+        assert_eq!(cmd(h, &["SET", "x", "2", "NX", "XX"]), "-ERR syntax error\r\n");
         assert_eq!(cmd(h, &["SET", "x", "2", "EX"]), "-ERR syntax error\r\n");
-        assert_eq!(
-            cmd(h, &["SET", "x", "2", "EX", "0"]),
-            "-ERR invalid expire time in 'set' command\r\n"
-        );
+        assert_eq!(cmd(h, &["SET", "x", "2", "EX", "0"]), "-ERR invalid expire time in 'set' command\r\n");
         assert_eq!(cmd(h, &["FLUSHALL"]), "+OK\r\n");
         assert_eq!(cmd(h, &["DBSIZE"]), ":0\r\n");
         assert_eq!(h.used_memory(), 0);
@@ -1723,47 +1565,26 @@ mod tests {
         assert_eq!(cmd(h, &["PING", "hi"]), "$2\r\nhi\r\n");
         assert_eq!(cmd(h, &["ECHO", ""]), "$0\r\n\r\n");
         assert_eq!(cmd(h, &["SELECT", "0"]), "+OK\r\n");
-        assert_eq!(
-            cmd(h, &["SELECT", "1"]),
-            "-ERR DB index is out of range\r\n"
-        );
-        assert_eq!(
-            cmd(h, &["CONFIG", "GET", "save"]),
-            "*2\r\n$4\r\nsave\r\n$0\r\n\r\n"
-        );
-        assert_eq!(
-            cmd(h, &["CONFIG", "GET", "APPEND*"]),
-            "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n"
-        );
+        assert_eq!(cmd(h, &["SELECT", "1"]), "-ERR DB index is out of range\r\n");
+        assert_eq!(cmd(h, &["CONFIG", "GET", "save"]), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
+        assert_eq!(cmd(h, &["CONFIG", "GET", "APPEND*"]), "*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n");
         assert!(cmd(h, &["CONFIG", "SET", "save", ""]).starts_with("-ERR"));
         assert!(cmd(h, &["CONFIG"]).starts_with("-ERR wrong number"));
-        assert_eq!(
-            cmd(h, &["COMMAND", "COUNT"]),
-            format!(":{}\r\n", COMMANDS.len())
-        );
-        assert!(cmd(h, &["COMMAND"]).starts_with(&format!(
-            "*{}\r\n*6\r\n$4\r\nping\r\n:-1\r\n",
-            COMMANDS.len()
-        )));
+        assert_eq!(cmd(h, &["COMMAND", "COUNT"]), format!(":{}\r\n", COMMANDS.len()));
+        assert!(cmd(h, &["COMMAND"]).starts_with(&format!("*{}\r\n*6\r\n$4\r\nping\r\n:-1\r\n", COMMANDS.len())));
         assert_eq!(cmd(h, &["COMMAND", "DOCS"]), "*0\r\n");
         assert!(cmd(h, &["COMMAND", "INFO", "get", "nope"]).ends_with("*-1\r\n"));
         assert!(cmd(h, &["INFO"]).contains("redis_version:7.0.0\r\n"));
         assert!(cmd(h, &["INFO", "keyspace"]).starts_with("$12\r\n# Keyspace\r\n"));
         assert!(cmd(h, &["HELLO"]).starts_with("*14\r\n$6\r\nserver\r\n"));
         assert!(cmd(h, &["HELLO", "2", "SETNAME", "x"]).starts_with("*14\r\n"));
-        assert_eq!(
-            cmd(h, &["HELLO", "3"]),
-            "-NOPROTO unsupported protocol version\r\n"
-        );
+        assert_eq!(cmd(h, &["HELLO", "3"]), "-NOPROTO unsupported protocol version\r\n");
         assert_eq!(
             cmd(h, &["LPUSH", "l", "a\r\nb"]),
             "-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a??b' \r\n"
         );
         assert!(cmd(h, &["AVERYLONGCOMMANDNAMEINDEED"]).starts_with("-ERR unknown command"));
-        assert_eq!(
-            cmd(h, &["GET"]),
-            "-ERR wrong number of arguments for 'get' command\r\n"
-        );
+        assert_eq!(cmd(h, &["GET"]), "-ERR wrong number of arguments for 'get' command\r\n");
         let (out, closed) = serve(h, RespLimits::default(), b"QUIT\r\nPING\r\n", 100);
         assert_eq!((out.as_str(), closed), ("+OK\r\n", true));
         assert!(h.stats().errors >= 6);
@@ -1796,64 +1617,39 @@ mod tests {
         assert_eq!(cmd(h, &["EXPIRE", "a", "100", "NX"]), ":1\r\n");
         assert_eq!(cmd(h, &["EXPIRE", "a", "50", "GT"]), ":0\r\n");
         assert_eq!(cmd(h, &["EXPIRE", "a", "50", "LT"]), ":1\r\n");
-        assert_eq!(
-            cmd(h, &["EXPIRE", "a", "1", "NX", "XX"]).get(..4),
-            Some("-ERR")
-        );
+        assert_eq!(cmd(h, &["EXPIRE", "a", "1", "NX", "XX"]).get(..4), Some("-ERR"));
         assert_eq!(cmd(h, &["PEXPIRE", "zz", "100"]), ":0\r\n");
-        assert_eq!(
-            cmd(h, &["EXPIRE", "a", "99999999999999999"]),
-            "-ERR invalid expire time in 'expire' command\r\n"
-        );
+        assert_eq!(cmd(h, &["EXPIRE", "a", "99999999999999999"]), "-ERR invalid expire time in 'expire' command\r\n");
         // A deadline in the past deletes at once.
         assert_eq!(cmd(h, &["PEXPIRE", "c", "-1"]), ":1\r\n");
         assert_eq!(cmd(h, &["EXISTS", "c"]), ":0\r\n");
         // Swept: many keys nobody reads again disappear through tick().
         for i in 0..100 {
-            assert_eq!(
-                cmd(h, &["SET", &format!("t{i}"), "v", "PX", "10"]),
-                "+OK\r\n"
-            );
+            assert_eq!(cmd(h, &["SET", &format!("t{i}"), "v", "PX", "10"]), "+OK\r\n");
         }
         // Churn on one key leaves stale heap entries; compaction keeps the heap bounded.
         for _ in 0..10_000 {
             cmd(h, &["SET", "churn", "v", "EX", "1000"]);
         }
-        assert!(
-            h.heap.len() <= 2 * h.with_ttl + 1025,
-            "heap {} with_ttl {}",
-            h.heap.len(),
-            h.with_ttl
-        );
+        assert!(h.heap.len() <= 2 * h.with_ttl + 1025, "heap {} with_ttl {}", h.heap.len(), h.with_ttl);
         let before = h.len();
         h.set_clock_ms(2_520);
         h.tick();
         assert_eq!(h.len(), before - 100, "the sweep removed the expired keys");
         assert_eq!(cmd(h, &["DBSIZE"]), ":2\r\n");
         h.set_clock_ms(3_600_000);
-        assert_eq!(
-            cmd(h, &["DBSIZE"]),
-            ":0\r\n",
-            "DBSIZE counts no expired key"
-        );
+        assert_eq!(cmd(h, &["DBSIZE"]), ":0\r\n", "DBSIZE counts no expired key");
         assert_eq!(h.used_memory(), 0);
     }
 
     #[test]
     fn storage_limits_give_oom_errors() {
-        let limits = RespLimits {
-            max_keys: 3,
-            max_memory: 3 * ENTRY_OVERHEAD + 30,
-            ..RespLimits::default()
-        };
+        let limits = RespLimits { max_keys: 3, max_memory: 3 * ENTRY_OVERHEAD + 30, ..RespLimits::default() };
         let h = &mut Resp::new(limits);
         let run = |h: &mut Resp, a: &[&str]| serve(h, limits, &mb(a), 1000).0;
         assert_eq!(run(h, &["MSET", "a", "1", "b", "2", "c", "3"]), "+OK\r\n");
         assert!(run(h, &["SET", "d", "4"]).starts_with("-OOM"));
-        assert!(
-            run(h, &["MSET", "a", "1", "e", "2"]).starts_with("-OOM"),
-            "all or nothing"
-        );
+        assert!(run(h, &["MSET", "a", "1", "e", "2"]).starts_with("-OOM"), "all or nothing");
         assert_eq!(run(h, &["EXISTS", "e"]), ":0\r\n");
         // Overwriting is fine until the bytes run out.
         assert_eq!(run(h, &["SET", "a", "0123456789"]), "+OK\r\n");
@@ -1889,11 +1685,7 @@ mod tests {
             let mut resp = BytesMut::new();
             h.handle(ConnId(1), &frame, &mut resp);
             assert_eq!(w.response_len(&req), Some(resp.len()));
-            assert!(
-                w.check(3, &req, &resp),
-                "{:?}",
-                String::from_utf8_lossy(&resp)
-            );
+            assert!(w.check(3, &req, &resp), "{:?}", String::from_utf8_lossy(&resp));
         }
         assert_eq!(h.len(), 4);
     }
@@ -1912,20 +1704,8 @@ mod tests {
     fn garbage_never_panics() {
         // Deterministic fuzz: random bytes, random RESP-looking fragments, any chunking.
         let mut rng = 0x1234_5678_9abc_def1u64;
-        let pieces: [&[u8]; 12] = [
-            b"*",
-            b"$",
-            b"\r\n",
-            b"3",
-            b"-1",
-            b"GET",
-            b"SET",
-            b"\"",
-            b"'",
-            b"\\x4",
-            b" ",
-            b"99999999999999999999",
-        ];
+        let pieces: [&[u8]; 12] =
+            [b"*", b"$", b"\r\n", b"3", b"-1", b"GET", b"SET", b"\"", b"'", b"\\x4", b" ", b"99999999999999999999"];
         for _ in 0..3000 {
             let mut wire = Vec::new();
             for _ in 0..(crate::resp::tests::next(&mut rng) % 40) {
@@ -1936,19 +1716,9 @@ mod tests {
                     wire.extend_from_slice(pieces[(r % 12) as usize]);
                 }
             }
-            let limits = RespLimits {
-                max_bulk: 64,
-                max_args: 8,
-                max_request: 256,
-                max_inline: 64,
-                ..RespLimits::default()
-            };
-            let _ = serve(
-                &mut Resp::default(),
-                limits,
-                &wire,
-                (next(&mut rng) % 5 + 1) as usize,
-            );
+            let limits =
+                RespLimits { max_bulk: 64, max_args: 8, max_request: 256, max_inline: 64, ..RespLimits::default() };
+            let _ = serve(&mut Resp::default(), limits, &wire, (next(&mut rng) % 5 + 1) as usize);
         }
     }
 

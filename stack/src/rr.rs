@@ -209,16 +209,11 @@ impl Handler for Kv {
             Ok(KvRequest::Set { key, value }) => {
                 // Storing needs owned copies. This is the service's own allocation, not the RR
                 // layer's.
-                self.map
-                    .insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
+                self.map.insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
                 resp.put_u8(KvStatus::Ok as u8);
             }
             Ok(KvRequest::Del { key }) => {
-                let status = if self.map.remove(key).is_some() {
-                    KvStatus::Ok
-                } else {
-                    KvStatus::NotFound
-                };
+                let status = if self.map.remove(key).is_some() { KvStatus::Ok } else { KvStatus::NotFound };
                 resp.put_u8(status as u8);
             }
             Err(_) => resp.put_u8(KvStatus::BadRequest as u8),
@@ -273,11 +268,7 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig {
-            port: 0,
-            write_high_water: 4 << 20,
-            poll_timeout: Some(Duration::from_millis(10)),
-        }
+        ServerConfig { port: 0, write_high_water: 4 << 20, poll_timeout: Some(Duration::from_millis(10)) }
     }
 }
 
@@ -331,12 +322,7 @@ pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
 
 impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
     /// Starts listening on `cfg.port`. Each connection gets a clone of `codec`.
-    pub fn new(
-        mut transport: T,
-        codec: C,
-        handler: H,
-        cfg: ServerConfig,
-    ) -> Result<Self, TransportError> {
+    pub fn new(mut transport: T, codec: C, handler: H, cfg: ServerConfig) -> Result<Self, TransportError> {
         let listener = transport.listen(cfg.port)?;
         Ok(Server {
             transport,
@@ -440,9 +426,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
     /// Reads, handles and writes as far as the connection allows, then closes it if it is done.
     fn service(&mut self, id: ConnId) {
         // Events for connections closed earlier in this batch are stale: skip them.
-        let Some(conn) = self.conns.get_mut(&id) else {
-            return;
-        };
+        let Some(conn) = self.conns.get_mut(&id) else { return };
         let next = serve_conn(
             &mut self.transport,
             &mut self.handler,
@@ -616,12 +600,7 @@ impl EchoWorkload {
         let (min, max) = if min <= max { (min, max) } else { (max, min) };
         let mut rng = seed | 1;
         let pool = (0..max + 4096).map(|_| xorshift(&mut rng) as u8).collect();
-        EchoWorkload {
-            min,
-            max,
-            rng,
-            pool,
-        }
+        EchoWorkload { min, max, rng, pool }
     }
 }
 
@@ -734,13 +713,7 @@ pub enum ClientError {
     #[error(transparent)]
     Transport(#[from] TransportError),
     #[error("only {established} of {wanted} connections to {addr} established within {timeout:?} ({failed} failed)")]
-    Connect {
-        addr: SocketAddrV4,
-        established: usize,
-        failed: usize,
-        wanted: usize,
-        timeout: Duration,
-    },
+    Connect { addr: SocketAddrV4, established: usize, failed: usize, wanted: usize, timeout: Duration },
     #[error("invalid client config: {0}")]
     Config(&'static str),
 }
@@ -777,8 +750,7 @@ impl ClientReport {
             duration: Duration::ZERO,
             // 1 ns .. 100 s at 3 significant digits. Larger values are clamped by
             // saturating_record.
-            latency: Histogram::new_with_bounds(1, 100_000_000_000, 3)
-                .expect("static histogram bounds are valid"),
+            latency: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid"),
         }
     }
 
@@ -915,14 +887,10 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
     /// Connects, runs the load, and closes every connection again.
     pub fn run(&mut self) -> Result<ClientReport, ClientError> {
         let depth = match self.cfg.mode {
-            LoadMode::ClosedLoop { depth: 0 } => {
-                return Err(ClientError::Config("closed-loop depth must be > 0"))
-            }
+            LoadMode::ClosedLoop { depth: 0 } => return Err(ClientError::Config("closed-loop depth must be > 0")),
             LoadMode::ClosedLoop { depth } => depth,
             LoadMode::OpenLoop { rate } if !(rate.is_finite() && rate > 0.0) => {
-                return Err(ClientError::Config(
-                    "open-loop rate must be a positive number",
-                ))
+                return Err(ClientError::Config("open-loop rate must be a positive number"))
             }
             LoadMode::OpenLoop { .. } => 64,
         };
@@ -958,10 +926,7 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
                 break;
             }
             self.events.clear();
-            self.transport.poll(
-                &mut self.events,
-                Some((deadline - now).min(Duration::from_millis(50))),
-            )?;
+            self.transport.poll(&mut self.events, Some((deadline - now).min(Duration::from_millis(50))))?;
             for ev in &self.events {
                 match *ev {
                     Event::Connected(id) if self.index.contains_key(&id) => established += 1,
@@ -1012,14 +977,7 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
                     if !st.may_issue(start) {
                         break;
                     }
-                    issue(
-                        &mut self.conns[i],
-                        i,
-                        &mut self.workload,
-                        &mut self.scratch,
-                        start,
-                        &mut st,
-                    );
+                    issue(&mut self.conns[i], i, &mut self.workload, &mut self.scratch, start, &mut st);
                 }
                 live -= self.flush_conn(i, &mut st);
             }
@@ -1032,29 +990,15 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
             if !st.closed_loop {
                 // Issue everything that is due. When we are late this batches several
                 // requests per connection, but each keeps its scheduled timestamp.
-                while live > 0
-                    && next_due <= now
-                    && next_due < st.deadline
-                    && st.issued < st.max_requests
-                {
+                while live > 0 && next_due <= now && next_due < st.deadline && st.issued < st.max_requests {
                     let i = next_live(&self.conns, &mut rr_next);
-                    issue(
-                        &mut self.conns[i],
-                        i,
-                        &mut self.workload,
-                        &mut self.scratch,
-                        next_due,
-                        &mut st,
-                    );
+                    issue(&mut self.conns[i], i, &mut self.workload, &mut self.scratch, next_due, &mut st);
                     live -= self.flush_conn(i, &mut st);
                     next_due += interval;
                 }
             }
-            let issuing = if st.closed_loop {
-                st.may_issue(now)
-            } else {
-                next_due < st.deadline && st.issued < st.max_requests
-            };
+            let issuing =
+                if st.closed_loop { st.may_issue(now) } else { next_due < st.deadline && st.issued < st.max_requests };
             if live == 0 || (!issuing && st.outstanding == 0) || now >= drain_deadline {
                 st.report.lost += st.outstanding as u64;
                 break Ok(());
@@ -1077,12 +1021,8 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
                 break Err(e);
             }
             for ev in events.drain(..) {
-                let (Event::Readable(id) | Event::Writable(id) | Event::Closed(id)) = ev else {
-                    continue;
-                };
-                let Some(&i) = self.index.get(&id) else {
-                    continue;
-                };
+                let (Event::Readable(id) | Event::Writable(id) | Event::Closed(id)) = ev else { continue };
+                let Some(&i) = self.index.get(&id) else { continue };
                 if !self.conns[i].alive {
                     continue;
                 }
@@ -1155,9 +1095,7 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
                 conn.reqs.advance(front.len);
                 st.outstanding -= 1;
                 st.report.requests += 1;
-                st.report
-                    .latency
-                    .saturating_record(now.saturating_duration_since(front.at).as_nanos() as u64);
+                st.report.latency.saturating_record(now.saturating_duration_since(front.at).as_nanos() as u64);
                 st.last_response = Some(now);
                 if st.closed_loop && st.may_issue(now) {
                     issue(conn, i, &mut self.workload, &mut self.scratch, now, st);
@@ -1229,10 +1167,7 @@ fn issue<C: Codec, W: Workload>(
     conn.seq += 1;
     conn.reqs.extend_from_slice(scratch);
     conn.codec.encode(scratch, &mut conn.wbuf);
-    conn.inflight.push_back(InFlight {
-        at,
-        len: scratch.len(),
-    });
+    conn.inflight.push_back(InFlight { at, len: scratch.len() });
     st.issued += 1;
     st.outstanding += 1;
 }
@@ -1265,14 +1200,8 @@ mod tests {
     fn kv_request_round_trip() {
         let cases = [
             KvRequest::Get { key: b"k" },
-            KvRequest::Set {
-                key: b"key",
-                value: b"value",
-            },
-            KvRequest::Set {
-                key: b"",
-                value: b"",
-            },
+            KvRequest::Set { key: b"key", value: b"value" },
+            KvRequest::Set { key: b"", value: b"" },
             KvRequest::Del { key: &[0xff; 300] },
         ];
         for req in cases {
@@ -1280,10 +1209,7 @@ mod tests {
             req.encode(&mut out).unwrap();
             assert_eq!(KvRequest::parse(&out), Ok(req));
         }
-        assert_eq!(
-            KvRequest::Get { key: &[0; 70_000] }.encode(&mut BytesMut::new()),
-            Err(KvError::KeyTooLong)
-        );
+        assert_eq!(KvRequest::Get { key: &[0; 70_000] }.encode(&mut BytesMut::new()), Err(KvError::KeyTooLong));
     }
 
     #[test]
@@ -1300,43 +1226,13 @@ mod tests {
     #[test]
     fn kv_handler_semantics() {
         let mut h = Kv::new();
-        assert_eq!(
-            kv(&mut h, KvRequest::Get { key: b"a" }),
-            (KvStatus::NotFound, vec![])
-        );
-        assert_eq!(
-            kv(
-                &mut h,
-                KvRequest::Set {
-                    key: b"a",
-                    value: b"1"
-                }
-            ),
-            (KvStatus::Ok, vec![])
-        );
-        assert_eq!(
-            kv(
-                &mut h,
-                KvRequest::Set {
-                    key: b"a",
-                    value: b"22"
-                }
-            ),
-            (KvStatus::Ok, vec![])
-        );
-        assert_eq!(
-            kv(&mut h, KvRequest::Get { key: b"a" }),
-            (KvStatus::Ok, b"22".to_vec())
-        );
+        assert_eq!(kv(&mut h, KvRequest::Get { key: b"a" }), (KvStatus::NotFound, vec![]));
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"a", value: b"1" }), (KvStatus::Ok, vec![]));
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"a", value: b"22" }), (KvStatus::Ok, vec![]));
+        assert_eq!(kv(&mut h, KvRequest::Get { key: b"a" }), (KvStatus::Ok, b"22".to_vec()));
         assert_eq!(h.len(), 1);
-        assert_eq!(
-            kv(&mut h, KvRequest::Del { key: b"a" }),
-            (KvStatus::Ok, vec![])
-        );
-        assert_eq!(
-            kv(&mut h, KvRequest::Del { key: b"a" }),
-            (KvStatus::NotFound, vec![])
-        );
+        assert_eq!(kv(&mut h, KvRequest::Del { key: b"a" }), (KvStatus::Ok, vec![]));
+        assert_eq!(kv(&mut h, KvRequest::Del { key: b"a" }), (KvStatus::NotFound, vec![]));
         let mut resp = BytesMut::new();
         h.handle(ConnId(0), b"\x00garbage", &mut resp);
         assert_eq!(&resp[..], &[KvStatus::BadRequest as u8]);
@@ -1371,10 +1267,7 @@ mod tests {
         b.duration = Duration::from_secs(2);
         b.latency.record(3_000).unwrap();
         a.merge(&b);
-        assert_eq!(
-            (a.connections, a.requests, a.duration),
-            (5, 15, Duration::from_secs(2))
-        );
+        assert_eq!((a.connections, a.requests, a.duration), (5, 15, Duration::from_secs(2)));
         assert_eq!(a.latency.len(), 2);
         assert!(a.to_string().contains("15 req"));
     }

@@ -68,12 +68,7 @@ struct Args {
     #[arg(long, value_enum, default_value_t = Backend::Kernel)]
     backend: Backend,
     /// Server address.
-    #[arg(
-        long,
-        value_name = "IP:PORT",
-        required_unless_present = "lab",
-        conflicts_with = "lab"
-    )]
+    #[arg(long, value_name = "IP:PORT", required_unless_present = "lab", conflicts_with = "lab")]
     connect: Option<SocketAddrV4>,
     /// Protocol of the server (see rr-server --help): echo, kv or tcp-echo.
     #[arg(long, value_enum, default_value_t = Service::Echo)]
@@ -149,21 +144,11 @@ struct Args {
     #[arg(long, help_heading = "Lab mode")]
     lab_shared: bool,
     /// Lab mode: the server's port.
-    #[arg(
-        long,
-        value_name = "PORT",
-        default_value_t = 7000,
-        help_heading = "Lab mode"
-    )]
+    #[arg(long, value_name = "PORT", default_value_t = 7000, help_heading = "Lab mode")]
     port: u16,
     /// Lab mode: extra rr-server argument (repeatable), e.g. --server-arg=--busy-poll
     /// --server-arg=50.
-    #[arg(
-        long,
-        value_name = "ARG",
-        allow_hyphen_values = true,
-        help_heading = "Lab mode"
-    )]
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true, help_heading = "Lab mode")]
     server_arg: Vec<String>,
     /// Lab mode: rr-server binary [default: next to this binary].
     #[arg(long, value_name = "PATH", help_heading = "Lab mode")]
@@ -182,29 +167,15 @@ struct Plan {
 
 impl Plan {
     fn new(a: &Args) -> Result<Plan> {
-        ensure!(
-            (1..=1_000_000).contains(&a.conns),
-            "--conns must be between 1 and 1000000"
-        );
+        ensure!((1..=1_000_000).contains(&a.conns), "--conns must be between 1 and 1000000");
         ensure!(!a.duration.is_zero(), "--duration must be positive");
-        ensure!(
-            a.max_requests != Some(0),
-            "--max-requests must be at least 1"
-        );
-        ensure!(
-            !a.connect_timeout.is_zero(),
-            "--connect-timeout must be positive"
-        );
+        ensure!(a.max_requests != Some(0), "--max-requests must be at least 1");
+        ensure!(!a.connect_timeout.is_zero(), "--connect-timeout must be positive");
         let mode = match a.rate {
-            Some(r) if !(r.is_finite() && r > 0.0) => {
-                bail!("--rate must be a positive number, got {r}")
-            }
+            Some(r) if !(r.is_finite() && r > 0.0) => bail!("--rate must be a positive number, got {r}"),
             Some(rate) => LoadMode::OpenLoop { rate },
             None => {
-                ensure!(
-                    (1..=65536).contains(&a.depth),
-                    "--depth must be between 1 and 65536"
-                );
+                ensure!((1..=65536).contains(&a.depth), "--depth must be between 1 and 65536");
                 LoadMode::ClosedLoop { depth: a.depth }
             }
         };
@@ -223,18 +194,8 @@ impl Plan {
                         "tcp-echo: --req-size must be at least 1 (a stream has no empty messages)"
                     );
                 }
-                ensure!(
-                    a.req_size <= a.max_frame,
-                    "--req-size {} exceeds --max-frame {}",
-                    a.req_size,
-                    a.max_frame
-                );
-                Ok(Plan {
-                    mode,
-                    size: a.req_size,
-                    req_size: a.req_size,
-                    resp_size: a.req_size,
-                })
+                ensure!(a.req_size <= a.max_frame, "--req-size {} exceeds --max-frame {}", a.req_size, a.max_frame);
+                Ok(Plan { mode, size: a.req_size, req_size: a.req_size, resp_size: a.req_size })
             }
             Service::Kv => {
                 let value = a.resp_size.unwrap_or(a.req_size);
@@ -244,28 +205,14 @@ impl Plan {
                     "kv value size {value} does not fit --max-frame {}",
                     a.max_frame
                 );
-                Ok(Plan {
-                    mode,
-                    size: value,
-                    req_size: KV_GET_LEN,
-                    resp_size: 1 + value,
-                })
+                Ok(Plan { mode, size: value, req_size: KV_GET_LEN, resp_size: 1 + value })
             }
             Service::Resp => {
                 // Alternating SET and GET of one value size: the sizes reported are the value's.
                 let value = a.resp_size.unwrap_or(a.req_size);
                 ensure!(a.kv_keys >= 1, "--kv-keys must be at least 1");
-                ensure!(
-                    value <= a.max_frame,
-                    "resp value size {value} exceeds --max-frame {}",
-                    a.max_frame
-                );
-                Ok(Plan {
-                    mode,
-                    size: value,
-                    req_size: value,
-                    resp_size: value,
-                })
+                ensure!(value <= a.max_frame, "resp value size {value} exceeds --max-frame {}", a.max_frame);
+                Ok(Plan { mode, size: value, req_size: value, resp_size: value })
             }
         }
     }
@@ -279,32 +226,16 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
     lab::install_signal_handlers();
     let plan = Plan::new(args)?;
     if args.rate.is_some() {
-        warn_ignored(
-            matches,
-            &["depth"],
-            "with --rate (open loop has no fixed depth)",
-        );
+        warn_ignored(matches, &["depth"], "with --rate (open loop has no fixed depth)");
     }
     if let Some(server_backend) = args.lab {
-        warn_ignored(
-            matches,
-            &["iface", "addr", "bind", "server_pid"],
-            "in --lab mode (the lab sets it)",
-        );
+        warn_ignored(matches, &["iface", "addr", "bind", "server_pid"], "in --lab mode (the lab sets it)");
         return in_lab(args, server_backend);
     }
-    warn_ignored(
-        matches,
-        &["lab_shared", "port", "server_arg", "server_exe"],
-        "without --lab",
-    );
+    warn_ignored(matches, &["lab_shared", "port", "server_arg", "server_exe"], "without --lab");
     match args.backend {
         Backend::Kernel => warn_ignored(matches, XskOpts::IDS, "with --backend kernel"),
-        Backend::Xsk => warn_ignored(
-            matches,
-            &["bind"],
-            "with --backend xsk (the stack's address is --addr)",
-        ),
+        Backend::Xsk => warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)"),
     }
     let outcome = bench(args, &plan)?;
     finish(args, &outcome)
@@ -328,52 +259,33 @@ fn finish(args: &Args, o: &Outcome) -> Result<ExitCode> {
         bail!("UMEM frame audit of the xsk client failed: {e}");
     }
     if o.result.errors > 0 || o.result.requests == 0 {
-        eprintln!(
-            "rr-bench: the run had {} errors and {} responses",
-            o.result.errors, o.result.requests
-        );
+        eprintln!("rr-bench: the run had {} errors and {} responses", o.result.errors, o.result.requests);
         return Ok(ExitCode::from(EXIT_RUN_ERRORS));
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
-    let Some(addr) = args.connect else {
-        bail!("--connect is required")
-    };
+    let Some(addr) = args.connect else { bail!("--connect is required") };
     match args.backend {
         Backend::Kernel => {
             match apps::raise_nofile_limit(args.conns as u64 + 64) {
                 Ok(n) if (n as usize) < args.conns + 16 => {
-                    bail!(
-                        "the open-file limit {n} is too low for --conns {} (raise ulimit -n)",
-                        args.conns
-                    )
+                    bail!("the open-file limit {n} is too low for --conns {} (raise ulimit -n)", args.conns)
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
-            let kcfg = KernelConfig {
-                bind: args.bind,
-                busy_poll: args.busy_poll,
-                ..KernelConfig::default()
-            };
+            let kcfg = KernelConfig { bind: args.bind, busy_poll: args.busy_poll, ..KernelConfig::default() };
             let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
             let (_t, result) = drive(t, addr, args, plan)?;
-            Ok(Outcome {
-                result,
-                audit_error: None,
-            })
+            Ok(Outcome { result, audit_error: None })
         }
         Backend::Xsk => {
             let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
-            let t = XskTransport::new(xcfg).with_context(|| {
-                format!(
-                    "starting the AF_XDP stack on {iface} queue {}",
-                    args.xsk.queue
-                )
-            })?;
+            let t = XskTransport::new(xcfg)
+                .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             eprintln!("xsk port: {}", t.port().features());
             eprintln!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
             let (mut t, mut result) = drive(t, addr, args, plan)?;
@@ -389,29 +301,16 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 "stats": stats,
                 "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
             }));
-            Ok(Outcome {
-                result,
-                audit_error: audit.err(),
-            })
+            Ok(Outcome { result, audit_error: audit.err() })
         }
     }
 }
 
-fn drive<T: Transport>(
-    t: T,
-    addr: SocketAddrV4,
-    args: &Args,
-    plan: &Plan,
-) -> Result<(T, BenchResult)> {
+fn drive<T: Transport>(t: T, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Result<(T, BenchResult)> {
     match args.service {
-        Service::Echo => drive_with(
-            t,
-            LengthPrefixed::new(args.max_frame),
-            EchoWorkload::fixed(plan.size),
-            addr,
-            args,
-            plan,
-        ),
+        Service::Echo => {
+            drive_with(t, LengthPrefixed::new(args.max_frame), EchoWorkload::fixed(plan.size), addr, args, plan)
+        }
         Service::TcpEcho => drive_with(t, Stream, EchoWorkload::fixed(plan.size), addr, args, plan),
         Service::Kv => drive_with(
             t,
@@ -421,14 +320,7 @@ fn drive<T: Transport>(
             args,
             plan,
         ),
-        Service::Resp => drive_with(
-            t,
-            Stream,
-            RespWorkload::new(plan.size, args.kv_keys as u64),
-            addr,
-            args,
-            plan,
-        ),
+        Service::Resp => drive_with(t, Stream, RespWorkload::new(plan.size, args.kv_keys as u64), addr, args, plan),
     }
 }
 
@@ -452,11 +344,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     };
     if !args.warmup.is_zero() {
         progress.begin("warm-up");
-        let cfg = ClientConfig {
-            duration: args.warmup,
-            max_requests: None,
-            ..base.clone()
-        };
+        let cfg = ClientConfig { duration: args.warmup, max_requests: None, ..base.clone() };
         let mut client = Client::new(t, codec.clone(), progress, cfg);
         let report = client.run();
         (t, progress) = client.into_parts();
@@ -471,34 +359,23 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     }
 
     let server_before = match args.server_pid {
-        Some(pid) => Some(
-            pid_cpu(pid)
-                .with_context(|| format!("--server-pid {pid}: reading /proc/{pid}/stat"))?,
-        ),
+        Some(pid) => Some(pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading /proc/{pid}/stat"))?),
         None => None,
     };
     let before = CpuSnapshot::now().context("reading CPU counters")?;
     progress.begin("run");
-    let cfg = ClientConfig {
-        duration: args.duration,
-        max_requests: args.max_requests,
-        ..base
-    };
+    let cfg = ClientConfig { duration: args.duration, max_requests: args.max_requests, ..base };
     let mut client = Client::new(t, codec, progress, cfg);
     let report = client.run();
     let after = CpuSnapshot::now().context("reading CPU counters")?;
     let server_after = args.server_pid.and_then(|pid| {
-        pid_cpu(pid)
-            .map_err(|e| tracing::warn!("--server-pid {pid}: {e}: no server CPU figures"))
-            .ok()
+        pid_cpu(pid).map_err(|e| tracing::warn!("--server-pid {pid}: {e}: no server CPU figures")).ok()
     });
     let (t, _) = client.into_parts();
     let report = report.with_context(|| format!("measured run against {addr}"))?;
 
     let usage = after.since(&before);
-    let server_cpu = server_before
-        .zip(server_after)
-        .map(|(a, b)| b.saturating_sub(a));
+    let server_cpu = server_before.zip(server_after).map(|(a, b)| b.saturating_sub(a));
     let result = make_result(&report, args, plan, addr, &usage, server_cpu);
     Ok((t, result))
 }
@@ -546,16 +423,8 @@ fn make_result(
         p90_us: us(0.9),
         p99_us: us(0.99),
         p999_us: us(0.999),
-        max_us: if empty {
-            0.0
-        } else {
-            r.latency.max() as f64 / 1000.0
-        },
-        mean_us: if empty {
-            0.0
-        } else {
-            r.latency.mean() / 1000.0
-        },
+        max_us: if empty { 0.0 } else { r.latency.max() as f64 / 1000.0 },
+        mean_us: if empty { 0.0 } else { r.latency.mean() / 1000.0 },
         errors: r.errors,
         lost: r.lost,
         bytes_sent: r.bytes_sent,
@@ -597,16 +466,10 @@ impl ServerProc {
                 return Ok(());
             }
             if let Some(status) = self.child.try_wait().context("checking on rr-server")? {
-                bail!(
-                    "rr-server exited before it was ready ({status}):\n{}",
-                    self.output()
-                );
+                bail!("rr-server exited before it was ready ({status}):\n{}", self.output());
             }
             if Instant::now() > deadline || lab::interrupted() {
-                bail!(
-                    "rr-server was not ready within {timeout:?}:\n{}",
-                    self.output()
-                );
+                bail!("rr-server was not ready within {timeout:?}:\n{}", self.output());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -649,9 +512,7 @@ impl Drop for ServerProc {
 
 /// Whether an XDP program is attached to `ifname` in `ns`.
 fn xdp_attached(ns: &Netns, ifname: &str) -> Result<bool> {
-    let out = ns
-        .run(&["ip", "-d", "link", "show", "dev", ifname])
-        .with_context(|| format!("ip link show {ifname}"))?;
+    let out = ns.run(&["ip", "-d", "link", "show", "dev", ifname]).with_context(|| format!("ip link show {ifname}"))?;
     Ok(out.contains("prog/xdp"))
 }
 
@@ -664,11 +525,7 @@ fn server_exe(args: &Args) -> Result<PathBuf> {
             .context("this binary has no parent directory")?
             .join("rr-server"),
     };
-    ensure!(
-        exe.is_file(),
-        "rr-server not found at {} (build it, or pass --server-exe)",
-        exe.display()
-    );
+    ensure!(exe.is_file(), "rr-server not found at {} (build it, or pass --server-exe)", exe.display());
     Ok(exe)
 }
 
@@ -677,15 +534,11 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     lab::sweep_stale(LAB_PREFIX);
     let lab = Lab::new(&LabConfig::new(LAB_PREFIX)).context("building the veth lab")?;
     // Kernel TCP on veth leaves checksums to "hardware"; an AF_XDP receiver needs real ones.
-    lab.disable_tx_offloads()
-        .context("turning TX checksum offload off in the lab")?;
+    lab.disable_tx_offloads().context("turning TX checksum offload off in the lab")?;
     eprintln!("lab: {lab}");
     let o = lab.addr_a.octets();
     let host = |n: u8| Ipv4Addr::new(o[0], o[1], o[2], n);
-    let dedicated = |n: u8| AddrArg::Dedicated {
-        addr: host(n),
-        prefix_len: lab.prefix_len,
-    };
+    let dedicated = |n: u8| AddrArg::Dedicated { addr: host(n), prefix_len: lab.prefix_len };
 
     let server_ip = match (server_backend, args.lab_shared) {
         (Backend::Xsk, false) => host(100),
@@ -695,34 +548,18 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let ready = dir.join("ready");
     let (out, err) = (dir.join("server.out"), dir.join("server.err"));
-    let safety = args.warmup
-        + args.duration
-        + 2 * (args.connect_timeout + args.drain_timeout)
-        + Duration::from_secs(60);
+    let safety =
+        args.warmup + args.duration + 2 * (args.connect_timeout + args.drain_timeout) + Duration::from_secs(60);
 
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &lab.ns_a.name]).arg(&exe);
-    cmd.args([
-        "--backend",
-        &server_backend.to_string(),
-        "--service",
-        &args.service.to_string(),
-    ]);
-    cmd.args([
-        "--port",
-        &args.port.to_string(),
-        "--duration",
-        &format!("{}s", safety.as_secs()),
-    ]);
+    cmd.args(["--backend", &server_backend.to_string(), "--service", &args.service.to_string()]);
+    cmd.args(["--port", &args.port.to_string(), "--duration", &format!("{}s", safety.as_secs())]);
     cmd.args(["--max-conns", &args.conns.max(64).to_string()]);
     cmd.arg("--ready-file").arg(&ready);
     match server_backend {
         Backend::Xsk => {
-            let addr = if args.lab_shared {
-                AddrArg::Shared
-            } else {
-                dedicated(100)
-            };
+            let addr = if args.lab_shared { AddrArg::Shared } else { dedicated(100) };
             cmd.args(["--iface", &lab.if_a, "--addr", &addr.to_string()]);
         }
         Backend::Kernel => {
@@ -750,17 +587,11 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     match args.backend {
         Backend::Xsk => {
             client.xsk.iface = Some(lab.if_b.clone());
-            client.xsk.addr = if args.lab_shared {
-                AddrArg::Shared
-            } else {
-                dedicated(101)
-            };
+            client.xsk.addr = if args.lab_shared { AddrArg::Shared } else { dedicated(101) };
         }
         Backend::Kernel => client.bind = lab.addr_b,
     }
-    let outcome = lab
-        .ns_b
-        .run_in(move || Plan::new(&client).and_then(|plan| bench(&client, &plan)));
+    let outcome = lab.ns_b.run_in(move || Plan::new(&client).and_then(|plan| bench(&client, &plan)));
 
     let clean_exit = server.stop(Duration::from_secs(15))?;
     let server_output = server.output();
@@ -788,14 +619,8 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     let code = finish(args, &outcome);
     print_server();
     let code = code?;
-    ensure!(
-        clean_exit,
-        "rr-server did not exit cleanly (status 0) after SIGINT"
-    );
-    ensure!(
-        leftover.is_empty(),
-        "an XDP program is still attached to {leftover:?}"
-    );
+    ensure!(clean_exit, "rr-server did not exit cleanly (status 0) after SIGINT");
+    ensure!(leftover.is_empty(), "an XDP program is still attached to {leftover:?}");
     Ok(code)
 }
 
@@ -817,37 +642,17 @@ mod tests {
 
     #[test]
     fn ignored_ids_exist() {
-        let m = Args::command().get_matches_from([
-            "rr-bench",
-            "--connect",
-            "127.0.0.1:1",
-            "--lab-shared",
-            "--depth",
-            "2",
-        ]);
+        let m =
+            Args::command().get_matches_from(["rr-bench", "--connect", "127.0.0.1:1", "--lab-shared", "--depth", "2"]);
         warn_ignored(&m, XskOpts::IDS, "test");
-        warn_ignored(
-            &m,
-            &[
-                "lab_shared",
-                "port",
-                "server_arg",
-                "server_exe",
-                "depth",
-                "bind",
-            ],
-            "test",
-        );
+        warn_ignored(&m, &["lab_shared", "port", "server_arg", "server_exe", "depth", "bind"], "test");
         warn_ignored(&m, &["iface", "addr", "bind", "server_pid"], "test");
     }
 
     #[test]
     fn plans() {
         let p = Plan::new(&parse(&["--req-size", "1k"]).unwrap()).unwrap();
-        assert_eq!(
-            (p.req_size, p.resp_size, p.mode),
-            (1024, 1024, LoadMode::ClosedLoop { depth: 1 })
-        );
+        assert_eq!((p.req_size, p.resp_size, p.mode), (1024, 1024, LoadMode::ClosedLoop { depth: 1 }));
         let p = Plan::new(&parse(&["--service", "kv", "--resp-size", "100"]).unwrap()).unwrap();
         assert_eq!((p.size, p.req_size, p.resp_size), (100, KV_GET_LEN, 101));
         let p = Plan::new(&parse(&["--rate", "1000"]).unwrap()).unwrap();
@@ -871,28 +676,15 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_rejected_by_the_parser() {
-        assert!(
-            Args::try_parse_from(["rr-bench"]).is_err(),
-            "--connect or --lab is required"
-        );
-        assert!(
-            parse(&["--lab", "xsk"]).is_err(),
-            "--connect conflicts with --lab"
-        );
+        assert!(Args::try_parse_from(["rr-bench"]).is_err(), "--connect or --lab is required");
+        assert!(parse(&["--lab", "xsk"]).is_err(), "--connect conflicts with --lab");
         assert!(Args::try_parse_from(["rr-bench", "--connect", "nonsense"]).is_err());
         assert!(parse(&["--duration", "soon"]).is_err());
         assert!(parse(&["--addr", "1.2.3.4"]).is_err());
         assert!(parse(&["--attach", "sideways"]).is_err());
         assert!(parse(&["--tx-budget", "lots"]).is_err());
-        let a = Args::try_parse_from([
-            "rr-bench",
-            "--lab",
-            "kernel",
-            "--server-arg",
-            "--busy-poll",
-            "--server-arg=50",
-        ])
-        .unwrap();
+        let a = Args::try_parse_from(["rr-bench", "--lab", "kernel", "--server-arg", "--busy-poll", "--server-arg=50"])
+            .unwrap();
         assert_eq!(a.server_arg, ["--busy-poll", "50"]);
     }
 }

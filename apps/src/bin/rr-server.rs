@@ -94,9 +94,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    apps::main_with::<Args>("rr-server", |args, matches| {
-        run(args, matches).map(|()| ExitCode::SUCCESS)
-    })
+    apps::main_with::<Args>("rr-server", |args, matches| run(args, matches).map(|()| ExitCode::SUCCESS))
 }
 
 /// Why the loop stopped.
@@ -128,59 +126,37 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
         match std::fs::remove_file(p) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("removing the old ready file {}", p.display()))
-            }
+            Err(e) => return Err(e).with_context(|| format!("removing the old ready file {}", p.display())),
         }
     }
     let ready = ReadyFile(args.ready_file.as_deref());
     let cfg = ServerConfig {
         port: args.port,
         write_high_water: args.write_high_water.max(1),
-        poll_timeout: Some(if args.busy_poll.is_some() {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(10)
-        }),
+        poll_timeout: Some(if args.busy_poll.is_some() { Duration::ZERO } else { Duration::from_millis(10) }),
     };
     match args.backend {
         Backend::Kernel => {
             warn_ignored(matches, XskOpts::IDS, "with --backend kernel");
             match apps::raise_nofile_limit(args.max_conns as u64 + 64) {
                 Ok(n) if (n as usize) < args.max_conns + 16 => {
-                    tracing::warn!(
-                        "open-file limit is {n}: fewer than --max-conns {} connections fit",
-                        args.max_conns
-                    )
+                    tracing::warn!("open-file limit is {n}: fewer than --max-conns {} connections fit", args.max_conns)
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
-            let kcfg = KernelConfig {
-                bind: args.bind,
-                busy_poll: args.busy_poll,
-                ..KernelConfig::default()
-            };
+            let kcfg = KernelConfig { bind: args.bind, busy_poll: args.busy_poll, ..KernelConfig::default() };
             let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
             let (_t, summary) = serve(t, args, cfg, &ready)?;
             print_summary(&summary);
             write_json(args, &summary)
         }
         Backend::Xsk => {
-            warn_ignored(
-                matches,
-                &["bind"],
-                "with --backend xsk (the stack's address is --addr)",
-            );
+            warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)");
             let xcfg = args.xsk.config(args.max_conns, args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
-            let t = XskTransport::new(xcfg).with_context(|| {
-                format!(
-                    "starting the AF_XDP stack on {iface} queue {}",
-                    args.xsk.queue
-                )
-            })?;
+            let t = XskTransport::new(xcfg)
+                .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             println!("xsk port: {}", t.port().features());
             println!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
             let (mut t, mut summary) = serve(t, args, cfg, &ready)?;
@@ -199,18 +175,9 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 "xsk stack: accepted {} connected {} closed {} recycled {} live sockets {} pooled {}",
                 stats.accepted, stats.connected, stats.closed, stats.recycled, stats.live_sockets, stats.pooled_sockets
             );
-            println!(
-                "xsk device: {}",
-                serde_json::to_string(&stats.device).unwrap_or_default()
-            );
-            println!(
-                "xsk port counters: {}",
-                serde_json::to_string(&stats.port.port).unwrap_or_default()
-            );
-            println!(
-                "xsk xdp statistics: {}",
-                serde_json::to_string(&stats.port.xdp).unwrap_or_default()
-            );
+            println!("xsk device: {}", serde_json::to_string(&stats.device).unwrap_or_default());
+            println!("xsk port counters: {}", serde_json::to_string(&stats.port.port).unwrap_or_default());
+            println!("xsk xdp statistics: {}", serde_json::to_string(&stats.port.xdp).unwrap_or_default());
             match &audit {
                 Ok(a) => println!("frame audit: ok {a:?}"),
                 Err(e) => println!("frame audit: FAILED: {e}"),
@@ -235,31 +202,12 @@ fn write_json(args: &Args, summary: &ServerSummary) -> Result<()> {
 
 /// Picks codec and handler for the service, runs the server, returns the transport for the
 /// backend's own report.
-fn serve<T: Transport>(
-    t: T,
-    args: &Args,
-    cfg: ServerConfig,
-    ready: &ReadyFile<'_>,
-) -> Result<(T, ServerSummary)> {
+fn serve<T: Transport>(t: T, args: &Args, cfg: ServerConfig, ready: &ReadyFile<'_>) -> Result<(T, ServerSummary)> {
     match args.service {
-        Service::Echo => serve_with(
-            t,
-            LengthPrefixed::new(args.max_frame),
-            Echo,
-            args,
-            cfg,
-            ready,
-        )
-        .map(drop_handler),
-        Service::Kv => serve_with(
-            t,
-            LengthPrefixed::new(args.max_frame),
-            Kv::new(),
-            args,
-            cfg,
-            ready,
-        )
-        .map(drop_handler),
+        Service::Echo => serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready).map(drop_handler),
+        Service::Kv => {
+            serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready).map(drop_handler)
+        }
         Service::TcpEcho => serve_with(t, Stream, Echo, args, cfg, ready).map(drop_handler),
         Service::Resp => {
             let limits = RespLimits {
@@ -269,14 +217,7 @@ fn serve<T: Transport>(
                 max_memory: args.max_memory,
                 ..RespLimits::default()
             };
-            let (t, summary, h) = serve_with(
-                t,
-                RespCodec::new(limits),
-                Resp::new(limits),
-                args,
-                cfg,
-                ready,
-            )?;
+            let (t, summary, h) = serve_with(t, RespCodec::new(limits), Resp::new(limits), args, cfg, ready)?;
             let s = h.stats();
             println!(
                 "resp: {} commands, {} error replies, {} keys ({} bytes) at exit, {} expired, {} writes refused by limits",
@@ -305,38 +246,22 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
     ready: &ReadyFile<'_>,
 ) -> Result<(T, ServerSummary, H)> {
     let backend = t.name();
-    let mut server = Server::new(t, codec, handler, cfg)
-        .with_context(|| format!("listening on port {}", args.port))?;
-    let listen = server
-        .local_addr()
-        .map_or_else(|| format!("?:{}", args.port), |a| a.to_string());
-    println!(
-        "rr-server: {} service on the {backend} backend, listening on {listen}",
-        args.service
-    );
+    let mut server = Server::new(t, codec, handler, cfg).with_context(|| format!("listening on port {}", args.port))?;
+    let listen = server.local_addr().map_or_else(|| format!("?:{}", args.port), |a| a.to_string());
+    println!("rr-server: {} service on the {backend} backend, listening on {listen}", args.service);
     if let Some(p) = ready.0 {
         apps::write_atomically(p, format!("{listen}\n").as_bytes())?;
     }
     let started = Instant::now();
     let cpu0 = process_cpu().unwrap_or_default();
     let deadline = args.duration.map(|d| started + d);
-    let result =
-        server.run_until(|| lab::interrupted() || deadline.is_some_and(|d| Instant::now() >= d));
+    let result = server.run_until(|| lab::interrupted() || deadline.is_some_and(|d| Instant::now() >= d));
     let uptime = started.elapsed();
     let cpu = process_cpu().unwrap_or_default().saturating_sub(cpu0);
     let stats: ServerStats = server.stats();
     let open = server.connections();
-    result.with_context(|| {
-        format!(
-            "server loop after {uptime:.1?} ({} requests served)",
-            stats.requests
-        )
-    })?;
-    println!(
-        "rr-server: stopped by {} after {:.2} s",
-        stop_reason(deadline),
-        uptime.as_secs_f64()
-    );
+    result.with_context(|| format!("server loop after {uptime:.1?} ({} requests served)", stats.requests))?;
+    println!("rr-server: stopped by {} after {:.2} s", stop_reason(deadline), uptime.as_secs_f64());
     let (t, handler) = server.into_parts();
     Ok((
         t,
@@ -361,11 +286,8 @@ fn serve_with<T: Transport, C: Codec + Clone, H: Handler>(
 }
 
 fn print_summary(s: &ServerSummary) {
-    let per_req = if s.requests > 0 {
-        format!("{:.2} us/request", s.cpu_s * 1e6 / s.requests as f64)
-    } else {
-        "-".into()
-    };
+    let per_req =
+        if s.requests > 0 { format!("{:.2} us/request", s.cpu_s * 1e6 / s.requests as f64) } else { "-".into() };
     println!(
         "rr-server: {} requests, {} bytes in, {} bytes out; connections: {} accepted, {} closed, {} open at exit; \
          errors: {} protocol, {} io; CPU {:.2} s ({per_req})",
@@ -393,8 +315,7 @@ mod tests {
 
     #[test]
     fn ignored_ids_exist() {
-        let m =
-            Args::command().get_matches_from(["rr-server", "--iface", "x", "--bind", "0.0.0.0"]);
+        let m = Args::command().get_matches_from(["rr-server", "--iface", "x", "--bind", "0.0.0.0"]);
         warn_ignored(&m, XskOpts::IDS, "test");
         warn_ignored(&m, &["bind"], "test");
     }
