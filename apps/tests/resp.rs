@@ -101,16 +101,16 @@ impl Drop for Proc {
 fn start_server(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
     let ready = dir.join("ready");
     let json = dir.join("server.json");
-    let mut all = vec![
-        "--service",
-        "resp",
+    let service = if args.contains(&"--service") { vec![] } else { vec!["--service", "resp"] };
+    let mut all = service;
+    all.extend_from_slice(&[
         "--ready-file",
         ready.to_str().unwrap(),
         "--duration",
         "180s",
         "--json",
         json.to_str().unwrap(),
-    ];
+    ]);
     all.extend_from_slice(args);
     let mut p = Proc::spawn(&lab.ns_a, SERVER, &all, dir, "server", Stdio::null());
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -363,5 +363,115 @@ fn redis_tools_against_kernel_server() {
     let addr = lab.addr_a.to_string();
     let server = start_server(&lab, &dir, &["--backend", "kernel", "--bind", &addr, "--port", "6391"]);
     check_backend(&lab, &dir, server, lab.addr_a, 6391);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --threads 2 on both sides
+// ---------------------------------------------------------------------------------------------
+
+const BENCH: &str = env!("CARGO_BIN_EXE_rr-bench");
+
+/// Per-thread request and connection counts from the server's `thread i: N requests, M
+/// connections` lines.
+fn thread_counts(stdout: &str) -> Vec<(u64, u64)> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("rr-server: thread "))
+        .map(|l| {
+            let nums: Vec<u64> = l.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+            (nums[1], nums[2])
+        })
+        .collect()
+}
+
+/// rr-bench --threads 2 from ns_b against a --threads 2 server; both server threads must have
+/// served connections, and the merged report must add up.
+fn two_threads(lab: &Lab, dir: &Path, server: Proc, connect: &str) -> (ServerSummary, String) {
+    let json = dir.join("bench.json");
+    let args = [
+        "--backend",
+        "kernel",
+        "--connect",
+        connect,
+        "--threads",
+        "2",
+        "--conns",
+        "16",
+        "--duration",
+        "1s",
+        "--warmup",
+        "300ms",
+        "--quiet",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = Proc::spawn(&lab.ns_b, BENCH, &args, dir, "bench", Stdio::null()).finish(Duration::from_secs(60));
+    let r: apps::BenchResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!((r.conns, r.errors, r.lost), (16, 0, 0), "{out}");
+    assert!(r.requests > 0 && r.rps > 0.0, "{r:?}");
+    let (summary, stdout) = stop_server(lab, server);
+    let per = thread_counts(&stdout);
+    assert_eq!(per.len(), 2, "{stdout}");
+    // 16 flows hashed over two listeners/queues: both get some (all on one: p = 2^-15).
+    assert!(per.iter().all(|&(req, conns)| req > 0 && conns > 0), "{per:?}\n{stdout}");
+    assert_eq!(per.iter().map(|p| p.0).sum::<u64>(), summary.requests);
+    // Warm-up and measured run each open 16 connections.
+    assert_eq!(summary.accepted, 32, "{summary:?}");
+    assert!(summary.requests >= r.requests, "{summary:?} {r:?}");
+    (summary, stdout)
+}
+
+#[test]
+fn two_threads_kernel_server_and_client() {
+    let lab = lab("rtk");
+    let dir = scratch("threads-kernel");
+    let addr = lab.addr_a.to_string();
+    let server = start_server(
+        &lab,
+        &dir,
+        &["--service", "echo", "--backend", "kernel", "--bind", &addr, "--port", "7400", "--threads", "2"],
+    );
+    two_threads(&lab, &dir, server, &format!("{addr}:7400"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_threads_xsk_server_shards() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
+    xsk_io::lab::sweep_stale("rtx");
+    // Two queues on both veth ends: the peer's kernel spreads flows over its TX queues, which
+    // are the xsk side's RX queues, one stack shard each. Native (drv) XDP: veth's generic
+    // path reports every frame on queue 0.
+    let lab = Lab::new(&LabConfig { peer_queues: Some(2), ..LabConfig::new("rtx") }).expect("lab");
+    lab.disable_tx_offloads().expect("tx offloads off");
+    let dir = scratch("threads-xsk");
+    let o = lab.addr_a.octets();
+    let ip = Ipv4Addr::new(o[0], o[1], o[2], 100);
+    let cidr = format!("{ip}/{}", lab.prefix_len);
+    let args = [
+        "--service",
+        "echo",
+        "--backend",
+        "xsk",
+        "--iface",
+        &lab.if_a,
+        "--addr",
+        &cidr,
+        "--port",
+        "7401",
+        "--threads",
+        "2",
+        "--attach",
+        "drv",
+    ];
+    let server = start_server(&lab, &dir, &args);
+    let (summary, stdout) = two_threads(&lab, &dir, server, &format!("{ip}:7401"));
+    let shards = summary.xsk.as_ref().and_then(|x| x["shards"].as_array().cloned()).expect("per-shard stats");
+    assert_eq!(shards.len(), 2, "{stdout}");
+    for s in &shards {
+        assert_eq!(s["audit"]["app"].as_u64(), Some(0), "frame audit per shard: {s}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
