@@ -32,7 +32,7 @@ use std::time::Instant;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::codec::{Codec, CodecError};
-use crate::rr::{Handler, Reply};
+use crate::rr::{Completions, Handler, Reply};
 use crate::transport::ConnId;
 
 /// The version reported by INFO and HELLO. Clients gate features on it; 7.0.0 matches the
@@ -1332,7 +1332,7 @@ impl Handler for Resp {
         self.stats.connected = self.stats.connected.saturating_sub(1);
     }
 
-    fn tick(&mut self) {
+    fn tick(&mut self, _done: &mut Completions) {
         if self.with_ttl == 0 && self.heap.is_empty() {
             return;
         }
@@ -1634,7 +1634,7 @@ mod tests {
         assert!(h.heap.len() <= 2 * h.with_ttl + 1025, "heap {} with_ttl {}", h.heap.len(), h.with_ttl);
         let before = h.len();
         h.set_clock_ms(2_520);
-        h.tick();
+        h.tick(&mut Completions::default());
         assert_eq!(h.len(), before - 100, "the sweep removed the expired keys");
         assert_eq!(cmd(h, &["DBSIZE"]), ":2\r\n");
         h.set_clock_ms(3_600_000);

@@ -36,6 +36,39 @@ pub enum Reply {
     /// Send every response queued so far, then close the connection (e.g. RESP `QUIT`).
     /// Requests that arrived after this one are dropped unanswered.
     Close,
+    /// The response comes later, through [`Completions::complete`] (from [`Handler::tick`]) or
+    /// [`Server::complete`]; whatever `handle` wrote to `resp` is discarded. Until then the
+    /// server decodes no further request from this connection, so responses stay in request
+    /// order; other connections are served as usual.
+    Pending,
+}
+
+/// Responses to [`Reply::Pending`] requests, handed to the server from [`Handler::tick`]. The
+/// buffers are kept between ticks, so completing allocates nothing in steady state.
+#[derive(Debug, Default)]
+pub struct Completions {
+    payloads: BytesMut,
+    /// Connection and end offset of its payload in `payloads`.
+    done: Vec<(ConnId, usize)>,
+}
+
+impl Completions {
+    /// Completes the pending request of `conn` with `payload` (framed by the server's codec).
+    /// A completion for a connection that closed meanwhile, or has nothing pending, is dropped.
+    pub fn complete(&mut self, conn: ConnId, payload: &[u8]) {
+        self.payloads.extend_from_slice(payload);
+        self.done.push((conn, self.payloads.len()));
+    }
+
+    /// Completions queued and not yet taken by the server.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
 }
 
 /// Application logic of a [`Server`]: one decoded request in, one response out.
@@ -61,8 +94,11 @@ pub trait Handler {
     }
 
     /// Called once per event-loop iteration (at least every [`ServerConfig::poll_timeout`] when
-    /// idle), for periodic work such as expiring keys. Keep it cheap: it runs between batches.
-    fn tick(&mut self) {}
+    /// idle), for periodic work such as expiring keys, and to complete [`Reply::Pending`]
+    /// requests through `done`. Keep it cheap: it runs between batches.
+    fn tick(&mut self, done: &mut Completions) {
+        let _ = done;
+    }
 }
 
 /// Replies with the request.
@@ -297,6 +333,8 @@ struct ServerConn<C> {
     /// The handler asked to close, or the input was malformed: read nothing more, close once
     /// the queued responses are out.
     closing: bool,
+    /// A request is waiting for its [`Reply::Pending`] completion: decode nothing more.
+    pending: bool,
 }
 
 #[derive(PartialEq, Eq)]
@@ -318,6 +356,7 @@ pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
     /// Response payload before framing. Reused for every request.
     scratch: BytesMut,
     stats: ServerStats,
+    completions: Completions,
 }
 
 impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
@@ -334,7 +373,22 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             events: Vec::with_capacity(1024),
             scratch: BytesMut::with_capacity(INITIAL_BUF),
             stats: ServerStats::default(),
+            completions: Completions::default(),
         })
+    }
+
+    /// Completes the [`Reply::Pending`] request of `conn` with `payload` and serves the
+    /// connection on. For callers outside the handler (between [`Server::step`]s); a handler
+    /// completes from [`Handler::tick`]. Returns false if `conn` is gone or has nothing pending.
+    pub fn complete(&mut self, conn: ConnId, payload: &[u8]) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else { return false };
+        if !c.pending {
+            return false;
+        }
+        c.pending = false;
+        c.codec.encode(payload, &mut c.wbuf);
+        self.service(conn);
+        true
     }
 
     pub fn local_addr(&self) -> Option<SocketAddrV4> {
@@ -392,7 +446,16 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         }
         self.events = events;
         polled?;
-        self.handler.tick();
+        let mut done = std::mem::take(&mut self.completions);
+        self.handler.tick(&mut done);
+        let mut start = 0;
+        for &(conn, end) in &done.done {
+            self.complete(conn, &done.payloads[start..end]);
+            start = end;
+        }
+        done.done.clear();
+        done.payloads.clear();
+        self.completions = done;
         self.transport.flush()
     }
 
@@ -407,6 +470,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
                     paused: false,
                     peer_closed: false,
                     closing: false,
+                    pending: false,
                 };
                 self.conns.insert(conn, state);
                 self.handler.on_open(conn);
@@ -457,10 +521,10 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
     conn: &mut ServerConn<C>,
 ) -> Next {
     loop {
-        if !conn.paused && !conn.closing {
+        if !conn.paused && !conn.closing && !conn.pending {
             // Requests left in the buffer when we paused come first.
             decode_buffered(handler, scratch, stats, high_water, id, conn);
-            while !conn.closing && conn.wbuf.len() < high_water {
+            while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
                 let n = match transport.recv(id, &mut conn.rbuf) {
                     Ok(n) => n,
                     Err(e) => {
@@ -514,7 +578,7 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
         }
         break;
     }
-    let done = conn.closing || (conn.peer_closed && !conn.paused);
+    let done = !conn.pending && (conn.closing || (conn.peer_closed && !conn.paused));
     if done && conn.wbuf.is_empty() {
         Next::Close
     } else {
@@ -533,15 +597,19 @@ fn decode_buffered<C: Codec, H: Handler>(
     id: ConnId,
     conn: &mut ServerConn<C>,
 ) {
-    while !conn.closing && conn.wbuf.len() < high_water {
+    while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
         match conn.codec.decode(&mut conn.rbuf) {
             Ok(Some(req)) => {
                 scratch.clear();
                 let reply = handler.handle(id, &req, scratch);
-                conn.codec.encode(scratch, &mut conn.wbuf);
                 stats.requests += 1;
-                if reply == Reply::Close {
-                    conn.closing = true;
+                match reply {
+                    Reply::Done => conn.codec.encode(scratch, &mut conn.wbuf),
+                    Reply::Close => {
+                        conn.codec.encode(scratch, &mut conn.wbuf);
+                        conn.closing = true;
+                    }
+                    Reply::Pending => conn.pending = true,
                 }
             }
             Ok(None) => break,
