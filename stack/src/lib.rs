@@ -15,7 +15,7 @@ pub mod xsk;
 pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
 pub use kernel::{KernelConfig, KernelTransport};
 pub use rr::{
-    Client, ClientConfig, ClientError, ClientReport, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest,
-    KvResponse, KvStatus, LoadMode, Server, ServerConfig, ServerStats, Workload,
+    Client, ClientConfig, ClientError, ClientReport, Completions, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest,
+    KvResponse, KvStatus, LoadMode, Reply, Server, ServerConfig, ServerStats, Workload,
 };
 pub use transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};

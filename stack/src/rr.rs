@@ -1,6 +1,11 @@
 //! Request/response over any [`Transport`]: a pipelining [`Server`] driving a [`Handler`], and a
 //! load-generating [`Client`] (closed or open loop) with per-response verification and latency.
 //!
+//! A [`Handler`] gets each decoded request and writes its response; it can also keep
+//! per-connection state (open/close callbacks, a table indexed by [`ConnId::slot`]), ask to close
+//! ([`Reply::Close`]), and answer later ([`Reply::Pending`], completed through [`Completions`] in
+//! [`Handler::tick`] or [`Server::complete`]). `stack/examples/` shows each of these.
+//!
 //! Both sides follow the transport contract in [`crate::transport`]: on `Readable` they drain
 //! `recv` until `Ok(0)` (or knowingly postpone it), a short `send` waits for `Writable`, and
 //! `flush` is called once per loop iteration. Per-connection buffers are `BytesMut`s that
@@ -116,7 +121,9 @@ impl Handler for Echo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum KvStatus {
+    /// Done (GET: the value follows).
     Ok = 0,
+    /// No such key.
     NotFound = 1,
     /// The request could not be parsed.
     BadRequest = 2,
@@ -127,29 +134,50 @@ pub enum KvStatus {
 /// the frame is the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvRequest<'a> {
-    Get { key: &'a [u8] },
-    Set { key: &'a [u8], value: &'a [u8] },
-    Del { key: &'a [u8] },
+    /// Read the value of `key`.
+    Get {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// Store `value` under `key`.
+    Set {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// Delete `key`.
+    Del {
+        /// The key.
+        key: &'a [u8],
+    },
 }
 
 /// Why a [`Kv`] message could not be parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KvError {
     #[error("empty message")]
+    /// A zero-length message.
     Empty,
     #[error("unknown op byte {0:#04x}")]
+    /// The first byte is not `G`, `S` or `D`.
     UnknownOp(u8),
     #[error("truncated key")]
+    /// The message ends inside the key length or the key.
     Truncated,
     #[error("unexpected bytes after the key")]
+    /// GET or DEL with bytes after the key.
     TrailingBytes,
     #[error("unknown status byte {0}")]
+    /// A response status byte other than 0, 1, 2.
     UnknownStatus(u8),
     #[error("key longer than 65535 bytes")]
+    /// `encode`: keys are at most 65535 bytes.
     KeyTooLong,
 }
 
 impl<'a> KvRequest<'a> {
+    /// Parses one request payload (no framing). Never panics.
     pub fn parse(msg: &'a [u8]) -> Result<Self, KvError> {
         let (&op, rest) = msg.split_first().ok_or(KvError::Empty)?;
         if !matches!(op, b'G' | b'S' | b'D') {
@@ -189,11 +217,14 @@ impl<'a> KvRequest<'a> {
 /// A parsed [`Kv`] response: status byte, then the value (only for a successful GET).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvResponse<'a> {
+    /// Outcome of the request.
     pub status: KvStatus,
+    /// The value for a successful GET, else empty.
     pub value: &'a [u8],
 }
 
 impl<'a> KvResponse<'a> {
+    /// Parses one response payload (no framing).
     pub fn parse(msg: &'a [u8]) -> Result<Self, KvError> {
         let (&status, value) = msg.split_first().ok_or(KvError::Empty)?;
         let status = match status {
@@ -215,18 +246,22 @@ pub struct Kv {
 }
 
 impl Kv {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Keys stored.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// No keys stored.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
+    /// The value stored under `key`.
     pub fn get(&self, key: &[u8]) -> Option<&Bytes> {
         self.map.get(key)
     }
@@ -290,6 +325,7 @@ type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<IdHasher>>;
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
+/// How a [`Server`] listens and paces itself.
 pub struct ServerConfig {
     /// Port to listen on (0 = ephemeral, see [`Server::local_addr`]).
     pub port: u16,
@@ -311,10 +347,15 @@ impl Default for ServerConfig {
 /// Counters of a [`Server`] since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerStats {
+    /// Requests decoded and handed to the handler.
     pub requests: u64,
+    /// Bytes received.
     pub bytes_in: u64,
+    /// Bytes sent.
     pub bytes_out: u64,
+    /// Connections accepted.
     pub accepted: u64,
+    /// Connections closed (for any reason).
     pub closed: u64,
     /// Connections closed because the codec rejected their input.
     pub protocol_errors: u64,
@@ -391,10 +432,12 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         true
     }
 
+    /// The listening address, with the real port if `port` was 0.
     pub fn local_addr(&self) -> Option<SocketAddrV4> {
         self.transport.local_addr(self.listener)
     }
 
+    /// Counters since start.
     pub fn stats(&self) -> ServerStats {
         self.stats
     }
@@ -404,18 +447,22 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         self.conns.len()
     }
 
+    /// The handler (e.g. to read its state while the server runs).
     pub fn handler(&self) -> &H {
         &self.handler
     }
 
+    /// The handler, mutable (between steps: the server is single-threaded).
     pub fn handler_mut(&mut self) -> &mut H {
         &mut self.handler
     }
 
+    /// The transport (e.g. for its counters).
     pub fn transport(&self) -> &T {
         &self.transport
     }
 
+    /// The transport, mutable.
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.transport
     }
@@ -709,6 +756,7 @@ where
     G: FnMut(usize, u64, &mut BytesMut),
     K: FnMut(usize, &[u8], &[u8]) -> bool,
 {
+    /// A workload from `generate(conn, seq, out)` and `check(conn, req, resp)`.
     pub fn new(generate: G, check: K) -> Self {
         FnWorkload { generate, check }
     }
@@ -733,17 +781,27 @@ where
 pub enum LoadMode {
     /// Keep `depth` requests in flight on every connection. A new one is sent as soon as a
     /// response arrives.
-    ClosedLoop { depth: usize },
+    ClosedLoop {
+        /// Requests in flight per connection.
+        depth: usize,
+    },
     /// Request `k` is due at `start + k / rate` (total over all connections, round robin).
     /// Latency counts from the *scheduled* time, so a slow server cannot hide queueing by
     /// slowing the generator down (coordinated omission). Requests are not capped in flight.
-    OpenLoop { rate: f64 },
+    OpenLoop {
+        /// Requests per second over all connections.
+        rate: f64,
+    },
 }
 
 #[derive(Clone, Debug)]
+/// What a [`Client`] connects to and how it loads it.
 pub struct ClientConfig {
+    /// Server address.
     pub addr: SocketAddrV4,
+    /// Connections opened before the run and kept for all of it.
     pub connections: usize,
+    /// Closed or open loop.
     pub mode: LoadMode,
     /// Stop issuing new requests after this long.
     pub duration: Duration,
@@ -777,19 +835,36 @@ impl ClientConfig {
 }
 
 #[derive(Debug, thiserror::Error)]
+/// Why a [`Client`] run failed as a whole (individual bad replies count as errors instead).
 pub enum ClientError {
     #[error(transparent)]
+    /// The transport failed (not a peer's misbehaviour).
     Transport(#[from] TransportError),
     #[error("only {established} of {wanted} connections to {addr} established within {timeout:?} ({failed} failed)")]
-    Connect { addr: SocketAddrV4, established: usize, failed: usize, wanted: usize, timeout: Duration },
+    /// Not every connection was established in time.
+    Connect {
+        /// Server address.
+        addr: SocketAddrV4,
+        /// Connections that came up.
+        established: usize,
+        /// Connections refused or reset.
+        failed: usize,
+        /// Connections asked for.
+        wanted: usize,
+        /// The connect timeout.
+        timeout: Duration,
+    },
     #[error("invalid client config: {0}")]
+    /// The configuration cannot work (e.g. depth 0).
     Config(&'static str),
 }
 
 /// Result of [`Client::run`].
 #[derive(Clone, Debug)]
 pub struct ClientReport {
+    /// Backend name of the client's transport.
     pub backend: &'static str,
+    /// Connections used.
     pub connections: usize,
     /// Responses received and matched to a request (passed or failed the check).
     pub requests: u64,
@@ -797,7 +872,9 @@ pub struct ClientReport {
     pub errors: u64,
     /// Requests sent that never got a response (connection died or drain timeout).
     pub lost: u64,
+    /// Bytes sent, framing included.
     pub bytes_sent: u64,
+    /// Bytes received, framing included.
     pub bytes_received: u64,
     /// From the first request until the last response (or the end of the drain).
     pub duration: Duration,
@@ -822,6 +899,7 @@ impl ClientReport {
         }
     }
 
+    /// Responses per second over [`ClientReport::duration`].
     pub fn requests_per_sec(&self) -> f64 {
         let secs = self.duration.as_secs_f64();
         if secs > 0.0 {
@@ -927,6 +1005,7 @@ pub struct Client<T: Transport, C: Codec + Clone, W: Workload = EchoWorkload> {
 }
 
 impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
+    /// A client that will open `cfg.connections` connections when [`Client::run`] is called.
     pub fn new(transport: T, codec: C, workload: W, cfg: ClientConfig) -> Self {
         Client {
             transport,
@@ -940,14 +1019,17 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
         }
     }
 
+    /// The transport (e.g. for its counters after a run).
     pub fn transport(&self) -> &T {
         &self.transport
     }
 
+    /// The workload (e.g. for its own counters after a run).
     pub fn workload(&self) -> &W {
         &self.workload
     }
 
+    /// Takes the client apart.
     pub fn into_parts(self) -> (T, W) {
         (self.transport, self.workload)
     }
