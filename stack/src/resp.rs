@@ -520,7 +520,10 @@ fn int_arg(b: &[u8]) -> Result<i64, Fail> {
 
 /// Name, arity (negative: at least), flags, first key, last key, key step: the 6-field entries
 /// of `COMMAND` / `COMMAND INFO` that clients use for key positions and hints.
-const COMMANDS: &[(&str, i64, &[&str], i64, i64, i64)] = &[
+type CommandInfo = (&'static str, i64, &'static [&'static str], i64, i64, i64);
+
+/// Every command served, as `COMMAND` lists it.
+const COMMANDS: &[CommandInfo] = &[
     ("ping", -1, &["fast"], 0, 0, 0),
     ("echo", 2, &["fast"], 0, 0, 0),
     ("get", 2, &["readonly", "fast"], 1, 1, 1),
@@ -1109,7 +1112,7 @@ impl Resp {
     }
 
     fn cmd_command(&mut self, a: &Args<'_>, out: &mut BytesMut) -> Result<(), Fail> {
-        let entry = |out: &mut BytesMut, c: &(&str, i64, &[&str], i64, i64, i64)| {
+        let entry = |out: &mut BytesMut, c: &CommandInfo| {
             array(out, 6);
             bulk(out, c.0.as_bytes());
             int(out, c.1);

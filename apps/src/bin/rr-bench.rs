@@ -337,7 +337,7 @@ fn drive<T: Transport>(
             sync,
         ),
         Service::Resp => {
-            drive_with(t, Stream, RespWorkload::new(plan.size, args.kv_keys as u64), addr, args, plan, sync)
+            drive_with(t, Stream, RespWorkload::new(plan.size, args.kv_keys), addr, args, plan, sync)
         }
     }
 }

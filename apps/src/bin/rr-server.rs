@@ -277,7 +277,7 @@ fn serve<T: Transport>(
                 s.expired_keys,
                 s.rejected_writes
             );
-            return Ok((t, summary));
+            Ok((t, summary))
         }
     }
 }
