@@ -63,6 +63,8 @@ struct Case {
     loss: bool,
     /// Only in full runs, not with --quick.
     full_only: bool,
+    /// rr-bench --threads (kernel client): so the load generator is not the bound.
+    client_threads: usize,
 }
 
 /// What one run measured; in a `Summary`, the medians over the runs.
@@ -118,11 +120,13 @@ fn cases() -> Vec<Case> {
         rate,
         loss: false,
         full_only: false,
+        client_threads: 1,
     };
     vec![
         c("rr-1", 1, false, false, None),
         c("rr-16", 16, false, false, None),
         c("rr-256", 256, false, false, None),
+        Case { client_threads: 2, ..c("rr-256-t2", 256, false, false, None) },
         c("same-16", 16, true, false, None),
         c("busy-1", 1, false, true, None),
         c("busy-same-1", 1, true, true, None),
@@ -274,6 +278,9 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, secs: f64) -> R
         c.args(["--bind", &env.lab.addr_b.to_string()]);
     }
     c.args(["--conns", &case.conns.to_string(), "--depth", &case.depth.to_string(), "--req-size", "64"]);
+    if case.client_threads > 1 && client_backend == "kernel" {
+        c.args(["--threads", &case.client_threads.to_string()]);
+    }
     c.args(["--duration", &format!("{}ms", (secs * 1000.0) as u64), "--warmup", "300ms", "--quiet"]);
     if let Some(r) = case.rate {
         c.args(["--rate", &r.to_string()]);
