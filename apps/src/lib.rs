@@ -58,6 +58,8 @@ pub enum Service {
     Kv,
     /// RFC 862 echo: a plain byte stream sent back unchanged (works with nc/socat).
     TcpEcho,
+    /// Redis protocol (RESP2): string commands with expiry, for redis-cli and redis-benchmark.
+    Resp,
 }
 
 impl fmt::Display for Service {
@@ -66,6 +68,7 @@ impl fmt::Display for Service {
             Service::Echo => "echo",
             Service::Kv => "kv",
             Service::TcpEcho => "tcp-echo",
+            Service::Resp => "resp",
         })
     }
 }

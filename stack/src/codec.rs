@@ -16,13 +16,36 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CodecError {
     #[error("frame length {len} exceeds the limit of {max} bytes")]
-    FrameTooLong { len: usize, max: usize },
+    /// A length header above the limit (checked before the body is buffered).
+    FrameTooLong {
+        /// Length announced by the peer.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     #[error("no line terminator within {max} bytes")]
-    LineTooLong { max: usize },
+    /// A text line without terminator within the limit.
+    LineTooLong {
+        /// The limit.
+        max: usize,
+    },
     #[error("malformed message: {0}")]
+    /// Input that breaks the framing rules (what rule, for the log and error replies).
     Invalid(&'static str),
+    /// A declared size or count beyond a configured limit (e.g. a RESP bulk length).
+    #[error("{what} {len} exceeds the limit of {max}")]
+    Limit {
+        /// What was too large (e.g. "bulk length").
+        what: &'static str,
+        /// Size or count announced by the peer.
+        len: u64,
+        /// The limit.
+        max: usize,
+    },
 }
 
+/// Framing: splits a byte stream into messages and frames outgoing ones. One clone per
+/// connection.
 pub trait Codec {
     /// Extracts one complete message from the front of `buf` (advancing it), or `None` if
     /// `buf` does not hold a complete one yet. Must not panic on any input.
@@ -38,18 +61,28 @@ pub trait Codec {
 
     /// Appends `msg`, framed, to `out`.
     fn encode(&mut self, msg: &[u8], out: &mut BytesMut);
+
+    /// Appends what the peer should see before the server closes a connection whose input
+    /// `decode` rejected with `err`. The default sends nothing: protocols without an error
+    /// message just close. RESP answers `-ERR Protocol error: ...` as Redis does.
+    fn encode_error(&mut self, err: &CodecError, out: &mut BytesMut) {
+        let _ = (err, out);
+    }
 }
 
 /// `u32` big-endian payload length, then the payload. A length over `max_len` is a protocol
 /// error: it would otherwise let a peer make us buffer up to 4 GiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LengthPrefixed {
+    /// Longest payload accepted.
     pub max_len: usize,
 }
 
 impl LengthPrefixed {
+    /// Bytes of the length header.
     pub const HEADER: usize = 4;
 
+    /// Frames of at most `max_len` payload bytes.
     pub fn new(max_len: usize) -> Self {
         LengthPrefixed { max_len }
     }
@@ -121,12 +154,14 @@ impl Codec for Stream {
 /// so input that arrives byte by byte is not rescanned from the start (O(n), not O(n²)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lines {
+    /// Longest line accepted, without its terminator.
     pub max_len: usize,
     /// Bytes at the front of the buffer already known to contain no `\n`.
     scanned: usize,
 }
 
 impl Lines {
+    /// Lines of at most `max_len` bytes.
     pub fn new(max_len: usize) -> Self {
         Lines { max_len, scanned: 0 }
     }

@@ -50,12 +50,15 @@ pub struct KernelConfig {
     pub busy_poll: Option<u32>,
     /// Capacity of the epoll event batch.
     pub event_capacity: usize,
+    /// `SO_REUSEPORT` on listeners, so several transports (one per thread) can listen on the
+    /// same port and the kernel spreads connections over them.
+    pub reuse_port: bool,
 }
 
 impl Default for KernelConfig {
     /// Loopback by default: the safe choice for tests and local benchmarks.
     fn default() -> Self {
-        KernelConfig { bind: Ipv4Addr::LOCALHOST, busy_poll: None, event_capacity: 1024 }
+        KernelConfig { bind: Ipv4Addr::LOCALHOST, busy_poll: None, event_capacity: 1024, reuse_port: false }
     }
 }
 
@@ -232,6 +235,9 @@ impl Transport for KernelTransport {
         let addr = SocketAddrV4::new(self.cfg.bind, port);
         let fd = new_tcp_socket()?;
         set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        if self.cfg.reuse_port {
+            set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+        }
         if let Some(us) = self.cfg.busy_poll {
             set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, SO_BUSY_POLL, us as libc::c_int)?;
         }

@@ -6,6 +6,7 @@
 pub mod codec;
 pub mod cpu;
 pub mod kernel;
+pub mod resp;
 pub mod rr;
 pub mod timer;
 pub mod transport;
@@ -14,7 +15,7 @@ pub mod xsk;
 pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
 pub use kernel::{KernelConfig, KernelTransport};
 pub use rr::{
-    Client, ClientConfig, ClientError, ClientReport, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest,
-    KvResponse, KvStatus, LoadMode, Server, ServerConfig, ServerStats, Workload,
+    Client, ClientConfig, ClientError, ClientReport, Completions, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest,
+    KvResponse, KvStatus, LoadMode, Reply, Server, ServerConfig, ServerStats, Workload,
 };
 pub use transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};

@@ -1,6 +1,11 @@
 //! Request/response over any [`Transport`]: a pipelining [`Server`] driving a [`Handler`], and a
 //! load-generating [`Client`] (closed or open loop) with per-response verification and latency.
 //!
+//! A [`Handler`] gets each decoded request and writes its response; it can also keep
+//! per-connection state (open/close callbacks, a table indexed by [`ConnId::slot`]), ask to close
+//! ([`Reply::Close`]), and answer later ([`Reply::Pending`], completed through [`Completions`] in
+//! [`Handler::tick`] or [`Server::complete`]). `stack/examples/` shows each of these.
+//!
 //! Both sides follow the transport contract in [`crate::transport`]: on `Readable` they drain
 //! `recv` until `Ok(0)` (or knowingly postpone it), a short `send` waits for `Writable`, and
 //! `flush` is called once per loop iteration. Per-connection buffers are `BytesMut`s that
@@ -27,11 +32,78 @@ const INITIAL_BUF: usize = 16 * 1024;
 // Handlers
 // ---------------------------------------------------------------------------------------------
 
+/// What the [`Server`] does with a connection after [`Handler::handle`] returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reply {
+    /// The response is complete: keep serving the connection.
+    #[default]
+    Done,
+    /// Send every response queued so far, then close the connection (e.g. RESP `QUIT`).
+    /// Requests that arrived after this one are dropped unanswered.
+    Close,
+    /// The response comes later, through [`Completions::complete`] (from [`Handler::tick`]) or
+    /// [`Server::complete`]; whatever `handle` wrote to `resp` is discarded. Until then the
+    /// server decodes no further request from this connection, so responses stay in request
+    /// order; other connections are served as usual.
+    Pending,
+}
+
+/// Responses to [`Reply::Pending`] requests, handed to the server from [`Handler::tick`]. The
+/// buffers are kept between ticks, so completing allocates nothing in steady state.
+#[derive(Debug, Default)]
+pub struct Completions {
+    payloads: BytesMut,
+    /// Connection and end offset of its payload in `payloads`.
+    done: Vec<(ConnId, usize)>,
+}
+
+impl Completions {
+    /// Completes the pending request of `conn` with `payload` (framed by the server's codec).
+    /// A completion for a connection that closed meanwhile, or has nothing pending, is dropped.
+    pub fn complete(&mut self, conn: ConnId, payload: &[u8]) {
+        self.payloads.extend_from_slice(payload);
+        self.done.push((conn, self.payloads.len()));
+    }
+
+    /// Completions queued and not yet taken by the server.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+}
+
 /// Application logic of a [`Server`]: one decoded request in, one response out.
+///
+/// Everything but [`Handler::handle`] has a no-op default. The server calls the hooks from its
+/// single event-loop thread, so a handler keeps per-connection state in its own table indexed
+/// by [`ConnId::slot`] (dense, reused after close) without locks; compare the full id to be safe
+/// against reuse.
 pub trait Handler {
     /// Appends the response payload for `req` to `resp` (empty on entry). The server frames
     /// it with the connection's codec. Must not panic on any `req`: it is peer input.
-    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut);
+    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply;
+
+    /// A connection was accepted. Called before any `handle` for it.
+    fn on_open(&mut self, conn: ConnId) {
+        let _ = conn;
+    }
+
+    /// The server closed the connection (peer closed, `Reply::Close`, protocol or I/O error).
+    /// No further calls for this id follow.
+    fn on_close(&mut self, conn: ConnId) {
+        let _ = conn;
+    }
+
+    /// Called once per event-loop iteration (at least every [`ServerConfig::poll_timeout`] when
+    /// idle), for periodic work such as expiring keys, and to complete [`Reply::Pending`]
+    /// requests through `done`. Keep it cheap: it runs between batches.
+    fn tick(&mut self, done: &mut Completions) {
+        let _ = done;
+    }
 }
 
 /// Replies with the request.
@@ -39,8 +111,9 @@ pub trait Handler {
 pub struct Echo;
 
 impl Handler for Echo {
-    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) {
+    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
         resp.extend_from_slice(req);
+        Reply::Done
     }
 }
 
@@ -48,7 +121,9 @@ impl Handler for Echo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum KvStatus {
+    /// Done (GET: the value follows).
     Ok = 0,
+    /// No such key.
     NotFound = 1,
     /// The request could not be parsed.
     BadRequest = 2,
@@ -59,29 +134,50 @@ pub enum KvStatus {
 /// the frame is the value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvRequest<'a> {
-    Get { key: &'a [u8] },
-    Set { key: &'a [u8], value: &'a [u8] },
-    Del { key: &'a [u8] },
+    /// Read the value of `key`.
+    Get {
+        /// The key.
+        key: &'a [u8],
+    },
+    /// Store `value` under `key`.
+    Set {
+        /// The key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// Delete `key`.
+    Del {
+        /// The key.
+        key: &'a [u8],
+    },
 }
 
 /// Why a [`Kv`] message could not be parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KvError {
     #[error("empty message")]
+    /// A zero-length message.
     Empty,
     #[error("unknown op byte {0:#04x}")]
+    /// The first byte is not `G`, `S` or `D`.
     UnknownOp(u8),
     #[error("truncated key")]
+    /// The message ends inside the key length or the key.
     Truncated,
     #[error("unexpected bytes after the key")]
+    /// GET or DEL with bytes after the key.
     TrailingBytes,
     #[error("unknown status byte {0}")]
+    /// A response status byte other than 0, 1, 2.
     UnknownStatus(u8),
     #[error("key longer than 65535 bytes")]
+    /// `encode`: keys are at most 65535 bytes.
     KeyTooLong,
 }
 
 impl<'a> KvRequest<'a> {
+    /// Parses one request payload (no framing). Never panics.
     pub fn parse(msg: &'a [u8]) -> Result<Self, KvError> {
         let (&op, rest) = msg.split_first().ok_or(KvError::Empty)?;
         if !matches!(op, b'G' | b'S' | b'D') {
@@ -121,11 +217,14 @@ impl<'a> KvRequest<'a> {
 /// A parsed [`Kv`] response: status byte, then the value (only for a successful GET).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KvResponse<'a> {
+    /// Outcome of the request.
     pub status: KvStatus,
+    /// The value for a successful GET, else empty.
     pub value: &'a [u8],
 }
 
 impl<'a> KvResponse<'a> {
+    /// Parses one response payload (no framing).
     pub fn parse(msg: &'a [u8]) -> Result<Self, KvError> {
         let (&status, value) = msg.split_first().ok_or(KvError::Empty)?;
         let status = match status {
@@ -147,25 +246,29 @@ pub struct Kv {
 }
 
 impl Kv {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Keys stored.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// No keys stored.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
 
+    /// The value stored under `key`.
     pub fn get(&self, key: &[u8]) -> Option<&Bytes> {
         self.map.get(key)
     }
 }
 
 impl Handler for Kv {
-    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) {
+    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
         match KvRequest::parse(req) {
             Ok(KvRequest::Get { key }) => match self.map.get(key) {
                 Some(v) => {
@@ -186,6 +289,7 @@ impl Handler for Kv {
             }
             Err(_) => resp.put_u8(KvStatus::BadRequest as u8),
         }
+        Reply::Done
     }
 }
 
@@ -221,6 +325,7 @@ type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<IdHasher>>;
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Clone, Debug)]
+/// How a [`Server`] listens and paces itself.
 pub struct ServerConfig {
     /// Port to listen on (0 = ephemeral, see [`Server::local_addr`]).
     pub port: u16,
@@ -242,10 +347,15 @@ impl Default for ServerConfig {
 /// Counters of a [`Server`] since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ServerStats {
+    /// Requests decoded and handed to the handler.
     pub requests: u64,
+    /// Bytes received.
     pub bytes_in: u64,
+    /// Bytes sent.
     pub bytes_out: u64,
+    /// Connections accepted.
     pub accepted: u64,
+    /// Connections closed (for any reason).
     pub closed: u64,
     /// Connections closed because the codec rejected their input.
     pub protocol_errors: u64,
@@ -261,6 +371,11 @@ struct ServerConn<C> {
     paused: bool,
     /// `Closed` arrived: close once the remaining responses are out.
     peer_closed: bool,
+    /// The handler asked to close, or the input was malformed: read nothing more, close once
+    /// the queued responses are out.
+    closing: bool,
+    /// A request is waiting for its [`Reply::Pending`] completion: decode nothing more.
+    pending: bool,
 }
 
 #[derive(PartialEq, Eq)]
@@ -282,6 +397,7 @@ pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
     /// Response payload before framing. Reused for every request.
     scratch: BytesMut,
     stats: ServerStats,
+    completions: Completions,
 }
 
 impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
@@ -298,13 +414,30 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             events: Vec::with_capacity(1024),
             scratch: BytesMut::with_capacity(INITIAL_BUF),
             stats: ServerStats::default(),
+            completions: Completions::default(),
         })
     }
 
+    /// Completes the [`Reply::Pending`] request of `conn` with `payload` and serves the
+    /// connection on. For callers outside the handler (between [`Server::step`]s); a handler
+    /// completes from [`Handler::tick`]. Returns false if `conn` is gone or has nothing pending.
+    pub fn complete(&mut self, conn: ConnId, payload: &[u8]) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else { return false };
+        if !c.pending {
+            return false;
+        }
+        c.pending = false;
+        c.codec.encode(payload, &mut c.wbuf);
+        self.service(conn);
+        true
+    }
+
+    /// The listening address, with the real port if `port` was 0.
     pub fn local_addr(&self) -> Option<SocketAddrV4> {
         self.transport.local_addr(self.listener)
     }
 
+    /// Counters since start.
     pub fn stats(&self) -> ServerStats {
         self.stats
     }
@@ -314,18 +447,22 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         self.conns.len()
     }
 
+    /// The handler (e.g. to read its state while the server runs).
     pub fn handler(&self) -> &H {
         &self.handler
     }
 
+    /// The handler, mutable (between steps: the server is single-threaded).
     pub fn handler_mut(&mut self) -> &mut H {
         &mut self.handler
     }
 
+    /// The transport (e.g. for its counters).
     pub fn transport(&self) -> &T {
         &self.transport
     }
 
+    /// The transport, mutable.
     pub fn transport_mut(&mut self) -> &mut T {
         &mut self.transport
     }
@@ -356,6 +493,16 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         }
         self.events = events;
         polled?;
+        let mut done = std::mem::take(&mut self.completions);
+        self.handler.tick(&mut done);
+        let mut start = 0;
+        for &(conn, end) in &done.done {
+            self.complete(conn, &done.payloads[start..end]);
+            start = end;
+        }
+        done.done.clear();
+        done.payloads.clear();
+        self.completions = done;
         self.transport.flush()
     }
 
@@ -369,8 +516,11 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
                     wbuf: BytesMut::with_capacity(INITIAL_BUF),
                     paused: false,
                     peer_closed: false,
+                    closing: false,
+                    pending: false,
                 };
                 self.conns.insert(conn, state);
+                self.handler.on_open(conn);
             }
             Event::Readable(c) | Event::Writable(c) => self.service(c),
             Event::Closed(c) => {
@@ -401,6 +551,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             self.conns.remove(&id);
             self.transport.close(id);
             self.stats.closed += 1;
+            self.handler.on_close(id);
         }
     }
 }
@@ -417,8 +568,10 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
     conn: &mut ServerConn<C>,
 ) -> Next {
     loop {
-        if !conn.paused {
-            loop {
+        if !conn.paused && !conn.closing && !conn.pending {
+            // Requests left in the buffer when we paused come first.
+            decode_buffered(handler, scratch, stats, high_water, id, conn);
+            while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
                 let n = match transport.recv(id, &mut conn.rbuf) {
                     Ok(n) => n,
                     Err(e) => {
@@ -433,28 +586,12 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
                 stats.bytes_in += n as u64;
                 // Decode after every read, so the read buffer only ever holds about one
                 // read's worth plus a partial message.
-                loop {
-                    match conn.codec.decode(&mut conn.rbuf) {
-                        Ok(Some(req)) => {
-                            scratch.clear();
-                            handler.handle(id, &req, scratch);
-                            conn.codec.encode(scratch, &mut conn.wbuf);
-                            stats.requests += 1;
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::debug!(?id, error = %e, "protocol error, closing");
-                            stats.protocol_errors += 1;
-                            return Next::Close;
-                        }
-                    }
-                }
-                if conn.wbuf.len() >= high_water {
-                    // Leave the rest unread. The transport will not remind us (edge contract),
-                    // so we resume ourselves below once the backlog drains.
-                    conn.paused = true;
-                    break;
-                }
+                decode_buffered(handler, scratch, stats, high_water, id, conn);
+            }
+            if conn.wbuf.len() >= high_water {
+                // Leave the rest unread (and undecoded). The transport will not remind us (edge
+                // contract), so we resume ourselves below once the backlog drains.
+                conn.paused = true;
             }
         }
 
@@ -482,16 +619,55 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
             }
         }
 
-        if conn.paused && conn.wbuf.len() < high_water / 2 {
+        if conn.paused && !conn.closing && conn.wbuf.len() < high_water / 2 {
             conn.paused = false;
             continue;
         }
         break;
     }
-    if conn.peer_closed && conn.wbuf.is_empty() && !conn.paused {
+    let done = !conn.pending && (conn.closing || (conn.peer_closed && !conn.paused));
+    if done && conn.wbuf.is_empty() {
         Next::Close
     } else {
         Next::Keep
+    }
+}
+
+/// Decodes and handles the requests in the read buffer until it holds no complete one, the
+/// response backlog reaches `high_water` (the rest waits: this bounds the per-connection
+/// response queue however much a client pipelines), or the connection is closing.
+fn decode_buffered<C: Codec, H: Handler>(
+    handler: &mut H,
+    scratch: &mut BytesMut,
+    stats: &mut ServerStats,
+    high_water: usize,
+    id: ConnId,
+    conn: &mut ServerConn<C>,
+) {
+    while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
+        match conn.codec.decode(&mut conn.rbuf) {
+            Ok(Some(req)) => {
+                scratch.clear();
+                let reply = handler.handle(id, &req, scratch);
+                stats.requests += 1;
+                match reply {
+                    Reply::Done => conn.codec.encode(scratch, &mut conn.wbuf),
+                    Reply::Close => {
+                        conn.codec.encode(scratch, &mut conn.wbuf);
+                        conn.closing = true;
+                    }
+                    Reply::Pending => conn.pending = true,
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(?id, error = %e, "protocol error, closing");
+                stats.protocol_errors += 1;
+                // Protocols with an error reply (RESP) tell the peer why before the close.
+                conn.codec.encode_error(&e, &mut conn.wbuf);
+                conn.closing = true;
+            }
+        }
     }
 }
 
@@ -580,6 +756,7 @@ where
     G: FnMut(usize, u64, &mut BytesMut),
     K: FnMut(usize, &[u8], &[u8]) -> bool,
 {
+    /// A workload from `generate(conn, seq, out)` and `check(conn, req, resp)`.
     pub fn new(generate: G, check: K) -> Self {
         FnWorkload { generate, check }
     }
@@ -604,17 +781,27 @@ where
 pub enum LoadMode {
     /// Keep `depth` requests in flight on every connection. A new one is sent as soon as a
     /// response arrives.
-    ClosedLoop { depth: usize },
+    ClosedLoop {
+        /// Requests in flight per connection.
+        depth: usize,
+    },
     /// Request `k` is due at `start + k / rate` (total over all connections, round robin).
     /// Latency counts from the *scheduled* time, so a slow server cannot hide queueing by
     /// slowing the generator down (coordinated omission). Requests are not capped in flight.
-    OpenLoop { rate: f64 },
+    OpenLoop {
+        /// Requests per second over all connections.
+        rate: f64,
+    },
 }
 
 #[derive(Clone, Debug)]
+/// What a [`Client`] connects to and how it loads it.
 pub struct ClientConfig {
+    /// Server address.
     pub addr: SocketAddrV4,
+    /// Connections opened before the run and kept for all of it.
     pub connections: usize,
+    /// Closed or open loop.
     pub mode: LoadMode,
     /// Stop issuing new requests after this long.
     pub duration: Duration,
@@ -648,19 +835,36 @@ impl ClientConfig {
 }
 
 #[derive(Debug, thiserror::Error)]
+/// Why a [`Client`] run failed as a whole (individual bad replies count as errors instead).
 pub enum ClientError {
     #[error(transparent)]
+    /// The transport failed (not a peer's misbehaviour).
     Transport(#[from] TransportError),
     #[error("only {established} of {wanted} connections to {addr} established within {timeout:?} ({failed} failed)")]
-    Connect { addr: SocketAddrV4, established: usize, failed: usize, wanted: usize, timeout: Duration },
+    /// Not every connection was established in time.
+    Connect {
+        /// Server address.
+        addr: SocketAddrV4,
+        /// Connections that came up.
+        established: usize,
+        /// Connections refused or reset.
+        failed: usize,
+        /// Connections asked for.
+        wanted: usize,
+        /// The connect timeout.
+        timeout: Duration,
+    },
     #[error("invalid client config: {0}")]
+    /// The configuration cannot work (e.g. depth 0).
     Config(&'static str),
 }
 
 /// Result of [`Client::run`].
 #[derive(Clone, Debug)]
 pub struct ClientReport {
+    /// Backend name of the client's transport.
     pub backend: &'static str,
+    /// Connections used.
     pub connections: usize,
     /// Responses received and matched to a request (passed or failed the check).
     pub requests: u64,
@@ -668,7 +872,9 @@ pub struct ClientReport {
     pub errors: u64,
     /// Requests sent that never got a response (connection died or drain timeout).
     pub lost: u64,
+    /// Bytes sent, framing included.
     pub bytes_sent: u64,
+    /// Bytes received, framing included.
     pub bytes_received: u64,
     /// From the first request until the last response (or the end of the drain).
     pub duration: Duration,
@@ -693,6 +899,7 @@ impl ClientReport {
         }
     }
 
+    /// Responses per second over [`ClientReport::duration`].
     pub fn requests_per_sec(&self) -> f64 {
         let secs = self.duration.as_secs_f64();
         if secs > 0.0 {
@@ -798,6 +1005,7 @@ pub struct Client<T: Transport, C: Codec + Clone, W: Workload = EchoWorkload> {
 }
 
 impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
+    /// A client that will open `cfg.connections` connections when [`Client::run`] is called.
     pub fn new(transport: T, codec: C, workload: W, cfg: ClientConfig) -> Self {
         Client {
             transport,
@@ -811,14 +1019,17 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
         }
     }
 
+    /// The transport (e.g. for its counters after a run).
     pub fn transport(&self) -> &T {
         &self.transport
     }
 
+    /// The workload (e.g. for its own counters after a run).
     pub fn workload(&self) -> &W {
         &self.workload
     }
 
+    /// Takes the client apart.
     pub fn into_parts(self) -> (T, W) {
         (self.transport, self.workload)
     }

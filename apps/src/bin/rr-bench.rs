@@ -25,6 +25,7 @@ use apps::{
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::cpu::{pid_cpu, CpuUsage};
 use stack::kernel::{KernelConfig, KernelTransport};
+use stack::resp::RespWorkload;
 use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
@@ -138,6 +139,11 @@ struct Args {
     /// No progress lines.
     #[arg(long)]
     quiet: bool,
+    /// Client threads, each with its own kernel transport and an equal share of --conns (and
+    /// of --rate / --max-requests), measured together and merged into one report, so the load
+    /// generator is not the bound. --backend kernel only.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: u16,
     #[command(flatten)]
     xsk: XskOpts,
     /// Lab mode: build a veth lab (two fresh network namespaces, 198.18.0.0/15), run rr-server
@@ -213,6 +219,13 @@ impl Plan {
                 );
                 Ok(Plan { mode, size: value, req_size: KV_GET_LEN, resp_size: 1 + value })
             }
+            Service::Resp => {
+                // Alternating SET and GET of one value size: the sizes reported are the value's.
+                let value = a.resp_size.unwrap_or(a.req_size);
+                ensure!(a.kv_keys >= 1, "--kv-keys must be at least 1");
+                ensure!(value <= a.max_frame, "resp value size {value} exceeds --max-frame {}", a.max_frame);
+                Ok(Plan { mode, size: value, req_size: value, resp_size: value })
+            }
         }
     }
 }
@@ -276,9 +289,13 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
             let kcfg = KernelConfig { bind: args.bind, busy_poll: args.busy_poll, ..KernelConfig::default() };
+            if args.threads > 1 {
+                let m = threads::drive_all(&kcfg, addr, args, plan)?;
+                return Ok(Outcome { result: m.result(args, plan, addr), audit_error: None });
+            }
             let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
-            let (_t, result) = drive(t, addr, args, plan)?;
-            Ok(Outcome { result, audit_error: None })
+            let (_t, m) = drive(t, addr, args, plan, None)?;
+            Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
         }
         Backend::Xsk => {
             let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
@@ -287,7 +304,8 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             eprintln!("xsk port: {}", t.port().features());
             eprintln!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
-            let (mut t, mut result) = drive(t, addr, args, plan)?;
+            let (mut t, m) = drive(t, addr, args, plan, None)?;
+            let mut result = m.result(args, plan, addr);
             let stats = t.stats();
             let audit = t.audit();
             // Dropping the transport detaches the XDP program.
@@ -305,12 +323,18 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
     }
 }
 
-fn drive<T: Transport>(t: T, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Result<(T, BenchResult)> {
+fn drive<T: Transport>(
+    t: T,
+    addr: SocketAddrV4,
+    args: &Args,
+    plan: &Plan,
+    sync: Option<&threads::Rendezvous>,
+) -> Result<(T, Measured)> {
     match args.service {
         Service::Echo => {
-            drive_with(t, LengthPrefixed::new(args.max_frame), EchoWorkload::fixed(plan.size), addr, args, plan)
+            drive_with(t, LengthPrefixed::new(args.max_frame), EchoWorkload::fixed(plan.size), addr, args, plan, sync)
         }
-        Service::TcpEcho => drive_with(t, Stream, EchoWorkload::fixed(plan.size), addr, args, plan),
+        Service::TcpEcho => drive_with(t, Stream, EchoWorkload::fixed(plan.size), addr, args, plan, sync),
         Service::Kv => drive_with(
             t,
             LengthPrefixed::new(args.max_frame),
@@ -318,7 +342,11 @@ fn drive<T: Transport>(t: T, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Re
             addr,
             args,
             plan,
+            sync,
         ),
+        Service::Resp => {
+            drive_with(t, Stream, RespWorkload::new(plan.size, args.kv_keys), addr, args, plan, sync)
+        }
     }
 }
 
@@ -330,7 +358,8 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     addr: SocketAddrV4,
     args: &Args,
     plan: &Plan,
-) -> Result<(T, BenchResult)> {
+    sync: Option<&threads::Rendezvous>,
+) -> Result<(T, Measured)> {
     let mut progress = Progress::new(CpuWindow::new(workload, args.server_pid), !args.quiet);
     let base = ClientConfig {
         connections: args.conns,
@@ -359,6 +388,10 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
         ensure!(!lab::interrupted(), "interrupted during the warm-up");
     }
 
+    // Threads start measuring together, so the process-wide CPU counters cover every run.
+    if let Some(r) = sync {
+        r.wait()?;
+    }
     if let Some(pid) = args.server_pid {
         pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading /proc/{pid}/stat"))?;
     }
@@ -368,6 +401,12 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     let cfg = ClientConfig { duration: args.duration, max_requests: args.max_requests, ..base };
     let mut client = Client::new(t, codec, progress, cfg);
     let report = client.run();
+    if let Some(r) = sync {
+        if report.is_err() {
+            r.abort();
+        }
+        r.wait()?;
+    }
     let after = CpuSample::now(args.server_pid).context("reading CPU counters")?;
     let (t, progress) = client.into_parts();
     let report = report.with_context(|| format!("measured run against {addr}"))?;
@@ -382,10 +421,129 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     }
     let usage = end.snap.since(&start.snap);
     let server_cpu = start.server.zip(end.server).map(|(a, b)| b.saturating_sub(a));
-    let mut result = make_result(&report, args, plan, addr, &usage, server_cpu);
-    result.warmup_requests = warmup_requests;
-    result.setup_s = setup.as_secs_f64();
-    Ok((t, result))
+    Ok((t, Measured { report, usage, server_cpu, warmup_requests, setup_s: setup.as_secs_f64() }))
+}
+
+/// One measured run: the client's report and the CPU counters read around it.
+struct Measured {
+    report: ClientReport,
+    usage: stack::cpu::CpuUsage,
+    server_cpu: Option<Duration>,
+    warmup_requests: u64,
+    setup_s: f64,
+}
+
+impl Measured {
+    fn result(&self, args: &Args, plan: &Plan, addr: SocketAddrV4) -> BenchResult {
+        let mut r = make_result(&self.report, args, plan, addr, &self.usage, self.server_cpu);
+        r.warmup_requests = self.warmup_requests;
+        r.setup_s = self.setup_s;
+        r
+    }
+}
+
+/// `--threads N`: N client threads on their own kernel transports, one merged report.
+mod threads {
+    use super::*;
+    use std::sync::{Condvar, Mutex};
+
+    /// A barrier that a failing thread can abort and that gives up after a timeout, so one
+    /// thread's error cannot leave the others waiting for ever.
+    pub(super) struct Rendezvous {
+        n: usize,
+        state: Mutex<(usize, u64, bool)>,
+        cv: Condvar,
+        timeout: Duration,
+    }
+
+    impl Rendezvous {
+        fn new(n: usize, timeout: Duration) -> Self {
+            Rendezvous { n, state: Mutex::new((0, 0, false)), cv: Condvar::new(), timeout }
+        }
+
+        pub(super) fn wait(&self) -> Result<()> {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let generation = st.1;
+            st.0 += 1;
+            if st.0 == self.n {
+                st.0 = 0;
+                st.1 += 1;
+                self.cv.notify_all();
+                return Ok(());
+            }
+            let (st, to) = self
+                .cv
+                .wait_timeout_while(st, self.timeout, |s| s.1 == generation && !s.2)
+                .unwrap_or_else(|e| e.into_inner());
+            ensure!(!st.2, "another client thread failed");
+            ensure!(!to.timed_out(), "client threads did not meet within {:?}", self.timeout);
+            Ok(())
+        }
+
+        pub(super) fn abort(&self) {
+            self.state.lock().unwrap_or_else(|e| e.into_inner()).2 = true;
+            self.cv.notify_all();
+        }
+    }
+
+    /// Share `i` of `total` split over `n`.
+    fn share(total: usize, n: usize, i: usize) -> usize {
+        total / n + usize::from(i < total % n)
+    }
+
+    pub(super) fn drive_all(kcfg: &KernelConfig, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Result<Measured> {
+        let n = args.threads as usize;
+        ensure!(args.conns >= n, "--conns {} must be at least --threads {n}", args.conns);
+        let timeout = args.warmup + args.duration + args.connect_timeout + args.drain_timeout + Duration::from_secs(30);
+        let sync = Rendezvous::new(n, timeout);
+        let runs: Vec<Result<Measured>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|i| {
+                    let mut a = args.clone();
+                    a.conns = share(args.conns, n, i);
+                    a.max_requests = args.max_requests.map(|m| share(m as usize, n, i).max(1) as u64);
+                    a.rate = args.rate.map(|r| r / n as f64);
+                    let mut p = plan.clone();
+                    if let LoadMode::OpenLoop { rate } = p.mode {
+                        p.mode = LoadMode::OpenLoop { rate: rate / n as f64 };
+                    }
+                    if i > 0 {
+                        // Thread 0 reports progress and reads the server's CPU for everyone.
+                        a.quiet = true;
+                        a.server_pid = None;
+                    }
+                    let (sync, kcfg) = (&sync, kcfg.clone());
+                    s.spawn(move || {
+                        let r = KernelTransport::new(kcfg)
+                            .context("creating a kernel transport")
+                            .and_then(|t| drive(t, addr, &a, &p, Some(sync)))
+                            .map(|(_, m)| m);
+                        if r.is_err() {
+                            sync.abort();
+                        }
+                        r
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("client thread panicked"))))
+                .collect()
+        });
+        let mut merged: Option<Measured> = None;
+        for (i, r) in runs.into_iter().enumerate() {
+            let m = r.with_context(|| format!("client thread {i}"))?;
+            if !args.quiet {
+                eprintln!("thread {i}: {}", m.report);
+            }
+            match &mut merged {
+                None => merged = Some(m),
+                // Thread 0's CPU counters are process-wide and span every thread's run.
+                Some(acc) => acc.report.merge(&m.report),
+            }
+        }
+        merged.context("no client threads")
+    }
 }
 
 fn make_result(

@@ -20,6 +20,7 @@ use apps::{parse_bytes, parse_duration, usage_ensure, warn_ignored, Backend, Ser
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::cpu::process_cpu;
 use stack::kernel::{KernelConfig, KernelTransport};
+use stack::resp::{Resp, RespCodec, RespLimits};
 use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
@@ -59,9 +60,15 @@ struct Args {
     /// Protocol: echo (u32 big-endian length + payload, echoed), kv (GET/SET/DEL requests over
     /// the same framing: op byte 'G'/'S'/'D', u16 key length, key, value for 'S'; reply: status
     /// byte 0 ok / 1 not found / 2 bad request, then the value) or tcp-echo (RFC 862 byte
-    /// stream echo, talks to nc and socat).
+    /// stream echo, talks to nc and socat) or resp (Redis protocol: redis-cli, redis-benchmark).
     #[arg(long, value_enum, default_value_t = Service::Echo)]
     service: Service,
+    /// resp: most keys stored; writes beyond get an -OOM error.
+    #[arg(long, value_name = "N", default_value_t = 4 << 20)]
+    max_keys: usize,
+    /// resp: most bytes stored (keys + values + 64 per key); writes beyond get an -OOM error.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "1024M")]
+    max_memory: usize,
     /// TCP port to listen on.
     #[arg(long, default_value_t = 7000)]
     port: u16,
@@ -77,14 +84,21 @@ struct Args {
     /// still work, with longer scans). kernel: the open-file limit is raised to fit them.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     max_conns: usize,
-    /// Largest request frame accepted by echo and kv, e.g. 1M. Longer frames close the
-    /// connection (protocol error).
+    /// Largest request frame accepted by echo and kv, e.g. 1M; for resp the longest bulk
+    /// argument (a command may total 4 times this). Longer frames close the connection
+    /// (protocol error; resp answers -ERR Protocol error first).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "16M")]
     max_frame: usize,
     /// Stop reading from a connection while this many response bytes wait to be sent
     /// (back-pressure against clients that pipeline without reading).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "4M")]
     write_high_water: usize,
+    /// Event-loop threads, each with its own transport, connections and timers, no shared
+    /// state. kernel: N listeners on the port with SO_REUSEPORT. xsk: one stack shard per RX
+    /// queue of --iface, which must have exactly N (ethtool -L IFACE combined N; veth:
+    /// numrxqueues). echo and tcp-echo only: kv and resp would keep one store per thread.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: u16,
     /// Exit by itself after this long (e.g. 30s, 2m), as if SIGINT arrived.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -170,6 +184,9 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
         }
     }
     let ready = ReadyFile(args.ready_file.as_deref());
+    if args.threads > 1 && matches!(args.service, Service::Kv | Service::Resp) {
+        bail!("--threads {} with --service {}: each thread would keep its own store", args.threads, args.service);
+    }
     let cfg = ServerConfig {
         port: args.port,
         write_high_water: args.write_high_water.max(1),
@@ -185,9 +202,22 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
-            let kcfg = KernelConfig { bind: args.bind, busy_poll: args.busy_poll, ..KernelConfig::default() };
+            let kcfg = KernelConfig {
+                bind: args.bind,
+                busy_poll: args.busy_poll,
+                reuse_port: args.threads > 1,
+                ..KernelConfig::default()
+            };
+            if args.threads > 1 {
+                let ts = (0..args.threads)
+                    .map(|_| KernelTransport::new(kcfg.clone()).context("creating a kernel transport"))
+                    .collect::<Result<Vec<_>>>()?;
+                let (_ts, summary) = threads::serve_all(ts, args, cfg, &ready)?;
+                print_summary(&summary);
+                return write_json(args, &summary);
+            }
             let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
-            let (_t, summary) = serve(t, args, cfg, &ready)?;
+            let (_t, summary) = serve(t, args, cfg, &ready.notifier(), &NEVER)?;
             print_summary(&summary);
             write_json(args, &summary)
         }
@@ -195,11 +225,14 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)");
             let xcfg = args.xsk.config(args.max_conns, args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
+            if args.threads > 1 {
+                return threads::xsk(xcfg, args, cfg, &ready);
+            }
             let t = XskTransport::new(xcfg)
                 .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             println!("xsk port: {}", t.port().features());
             println!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
-            let (mut t, mut summary) = serve(t, args, cfg, &ready)?;
+            let (mut t, mut summary) = serve(t, args, cfg, &ready.notifier(), &NEVER)?;
             let stats = t.stats();
             let audit = t.audit();
             let features = t.port().features().clone();
@@ -248,12 +281,62 @@ fn write_json(args: &Args, summary: &ServerSummary) -> Result<()> {
 
 /// Picks codec and handler for the service, runs the server, returns the transport for the
 /// backend's own report.
-fn serve<T: Transport + BackendStats>(t: T, args: &Args, cfg: ServerConfig, ready: &ReadyFile<'_>) -> Result<(T, ServerSummary)> {
-    match args.service {
-        Service::Echo => serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready),
-        Service::Kv => serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready),
-        Service::TcpEcho => serve_with(t, Stream, Echo, args, cfg, ready),
+/// Called with `ADDR:PORT` once the server listens.
+type OnListen<'a> = dyn Fn(&str) -> Result<()> + Sync + 'a;
+
+/// A stop flag nobody sets (one thread: only signals and --duration stop it).
+static NEVER: AtomicBool = AtomicBool::new(false);
+
+impl ReadyFile<'_> {
+    fn notifier(&self) -> impl Fn(&str) -> Result<()> + Sync + '_ {
+        move |listen: &str| match self.0 {
+            Some(p) => apps::write_atomically(p, format!("{listen}\n").as_bytes()),
+            None => Ok(()),
+        }
     }
+}
+
+fn serve<T: Transport + BackendStats>(
+    t: T,
+    args: &Args,
+    cfg: ServerConfig,
+    ready: &OnListen<'_>,
+    stop: &AtomicBool,
+) -> Result<(T, ServerSummary)> {
+    match args.service {
+        Service::Echo => {
+            serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready, stop).map(drop_handler)
+        }
+        Service::Kv => {
+            serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready, stop).map(drop_handler)
+        }
+        Service::TcpEcho => serve_with(t, Stream, Echo, args, cfg, ready, stop).map(drop_handler),
+        Service::Resp => {
+            let limits = RespLimits {
+                max_bulk: args.max_frame,
+                max_request: args.max_frame.saturating_mul(4),
+                max_keys: args.max_keys,
+                max_memory: args.max_memory,
+                ..RespLimits::default()
+            };
+            let (t, summary, h) = serve_with(t, RespCodec::new(limits), Resp::new(limits), args, cfg, ready, stop)?;
+            let s = h.stats();
+            println!(
+                "resp: {} commands, {} error replies, {} keys ({} bytes) at exit, {} expired, {} writes refused by limits",
+                s.commands,
+                s.errors,
+                h.len(),
+                h.used_memory(),
+                s.expired_keys,
+                s.rejected_writes
+            );
+            Ok((t, summary))
+        }
+    }
+}
+
+fn drop_handler<T, H>((t, summary, _): (T, ServerSummary, H)) -> (T, ServerSummary) {
+    (t, summary)
 }
 
 fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
@@ -262,8 +345,9 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     handler: H,
     args: &Args,
     cfg: ServerConfig,
-    ready: &ReadyFile<'_>,
-) -> Result<(T, ServerSummary)> {
+    ready: &OnListen<'_>,
+    stop: &AtomicBool,
+) -> Result<(T, ServerSummary, H)> {
     let backend = t.name();
     if let Some(i) = args.stats_interval {
         usage_ensure!(!i.is_zero(), "--stats-interval must be positive");
@@ -271,13 +355,11 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     let mut server = Server::new(t, codec, handler, cfg).with_context(|| format!("listening on port {}", args.port))?;
     let listen = server.local_addr().map_or_else(|| format!("?:{}", args.port), |a| a.to_string());
     println!("rr-server: {} service on the {backend} backend, listening on {listen}", args.service);
-    if let Some(p) = ready.0 {
-        apps::write_atomically(p, format!("{listen}\n").as_bytes())?;
-    }
+    ready(&listen)?;
     let started = Instant::now();
     let cpu0 = process_cpu().unwrap_or_default();
     let deadline = args.duration.map(|d| started + d);
-    let stop = || lab::interrupted() || deadline.is_some_and(|d| Instant::now() >= d);
+    let stop = || lab::interrupted() || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
     let usr1 = Arc::new(AtomicBool::new(false));
     if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&usr1)) {
         tracing::warn!("SIGUSR1 will not print the counters: {e}");
@@ -341,7 +423,7 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     let open = server.connections();
     result.with_context(|| format!("server loop after {uptime:.1?} ({} requests served)", stats.requests))?;
     println!("rr-server: stopped by {} after {:.2} s", stop_reason(deadline), uptime.as_secs_f64());
-    let (t, _handler) = server.into_parts();
+    let (t, handler) = server.into_parts();
     Ok((
         t,
         ServerSummary {
@@ -360,7 +442,142 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
             cpu_s: cpu.as_secs_f64(),
             xsk: None,
         },
+        handler,
     ))
+}
+
+/// `--threads N`: one event loop per thread, each on its own transport, merged at exit.
+mod threads {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// Serves on every transport in its own thread. The ready file is written once all of them
+    /// listen; if one thread fails the others stop too.
+    pub(super) fn serve_all<T: Transport + BackendStats + Send>(
+        ts: Vec<T>,
+        args: &Args,
+        cfg: ServerConfig,
+        ready: &ReadyFile<'_>,
+    ) -> Result<(Vec<T>, ServerSummary)> {
+        let n = ts.len();
+        let stop = AtomicBool::new(false);
+        let (tx, rx) = mpsc::channel::<String>();
+        let results = std::thread::scope(|s| {
+            let handles: Vec<_> = ts
+                .into_iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let (tx, cfg, stop) = (tx.clone(), cfg.clone(), &stop);
+                    std::thread::Builder::new()
+                        .name(format!("rr-server-{i}"))
+                        .spawn_scoped(s, move || {
+                            let notify =
+                                move |l: &str| tx.send(l.to_string()).map_err(|_| anyhow::anyhow!("main gone"));
+                            let r = serve(t, args, cfg, &notify, stop);
+                            if r.is_err() {
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                            r
+                        })
+                        .expect("spawning a server thread")
+                })
+                .collect();
+            drop(tx);
+            let listening: Vec<String> = rx.iter().take(n).collect();
+            if listening.len() == n {
+                if let Err(e) = ready.notifier()(&listening[0]) {
+                    tracing::error!("{e:#}");
+                    stop.store(true, Ordering::Relaxed);
+                }
+                println!("rr-server: {n} threads listening on {}", listening[0]);
+            }
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("thread panicked"))))
+                .collect::<Vec<_>>()
+        });
+        let mut ts = Vec::with_capacity(n);
+        let mut merged: Option<ServerSummary> = None;
+        for (i, r) in results.into_iter().enumerate() {
+            let (t, s) = r.with_context(|| format!("server thread {i}"))?;
+            println!("rr-server: thread {i}: {} requests, {} connections", s.requests, s.accepted);
+            merged = Some(match merged {
+                None => s,
+                Some(m) => merge(m, &s),
+            });
+            ts.push(t);
+        }
+        Ok((ts, merged.context("no threads")?))
+    }
+
+    /// Sums the counters. CPU and uptime are the process's, which every thread measured.
+    fn merge(mut a: ServerSummary, b: &ServerSummary) -> ServerSummary {
+        a.requests += b.requests;
+        a.bytes_in += b.bytes_in;
+        a.bytes_out += b.bytes_out;
+        a.accepted += b.accepted;
+        a.closed += b.closed;
+        a.open_at_exit += b.open_at_exit;
+        a.protocol_errors += b.protocol_errors;
+        a.io_errors += b.io_errors;
+        a.uptime_s = a.uptime_s.max(b.uptime_s);
+        a.cpu_s = a.cpu_s.max(b.cpu_s);
+        a
+    }
+
+    pub(super) fn xsk(
+        xcfg: stack::xsk::XskConfig,
+        args: &Args,
+        cfg: ServerConfig,
+        ready: &ReadyFile<'_>,
+    ) -> Result<()> {
+        let iface = xcfg.port.ifname.clone();
+        let ts = XskTransport::shards(xcfg).with_context(|| format!("starting AF_XDP stack shards on {iface}"))?;
+        if ts.len() != args.threads as usize {
+            bail!(
+                "{iface} has {} RX queues but --threads is {}: one shard per queue (ethtool -L {iface} combined {})",
+                ts.len(),
+                args.threads,
+                args.threads
+            );
+        }
+        println!("xsk port: {}", ts[0].port().features());
+        println!("xsk stack: {} ({}), {} shards", ts[0].addr(), args.xsk.addr, ts.len());
+        let (ts, mut summary) = serve_all(ts, args, cfg, ready)?;
+        let mut shards = Vec::new();
+        let mut failed = None;
+        for (i, mut t) in ts.into_iter().enumerate() {
+            let stats = t.stats();
+            let audit = t.audit();
+            println!(
+                "xsk shard {i}: accepted {} closed {} live sockets {}; device {}",
+                stats.accepted,
+                stats.closed,
+                stats.live_sockets,
+                serde_json::to_string(&stats.device).unwrap_or_default()
+            );
+            match &audit {
+                Ok(a) => println!("frame audit shard {i}: ok {a:?}"),
+                Err(e) => {
+                    println!("frame audit shard {i}: FAILED: {e}");
+                    failed = Some(e.to_string());
+                }
+            }
+            shards.push(serde_json::json!({
+                "stats": stats,
+                "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
+            }));
+            drop(t);
+        }
+        summary.xsk = Some(serde_json::json!({ "shards": shards }));
+        print_summary(&summary);
+        println!("xdp program detached from {iface}");
+        write_json(args, &summary)?;
+        if let Some(e) = failed {
+            bail!("UMEM frame audit failed: {e}");
+        }
+        Ok(())
+    }
 }
 
 fn print_summary(s: &ServerSummary) {
