@@ -19,6 +19,8 @@ pub mod umem;
 pub mod socket;
 pub mod steer;
 pub mod tune;
+pub mod state;
+pub mod iface;
 pub mod port;
 pub mod lab;
 pub mod pktgen;

@@ -252,13 +252,6 @@ fn missing_kernel_knobs_are_detected_and_the_port_runs() {
     }
     let has9 = probe.set_xdp_u32(xsk_io::sys::XDP_MAX_TX_SKB_BUDGET, 64).is_ok();
     assert_eq!(f.tx_budget, has9.then_some(512), "{f}");
-    // Explicit knobs: a budget above the ring is refused with a clear error.
-    if has9 {
-        let mut bad = cfg.clone();
-        bad.tx_budget = Knob::Value(4096);
-        let e = Port::open(&bad).err().expect("budget above the TX ring must fail").to_string();
-        assert!(e.contains("XDP_MAX_TX_SKB_BUDGET"), "{e}");
-    }
     // And the port still sends.
     let s = spec(&lab, true, Proto::Udp, 9, 64);
     for _ in 0..100 {
@@ -270,6 +263,18 @@ fn missing_kernel_knobs_are_detected_and_the_port_runs() {
     assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
     assert_eq!(port.stats().port.completions, 100);
     port.audit().unwrap();
+    // A second port on the interface in the same process is refused: it
+    // would record the first one's tuning as the original state.
+    let e = Port::open(&cfg).err().expect("a second owner of the interface must be refused").to_string();
+    assert!(e.contains("in use by another xsk-io port (this process"), "{e}");
+    drop(port);
+    // Explicit knobs: a budget above the ring is refused with a clear error.
+    if has9 {
+        let mut bad = cfg.clone();
+        bad.tx_budget = Knob::Value(4096);
+        let e = Port::open(&bad).err().expect("budget above the TX ring must fail").to_string();
+        assert!(e.contains("XDP_MAX_TX_SKB_BUDGET"), "{e}");
+    }
 }
 
 /// A million frames through two ports with rings small enough to be full

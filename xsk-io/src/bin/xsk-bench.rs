@@ -34,7 +34,12 @@ enum Mode {
 }
 
 #[derive(Parser, Debug, Clone)]
-#[command(version, about = "Packet rates of the copy-mode AF_XDP port (txonly, rxdrop, l2fwd)", long_about = None)]
+#[command(
+    version,
+    about = "Packet rates of the copy-mode AF_XDP port (txonly, rxdrop, l2fwd)",
+    long_about = None,
+    after_help = "Also: `xsk-bench restore IF` puts back what a killed xsk-io process left changed on IF (see `xsk-bench restore --help`)."
+)]
 struct Args {
     /// What to measure.
     #[arg(value_enum)]
@@ -126,10 +131,47 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
+    // `xsk-bench restore IF` is its own small command line (the benchmark's has a positional mode).
+    if std::env::args().nth(1).as_deref() == Some("restore") {
+        if let Err(e) = restore(RestoreArgs::parse_from(std::env::args().skip(1))) {
+            eprintln!("xsk-bench restore: error: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(e) = run(Args::parse()) {
         eprintln!("xsk-bench: error: {e:#}");
         std::process::exit(1);
     }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "xsk-bench restore",
+    about = "Put an interface back as an xsk-io process that did not exit cleanly (SIGKILL, OOM kill, abort) left it",
+    long_about = "Put an interface back as an xsk-io process that did not exit cleanly (SIGKILL, OOM kill, abort) left it.\n\n\
+Every xsk-io port records the original offloads, channels, MTU and sysctls it changes in a state file under \
+/run/xsk-io (or $XSK_IO_STATE_DIR) before changing them. The next port on the interface restores them by itself; \
+this command does only that. Run it in the interface's network namespace (ip netns exec NS xsk-bench restore IF). \
+It refuses while the recording process still runs."
+)]
+struct RestoreArgs {
+    /// The interface to restore.
+    ifname: String,
+}
+
+fn restore(args: RestoreArgs) -> Result<()> {
+    let r = xsk_io::state::restore(&args.ifname)?;
+    match r.pid {
+        None => println!("{}: no state recorded: nothing to restore", args.ifname),
+        Some(pid) => {
+            println!("{}: restored the state recorded by pid {pid} ({} change(s))", args.ifname, r.steps.len());
+            for s in &r.steps {
+                println!("  {s}");
+            }
+        }
+    }
+    Ok(())
 }
 
 fn run(args: Args) -> Result<()> {
