@@ -100,8 +100,18 @@ pub struct Counters {
     pub completions: u64,
     /// sendto calls.
     pub kicks: u64,
-    /// sendto answered EAGAIN/EBUSY/ENOBUFS: descriptors stay queued, retried on the next flush.
+    /// sendto answered EAGAIN/ENOBUFS, or EBUSY: the descriptors not yet
+    /// taken stay queued and are retried on the next flush.
     pub kick_retries: u64,
+    /// Frames the kernel took from the TX ring and dropped instead of
+    /// sending: copy-mode `sendto` answers EBUSY when the driver returned
+    /// NET_XMIT_DROP (e.g. carrier down) for one frame; that frame still
+    /// completes (its address comes back in the completion ring), so the
+    /// frame books stay exact, but it never reached the wire.
+    pub tx_dropped: u64,
+    /// Times the port found the link down (sendto: ENETDOWN, or ENXIO when
+    /// the socket lost its device) and started waiting for it.
+    pub link_downs: u64,
     /// send() found the TX ring full.
     pub tx_ring_full: u64,
     /// recvfrom calls (fill-ring wakeups, busy polling).
@@ -147,9 +157,20 @@ pub struct Port {
     tx_reserve: u32,
     /// A kick failed with a transient error: retry on the next flush.
     kick_pending: bool,
+    /// Since when the link is down (the last kick said ENETDOWN/ENXIO), and
+    /// when the kick was last tried.
+    link_down: Option<LinkDown>,
     counters: Counters,
     features: Features,
     iface: Arc<Iface>,
+}
+
+/// How often a port whose link is down tries the kick again.
+const LINK_RETRY: Duration = Duration::from_millis(10);
+
+struct LinkDown {
+    since: Instant,
+    last_try: Instant,
 }
 
 /// What [`crate::iface`] assembles a port from.
@@ -191,6 +212,7 @@ impl Port {
             frames: p.frames,
             tx_reserve: p.tx_reserve,
             kick_pending: false,
+            link_down: None,
             counters: Counters::default(),
             features: p.features,
             iface: p.iface,
@@ -319,21 +341,59 @@ impl Port {
     }
 
     fn kick(&mut self) -> Result<(), PortError> {
+        if let Some(d) = &self.link_down {
+            // Waiting for the link: try again now and then, not on every flush.
+            if d.last_try.elapsed() < LINK_RETRY {
+                return Ok(());
+            }
+        }
         self.counters.kicks += 1;
         match self.sock.kick_tx() {
             Ok(()) => {
+                if let Some(d) = self.link_down.take() {
+                    tracing::info!("{}: link back after {:.1?}, sending again", self.features.ifname, d.since.elapsed());
+                }
                 // Copy mode sends at most the budget per call: if descriptors
                 // are left, the next flush must kick again.
                 self.kick_pending = self.tx.in_flight() > 0;
                 Ok(())
             }
             Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
                     self.counters.kick_retries += 1;
                     self.kick_pending = true;
                     Ok(())
                 }
-                // ENETDOWN and friends: the descriptors stay queued; report it.
+                // __xsk_generic_xmit: the driver dropped the frame it was
+                // given (NET_XMIT_DROP); the frame was consumed from the TX
+                // ring and completes through the completion ring. The loop
+                // stopped there: the rest stays queued for the next kick.
+                Some(libc::EBUSY) => {
+                    self.counters.kick_retries += 1;
+                    self.counters.tx_dropped += 1;
+                    self.kick_pending = true;
+                    Ok(())
+                }
+                // xsk_check_common: the device is down (ENETDOWN) or the
+                // socket lost it (ENXIO). Nothing was taken from the TX ring;
+                // wait for the link with the descriptors queued.
+                Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
+                    self.kick_pending = true;
+                    let now = Instant::now();
+                    match &mut self.link_down {
+                        Some(d) => d.last_try = now,
+                        None => {
+                            self.counters.link_downs += 1;
+                            tracing::warn!(
+                                "{}: {e}: waiting for the link ({} TX frame(s) queued stay queued; retrying every {LINK_RETRY:?})",
+                                self.features.ifname,
+                                self.tx.in_flight()
+                            );
+                            self.link_down = Some(LinkDown { since: now, last_try: now });
+                        }
+                    }
+                    Ok(())
+                }
                 _ => {
                     self.kick_pending = true;
                     Err(PortError::Kick(e))
@@ -342,9 +402,15 @@ impl Port {
         }
     }
 
-    /// Whether a flush is needed to make progress on TX.
+    /// Whether a flush is needed to make progress on TX. False while the
+    /// link is down: the next flush retries, whenever the caller does one.
     pub fn tx_pending(&self) -> bool {
-        self.kick_pending || self.tx.unpublished() > 0
+        (self.kick_pending && self.link_down.is_none()) || self.tx.unpublished() > 0
+    }
+
+    /// Whether the last kick found the link down (see [`Counters::link_downs`]).
+    pub fn link_down(&self) -> bool {
+        self.link_down.is_some()
     }
 
     /// Frames handed to the kernel for TX and not yet completed.
