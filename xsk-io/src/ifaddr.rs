@@ -96,6 +96,23 @@ pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
     Ok(found)
 }
 
+/// Parses "aa:bb:cc:dd:ee:ff".
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("bad MAC address {s:?}"));
+    }
+    let mut m = [0u8; 6];
+    for (o, p) in m.iter_mut().zip(parts) {
+        *o = u8::from_str_radix(p, 16).map_err(|_| format!("bad MAC address {s:?}"))?;
+    }
+    Ok(m)
+}
+
+pub fn format_mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

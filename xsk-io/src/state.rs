@@ -158,7 +158,7 @@ impl Record {
             let num = |w: Option<&&str>| -> Result<u64, StateError> {
                 w.and_then(|w| w.parse().ok()).ok_or_else(|| err(n, format!("expected a number in {line:?}")))
             };
-            fn device<'r>(r: &'r mut Record, e: impl FnOnce() -> StateError) -> Result<&'r mut DeviceState, StateError> {
+            fn device(r: &mut Record, e: impl FnOnce() -> StateError) -> Result<&mut DeviceState, StateError> {
                 r.devices.last_mut().ok_or_else(e)
             }
             let no_dev = || err(n, format!("{key} before any device line"));

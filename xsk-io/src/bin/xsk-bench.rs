@@ -5,6 +5,8 @@
 //! by veth, addresses in 198.18.0.0/15), runs itself inside it, and removes
 //! it on exit, Ctrl-C included.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
