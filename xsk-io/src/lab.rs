@@ -571,6 +571,10 @@ fn destroy_namespaces(names: &[String]) -> usize {
         // SAFETY: plain syscall; the pid is in one of our lab namespaces.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
+    // Device-state records of killed ports in these namespaces die with them.
+    for &(_, ino) in &ids {
+        crate::state::forget_netns(ino);
+    }
     let lines: Vec<String> = present.iter().map(|n| format!("netns del {n}")).collect();
     if let Err(e) = ip_batch(None, true, &lines) {
         tracing::warn!(error = %e, "lab: deleting namespaces failed");

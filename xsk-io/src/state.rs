@@ -244,6 +244,23 @@ pub fn paths(ifname: &str) -> Result<(PathBuf, PathBuf), StateError> {
     Ok((dir.join(format!("{stem}.lock")), dir.join(format!("{stem}.state"))))
 }
 
+/// Removes the records and locks of every interface of a network namespace
+/// (by inode) that is about to be deleted: nobody can restore its devices
+/// after that, and nobody can open the same paths again. Returns how many files went.
+pub fn forget_netns(ino: u64) -> usize {
+    let suffix_lock = format!(".net{ino}.lock");
+    let suffix_state = format!(".net{ino}.state");
+    let Ok(dir) = fs::read_dir(state_dir()) else { return 0 };
+    dir.flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.ends_with(&suffix_lock) || n.ends_with(&suffix_state)
+        })
+        .filter(|e| fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
 /// Reads a record; `Ok(None)` if there is none.
 pub fn read_record(path: &Path) -> Result<Option<Record>, StateError> {
     match fs::read_to_string(path) {
