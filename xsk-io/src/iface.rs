@@ -133,7 +133,15 @@ impl Iface {
             }
         }
         let opts = TuneOptions { mode: cfg.attach, queues, frame_size: cfg.umem.frame_size, apply: cfg.tune };
-        let tuning = tune::prepare_recorded(&cfg.ifname, &opts, Some(&mut owner))?;
+        let tuning = match tune::prepare_recorded(&cfg.ifname, &opts, Some(&mut owner)) {
+            Ok(t) => t,
+            Err(e) => {
+                // Tuning rolled back what it changed: the record goes too,
+                // or the next start would report a crash that did not happen.
+                owner.finish();
+                return Err(e.into());
+            }
+        };
         for s in &tuning.steps {
             tracing::info!("tune {}: {s}", cfg.ifname);
         }

@@ -151,3 +151,36 @@ fn restore_command_puts_the_device_back_after_sigkill() {
     let again = restore(&lab);
     assert!(again.status.success() && text(&again).contains("nothing to restore"), "{}", text(&again));
 }
+
+/// The generic sysctl record (what the stack can use for
+/// `ip_local_reserved_ports`): set through an owner, "crash" (the owner goes
+/// without `finish`, which to the lock is what process death is), and the
+/// next owner puts the original back. In a lab namespace: net sysctls are
+/// per namespace, so the host's value is never touched.
+#[test]
+fn a_sysctl_set_through_the_record_is_restored_after_a_crash() {
+    let lab = user_lab("tcy");
+    let ifa = lab.if_a.clone();
+    lab.ns_a
+        .run_in(move || {
+            use xsk_io::state::{read_sysctl, Owner};
+            const K: &str = "net/ipv4/ip_local_reserved_ports";
+            let original = read_sysctl(K).unwrap();
+            let (mut owner, _) = Owner::acquire(&ifa).unwrap();
+            assert_eq!(owner.set_sysctl(K, "40000-40009").unwrap(), original);
+            assert_eq!(read_sysctl(K).unwrap(), "40000-40009");
+            drop(owner); // no finish: a crash as far as the record is concerned
+            assert_eq!(read_sysctl(K).unwrap(), "40000-40009", "nothing restored yet");
+            let (owner, rec) = Owner::acquire(&ifa).unwrap();
+            assert_eq!(rec.pid, Some(std::process::id()), "{rec:?}");
+            assert_eq!(read_sysctl(K).unwrap(), original, "{rec:?}");
+            // The clean path: set, finish, original back, no record left.
+            let mut owner = owner;
+            owner.set_sysctl(K, "41000").unwrap();
+            let path = owner.path().to_path_buf();
+            owner.finish();
+            assert_eq!(read_sysctl(K).unwrap(), original);
+            assert!(!path.exists());
+        })
+        .unwrap();
+}
