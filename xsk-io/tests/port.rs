@@ -483,7 +483,9 @@ fn one_port_per_queue() {
 /// Issue 9 item 7: `ip link set dev IF down; up` under traffic in both
 /// directions. The port must not fail (sendto says ENETDOWN while the device
 /// is down), must say it waited, and must carry traffic again afterwards;
-/// the frame books stay exact: every frame sent completes (dropped ones too).
+/// then the peer goes down and up (our carrier drops: sendto says EBUSY for
+/// each frame the kernel drops), which must be counted. The frame books stay
+/// exact: every frame sent completes, dropped ones too.
 #[test]
 fn link_flap_under_traffic_is_survived_and_counted() {
     use std::net::UdpSocket;
@@ -524,7 +526,7 @@ fn link_flap_under_traffic_is_survived_and_counted() {
     let start = Instant::now();
     let (mut rx_at_up, mut udp_at_up, mut down_seen) = (None, None, false);
     let mut phase = 0;
-    while start.elapsed() < Duration::from_millis(3500) {
+    while start.elapsed() < Duration::from_millis(4200) {
         let t = start.elapsed();
         if phase == 0 && t > Duration::from_millis(1000) {
             lab.ns_a.run(&["ip", "link", "set", "dev", &lab.if_a, "down"]).unwrap();
@@ -534,6 +536,14 @@ fn link_flap_under_traffic_is_survived_and_counted() {
             rx_at_up = Some(port.stats().port.rx_frames);
             udp_at_up = Some(got_udp.load(Ordering::Relaxed));
             phase = 2;
+        } else if phase == 2 && t > Duration::from_millis(2200) {
+            // The peer down: ours stays up but loses its carrier, so the
+            // kernel takes frames and drops them (sendto: EBUSY).
+            lab.ns_b.run(&["ip", "link", "set", "dev", &lab.if_b, "down"]).unwrap();
+            phase = 3;
+        } else if phase == 3 && t > Duration::from_millis(2600) {
+            lab.ns_b.run(&["ip", "link", "set", "dev", &lab.if_b, "up"]).unwrap();
+            phase = 4;
         }
         for _ in 0..8 {
             let Some(mut f) = port.alloc() else { break };
@@ -567,6 +577,7 @@ fn link_flap_under_traffic_is_survived_and_counted() {
     assert!(st.rx_frames > rx_at_up + 100, "RX did not resume after the link came back: {rx_at_up} -> {st:?}");
     let udp = got_udp.load(Ordering::Relaxed);
     assert!(udp > udp_at_up + 100, "the peer got nothing after the link came back: {udp_at_up} -> {udp}");
+    assert!(st.tx_dropped >= 1, "carrier down: no EBUSY drop counted: {st:?}");
     assert_eq!(st.tx_frames, st.completions, "every frame given to the kernel completes, dropped ones too: {st:?}");
     let a = port.audit().unwrap();
     assert_eq!((a.tx, a.comp_ring, a.app), (0, 0, 0), "{a:?}");
