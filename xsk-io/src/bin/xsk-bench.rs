@@ -135,7 +135,7 @@ fn main() {
         .init();
     // `xsk-bench restore IF` is its own small command line (the benchmark's has a positional mode).
     if std::env::args().nth(1).as_deref() == Some("restore") {
-        if let Err(e) = restore(RestoreArgs::parse_from(std::env::args().skip(1))) {
+        if let Err(e) = restore(RestoreArgs::parse_from(std::iter::once("xsk-bench restore".to_string()).chain(std::env::args().skip(2)))) {
             eprintln!("xsk-bench restore: error: {e:#}");
             std::process::exit(1);
         }
@@ -165,6 +165,9 @@ struct RestoreArgs {
 fn restore(args: RestoreArgs) -> Result<()> {
     let r = xsk_io::state::restore(&args.ifname)?;
     match r.pid {
+        None if xsk_io::sys::if_nametoindex(&args.ifname).is_err() => {
+            println!("{}: no state recorded, and no such interface in this network namespace", args.ifname)
+        }
         None => println!("{}: no state recorded: nothing to restore", args.ifname),
         Some(pid) => {
             println!("{}: restored the state recorded by pid {pid} ({} change(s))", args.ifname, r.steps.len());
