@@ -18,7 +18,10 @@ fn ifreq(ifname: &str) -> io::Result<libc::ifreq> {
 }
 
 fn ioctl(ifname: &str, req: libc::c_ulong) -> io::Result<libc::ifreq> {
-    let mut r = ifreq(ifname)?;
+    ioctl_with(ifreq(ifname)?, req)
+}
+
+fn ioctl_with(mut r: libc::ifreq, req: libc::c_ulong) -> io::Result<libc::ifreq> {
     // SAFETY: plain socket call; the fd is checked and owned.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -26,8 +29,8 @@ fn ioctl(ifname: &str, req: libc::c_ulong) -> io::Result<libc::ifreq> {
     }
     // SAFETY: fresh descriptor owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `r` is a valid ifreq for the SIOCGIF* requests used here, which
-    // write only inside it.
+    // SAFETY: `r` is a valid ifreq for the SIOC[GS]IF* requests used here,
+    // which read and write only inside it.
     if unsafe { libc::ioctl(fd.as_raw_fd(), req as _, &mut r) } < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -51,6 +54,13 @@ pub fn mtu(ifname: &str) -> io::Result<u32> {
     let r = ioctl(ifname, libc::SIOCGIFMTU)?;
     // SAFETY: SIOCGIFMTU filled the ifru_mtu member of the union.
     Ok(unsafe { r.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// Sets the interface's MTU (`SIOCSIFMTU`, like `ip link set dev IF mtu N`).
+pub fn set_mtu(ifname: &str, mtu: u32) -> io::Result<()> {
+    let mut r = ifreq(ifname)?;
+    r.ifr_ifru.ifru_mtu = i32::try_from(mtu).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mtu too large"))?;
+    ioctl_with(r, libc::SIOCSIFMTU).map(drop)
 }
 
 /// The first IPv4 address and prefix length on the interface.
@@ -84,6 +94,23 @@ pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
     Ok(found)
+}
+
+/// Parses "aa:bb:cc:dd:ee:ff".
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("bad MAC address {s:?}"));
+    }
+    let mut m = [0u8; 6];
+    for (o, p) in m.iter_mut().zip(parts) {
+        *o = u8::from_str_radix(p, 16).map_err(|_| format!("bad MAC address {s:?}"))?;
+    }
+    Ok(m)
+}
+
+pub fn format_mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 #[cfg(test)]

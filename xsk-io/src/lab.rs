@@ -34,10 +34,9 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 use std::thread;
-use std::time::Duration;
 
 /// Where `ip netns add` puts its bind mounts (iproute2's NETNS_RUN_DIR).
 pub const NETNS_RUN_DIR: &str = "/run/netns";
@@ -405,17 +404,9 @@ impl Netns {
 
     /// Interface index of `ifname` inside this namespace.
     pub fn ifindex(&self, ifname: &str) -> Result<u32, LabError> {
-        let name = std::ffi::CString::new(ifname)
-            .map_err(|_| LabError::Config(format!("interface name {ifname:?} contains NUL")))?;
-        let ns = self.name.clone();
+        let (ns, name) = (self.name.clone(), ifname.to_string());
         self.run_in(move || {
-            // SAFETY: `name` is a valid NUL-terminated string that outlives the call.
-            let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
-            if index == 0 {
-                Err(LabError::Netns { op: "if_nametoindex", ns, source: io::Error::last_os_error() })
-            } else {
-                Ok(index)
-            }
+            crate::sys::if_nametoindex(&name).map_err(|source| LabError::Netns { op: "if_nametoindex", ns, source })
         })?
     }
 
@@ -579,6 +570,10 @@ fn destroy_namespaces(names: &[String]) -> usize {
         tracing::debug!(pid, "lab: killing process left in a lab namespace");
         // SAFETY: plain syscall; the pid is in one of our lab namespaces.
         unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    // Device-state records of killed ports in these namespaces die with them.
+    for &(_, ino) in &ids {
+        crate::state::forget_netns(ino);
     }
     let lines: Vec<String> = present.iter().map(|n| format!("netns del {n}")).collect();
     if let Err(e) = ip_batch(None, true, &lines) {
@@ -847,78 +842,8 @@ impl Drop for Lab {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Signals
-// ---------------------------------------------------------------------------
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-static FORCE_EXIT: AtomicBool = AtomicBool::new(false);
-static LAST_SIGNAL: AtomicI32 = AtomicI32::new(0);
-static SIGNALS: Once = Once::new();
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    // Async-signal-safe: lock-free atomic stores only.
-    LAST_SIGNAL.store(sig, Ordering::SeqCst);
-    if INTERRUPTED.swap(true, Ordering::SeqCst) {
-        FORCE_EXIT.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Install SIGINT/SIGTERM handling (idempotent). The first signal only sets
-/// the flag returned by [`interrupted`], which long-running loops poll so they
-/// return and `Drop` cleans up. On a second signal a watchdog thread deletes
-/// all registered labs and the process dies of that signal.
-///
-/// Handlers use SA_RESTART: a thread blocked in a syscall stays blocked, so
-/// such loops need timeouts to notice the flag.
-pub fn install_signal_handlers() {
-    SIGNALS.call_once(|| {
-        thread::Builder::new()
-            .name("lab-signals".into())
-            .spawn(signal_watchdog)
-            .expect("spawn lab signal watchdog thread");
-        for sig in [libc::SIGINT, libc::SIGTERM] {
-            // SAFETY: a zeroed sigaction is a valid initial value; the handler
-            // is an `extern "C" fn(c_int)` that only touches atomics.
-            let rc = unsafe {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-                sa.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut sa.sa_mask);
-                libc::sigaction(sig, &sa, std::ptr::null_mut())
-            };
-            if rc != 0 {
-                tracing::warn!(sig, error = %io::Error::last_os_error(), "sigaction failed");
-            }
-        }
-    });
-}
-
-/// True once SIGINT or SIGTERM arrived (after [`install_signal_handlers`]).
-pub fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
-}
-
-fn signal_watchdog() {
-    loop {
-        thread::sleep(Duration::from_millis(50));
-        if !FORCE_EXIT.load(Ordering::SeqCst) {
-            continue;
-        }
-        let sig = LAST_SIGNAL.load(Ordering::SeqCst);
-        let removed = cleanup_registered();
-        eprintln!("lab: second signal {sig}: removed {removed} lab namespace(s), exiting");
-        // SAFETY: restore the default action and re-raise so the parent sees
-        // death by signal; `_exit` is the fallback and skips atexit hooks.
-        unsafe {
-            libc::signal(sig, libc::SIG_DFL);
-            libc::kill(libc::getpid(), sig);
-        }
-        thread::sleep(Duration::from_millis(200));
-        // SAFETY: terminates the process without running destructors.
-        unsafe { libc::_exit(128 + sig) };
-    }
-}
+// Signals: see crate::signals (re-exported here for the binaries that use both).
+pub use crate::signals::{install_signal_handlers, interrupted};
 
 #[cfg(test)]
 mod tests {

@@ -1,13 +1,35 @@
 //! `xsk-io`: one network interface queue as a fast, batched, copy-mode AF_XDP port.
 //!
 //! Layering, bottom up:
-//! - [`sys`]: the `if_xdp.h` ABI (constants and structs), nothing else.
-//! - [`mmap`], [`ring`], [`umem`]: the shared memory and the four rings; the only `unsafe`.
+//! - [`sys`]: the `if_xdp.h` ABI (constants and structs) and the small
+//!   syscall helpers the other modules share (`if_nametoindex`,
+//!   `setsockopt`/`getsockopt`, errno conversion).
+//! - [`mmap`], [`ring`], [`umem`]: the shared memory and the four rings.
 //! - [`socket`]: the AF_XDP socket: creation, ring setup, bind, knobs, statistics.
 //! - [`steer`]: the XDP steering program (C, `src/bpf/steer.bpf.c`) behind a bpf_link.
 //! - [`tune`]: driver-specific device preparation (virtio_net, veth) via ethtool ioctls and sysfs.
-//! - [`port`]: all of the above as one batched port with exact frame accounting.
-//! - [`lab`]: network namespaces joined by veth, for tests and benchmarks.
+//! - [`state`]: the crash-safe record of what was changed on a device (under
+//!   `/run/xsk-io`), the lock that makes one process its owner, and restore.
+//! - [`iface`]: an interface prepared for ports (owner lock and record,
+//!   tuning, steering program), put back when its last port is dropped; it
+//!   hands out ports.
+//! - [`port`]: the data plane of one queue: rx, tx, refill, reap, with exact
+//!   frame accounting ([`port::Port::audit`]).
+//! - [`ifaddr`]: MAC, MTU and IPv4 address of an interface.
+//!
+//! With the `lab` feature (tests, benchmarks, the `xsk-bench` binary; not
+//! needed to run a port): `lab` (network namespaces joined by veth),
+//! `signals` (the binaries' SIGINT/SIGTERM handling), `pktgen` (frame
+//! builder) and `rawsock` (an AF_PACKET socket).
+//!
+//! `unsafe` lives only where the kernel or memory shared with it is touched,
+//! each block with a SAFETY comment (enforced by the lint below): the ring and
+//! UMEM memory ([`mmap`], [`ring`], [`umem`]); syscalls with pointers to plain
+//! data ([`sys`], [`socket`], [`ifaddr`], [`tune::ethtool`], [`state`]'s
+//! `flock`, and libbpf calls in [`steer`]); with `lab`, namespace switching and
+//! signal handlers (`lab`, `signals`) and the packet socket (`rawsock`).
+
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,11 +41,18 @@ pub mod umem;
 pub mod socket;
 pub mod steer;
 pub mod tune;
+pub mod state;
+pub mod iface;
 pub mod port;
-pub mod lab;
-pub mod pktgen;
-pub mod rawsock;
 pub mod ifaddr;
+#[cfg(feature = "lab")]
+pub mod lab;
+#[cfg(feature = "lab")]
+pub mod pktgen;
+#[cfg(feature = "lab")]
+pub mod rawsock;
+#[cfg(feature = "lab")]
+pub mod signals;
 
 /// How the XDP steering program is attached to the interface.
 ///

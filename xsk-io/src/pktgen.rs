@@ -105,22 +105,7 @@ pub fn build(spec: &FrameSpec, buf: &mut [u8]) -> usize {
     size
 }
 
-/// Parses "aa:bb:cc:dd:ee:ff".
-pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        return Err(format!("bad MAC address {s:?}"));
-    }
-    let mut m = [0u8; 6];
-    for (o, p) in m.iter_mut().zip(parts) {
-        *o = u8::from_str_radix(p, 16).map_err(|_| format!("bad MAC address {s:?}"))?;
-    }
-    Ok(m)
-}
-
-pub fn format_mac(m: &[u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}
+pub use crate::ifaddr::{format_mac, parse_mac};
 
 #[cfg(test)]
 mod tests {

@@ -7,18 +7,18 @@
 //! descriptors were published and the kernel asks to be woken.
 
 use std::io;
-use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::ring::{Consumer, Producer};
 use crate::socket::{RingSizes, Rings, SocketError, XskSocket};
-use crate::steer::{Steer, SteerError, SteerFlags};
-use crate::sys::{self, XdpDesc, XdpStatistics};
-use crate::tune::{self, QueueLayout, TuneError, TuneOptions, Tuning};
-use crate::umem::{Frame, FrameTable, Place, Umem, UmemConfig};
+use crate::state::StateError;
+use crate::steer::{Steer, SteerError};
+use crate::sys::{XdpDesc, XdpStatistics};
+use crate::tune::{self, QueueLayout, TuneError};
+use crate::umem::{Frame, FrameTable, Place, Umem};
 use crate::AttachMode;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,8 @@ pub enum PortError {
     Steer(#[from] SteerError),
     #[error(transparent)]
     Tune(#[from] TuneError),
+    #[error(transparent)]
+    State(#[from] StateError),
     #[error("{knob} = {value} rejected by the kernel: {source}{hint}")]
     Knob { knob: &'static str, value: u32, source: io::Error, hint: &'static str },
     #[error("the kernel bound {0} zero-copy although copy mode was asked for")]
@@ -41,76 +43,8 @@ pub enum PortError {
     Kick(#[source] io::Error),
 }
 
-/// A kernel knob: leave it alone, let the port choose, or force a value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Knob {
-    Off,
-    Auto,
-    Value(u32),
-}
+pub use crate::iface::{BusyPoll, Iface, Knob, PortConfig, SteerSpec};
 
-impl std::str::FromStr for Knob {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Knob, String> {
-        match s {
-            "off" | "0" => Ok(Knob::Off),
-            "auto" => Ok(Knob::Auto),
-            n => n.parse().map(Knob::Value).map_err(|_| format!("expected off, auto or a number, got {n:?}")),
-        }
-    }
-}
-
-/// Which flows the XDP program hands to the port.
-#[derive(Clone, Debug)]
-pub struct SteerSpec {
-    /// Destination address of steered frames (`0.0.0.0`: any).
-    pub addr: Ipv4Addr,
-    pub tcp_ports: Vec<u16>,
-    /// ARP for `addr` (dedicated-address mode), ICMP to `addr`.
-    pub flags: SteerFlags,
-}
-
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct BusyPoll {
-    pub usecs: u32,
-    pub budget: u32,
-}
-
-#[derive(Clone, Debug)]
-pub struct PortConfig {
-    pub ifname: String,
-    pub queue: u32,
-    pub umem: UmemConfig,
-    pub rings: RingSizes,
-    pub attach: AttachMode,
-    /// None: bind the socket but attach no program (TX-only use).
-    pub steer: Option<SteerSpec>,
-    /// XDP_MAX_TX_SKB_BUDGET; `Auto` = the TX ring size.
-    pub tx_budget: Knob,
-    /// XDP_GENERIC_XMIT_BATCH; `Auto` = 32, never above the budget.
-    pub xmit_batch: Knob,
-    pub busy_poll: Option<BusyPoll>,
-    /// Prepare the device (offloads, channels); false = check only.
-    pub tune: bool,
-}
-
-impl PortConfig {
-    pub fn new(ifname: &str) -> PortConfig {
-        PortConfig {
-            ifname: ifname.to_string(),
-            queue: 0,
-            umem: UmemConfig::default(),
-            rings: RingSizes::default(),
-            attach: AttachMode::Auto,
-            steer: None,
-            tx_budget: Knob::Auto,
-            xmit_batch: Knob::Auto,
-            busy_poll: None,
-            tune: true,
-        }
-    }
-}
 
 /// What the kernel and the device gave us, probed at bind.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -166,8 +100,18 @@ pub struct Counters {
     pub completions: u64,
     /// sendto calls.
     pub kicks: u64,
-    /// sendto answered EAGAIN/EBUSY/ENOBUFS: descriptors stay queued, retried on the next flush.
+    /// sendto answered EAGAIN/ENOBUFS, or EBUSY: the descriptors not yet
+    /// taken stay queued and are retried on the next flush.
     pub kick_retries: u64,
+    /// Frames the kernel took from the TX ring and dropped instead of
+    /// sending: copy-mode `sendto` answers EBUSY when the driver returned
+    /// NET_XMIT_DROP (e.g. carrier down) for one frame; that frame still
+    /// completes (its address comes back in the completion ring), so the
+    /// frame books stay exact, but it never reached the wire.
+    pub tx_dropped: u64,
+    /// Times the port found the link down (sendto: ENETDOWN, or ENXIO when
+    /// the socket lost its device) and started waiting for it.
+    pub link_downs: u64,
     /// send() found the TX ring full.
     pub tx_ring_full: u64,
     /// recvfrom calls (fill-ring wakeups, busy polling).
@@ -198,30 +142,7 @@ pub struct Accounting {
     pub comp_ring: u32,
 }
 
-/// State shared by the ports of one interface: the program and the tuning.
-struct Iface {
-    steer: Option<Steer>,
-    tuning: Mutex<Option<Tuning>>,
-}
 
-impl Drop for Iface {
-    fn drop(&mut self) {
-        // Detach first: virtio_net refuses offload and channel changes while
-        // an XDP program is attached.
-        drop(self.steer.take());
-        if let Some(mut t) = self.tuning.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            for s in t.restore() {
-                tracing::info!("restore: {s}");
-            }
-        }
-    }
-}
-
-fn once(flag: &AtomicBool) -> bool {
-    !flag.swap(true, Ordering::Relaxed)
-}
-static SAID_NO_BUDGET: AtomicBool = AtomicBool::new(false);
-static SAID_NO_BATCH: AtomicBool = AtomicBool::new(false);
 static SAID_FEATURES: AtomicBool = AtomicBool::new(false);
 
 pub struct Port {
@@ -236,200 +157,82 @@ pub struct Port {
     tx_reserve: u32,
     /// A kick failed with a transient error: retry on the next flush.
     kick_pending: bool,
+    /// Since when the link is down (the last kick said ENETDOWN/ENXIO), and
+    /// when the kick was last tried.
+    link_down: Option<LinkDown>,
     counters: Counters,
     features: Features,
     iface: Arc<Iface>,
 }
 
-fn ifindex(ifname: &str) -> Result<u32, PortError> {
-    let c = std::ffi::CString::new(ifname).map_err(|_| PortError::NoInterface(ifname.to_string()))?;
-    // SAFETY: `c` is a valid NUL-terminated string for the call's duration.
-    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
-    if i == 0 {
-        Err(PortError::NoInterface(ifname.to_string()))
-    } else {
-        Ok(i)
-    }
+/// How often a port whose link is down tries the kick again.
+const LINK_RETRY: Duration = Duration::from_millis(10);
+
+struct LinkDown {
+    since: Instant,
+    last_try: Instant,
+}
+
+/// What [`crate::iface`] assembles a port from.
+pub(crate) struct PortParts {
+    pub sock: XskSocket,
+    pub umem: Umem,
+    pub rings: Rings,
+    pub frames: FrameTable,
+    pub tx_reserve: u32,
+    pub features: Features,
+    pub iface: Arc<Iface>,
 }
 
 impl Port {
-    /// Opens one queue (`cfg.queue`).
+    /// Prepares `cfg.ifname` ([`Iface::prepare`]) and opens one queue (`cfg.queue`).
     pub fn open(cfg: &PortConfig) -> Result<Port, PortError> {
-        let iface = Self::prepare_iface(cfg, QueueLayout::Single)?;
-        let mut port = Self::open_queue(cfg, cfg.queue, iface.clone())?;
-        Self::start_steering(&iface, cfg, std::slice::from_mut(&mut port))?;
-        Ok(port)
+        let iface = Iface::prepare(cfg, QueueLayout::Single)?;
+        let mut v = iface.open_ports(cfg, &[cfg.queue])?;
+        Ok(v.pop().expect("one queue asked, one port"))
     }
 
     /// Opens every RX queue of the interface, one socket and one UMEM each,
     /// sharing one steering program, so that one stack shard can run per queue.
     pub fn open_all(cfg: &PortConfig) -> Result<Vec<Port>, PortError> {
-        let iface = Self::prepare_iface(cfg, QueueLayout::All)?;
+        let iface = Iface::prepare(cfg, QueueLayout::All)?;
         let n = tune::rx_queue_count(&cfg.ifname)?;
-        let mut ports = (0..n).map(|q| Self::open_queue(cfg, q, iface.clone())).collect::<Result<Vec<_>, _>>()?;
-        Self::start_steering(&iface, cfg, &mut ports)?;
-        Ok(ports)
+        iface.open_ports(cfg, &(0..n).collect::<Vec<_>>())
     }
 
-    fn prepare_iface(cfg: &PortConfig, queues: QueueLayout) -> Result<Arc<Iface>, PortError> {
-        ifindex(&cfg.ifname)?;
-        let opts = TuneOptions { mode: cfg.attach, queues, frame_size: cfg.umem.frame_size, apply: cfg.tune };
-        let tuning = tune::prepare(&cfg.ifname, &opts)?;
-        for s in &tuning.steps {
-            tracing::info!("tune {}: {s}", cfg.ifname);
-        }
-        Ok(Arc::new(Iface { steer: None, tuning: Mutex::new(Some(tuning)) }))
-    }
-
-    fn start_steering(iface: &Arc<Iface>, cfg: &PortConfig, ports: &mut [Port]) -> Result<(), PortError> {
-        let Some(spec) = &cfg.steer else { return Ok(()) };
-        // Attach in the mode the device was prepared for (tuning resolves Auto).
-        let mode = iface.tuning.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(cfg.attach, |t| t.mode);
-        let steer = Steer::attach(&cfg.ifname, mode)?;
-        steer.set_addr(spec.addr, spec.flags)?;
-        for &p in &spec.tcp_ports {
-            steer.add_tcp_port(p)?;
-        }
-        for port in ports.iter() {
-            steer.register_xsk(port.features.queue, port.sock.as_fd())?;
-        }
-        let mode = steer.mode();
-        // The ports were created before the program; give them the shared state.
-        let tuning = iface.tuning.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let shared = Arc::new(Iface { steer: Some(steer), tuning: Mutex::new(tuning) });
-        for port in ports.iter_mut() {
-            port.features.attach = Some(mode);
-            port.iface = shared.clone();
-        }
-        Ok(())
-    }
-
-    fn open_queue(cfg: &PortConfig, queue: u32, iface: Arc<Iface>) -> Result<Port, PortError> {
-        let index = ifindex(&cfg.ifname)?;
-        let umem = Umem::new(cfg.umem).map_err(PortError::Umem)?;
-        let sock = XskSocket::new()?;
-        let Rings { fill, comp, rx, tx } = sock.setup(&umem, cfg.rings)?;
-        let tx_budget = Self::set_budget(&sock, cfg)?;
-        let xmit_batch = Self::set_xmit_batch(&sock, cfg, tx_budget)?;
-        if let Some(bp) = cfg.busy_poll {
-            let set = |what, opt, v: u32| {
-                sock.set_sock_int(opt, v as i32).map_err(|source| PortError::Knob { knob: what, value: v, source, hint: "" })
-            };
-            set("SO_PREFER_BUSY_POLL", sys::SO_PREFER_BUSY_POLL, 1)?;
-            set("SO_BUSY_POLL", sys::SO_BUSY_POLL, bp.usecs)?;
-            set("SO_BUSY_POLL_BUDGET", sys::SO_BUSY_POLL_BUDGET, bp.budget)?;
-        }
-        sock.bind(&cfg.ifname, index, queue)?;
-        let zerocopy = sock.is_zerocopy().unwrap_or(false);
-        if zerocopy {
-            return Err(PortError::ZeroCopy(cfg.ifname.clone()));
-        }
-        let features = Features {
-            ifname: cfg.ifname.clone(),
-            queue,
-            driver: tune::driver_name(&cfg.ifname).unwrap_or_else(|_| "unknown".into()),
-            attach: None,
-            zerocopy,
-            need_wakeup: true,
-            tx_budget,
-            xmit_batch,
-            busy_poll: cfg.busy_poll,
-            rings: cfg.rings,
-            frame_size: cfg.umem.frame_size,
-            frame_count: cfg.umem.frame_count,
-        };
-        let frames = FrameTable::new(umem.frame_count(), umem.frame_size());
-        // Keep enough frames for a full TX ring off the fill ring, but never
-        // more than half the UMEM, so both directions always have frames.
-        let tx_reserve = cfg.rings.tx.min(umem.frame_count() / 2);
+    pub(crate) fn new(p: PortParts) -> Port {
+        let Rings { fill, comp, rx, tx } = p.rings;
         let mut port = Port {
-            sock,
-            umem,
+            sock: p.sock,
+            umem: p.umem,
             fill,
             comp,
             rx,
             tx,
-            frames,
-            tx_reserve,
+            frames: p.frames,
+            tx_reserve: p.tx_reserve,
             kick_pending: false,
+            link_down: None,
             counters: Counters::default(),
-            features,
-            iface,
+            features: p.features,
+            iface: p.iface,
         };
         port.refill();
-        Ok(port)
+        port
     }
 
-    /// XDP_MAX_TX_SKB_BUDGET: how many descriptors one sendto may turn into skbs.
-    fn set_budget(sock: &XskSocket, cfg: &PortConfig) -> Result<Option<u32>, PortError> {
-        let want = match cfg.tx_budget {
-            Knob::Off => return Ok(None),
-            // The kernel accepts [32, tx ring size]; a ring below 32 keeps the default.
-            Knob::Auto if cfg.rings.tx < 32 => return Ok(None),
-            Knob::Auto => cfg.rings.tx,
-            Knob::Value(v) => v,
-        };
-        match sock.set_xdp_u32(sys::XDP_MAX_TX_SKB_BUDGET, want) {
-            Ok(()) => Ok(Some(want)),
-            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
-                if once(&SAID_NO_BUDGET) {
-                    tracing::warn!("kernel has no XDP_MAX_TX_SKB_BUDGET (Linux 6.17+): one sendto sends at most 32 frames");
-                }
-                Ok(None)
-            }
-            Err(source) => Err(PortError::Knob {
-                knob: "XDP_MAX_TX_SKB_BUDGET",
-                value: want,
-                source,
-                hint: " (allowed: 32 to the TX ring size)",
-            }),
-        }
+    pub(crate) fn set_attach(&mut self, mode: AttachMode) {
+        self.features.attach = Some(mode);
     }
 
-    /// XDP_GENERIC_XMIT_BATCH: skbs built and sent under one queue lock.
-    fn set_xmit_batch(sock: &XskSocket, cfg: &PortConfig, budget: Option<u32>) -> Result<Option<u32>, PortError> {
-        let want = match cfg.xmit_batch {
-            Knob::Off => return Ok(None),
-            Knob::Auto => 32.min(budget.unwrap_or(32)),
-            Knob::Value(v) => v,
-        };
-        match sock.set_xdp_u32(sys::XDP_GENERIC_XMIT_BATCH, want) {
-            // What the kernel says is in force, not what we asked for.
-            Ok(()) => match sock.get_xdp_u32(sys::XDP_GENERIC_XMIT_BATCH) {
-                Ok(got) if got == want => Ok(Some(got)),
-                Ok(got) => Err(PortError::Knob {
-                    knob: "XDP_GENERIC_XMIT_BATCH",
-                    value: want,
-                    source: std::io::Error::other(format!("getsockopt reads back {got}")),
-                    hint: "",
-                }),
-                Err(source) => Err(PortError::Knob {
-                    knob: "XDP_GENERIC_XMIT_BATCH (getsockopt)",
-                    value: want,
-                    source,
-                    hint: "",
-                }),
-            },
-            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
-                if once(&SAID_NO_BATCH) {
-                    tracing::warn!(
-                        "kernel has no XDP_GENERIC_XMIT_BATCH (option 10, proposed upstream): copy-mode TX takes the queue lock per frame"
-                    );
-                }
-                Ok(None)
-            }
-            Err(source) => Err(PortError::Knob {
-                knob: "XDP_GENERIC_XMIT_BATCH",
-                value: want,
-                source,
-                hint: " (must not exceed XDP_MAX_TX_SKB_BUDGET)",
-            }),
-        }
+    /// The interface this port belongs to (tuning, program, sysctls).
+    pub fn iface(&self) -> &Arc<Iface> {
+        &self.iface
     }
 
     /// Logs the features line, once per process.
     pub fn log_features(&self) {
-        if once(&SAID_FEATURES) {
+        if !SAID_FEATURES.swap(true, Ordering::Relaxed) {
             tracing::info!("xsk port: {}", self.features);
         }
     }
@@ -443,7 +246,7 @@ impl Port {
     }
 
     pub fn steer(&self) -> Option<&Steer> {
-        self.iface.steer.as_ref()
+        self.iface.steer()
     }
 
     pub fn stats(&self) -> PortStats {
@@ -538,21 +341,59 @@ impl Port {
     }
 
     fn kick(&mut self) -> Result<(), PortError> {
+        if let Some(d) = &self.link_down {
+            // Waiting for the link: try again now and then, not on every flush.
+            if d.last_try.elapsed() < LINK_RETRY {
+                return Ok(());
+            }
+        }
         self.counters.kicks += 1;
         match self.sock.kick_tx() {
             Ok(()) => {
+                if let Some(d) = self.link_down.take() {
+                    tracing::info!("{}: link back after {:.1?}, sending again", self.features.ifname, d.since.elapsed());
+                }
                 // Copy mode sends at most the budget per call: if descriptors
                 // are left, the next flush must kick again.
                 self.kick_pending = self.tx.in_flight() > 0;
                 Ok(())
             }
             Err(e) => match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
                     self.counters.kick_retries += 1;
                     self.kick_pending = true;
                     Ok(())
                 }
-                // ENETDOWN and friends: the descriptors stay queued; report it.
+                // __xsk_generic_xmit: the driver dropped the frame it was
+                // given (NET_XMIT_DROP); the frame was consumed from the TX
+                // ring and completes through the completion ring. The loop
+                // stopped there: the rest stays queued for the next kick.
+                Some(libc::EBUSY) => {
+                    self.counters.kick_retries += 1;
+                    self.counters.tx_dropped += 1;
+                    self.kick_pending = true;
+                    Ok(())
+                }
+                // xsk_check_common: the device is down (ENETDOWN) or the
+                // socket lost it (ENXIO). Nothing was taken from the TX ring;
+                // wait for the link with the descriptors queued.
+                Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
+                    self.kick_pending = true;
+                    let now = Instant::now();
+                    match &mut self.link_down {
+                        Some(d) => d.last_try = now,
+                        None => {
+                            self.counters.link_downs += 1;
+                            tracing::warn!(
+                                "{}: {e}: waiting for the link ({} TX frame(s) queued stay queued; retrying every {LINK_RETRY:?})",
+                                self.features.ifname,
+                                self.tx.in_flight()
+                            );
+                            self.link_down = Some(LinkDown { since: now, last_try: now });
+                        }
+                    }
+                    Ok(())
+                }
                 _ => {
                     self.kick_pending = true;
                     Err(PortError::Kick(e))
@@ -561,9 +402,15 @@ impl Port {
         }
     }
 
-    /// Whether a flush is needed to make progress on TX.
+    /// Whether a flush is needed to make progress on TX. False while the
+    /// link is down: the next flush retries, whenever the caller does one.
     pub fn tx_pending(&self) -> bool {
-        self.kick_pending || self.tx.unpublished() > 0
+        (self.kick_pending && self.link_down.is_none()) || self.tx.unpublished() > 0
+    }
+
+    /// Whether the last kick found the link down (see [`Counters::link_downs`]).
+    pub fn link_down(&self) -> bool {
+        self.link_down.is_some()
     }
 
     /// Frames handed to the kernel for TX and not yet completed.

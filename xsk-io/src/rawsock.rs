@@ -5,6 +5,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
+use crate::sys::{cvt, if_nametoindex};
+
 const ETH_P_ALL: u16 = 0x0003;
 
 #[derive(Debug)]
@@ -13,23 +15,10 @@ pub struct RawSocket {
     ifindex: u32,
 }
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
 impl RawSocket {
     /// Opens a socket bound to `ifname` in the calling thread's network namespace.
     pub fn open(ifname: &str) -> io::Result<RawSocket> {
-        let name = std::ffi::CString::new(ifname).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: NUL-terminated string valid for the call.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        if ifindex == 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let ifindex = if_nametoindex(ifname)?;
         // SAFETY: plain syscall; the fd is checked and then owned.
         let fd = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, ETH_P_ALL.to_be() as i32) })?;
         // SAFETY: fresh descriptor, owned by nobody else.

@@ -42,8 +42,8 @@ impl<T: Copy> Shared<T> {
         }
         assert!(off.desc as usize % std::mem::align_of::<T>() == 0);
         let base = map.as_ptr();
-        // SAFETY (all four): the offsets were checked above to lie inside the
-        // mapping and to be aligned for their types.
+        // SAFETY: (all four pointers) the offsets were checked above to lie
+        // inside the mapping and to be aligned for their types.
         unsafe {
             Shared {
                 producer: base.add(off.producer as usize).cast(),

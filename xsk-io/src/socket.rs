@@ -51,32 +51,6 @@ pub struct XskSocket {
     fd: OwnedFd,
 }
 
-fn setsockopt<T>(fd: BorrowedFd<'_>, level: i32, opt: i32, v: &T) -> io::Result<()> {
-    // SAFETY: `v` is a live, initialised T and we pass its exact size; the
-    // kernel only reads `optlen` bytes from it.
-    let r = unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, opt, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-fn getsockopt<T: Default>(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<(T, usize)> {
-    let mut v = T::default();
-    let mut len = size_of::<T>() as libc::socklen_t;
-    // SAFETY: the kernel writes at most `len` bytes into `v`, a valid T-sized
-    // buffer; all our T are plain integer structs, valid for any bytes.
-    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, opt, (&mut v as *mut T).cast(), &mut len) };
-    if r == 0 {
-        Ok((v, len as usize))
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
 impl XskSocket {
     pub fn new() -> Result<XskSocket, SocketError> {
         // SAFETY: plain syscall; the returned fd is checked and then owned.

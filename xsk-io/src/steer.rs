@@ -533,16 +533,8 @@ fn validate_ifname(ifname: &str) -> Result<CString, SteerError> {
 }
 
 fn ifindex_of(ifname: &str) -> Result<u32, SteerError> {
-    let name = validate_ifname(ifname)?;
-    // SAFETY: `name` is a valid NUL-terminated string.
-    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if idx == 0 {
-        return Err(SteerError::NoSuchInterface {
-            ifname: ifname.to_owned(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok(idx)
+    validate_ifname(ifname)?;
+    crate::sys::if_nametoindex(ifname).map_err(|source| SteerError::NoSuchInterface { ifname: ifname.to_owned(), source })
 }
 
 fn mode_flags(mode: AttachMode) -> u32 {

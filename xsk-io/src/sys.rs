@@ -1,6 +1,54 @@
 //! The AF_XDP user ABI from `include/uapi/linux/if_xdp.h`, written out here
 //! because Debian's libc headers lag the kernel (options 9 and 10 are newer
-//! than any libc crate release).
+//! than any libc crate release), and the small syscall helpers the other
+//! modules share ([`if_nametoindex`], [`setsockopt`], [`getsockopt`], [`cvt`]).
+
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// A libc return value as a `Result`: negative means `errno` holds the error.
+#[inline]
+pub fn cvt<T: Copy + Default + PartialOrd>(r: T) -> io::Result<T> {
+    if r < T::default() {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// `if_nametoindex(3)` in the calling thread's network namespace.
+pub fn if_nametoindex(ifname: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(ifname)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("interface name {ifname:?} contains NUL")))?;
+    // SAFETY: `c` is a valid NUL-terminated string for the call's duration.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(i)
+    }
+}
+
+/// `setsockopt(2)` with a plain-data value.
+pub fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, opt: i32, v: &T) -> io::Result<()> {
+    // SAFETY: `v` is a live, initialised T and we pass its exact size; the
+    // kernel only reads `optlen` bytes from it.
+    let r = unsafe {
+        libc::setsockopt(fd.as_raw_fd(), level, opt, (v as *const T).cast(), size_of::<T>() as libc::socklen_t)
+    };
+    cvt(r).map(drop)
+}
+
+/// `getsockopt(2)` into a plain integer struct; returns it and the length the kernel wrote.
+pub fn getsockopt<T: Copy + Default>(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<(T, usize)> {
+    let mut v = T::default();
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `v`, a valid T-sized
+    // buffer; callers use plain integer structs, valid for any bytes.
+    let r = unsafe { libc::getsockopt(fd.as_raw_fd(), level, opt, (&mut v as *mut T).cast(), &mut len) };
+    cvt(r).map(|_| (v, len as usize))
+}
 
 pub const AF_XDP: libc::c_int = 44;
 pub const SOL_XDP: libc::c_int = 283;

@@ -24,6 +24,7 @@ use std::fmt;
 use std::io;
 use std::str::FromStr;
 
+use crate::state::{DeviceState, Owner};
 use crate::AttachMode;
 
 pub mod ethtool;
@@ -237,9 +238,59 @@ pub fn snapshot(ifname: &str) -> Result<DeviceSnapshot, TuneError> {
 /// socket. Fails with the first failed step and its fix; everything changed
 /// by then is rolled back.
 pub fn prepare(ifname: &str, opts: &TuneOptions) -> Result<Tuning, TuneError> {
+    prepare_recorded(ifname, opts, None)
+}
+
+/// [`prepare`], first writing what it is about to change to `owner`'s
+/// crash-safe record (see [`crate::state`]), so that the original state
+/// survives a crash of this process.
+pub fn prepare_recorded(ifname: &str, opts: &TuneOptions, owner: Option<&mut Owner>) -> Result<Tuning, TuneError> {
     let snap = snapshot::read(ifname)?;
     let plan = plan::plan(&snap, opts);
+    if let (Some(owner), true) = (owner, opts.apply) {
+        for d in originals(&snap, &plan) {
+            owner.record_device(d).map_err(|e| TuneError::Step {
+                step: "recording the original device state".into(),
+                error: e.to_string(),
+                fix: format!("make {} writable, or set {}", crate::state::state_dir().display(), crate::state::STATE_DIR_ENV),
+                report: Vec::new(),
+            })?;
+        }
+    }
     execute(&snap, &plan, opts, &mut EthtoolOps, Box::new(EthtoolOps))
+}
+
+/// The original state of everything `plan` changes, per device, plus the MTUs.
+fn originals(snap: &DeviceSnapshot, plan: &Plan) -> Vec<DeviceState> {
+    let mut out = vec![DeviceState { ifname: snap.ifname.clone(), mtu: Some(snap.mtu), ..Default::default() }];
+    if let snapshot::Peer::Here(p) = &snap.peer {
+        out.push(DeviceState { ifname: p.ifname.clone(), mtu: Some(p.mtu), ..Default::default() });
+    }
+    for item in &plan.items {
+        let Item::Change(c) = item else { continue };
+        let name = match &c.op {
+            Op::Features { ifname, .. } | Op::Channels { ifname, .. } => ifname,
+        };
+        let i = match out.iter().position(|d| d.ifname == *name) {
+            Some(i) => i,
+            None => {
+                out.push(DeviceState { ifname: name.clone(), ..Default::default() });
+                out.len() - 1
+            }
+        };
+        let d = &mut out[i];
+        match &c.op {
+            Op::Features { original, .. } => {
+                for (n, on) in original {
+                    if !d.features.iter().any(|(m, _)| m == n) {
+                        d.features.push((n.clone(), *on));
+                    }
+                }
+            }
+            Op::Channels { from, .. } => d.channels = d.channels.or(Some(*from)),
+        }
+    }
+    out
 }
 
 /// Applies plan operations. The real one is [`EthtoolOps`]; tests use a fake.

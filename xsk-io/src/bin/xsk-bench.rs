@@ -5,6 +5,8 @@
 //! by veth, addresses in 198.18.0.0/15), runs itself inside it, and removes
 //! it on exit, Ctrl-C included.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -39,6 +41,9 @@ enum Mode {
     about = "Packet rates of the copy-mode AF_XDP port (txonly, rxdrop, l2fwd)",
     long_about = None,
     after_help = "\
+Also: `xsk-bench restore IF` puts back what a killed xsk-io process left changed on IF (see
+`xsk-bench restore --help`).
+
 Exit status: 0 ok, 1 setup or run failed, 2 bad command line.
 
 Logging: setup steps (device tuning, XDP attach, kernel knobs) and warnings go to stderr at
@@ -145,10 +150,50 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
+    // `xsk-bench restore IF` is its own small command line (the benchmark's has a positional mode).
+    if std::env::args().nth(1).as_deref() == Some("restore") {
+        if let Err(e) = restore(RestoreArgs::parse_from(std::iter::once("xsk-bench restore".to_string()).chain(std::env::args().skip(2)))) {
+            eprintln!("xsk-bench restore: error: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Err(e) = run(Args::parse()) {
         eprintln!("xsk-bench: error: {e:#}");
         std::process::exit(1);
     }
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "xsk-bench restore",
+    about = "Put an interface back as an xsk-io process that did not exit cleanly (SIGKILL, OOM kill, abort) left it",
+    long_about = "Put an interface back as an xsk-io process that did not exit cleanly (SIGKILL, OOM kill, abort) left it.\n\n\
+Every xsk-io port records the original offloads, channels, MTU and sysctls it changes in a state file under \
+/run/xsk-io (or $XSK_IO_STATE_DIR) before changing them. The next port on the interface restores them by itself; \
+this command does only that. Run it in the interface's network namespace (ip netns exec NS xsk-bench restore IF). \
+It refuses while the recording process still runs."
+)]
+struct RestoreArgs {
+    /// The interface to restore.
+    ifname: String,
+}
+
+fn restore(args: RestoreArgs) -> Result<()> {
+    let r = xsk_io::state::restore(&args.ifname)?;
+    match r.pid {
+        None if xsk_io::sys::if_nametoindex(&args.ifname).is_err() => {
+            println!("{}: no state recorded, and no such interface in this network namespace", args.ifname)
+        }
+        None => println!("{}: no state recorded: nothing to restore", args.ifname),
+        Some(pid) => {
+            println!("{}: restored the state recorded by pid {pid} ({} change(s))", args.ifname, r.steps.len());
+            for s in &r.steps {
+                println!("  {s}");
+            }
+        }
+    }
+    Ok(())
 }
 
 fn run(args: Args) -> Result<()> {

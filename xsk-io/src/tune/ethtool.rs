@@ -140,12 +140,19 @@ struct EthtoolSfeatures {
 /// kernel reads or writes for that command, given the counts the safe wrappers
 /// below put in them (or check before the call).
 unsafe trait EthtoolCmd {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolDrvinfo {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolChannels {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolValue {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolSsetInfo {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolGstrings {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolGfeatures {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolSfeatures {}
 
 fn ifname_bytes(ifname: &str) -> io::Result<[u8; IFNAMSIZ]> {

@@ -1,0 +1,339 @@
+//! An interface prepared for AF_XDP ports: the crash-safe ownership record
+//! ([`crate::state`]), the device tuning ([`crate::tune`]) and the steering
+//! program ([`crate::steer`]). [`Iface`] does everything that happens once per
+//! interface and hands out [`Port`]s, the data plane; what it changed is put
+//! back when the last of them is dropped.
+//!
+//! Order matters (see [`crate::tune`]): record, tune, bind the sockets, attach
+//! the program; on the way back detach, restore, remove the record.
+
+use std::net::Ipv4Addr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::port::{Features, Port, PortError, PortParts};
+use crate::socket::{RingSizes, Rings, XskSocket};
+use crate::state::{Owner, StateError};
+use crate::steer::{Steer, SteerFlags};
+use crate::sys;
+use crate::tune::{self, QueueLayout, TuneOptions, Tuning};
+use crate::umem::{FrameTable, Umem, UmemConfig};
+use crate::AttachMode;
+
+/// A kernel knob: leave it alone, let the port choose, or force a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Knob {
+    Off,
+    Auto,
+    Value(u32),
+}
+
+impl std::str::FromStr for Knob {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Knob, String> {
+        match s {
+            "off" | "0" => Ok(Knob::Off),
+            "auto" => Ok(Knob::Auto),
+            n => n.parse().map(Knob::Value).map_err(|_| format!("expected off, auto or a number, got {n:?}")),
+        }
+    }
+}
+
+/// Which flows the XDP program hands to the port.
+#[derive(Clone, Debug)]
+pub struct SteerSpec {
+    /// Destination address of steered frames (`0.0.0.0`: any).
+    pub addr: Ipv4Addr,
+    pub tcp_ports: Vec<u16>,
+    /// ARP for `addr` (dedicated-address mode), ICMP to `addr`.
+    pub flags: SteerFlags,
+}
+
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct BusyPoll {
+    pub usecs: u32,
+    pub budget: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct PortConfig {
+    pub ifname: String,
+    pub queue: u32,
+    pub umem: UmemConfig,
+    pub rings: RingSizes,
+    pub attach: AttachMode,
+    /// None: bind the socket but attach no program (TX-only use).
+    pub steer: Option<SteerSpec>,
+    /// XDP_MAX_TX_SKB_BUDGET; `Auto` = the TX ring size.
+    pub tx_budget: Knob,
+    /// XDP_GENERIC_XMIT_BATCH; `Auto` = 32, never above the budget.
+    pub xmit_batch: Knob,
+    pub busy_poll: Option<BusyPoll>,
+    /// Prepare the device (offloads, channels); false = check only.
+    pub tune: bool,
+}
+
+impl PortConfig {
+    pub fn new(ifname: &str) -> PortConfig {
+        PortConfig {
+            ifname: ifname.to_string(),
+            queue: 0,
+            umem: UmemConfig::default(),
+            rings: RingSizes::default(),
+            attach: AttachMode::Auto,
+            steer: None,
+            tx_budget: Knob::Auto,
+            xmit_batch: Knob::Auto,
+            busy_poll: None,
+            tune: true,
+        }
+    }
+}
+
+fn once(flag: &AtomicBool) -> bool {
+    !flag.swap(true, Ordering::Relaxed)
+}
+static SAID_NO_BUDGET: AtomicBool = AtomicBool::new(false);
+static SAID_NO_BATCH: AtomicBool = AtomicBool::new(false);
+
+/// One interface, prepared: owned (a second owner is refused), tuned, and
+/// with the steering program once ports are open. Shared by its ports.
+pub struct Iface {
+    ifname: String,
+    ifindex: u32,
+    attach: AttachMode,
+    owner: Mutex<Option<Owner>>,
+    tuning: Mutex<Option<Tuning>>,
+    steer: OnceLock<Steer>,
+}
+
+impl std::fmt::Debug for Iface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Iface").field("ifname", &self.ifname).field("ifindex", &self.ifindex).finish_non_exhaustive()
+    }
+}
+
+impl Iface {
+    /// Takes `cfg.ifname` (refusing if another xsk-io process owns it, and
+    /// first restoring what a crashed owner left changed), records its state,
+    /// then tunes it for `queues` (or only checks, with `cfg.tune == false`).
+    pub fn prepare(cfg: &PortConfig, queues: QueueLayout) -> Result<Arc<Iface>, PortError> {
+        let ifindex = sys::if_nametoindex(&cfg.ifname).map_err(|_| PortError::NoInterface(cfg.ifname.clone()))?;
+        let (mut owner, recovered) = Owner::acquire(&cfg.ifname)?;
+        if let Some(pid) = recovered.pid {
+            tracing::warn!(
+                "{}: pid {pid} did not exit cleanly; restoring the state it recorded ({} change(s))",
+                cfg.ifname,
+                recovered.steps.len()
+            );
+            for s in &recovered.steps {
+                tracing::info!("restore {}: {s}", cfg.ifname);
+            }
+        }
+        let opts = TuneOptions { mode: cfg.attach, queues, frame_size: cfg.umem.frame_size, apply: cfg.tune };
+        let tuning = match tune::prepare_recorded(&cfg.ifname, &opts, Some(&mut owner)) {
+            Ok(t) => t,
+            Err(e) => {
+                // Tuning rolled back what it changed: the record goes too,
+                // or the next start would report a crash that did not happen.
+                owner.finish();
+                return Err(e.into());
+            }
+        };
+        for s in &tuning.steps {
+            tracing::info!("tune {}: {s}", cfg.ifname);
+        }
+        Ok(Arc::new(Iface {
+            ifname: cfg.ifname.clone(),
+            ifindex,
+            attach: tuning.mode,
+            owner: Mutex::new(Some(owner)),
+            tuning: Mutex::new(Some(tuning)),
+            steer: OnceLock::new(),
+        }))
+    }
+
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    /// The steering program, once [`open_ports`](Self::open_ports) attached it.
+    pub fn steer(&self) -> Option<&Steer> {
+        self.steer.get()
+    }
+
+    /// Where the program runs (tuning resolved `Auto`).
+    pub fn attach_mode(&self) -> AttachMode {
+        self.attach
+    }
+
+    /// Sets a sysctl (path below `/proc/sys`) for as long as this interface
+    /// is prepared: the original is recorded first, so that it is put back
+    /// on drop and also after a crash. Returns the original value.
+    pub fn set_sysctl(&self, name: &str, value: &str) -> Result<String, StateError> {
+        let mut g = self.owner.lock().unwrap_or_else(|e| e.into_inner());
+        let owner = g.as_mut().expect("the owner lives as long as the Iface");
+        owner.set_sysctl(name, value)
+    }
+
+    /// Opens a port on each of `queues` (one socket and UMEM each), then
+    /// attaches the steering program for `cfg.steer` (if any, and not yet
+    /// attached) and registers the ports with it.
+    pub fn open_ports(self: &Arc<Self>, cfg: &PortConfig, queues: &[u32]) -> Result<Vec<Port>, PortError> {
+        let mut ports = queues
+            .iter()
+            .map(|&q| open_queue(cfg, self.ifindex, q, self.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(spec) = &cfg.steer {
+            let steer = match self.steer.get() {
+                Some(s) => s,
+                None => {
+                    let steer = Steer::attach(&cfg.ifname, self.attach)?;
+                    steer.set_addr(spec.addr, spec.flags)?;
+                    for &p in &spec.tcp_ports {
+                        steer.add_tcp_port(p)?;
+                    }
+                    // Only this function sets it, and it runs before any port is handed out.
+                    let _ = self.steer.set(steer);
+                    self.steer.get().expect("just set")
+                }
+            };
+            for port in &ports {
+                steer.register_xsk(port.features().queue, port.as_fd())?;
+            }
+            let mode = steer.mode();
+            for port in ports.iter_mut() {
+                port.set_attach(mode);
+            }
+        }
+        Ok(ports)
+    }
+}
+
+impl Drop for Iface {
+    fn drop(&mut self) {
+        // Detach first: virtio_net refuses offload and channel changes while
+        // an XDP program is attached.
+        drop(self.steer.take());
+        if let Some(mut t) = self.tuning.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            for s in t.restore() {
+                tracing::info!("restore: {s}");
+            }
+            if t.pending_restore() > 0 {
+                // Leave the record: the next start or `xsk-bench restore` retries.
+                tracing::warn!("{}: not everything could be restored; run `xsk-bench restore {}`", self.ifname, self.ifname);
+                return;
+            }
+        }
+        if let Some(owner) = self.owner.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            for s in owner.finish() {
+                tracing::info!("restore: {s}");
+            }
+        }
+    }
+}
+
+fn open_queue(cfg: &PortConfig, index: u32, queue: u32, iface: Arc<Iface>) -> Result<Port, PortError> {
+    let umem = Umem::new(cfg.umem).map_err(PortError::Umem)?;
+    let sock = XskSocket::new()?;
+    let Rings { fill, comp, rx, tx } = sock.setup(&umem, cfg.rings)?;
+    let tx_budget = set_budget(&sock, cfg)?;
+    let xmit_batch = set_xmit_batch(&sock, cfg, tx_budget)?;
+    if let Some(bp) = cfg.busy_poll {
+        let set = |what, opt, v: u32| {
+            sock.set_sock_int(opt, v as i32).map_err(|source| PortError::Knob { knob: what, value: v, source, hint: "" })
+        };
+        set("SO_PREFER_BUSY_POLL", sys::SO_PREFER_BUSY_POLL, 1)?;
+        set("SO_BUSY_POLL", sys::SO_BUSY_POLL, bp.usecs)?;
+        set("SO_BUSY_POLL_BUDGET", sys::SO_BUSY_POLL_BUDGET, bp.budget)?;
+    }
+    sock.bind(&cfg.ifname, index, queue)?;
+    let zerocopy = sock.is_zerocopy().unwrap_or(false);
+    if zerocopy {
+        return Err(PortError::ZeroCopy(cfg.ifname.clone()));
+    }
+    let features = Features {
+        ifname: cfg.ifname.clone(),
+        queue,
+        driver: tune::driver_name(&cfg.ifname).unwrap_or_else(|_| "unknown".into()),
+        attach: None,
+        zerocopy,
+        need_wakeup: true,
+        tx_budget,
+        xmit_batch,
+        busy_poll: cfg.busy_poll,
+        rings: cfg.rings,
+        frame_size: cfg.umem.frame_size,
+        frame_count: cfg.umem.frame_count,
+    };
+    let frames = FrameTable::new(umem.frame_count(), umem.frame_size());
+    // Keep enough frames for a full TX ring off the fill ring, but never
+    // more than half the UMEM, so both directions always have frames.
+    let tx_reserve = cfg.rings.tx.min(umem.frame_count() / 2);
+    Ok(Port::new(PortParts { sock, umem, rings: Rings { fill, comp, rx, tx }, frames, tx_reserve, features, iface }))
+}
+
+/// XDP_MAX_TX_SKB_BUDGET: how many descriptors one sendto may turn into skbs.
+fn set_budget(sock: &XskSocket, cfg: &PortConfig) -> Result<Option<u32>, PortError> {
+    let want = match cfg.tx_budget {
+        Knob::Off => return Ok(None),
+        // The kernel accepts [32, tx ring size]; a ring below 32 keeps the default.
+        Knob::Auto if cfg.rings.tx < 32 => return Ok(None),
+        Knob::Auto => cfg.rings.tx,
+        Knob::Value(v) => v,
+    };
+    match sock.set_xdp_u32(sys::XDP_MAX_TX_SKB_BUDGET, want) {
+        Ok(()) => Ok(Some(want)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+            if once(&SAID_NO_BUDGET) {
+                tracing::warn!("kernel has no XDP_MAX_TX_SKB_BUDGET (Linux 6.17+): one sendto sends at most 32 frames");
+            }
+            Ok(None)
+        }
+        Err(source) => Err(PortError::Knob {
+            knob: "XDP_MAX_TX_SKB_BUDGET",
+            value: want,
+            source,
+            hint: " (allowed: 32 to the TX ring size)",
+        }),
+    }
+}
+
+/// XDP_GENERIC_XMIT_BATCH: skbs built and sent under one queue lock.
+fn set_xmit_batch(sock: &XskSocket, cfg: &PortConfig, budget: Option<u32>) -> Result<Option<u32>, PortError> {
+    let want = match cfg.xmit_batch {
+        Knob::Off => return Ok(None),
+        Knob::Auto => 32.min(budget.unwrap_or(32)),
+        Knob::Value(v) => v,
+    };
+    match sock.set_xdp_u32(sys::XDP_GENERIC_XMIT_BATCH, want) {
+        // What the kernel says is in force, not what we asked for.
+        Ok(()) => match sock.get_xdp_u32(sys::XDP_GENERIC_XMIT_BATCH) {
+            Ok(got) if got == want => Ok(Some(got)),
+            Ok(got) => Err(PortError::Knob {
+                knob: "XDP_GENERIC_XMIT_BATCH",
+                value: want,
+                source: std::io::Error::other(format!("getsockopt reads back {got}")),
+                hint: "",
+            }),
+            Err(source) => Err(PortError::Knob { knob: "XDP_GENERIC_XMIT_BATCH (getsockopt)", value: want, source, hint: "" }),
+        },
+        Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+            if once(&SAID_NO_BATCH) {
+                tracing::warn!(
+                    "kernel has no XDP_GENERIC_XMIT_BATCH (option 10, proposed upstream): copy-mode TX takes the queue lock per frame"
+                );
+            }
+            Ok(None)
+        }
+        Err(source) => Err(PortError::Knob {
+            knob: "XDP_GENERIC_XMIT_BATCH",
+            value: want,
+            source,
+            hint: " (must not exceed XDP_MAX_TX_SKB_BUDGET)",
+        }),
+    }
+}
+
