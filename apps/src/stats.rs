@@ -104,7 +104,7 @@ pub fn interval_line(prev: &Snapshot, cur: &Snapshot) -> String {
         fmt_num(cur.get("connections").unwrap_or(0.0)),
     );
     // Frame and kick counters by suffix, wherever the backend put them.
-    for (label, suffix) in [("rx", "device_rx_frames"), ("tx", "device_tx_frames"), ("kicks", "port_kicks")] {
+    for (label, suffix) in [("rx", "xsk_rx_frames"), ("tx", "device_tx_frames"), ("kicks", "port_kicks")] {
         if let Some(k) = cur.values.keys().find(|k| k.ends_with(suffix)) {
             let _ = write!(s, " {:>8} {label}/s", crate::group_digits(rate(k).unwrap_or(0.0).round() as u64));
         }
@@ -257,13 +257,13 @@ mod tests {
         let t0 = Instant::now();
         let a = snap(
             json!({"requests": 1000, "connections": 16, "uptime_s": 1.0,
-                   "xsk": {"device": {"rx_frames": 0, "tx_frames": 0}, "port": {"port": {"kicks": 0}},
+                   "xsk": {"rx_frames": 0, "device": {"tx_frames": 0}, "port": {"port": {"kicks": 0}},
                            "syn_dropped": 1, "rx_fill_ring_empty_descs": 0}}),
             t0,
         );
         let b = snap(
             json!({"requests": 3000, "connections": 16, "uptime_s": 3.0,
-                   "xsk": {"device": {"rx_frames": 4000, "tx_frames": 2000}, "port": {"port": {"kicks": 200}},
+                   "xsk": {"rx_frames": 4000, "device": {"tx_frames": 2000}, "port": {"port": {"kicks": 200}},
                            "syn_dropped": 1, "rx_fill_ring_empty_descs": 7}}),
             t0 + Duration::from_secs(2),
         );

@@ -383,17 +383,18 @@ fn xsk_server_live_figures_and_metrics() {
     };
     assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
     for name in [
-        "rr_server_xsk_device_rx_frames",
+        "rr_server_xsk_rx_frames",
+        "rr_server_xsk_drops_bad_checksum",
         "rr_server_xsk_device_tx_frames",
         "rr_server_xsk_port_port_kicks",
         "rr_server_xsk_port_xdp_rx_dropped",
-        "rr_server_xsk_syn_dropped",
+        "rr_server_xsk_drops_syn_backlog",
         "rr_server_connections",
     ] {
         assert!(sample(&body, name).is_some(), "{name} missing:\n{body}");
     }
     // Pipelined requests (depth 2) can share a frame: at least one frame per two requests.
-    assert!(sample(&body, "rr_server_xsk_device_rx_frames").unwrap() * 2.0 >= r.requests as f64, "{body}");
+    assert!(sample(&body, "rr_server_xsk_rx_frames").unwrap() * 2.0 >= r.requests as f64, "{body}");
     let out = server.stdout();
     let line = out.lines().find(|l| l.starts_with("stats:") && !l.contains(" 0 req/s"));
     let line = line.unwrap_or_else(|| panic!("no stats line with requests:\n{}", server.output()));

@@ -337,6 +337,13 @@ fn hostile_frames_and_syn_flood() {
             for i in 0..60_000u64 {
                 let mut spec = base.clone();
                 spec.src_port = 1024 + (next() % 60000) as u16;
+                if i % 8 == 7 {
+                    // The flood comes from addresses on the subnet that no host
+                    // has (a flood from the peer's own address is reset by the
+                    // peer's kernel and never piles up).
+                    let o = addr_b.octets();
+                    spec.src_ip = std::net::Ipv4Addr::new(o[0], o[1], o[2], 150 + (next() % 100) as u8);
+                }
                 let n = pktgen::build(&spec, &mut buf);
                 let f = &mut buf[..n];
                 f[47] = 0x02; // SYN

@@ -62,7 +62,7 @@ fn user_lab(tag: &str) -> Lab {
 fn bench_a(lab: &Lab, port: u16, secs: u64) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &lab.ns_a.name, BENCH, "rxdrop", "--iface", &lab.if_a, "--port", &port.to_string()]);
-    c.args(["--src-ip", &lab.addr_a.to_string(), "--duration", &secs.to_string(), "--quiet"]);
+    c.args(["--src-ip", &lab.addr_a.to_string(), "--duration", &format!("{secs}s"), "--quiet"]);
     c.stdout(Stdio::null()).stderr(Stdio::piped());
     c
 }
@@ -73,7 +73,7 @@ fn generator(lab: &Lab, port: u16, secs: u64) -> Child {
     Command::new("ip")
         .args(["netns", "exec", &lab.ns_b.name, BENCH, "txonly", "--iface", &lab.if_b, "--proto", "tcp", "--quiet"])
         .args(["--dst-mac", &mac_a, "--src-ip", &lab.addr_b.to_string(), "--dst-ip", &lab.addr_a.to_string()])
-        .args(["--port", &port.to_string(), "--duration", &secs.to_string(), "--batch", "16"])
+        .args(["--port", &port.to_string(), "--duration", &format!("{secs}s"), "--batch", "16"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
