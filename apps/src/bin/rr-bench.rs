@@ -538,8 +538,13 @@ mod threads {
             }
             match &mut merged {
                 None => merged = Some(m),
-                // Thread 0's CPU counters are process-wide and span every thread's run.
-                Some(acc) => acc.report.merge(&m.report),
+                // Thread 0's CPU counters are process-wide and span every thread's run;
+                // requests (warm-up included) add up over the threads.
+                Some(acc) => {
+                    acc.report.merge(&m.report);
+                    acc.warmup_requests += m.warmup_requests;
+                    acc.setup_s = acc.setup_s.max(m.setup_s);
+                }
             }
         }
         merged.context("no client threads")
