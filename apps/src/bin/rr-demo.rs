@@ -979,6 +979,7 @@ mod redis {
                 c.args(["--bind", &addr.to_string()]);
             }
             c.arg("--ready-file").arg(&ready);
+            c.arg("--json").arg(env.logs.join(format!("redis-{server}.server.json")));
         }
         // The server's output goes to the run's log folder, as for the other cases.
         let log = env.logs.join(format!("redis-{server}.server.log"));
