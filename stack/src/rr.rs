@@ -127,6 +127,8 @@ pub enum KvStatus {
     NotFound = 1,
     /// The request could not be parsed.
     BadRequest = 2,
+    /// A SET refused because the store is at its key or byte limit; nothing was changed.
+    Full = 3,
 }
 
 /// A [`Kv`] request. Wire format (inside one codec frame):
@@ -169,7 +171,7 @@ pub enum KvError {
     /// GET or DEL with bytes after the key.
     TrailingBytes,
     #[error("unknown status byte {0}")]
-    /// A response status byte other than 0, 1, 2.
+    /// A response status byte other than 0, 1, 2, 3.
     UnknownStatus(u8),
     #[error("key longer than 65535 bytes")]
     /// `encode`: keys are at most 65535 bytes.
@@ -231,6 +233,7 @@ impl<'a> KvResponse<'a> {
             0 => KvStatus::Ok,
             1 => KvStatus::NotFound,
             2 => KvStatus::BadRequest,
+            3 => KvStatus::Full,
             s => return Err(KvError::UnknownStatus(s)),
         };
         Ok(KvResponse { status, value })
@@ -240,15 +243,45 @@ impl<'a> KvResponse<'a> {
 /// A small in-memory key-value service speaking [`KvRequest`] / [`KvResponse`]. Malformed
 /// requests get [`KvStatus::BadRequest`] instead of closing the connection: they are
 /// well-framed, so the stream is still in sync.
-#[derive(Debug, Default)]
+/// Bytes a stored key costs besides its key and value (map entry, `Bytes` headers).
+const KV_ENTRY_OVERHEAD: usize = 64;
+
+#[derive(Debug)]
 pub struct Kv {
     map: HashMap<Bytes, Bytes>,
+    max_keys: usize,
+    max_bytes: usize,
+    /// Keys + values + [`KV_ENTRY_OVERHEAD`] per key, now.
+    bytes: usize,
+    refused: u64,
+}
+
+impl Default for Kv {
+    fn default() -> Self {
+        Kv::with_limits(4 << 20, 1 << 30)
+    }
 }
 
 impl Kv {
-    /// An empty store.
+    /// An empty store with the default limits: 4 Mi keys, 1 GiB.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store holding at most `max_keys` keys and `max_bytes` bytes (keys, values and
+    /// 64 bytes per key); a SET beyond either gets [`KvStatus::Full`] and changes nothing.
+    pub fn with_limits(max_keys: usize, max_bytes: usize) -> Self {
+        Kv { map: HashMap::new(), max_keys, max_bytes, bytes: 0, refused: 0 }
+    }
+
+    /// Bytes stored, counted as the limit counts them.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// SETs refused by the limits so far.
+    pub fn refused(&self) -> u64 {
+        self.refused
     }
 
     /// Keys stored.
@@ -278,13 +311,27 @@ impl Handler for Kv {
                 None => resp.put_u8(KvStatus::NotFound as u8),
             },
             Ok(KvRequest::Set { key, value }) => {
-                // Storing needs owned copies. This is the service's own allocation, not the RR
-                // layer's.
-                self.map.insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
-                resp.put_u8(KvStatus::Ok as u8);
+                let old = self.map.get(key).map(|v| key.len() + v.len() + KV_ENTRY_OVERHEAD);
+                let after = self.bytes - old.unwrap_or(0) + key.len() + value.len() + KV_ENTRY_OVERHEAD;
+                if (old.is_none() && self.map.len() >= self.max_keys) || after > self.max_bytes {
+                    self.refused += 1;
+                    resp.put_u8(KvStatus::Full as u8);
+                } else {
+                    // Storing needs owned copies. This is the service's own allocation, not
+                    // the RR layer's.
+                    self.map.insert(Bytes::copy_from_slice(key), Bytes::copy_from_slice(value));
+                    self.bytes = after;
+                    resp.put_u8(KvStatus::Ok as u8);
+                }
             }
             Ok(KvRequest::Del { key }) => {
-                let status = if self.map.remove(key).is_some() { KvStatus::Ok } else { KvStatus::NotFound };
+                let status = match self.map.remove(key) {
+                    Some(v) => {
+                        self.bytes -= key.len() + v.len() + KV_ENTRY_OVERHEAD;
+                        KvStatus::Ok
+                    }
+                    None => KvStatus::NotFound,
+                };
                 resp.put_u8(status as u8);
             }
             Err(_) => resp.put_u8(KvStatus::BadRequest as u8),
@@ -1386,6 +1433,28 @@ mod tests {
         let mut resp = BytesMut::new();
         h.handle(ConnId(0), b"\x00garbage", &mut resp);
         assert_eq!(&resp[..], &[KvStatus::BadRequest as u8]);
+    }
+
+    #[test]
+    fn kv_limits_refuse_and_lose_nothing() {
+        let mut h = Kv::with_limits(2, 10_000);
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"a", value: b"1" }).0, KvStatus::Ok);
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"b", value: b"2" }).0, KvStatus::Ok);
+        // A third key is refused; overwriting an existing one is not.
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"c", value: b"3" }).0, KvStatus::Full);
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"a", value: b"11" }).0, KvStatus::Ok);
+        assert_eq!(kv(&mut h, KvRequest::Get { key: b"a" }), (KvStatus::Ok, b"11".to_vec()));
+        assert_eq!(kv(&mut h, KvRequest::Get { key: b"c" }).0, KvStatus::NotFound);
+        // Bytes: a value too large for what is left is refused and the old value stays.
+        let big = vec![7u8; 9_900];
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"b", value: &big }).0, KvStatus::Full);
+        assert_eq!(kv(&mut h, KvRequest::Get { key: b"b" }), (KvStatus::Ok, b"2".to_vec()));
+        assert_eq!(h.refused(), 2);
+        // Deleting frees room.
+        assert_eq!(kv(&mut h, KvRequest::Del { key: b"a" }).0, KvStatus::Ok);
+        assert_eq!(kv(&mut h, KvRequest::Set { key: b"c", value: b"3" }).0, KvStatus::Ok);
+        assert_eq!(h.bytes(), 2 * (1 + 1 + KV_ENTRY_OVERHEAD));
+        assert_eq!(KvResponse::parse(&[3]).unwrap().status, KvStatus::Full);
     }
 
     #[test]

@@ -394,6 +394,10 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
         c.args(["--threads", &case.client_threads.to_string()]);
     }
     c.args(["--duration", &format!("{}ms", dur.as_millis()), "--warmup", "300ms", "--quiet"]);
+    // smoltcp (0.13 on) rounds its retransmission timeout up to 1 s (RFC 6298), doubling per
+    // retry: a response lost twice at 1% loss needs 3 s to come back, longer than rr-bench's
+    // default 2 s drain, and would count as lost.
+    c.args(["--drain-timeout", "10s"]);
     if let Some(r) = case.rate {
         c.args(["--rate", &r.to_string()]);
     }

@@ -63,10 +63,10 @@ struct Args {
     /// stream echo, talks to nc and socat) or resp (Redis protocol: redis-cli, redis-benchmark).
     #[arg(long, value_enum, default_value_t = Service::Echo)]
     service: Service,
-    /// resp: most keys stored; writes beyond get an -OOM error.
+    /// resp and kv: most keys stored; writes beyond get an error (resp: -OOM, kv: status Full).
     #[arg(long, value_name = "N", default_value_t = 4 << 20)]
     max_keys: usize,
-    /// resp: most bytes stored (keys + values + 64 per key); writes beyond get an -OOM error.
+    /// resp and kv: most bytes stored (keys + values + 64 per key); writes beyond get an error.
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "1024M")]
     max_memory: usize,
     /// TCP port to listen on.
@@ -308,7 +308,8 @@ fn serve<T: Transport + BackendStats>(
             serve_with(t, LengthPrefixed::new(args.max_frame), Echo, args, cfg, ready, stop).map(drop_handler)
         }
         Service::Kv => {
-            serve_with(t, LengthPrefixed::new(args.max_frame), Kv::new(), args, cfg, ready, stop).map(drop_handler)
+            serve_with(t, LengthPrefixed::new(args.max_frame), Kv::with_limits(args.max_keys, args.max_memory), args, cfg, ready, stop)
+                .map(drop_handler)
         }
         Service::TcpEcho => serve_with(t, Stream, Echo, args, cfg, ready, stop).map(drop_handler),
         Service::Resp => {
