@@ -29,14 +29,15 @@
 //! `flock`, and libbpf calls in [`steer`]); with `lab`, namespace switching and
 //! signal handlers (`lab`, `signals`) and the packet socket (`rawsock`).
 
+#![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 use std::fmt;
 use std::str::FromStr;
 
 pub mod sys;
-pub mod mmap;
-pub mod ring;
+pub(crate) mod mmap;
+pub(crate) mod ring;
 pub mod umem;
 pub mod socket;
 pub mod steer;

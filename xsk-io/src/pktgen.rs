@@ -22,8 +22,8 @@ pub struct FrameSpec {
     pub size: usize,
 }
 
-pub const ETH_HLEN: usize = 14;
-pub const IPV4_HLEN: usize = 20;
+pub(crate) const ETH_HLEN: usize = 14;
+pub(crate) const IPV4_HLEN: usize = 20;
 
 /// RFC 1071 checksum over `data`, folded, starting from `sum`.
 pub fn checksum(data: &[u8], mut sum: u32) -> u16 {

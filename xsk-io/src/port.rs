@@ -1,7 +1,7 @@
 //! A port: one interface queue as a batched, copy-mode AF_XDP endpoint.
 //!
 //! Frames move only through this type, so it can keep exact books:
-//! every UMEM frame is in exactly one [`Place`] (free, fill, app, tx), and
+//! every UMEM frame is in exactly one place (free, fill, app, tx), and
 //! [`Port::audit`] proves it. The hot path (recv, alloc, send, flush) does no
 //! allocation and at most one syscall per batch: a `sendto` when TX
 //! descriptors were published and the kernel asks to be woken.
@@ -21,24 +21,49 @@ use crate::tune::{self, QueueLayout, TuneError};
 use crate::umem::{Frame, FrameTable, Place, Umem};
 use crate::AttachMode;
 
+/// Why preparing an interface, opening a port, or flushing failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {
+    /// No interface of that name in the calling thread's network namespace.
     #[error("interface {0:?} not found (ip link show)")]
     NoInterface(String),
+    /// The UMEM could not be mapped (bad [`UmemConfig`](crate::umem::UmemConfig), no memory).
     #[error("creating the UMEM: {0}")]
     Umem(#[source] io::Error),
+    /// Creating, setting up or binding the AF_XDP socket failed.
     #[error(transparent)]
     Socket(#[from] SocketError),
+    /// Loading or attaching the steering program, or updating its maps, failed.
     #[error(transparent)]
     Steer(#[from] SteerError),
+    /// A device check or change failed (everything changed was rolled back).
     #[error(transparent)]
     Tune(#[from] TuneError),
+    /// The interface is owned by another live process, or its crash-safe
+    /// record could not be written or restored.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The kernel refused a value for a socket option the user set explicitly
+    /// ([`Knob::Value`]), or read back another value than was set. (A kernel
+    /// without the option is not an error: see [`Features`].)
     #[error("{knob} = {value} rejected by the kernel: {source}{hint}")]
-    Knob { knob: &'static str, value: u32, source: io::Error, hint: &'static str },
+    Knob {
+        /// The option, e.g. `"XDP_GENERIC_XMIT_BATCH"`.
+        knob: &'static str,
+        /// The value that was asked for.
+        value: u32,
+        /// The OS error (or the read-back mismatch).
+        source: io::Error,
+        /// Empty, or `" (<allowed range>)"`.
+        hint: &'static str,
+    },
+    /// The kernel bound the socket zero-copy although copy mode was asked
+    /// for; the port refuses to run (the interface name).
     #[error("the kernel bound {0} zero-copy although copy mode was asked for")]
     ZeroCopy(String),
+    /// The TX `sendto` failed with an error that is neither transient
+    /// (`EAGAIN`, `ENOBUFS`, `EBUSY`) nor a down link (`ENETDOWN`, `ENXIO`).
+    /// The frames stay queued and the next flush retries.
     #[error("kicking TX failed: {0}")]
     Kick(#[source] io::Error),
 }
@@ -46,23 +71,36 @@ pub enum PortError {
 pub use crate::iface::{BusyPoll, Iface, Knob, PortConfig, SteerSpec};
 
 
-/// What the kernel and the device gave us, probed at bind.
+/// What the kernel and the device gave a port, probed at bind; its
+/// `Display` is the one-line summary [`Port::log_features`] prints.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Features {
+    /// The interface.
     pub ifname: String,
+    /// The queue the socket is bound to.
     pub queue: u32,
+    /// The driver (`ETHTOOL_GDRVINFO`), `"unknown"` if it could not be read.
     pub driver: String,
     /// Where the steering program runs (None: no program attached).
     pub attach: Option<AttachMode>,
+    /// Always false: a zero-copy bind is refused ([`PortError::ZeroCopy`]).
     pub zerocopy: bool,
+    /// Always true: the socket is bound with `XDP_USE_NEED_WAKEUP`, so the
+    /// port makes a syscall only when the kernel asks for one.
     pub need_wakeup: bool,
-    /// XDP_MAX_TX_SKB_BUDGET in force (None: kernel older than 6.17, fixed at 32).
+    /// `XDP_MAX_TX_SKB_BUDGET` in force, in descriptors per `sendto` (None:
+    /// left at the kernel default, or a kernel older than 6.17: 32).
     pub tx_budget: Option<u32>,
-    /// XDP_GENERIC_XMIT_BATCH in force (None: kernel without it).
+    /// `XDP_GENERIC_XMIT_BATCH` in force, in frames per queue lock (None:
+    /// turned off, or a kernel without it).
     pub xmit_batch: Option<u32>,
+    /// Busy polling, if configured.
     pub busy_poll: Option<BusyPoll>,
+    /// The ring sizes.
     pub rings: RingSizes,
+    /// UMEM frame size in bytes.
     pub frame_size: u32,
+    /// UMEM frames.
     pub frame_count: u32,
 }
 
@@ -89,14 +127,18 @@ impl std::fmt::Display for Features {
     }
 }
 
-/// The port's own counters.
+/// The port's own counters, cumulative since it was opened.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct Counters {
+    /// Frames handed to the application by [`Port::recv`].
     pub rx_frames: u64,
+    /// `recv` calls that returned at least one frame.
     pub rx_batches: u64,
+    /// Frames queued for TX by `send`.
     pub tx_frames: u64,
     /// TX publishes (one Release store each).
     pub tx_batches: u64,
+    /// Sent frames returned through the completion ring.
     pub completions: u64,
     /// sendto calls.
     pub kicks: u64,
@@ -120,21 +162,28 @@ pub struct Counters {
     pub fill_short: u64,
 }
 
+/// Everything a port counts: its own counters and the kernel's for its socket.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct PortStats {
+    /// The port's counters.
     pub port: Counters,
+    /// The kernel's counters of the socket (all 0 if they could not be read).
     pub xdp: XdpStatistics,
 }
 
-/// Where the frames are, with the kernel-side places split by ring.
+/// Where the frames are, with the kernel-side places split by ring; the
+/// fields add up to `total` (checked by [`Port::audit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Accounting {
+    /// Frames in the UMEM.
     pub total: u32,
+    /// On the port's free list.
     pub free: u32,
     /// Given for RX: in the fill ring, or taken by the kernel and not yet in RX.
     pub fill: u32,
     /// Received, waiting in the RX ring.
     pub rx_ring: u32,
+    /// Held by the application (received or allocated, not yet sent or released).
     pub app: u32,
     /// Given for TX: in the TX ring or being sent.
     pub tx: u32,
@@ -145,6 +194,19 @@ pub struct Accounting {
 
 static SAID_FEATURES: AtomicBool = AtomicBool::new(false);
 
+/// One interface queue as a copy-mode AF_XDP endpoint: a socket, its UMEM
+/// and rings, and the books of where every frame is.
+///
+/// Data plane only: [`recv`](Self::recv) and [`release`](Self::release) on
+/// the RX side; [`alloc`](Self::alloc), [`send`](Self::send),
+/// [`flush`](Self::flush) and [`reap`](Self::reap) on the TX side;
+/// [`audit`](Self::audit) to prove the books. The interface preparation
+/// (ownership, tuning, steering program) belongs to its [`Iface`], which the
+/// port keeps alive; dropping the last port of an interface puts the
+/// interface back.
+///
+/// A port is `Send` but not shared: one thread drives it. It is a
+/// [`mio::event::Source`] (readable when the RX ring has frames).
 pub struct Port {
     sock: XskSocket,
     umem: Umem,
@@ -185,7 +247,13 @@ pub(crate) struct PortParts {
 }
 
 impl Port {
-    /// Prepares `cfg.ifname` ([`Iface::prepare`]) and opens one queue (`cfg.queue`).
+    /// Prepares `cfg.ifname` ([`Iface::prepare`], single-queue layout) and
+    /// opens one queue (`cfg.queue`), attaching the steering program if
+    /// `cfg.steer` is set.
+    ///
+    /// # Errors
+    /// Any [`PortError`] of preparing the interface or opening the queue;
+    /// what was changed by then is put back.
     pub fn open(cfg: &PortConfig) -> Result<Port, PortError> {
         let iface = Iface::prepare(cfg, QueueLayout::Single)?;
         let mut v = iface.open_ports(cfg, &[cfg.queue])?;
@@ -194,6 +262,10 @@ impl Port {
 
     /// Opens every RX queue of the interface, one socket and one UMEM each,
     /// sharing one steering program, so that one stack shard can run per queue.
+    /// The ports are in queue order; `cfg.queue` is ignored.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
     pub fn open_all(cfg: &PortConfig) -> Result<Vec<Port>, PortError> {
         let iface = Iface::prepare(cfg, QueueLayout::All)?;
         let n = tune::rx_queue_count(&cfg.ifname)?;
@@ -237,18 +309,24 @@ impl Port {
         }
     }
 
+    /// What the kernel and the device gave this port.
     pub fn features(&self) -> &Features {
         &self.features
     }
 
+    /// The UMEM: read and write frames with it.
     pub fn umem(&self) -> &Umem {
         &self.umem
     }
 
+    /// The interface's steering program (to add or remove TCP ports, read its
+    /// counters); None if the port was opened without `steer`.
     pub fn steer(&self) -> Option<&Steer> {
         self.iface.steer()
     }
 
+    /// The port's counters and the socket's kernel counters (one
+    /// `getsockopt`).
     pub fn stats(&self) -> PortStats {
         PortStats { port: self.counters, xdp: self.sock.statistics().unwrap_or_default() }
     }
@@ -257,6 +335,10 @@ impl Port {
 
     /// Moves up to `max` received frames into `out` (which should have the
     /// capacity reserved, so no allocation happens). Returns how many.
+    ///
+    /// First tops up the fill ring with frames released since the last call.
+    /// With nothing received it wakes the kernel's RX side if it asks for it
+    /// (need_wakeup) or busy polling is on: one `recvfrom`, at most.
     pub fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
         // Frames released since the last call go back to the kernel first:
         // under a burst an empty fill ring drops frames, which TCP pays for
@@ -283,7 +365,11 @@ impl Port {
         n
     }
 
-    /// Gives a frame back (received or allocated, not sent).
+    /// Gives a frame back (received or allocated, not sent) to the free list;
+    /// the next `recv` or `flush` hands it to the fill ring.
+    ///
+    /// # Panics
+    /// If the frame belongs to another port's UMEM.
     #[inline]
     pub fn release(&mut self, f: Frame) {
         self.split().1.release(f)
@@ -306,13 +392,15 @@ impl Port {
         (&self.umem, half)
     }
 
-    /// An empty frame to build a packet in; reaps completions if needed.
+    /// An empty frame (length 0) to build a packet in; reaps completions if
+    /// the free list is empty. None if every frame is in use.
     #[inline]
     pub fn alloc(&mut self) -> Option<Frame> {
         self.split().1.alloc()
     }
 
-    /// Free TX ring slots (refreshes the kernel's index only when needed).
+    /// Free TX ring slots, refreshing the kernel's index only when fewer than
+    /// `want` are known to be free.
     pub fn tx_space(&mut self, want: u32) -> u32 {
         self.tx.free(want)
     }
@@ -327,6 +415,14 @@ impl Port {
     /// Publishes queued TX descriptors (one Release store) and kicks the
     /// kernel (one sendto) if it asks for it; reaps completions and tops up
     /// the fill ring. Transient kick errors are retried on the next flush.
+    ///
+    /// A link that is down (`ENETDOWN`/`ENXIO`) is not an error: the frames
+    /// stay queued, [`link_down`](Self::link_down) turns true, and flushes
+    /// retry the kick every 10 ms until the link is back.
+    ///
+    /// # Errors
+    /// [`PortError::Kick`] for any other `sendto` error (the frames stay
+    /// queued; the next flush retries).
     pub fn flush(&mut self) -> Result<(), PortError> {
         let published = self.tx.publish();
         if published > 0 {
@@ -418,7 +514,7 @@ impl Port {
         self.frames.count(Place::Tx)
     }
 
-    /// Returns completed TX frames to the free list.
+    /// Returns completed TX frames to the free list; returns how many.
     pub fn reap(&mut self) -> u32 {
         self.split().1.reap()
     }
@@ -437,7 +533,11 @@ impl Port {
         }
     }
 
-    /// Flushes until every TX frame has completed, or `timeout`.
+    /// Flushes until every TX frame has completed, or `timeout`; sleeps 50 us
+    /// between flushes. Returns whether everything completed.
+    ///
+    /// # Errors
+    /// As [`flush`](Self::flush).
     pub fn drain_tx(&mut self, timeout: Duration) -> Result<bool, PortError> {
         let end = Instant::now() + timeout;
         loop {
@@ -461,6 +561,7 @@ impl Port {
         addr - addr % self.umem.frame_size() as u64
     }
 
+    /// Where the frames are now (reads the kernel's ring indices).
     pub fn accounting(&mut self) -> Accounting {
         let rx_ring = self.rx.pending();
         let comp_ring = self.comp.pending();
@@ -480,6 +581,11 @@ impl Port {
     /// Proves that every frame is in exactly one place: the per-frame table
     /// is consistent, the free list has each free frame once, no bad
     /// transition happened, and the ring occupancies fit the places.
+    /// Returns the [`Accounting`] it checked.
+    ///
+    /// # Errors
+    /// A description of the first inconsistency found: a bug in the port or
+    /// a kernel that returned an address it was not given.
     pub fn audit(&mut self) -> Result<Accounting, String> {
         self.frames.audit()?;
         let a = self.accounting();
@@ -498,7 +604,9 @@ impl Port {
     }
 }
 
-/// The sending side of a port, borrowed from it by [`Port::split`].
+/// The sending side of a port, borrowed from it by [`Port::split`]: the same
+/// `alloc`/`send`/`release`/`reap` as on [`Port`], usable while the UMEM is
+/// borrowed for reading a received frame.
 pub struct TxHalf<'a> {
     umem: &'a Umem,
     tx: &'a mut Producer<XdpDesc>,
@@ -522,6 +630,7 @@ impl TxHalf<'_> {
         self.frames.free_len() > 0 && self.tx.free(1) > 0
     }
 
+    /// As [`Port::alloc`].
     #[inline]
     pub fn alloc(&mut self) -> Option<Frame> {
         if self.frames.free_len() == 0 {
@@ -531,12 +640,15 @@ impl TxHalf<'_> {
         Some(self.umem.frame(addr, 0))
     }
 
+    /// As [`Port::release`].
     #[inline]
     pub fn release(&mut self, f: Frame) {
         let addr = self.umem.take(f);
         self.frames.free(addr, Place::App);
     }
 
+    /// As [`Port::send`]: queues the frame (its length clamped to its
+    /// capacity); gives it back if the TX ring is full.
     #[inline]
     pub fn send(&mut self, f: Frame) -> Result<(), Frame> {
         let len = f.len().min(self.umem.capacity(&f)) as u32;
@@ -552,6 +664,7 @@ impl TxHalf<'_> {
         Ok(())
     }
 
+    /// As [`Port::reap`].
     pub fn reap(&mut self) -> u32 {
         let mut n = 0;
         while let Some(addr) = self.comp.pop() {
@@ -585,5 +698,14 @@ impl mio::event::Source for Port {
     }
     fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
         mio::unix::SourceFd(&self.sock.as_raw_fd()).deregister(registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_port_can_move_to_its_thread() {
+        fn is_send<T: Send>() {}
+        is_send::<super::Port>();
     }
 }

@@ -104,10 +104,6 @@ impl<T: Copy> Producer<T> {
         Producer { ring, size: entries, cached_prod: prod, cached_limit: cons.wrapping_add(entries), published: prod }
     }
 
-    pub fn size(&self) -> u32 {
-        self.size
-    }
-
     /// Free slots, refreshing the consumer index only when fewer than `want` are known free.
     pub fn free(&mut self, want: u32) -> u32 {
         let free = self.cached_limit.wrapping_sub(self.cached_prod);
@@ -158,7 +154,6 @@ impl<T: Copy> Producer<T> {
 #[derive(Debug)]
 pub struct Consumer<T> {
     ring: Shared<T>,
-    size: u32,
     cached_cons: u32,
     cached_prod: u32,
 }
@@ -168,11 +163,7 @@ impl<T: Copy> Consumer<T> {
         let ring = Shared::new(map, off, entries);
         let cons = ring.consumer().load(Ordering::Relaxed);
         let prod = ring.producer().load(Ordering::Acquire);
-        Consumer { ring, size: entries, cached_cons: cons, cached_prod: prod }
-    }
-
-    pub fn size(&self) -> u32 {
-        self.size
+        Consumer { ring, cached_cons: cons, cached_prod: prod }
     }
 
     /// Entries ready to read, refreshing the producer index (Acquire) only
@@ -205,10 +196,6 @@ impl<T: Copy> Consumer<T> {
     /// Entries the kernel has produced that we have not popped yet (refreshes).
     pub fn pending(&mut self) -> u32 {
         self.available(u32::MAX)
-    }
-
-    pub fn needs_wakeup(&self) -> bool {
-        self.ring.flags().load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
     }
 }
 

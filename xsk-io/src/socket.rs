@@ -1,5 +1,10 @@
 //! The AF_XDP socket: creation, UMEM registration, ring setup, copy-mode
 //! bind, and the kernel knobs (probed once, reported).
+//!
+//! A [`crate::port::Port`] is built from these pieces by
+//! [`crate::iface::Iface`]; what is public here is what a user needs to name
+//! ([`RingSizes`], [`SocketError`]) and enough of [`XskSocket`] to probe which
+//! `SOL_XDP` options the running kernel has, without binding anything.
 
 use std::io;
 use std::mem::size_of;
@@ -10,24 +15,64 @@ use crate::ring::{Consumer, Producer};
 use crate::sys::*;
 use crate::umem::Umem;
 
+/// Why creating, setting up or binding an AF_XDP socket failed. Each variant
+/// carries the OS error and, where one is likely, what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
+    /// `socket(AF_XDP)` failed: missing privileges (`EPERM`) or a kernel
+    /// without `CONFIG_XDP_SOCKETS` (`EAFNOSUPPORT`).
     #[error("creating an AF_XDP socket failed: {0} (needs root or CAP_NET_RAW + CAP_BPF; kernel needs CONFIG_XDP_SOCKETS)")]
     Create(#[source] io::Error),
+    /// A ring size option, reading the ring offsets, or mapping a ring failed;
+    /// also a ring size that is not a power of two (`InvalidInput`).
     #[error("{what} failed: {source}")]
-    Setup { what: &'static str, source: io::Error },
+    Setup {
+        /// The step, e.g. `"mapping the rx ring"`.
+        what: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// `XDP_UMEM_REG` failed; `ENOMEM`/`EPERM` mean the pinned-memory limit
+    /// (`CAP_IPC_LOCK` or `RLIMIT_MEMLOCK`).
     #[error("registering the UMEM ({bytes} bytes) failed: {source}; {hint}")]
-    UmemReg { bytes: usize, source: io::Error, hint: &'static str },
+    UmemReg {
+        /// Size of the area that was to be registered.
+        bytes: usize,
+        /// The OS error.
+        source: io::Error,
+        /// The likely cause.
+        hint: &'static str,
+    },
+    /// `bind` to the interface queue failed (no such queue, queue taken by
+    /// another AF_XDP socket, interface gone, ...).
     #[error("binding to {ifname} queue {queue} in copy mode failed: {source}; {hint}")]
-    Bind { ifname: String, queue: u32, source: io::Error, hint: String },
+    Bind {
+        /// The interface.
+        ifname: String,
+        /// The queue id.
+        queue: u32,
+        /// The OS error.
+        source: io::Error,
+        /// The likely cause for the errno, or "see dmesg".
+        hint: String,
+    },
 }
 
-/// Ring sizes (entries, powers of two).
+/// Sizes of the four rings of a socket, in entries; each must be a power of
+/// two (>= 2). Default: 2048 each.
+///
+/// RX and fill bound how many received frames can wait for the application;
+/// TX bounds how many frames one flush can queue (and is the default
+/// [`XDP_MAX_TX_SKB_BUDGET`](crate::sys::XDP_MAX_TX_SKB_BUDGET)).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct RingSizes {
+    /// Fill ring: frames given to the kernel to receive into.
     pub fill: u32,
+    /// Completion ring: sent frames the kernel hands back.
     pub comp: u32,
+    /// RX ring: received frames.
     pub rx: u32,
+    /// TX ring: frames to send.
     pub tx: u32,
 }
 
@@ -37,21 +82,31 @@ impl Default for RingSizes {
     }
 }
 
-/// The four rings of one socket.
+/// The four rings of one socket, mapped; returned by [`XskSocket::setup`].
+///
+/// Opaque outside the crate (only a [`crate::port::Port`] drives rings);
+/// dropping it unmaps them.
 pub struct Rings {
-    pub fill: Producer<u64>,
-    pub comp: Consumer<u64>,
-    pub rx: Consumer<XdpDesc>,
-    pub tx: Producer<XdpDesc>,
+    pub(crate) fill: Producer<u64>,
+    pub(crate) comp: Consumer<u64>,
+    pub(crate) rx: Consumer<XdpDesc>,
+    pub(crate) tx: Producer<XdpDesc>,
 }
 
-/// An AF_XDP socket with its UMEM registered and rings mapped, not yet bound.
+/// An AF_XDP socket (closed on drop). The crate takes it through
+/// [`new`](Self::new), [`setup`](Self::setup) (UMEM and rings), the knobs, and
+/// a copy-mode bind; outside the crate it serves to probe the kernel's
+/// `SOL_XDP` options on an unbound socket.
 #[derive(Debug)]
 pub struct XskSocket {
     fd: OwnedFd,
 }
 
 impl XskSocket {
+    /// Creates an AF_XDP socket (`SOCK_RAW | SOCK_CLOEXEC`).
+    ///
+    /// # Errors
+    /// [`SocketError::Create`]: no privileges, or no AF_XDP in this kernel.
     pub fn new() -> Result<XskSocket, SocketError> {
         // SAFETY: plain syscall; the returned fd is checked and then owned.
         let fd = unsafe { libc::socket(AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
@@ -63,6 +118,14 @@ impl XskSocket {
     }
 
     /// Registers `umem` and creates and maps the four rings.
+    ///
+    /// The kernel keeps a reference to the UMEM memory: `umem` must outlive
+    /// the socket (a port owns both).
+    ///
+    /// # Errors
+    /// [`SocketError::Setup`] for a ring size that is not a power of two or a
+    /// refused ring option or mapping; [`SocketError::UmemReg`] if the UMEM
+    /// cannot be registered (pinned-memory limit, bad frame size).
     pub fn setup(&self, umem: &Umem, sizes: RingSizes) -> Result<Rings, SocketError> {
         for (n, name) in [(sizes.fill, "fill"), (sizes.comp, "completion"), (sizes.rx, "rx"), (sizes.tx, "tx")] {
             if !n.is_power_of_two() || n < 2 {
@@ -113,7 +176,7 @@ impl XskSocket {
     }
 
     /// Binds in copy mode with need_wakeup. Never zero-copy.
-    pub fn bind(&self, ifname: &str, ifindex: u32, queue: u32) -> Result<(), SocketError> {
+    pub(crate) fn bind(&self, ifname: &str, ifindex: u32, queue: u32) -> Result<(), SocketError> {
         let sa = SockaddrXdp {
             sxdp_family: AF_XDP as u16,
             sxdp_flags: XDP_COPY | XDP_USE_NEED_WAKEUP,
@@ -142,34 +205,45 @@ impl XskSocket {
         Err(SocketError::Bind { ifname: ifname.to_string(), queue, source: e, hint })
     }
 
-    pub fn statistics(&self) -> io::Result<XdpStatistics> {
+    pub(crate) fn statistics(&self) -> io::Result<XdpStatistics> {
         getsockopt::<XdpStatistics>(self.fd.as_fd(), SOL_XDP, XDP_STATISTICS).map(|(s, _)| s)
     }
 
     /// True if the kernel bound this socket zero-copy (it must not: we ask for copy).
-    pub fn is_zerocopy(&self) -> io::Result<bool> {
+    pub(crate) fn is_zerocopy(&self) -> io::Result<bool> {
         getsockopt::<XdpOptions>(self.fd.as_fd(), SOL_XDP, XDP_OPTIONS).map(|(o, _)| o.flags & XDP_OPTIONS_ZEROCOPY != 0)
     }
 
-    /// Sets a u32 SOL_XDP option (used for probing options 9 and 10).
+    /// Sets a `u32` `SOL_XDP` option, e.g. [`XDP_MAX_TX_SKB_BUDGET`] or
+    /// [`XDP_GENERIC_XMIT_BATCH`]. The port sets them after
+    /// [`setup`](Self::setup) (both are bounded by the TX ring) and before
+    /// binding.
+    ///
+    /// # Errors
+    /// The OS error: `ENOPROTOOPT` when the kernel does not know the option,
+    /// another errno for a value it refuses.
     pub fn set_xdp_u32(&self, opt: i32, v: u32) -> io::Result<()> {
         setsockopt(self.fd.as_fd(), SOL_XDP, opt, &v)
     }
 
-    /// Reads a u32 SOL_XDP option back (option 10 has a getsockopt; 9 has none).
+    /// Reads a `u32` `SOL_XDP` option back ([`XDP_GENERIC_XMIT_BATCH`] has a
+    /// getsockopt; [`XDP_MAX_TX_SKB_BUDGET`] has none and fails).
+    ///
+    /// # Errors
+    /// The OS error, e.g. `ENOPROTOOPT`.
     pub fn get_xdp_u32(&self, opt: i32) -> io::Result<u32> {
         getsockopt::<u32>(self.fd.as_fd(), SOL_XDP, opt).map(|(v, _)| v)
     }
 
     /// Sets an int SOL_SOCKET option (busy polling).
-    pub fn set_sock_int(&self, opt: i32, v: i32) -> io::Result<()> {
+    pub(crate) fn set_sock_int(&self, opt: i32, v: i32) -> io::Result<()> {
         setsockopt(self.fd.as_fd(), libc::SOL_SOCKET, opt, &v)
     }
 
     /// Tells the kernel to transmit what is in the TX ring (copy mode sends
     /// in the context of this call, up to the TX budget).
     #[inline]
-    pub fn kick_tx(&self) -> io::Result<()> {
+    pub(crate) fn kick_tx(&self) -> io::Result<()> {
         // SAFETY: a zero-length sendto with no address touches no user memory.
         let r = unsafe { libc::sendto(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
         if r >= 0 {
@@ -181,7 +255,7 @@ impl XskSocket {
 
     /// Wakes the RX side (fill-ring need_wakeup, or busy polling).
     #[inline]
-    pub fn kick_rx(&self) -> io::Result<()> {
+    pub(crate) fn kick_rx(&self) -> io::Result<()> {
         // SAFETY: a zero-length recvfrom with no buffer writes no user memory.
         let r = unsafe {
             libc::recvfrom(self.fd.as_raw_fd(), std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut())

@@ -116,7 +116,7 @@ fn unescape(s: &str) -> String {
 
 impl Record {
     /// The record as text: one fact per line, for people as much as for the parser.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "{MAGIC}");
         let _ = writeln!(s, "# original device state, restored by the next xsk-io start or `xsk-bench restore {}`", self.ifname);
@@ -140,7 +140,7 @@ impl Record {
         s
     }
 
-    pub fn parse(text: &str, path: &Path) -> Result<Record, StateError> {
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<Record, StateError> {
         let err = |line: usize, msg: String| StateError::Parse { path: path.to_path_buf(), line, msg };
         let mut lines = text.lines().enumerate();
         match lines.next() {
@@ -213,7 +213,7 @@ impl Record {
 }
 
 /// Start time of a process (field 22 of `/proc/PID/stat`), or None if it is gone.
-pub fn process_start(pid: u32) -> Option<u64> {
+pub(crate) fn process_start(pid: u32) -> Option<u64> {
     let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: split after the last ')'.
     let after = &s[s.rfind(')')? + 1..];
@@ -221,7 +221,8 @@ pub fn process_start(pid: u32) -> Option<u64> {
 }
 
 /// Whether the process that wrote a record still runs.
-pub fn owner_alive(pid: u32, start: u64) -> bool {
+#[cfg(test)]
+pub(crate) fn owner_alive(pid: u32, start: u64) -> bool {
     pid != 0 && process_start(pid) == Some(start)
 }
 
@@ -237,7 +238,7 @@ fn check_name(ifname: &str) -> Result<(), StateError> {
 }
 
 /// Paths of the lock and the record of `ifname` in the calling thread's network namespace.
-pub fn paths(ifname: &str) -> Result<(PathBuf, PathBuf), StateError> {
+pub(crate) fn paths(ifname: &str) -> Result<(PathBuf, PathBuf), StateError> {
     check_name(ifname)?;
     let dir = state_dir();
     let stem = format!("{ifname}.net{}", netns_inode());
@@ -247,7 +248,8 @@ pub fn paths(ifname: &str) -> Result<(PathBuf, PathBuf), StateError> {
 /// Removes the records and locks of every interface of a network namespace
 /// (by inode) that is about to be deleted: nobody can restore its devices
 /// after that, and nobody can open the same paths again. Returns how many files went.
-pub fn forget_netns(ino: u64) -> usize {
+#[cfg(feature = "lab")]
+pub(crate) fn forget_netns(ino: u64) -> usize {
     let suffix_lock = format!(".net{ino}.lock");
     let suffix_state = format!(".net{ino}.state");
     let Ok(dir) = fs::read_dir(state_dir()) else { return 0 };
@@ -262,7 +264,7 @@ pub fn forget_netns(ino: u64) -> usize {
 }
 
 /// Reads a record; `Ok(None)` if there is none.
-pub fn read_record(path: &Path) -> Result<Option<Record>, StateError> {
+pub(crate) fn read_record(path: &Path) -> Result<Option<Record>, StateError> {
     match fs::read_to_string(path) {
         Ok(t) => Record::parse(&t, path).map(Some),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -397,7 +399,7 @@ fn restore_sysctls(sysctls: &[(String, String)]) -> Vec<Step> {
 }
 
 /// Applies a record (after a crash): every device where it differs, then the sysctls.
-pub fn apply_record(r: &Record) -> Vec<Step> {
+pub(crate) fn apply_record(r: &Record) -> Vec<Step> {
     let mut steps = Vec::new();
     let index_now = crate::sys::if_nametoindex(&r.ifname).ok();
     if index_now != Some(r.ifindex) {

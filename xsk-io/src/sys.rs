@@ -1,7 +1,16 @@
 //! The AF_XDP user ABI from `include/uapi/linux/if_xdp.h`, written out here
 //! because Debian's libc headers lag the kernel (options 9 and 10 are newer
 //! than any libc crate release), and the small syscall helpers the other
-//! modules share ([`if_nametoindex`], [`setsockopt`], [`getsockopt`], [`cvt`]).
+//! modules share (`if_nametoindex`, `setsockopt`, `getsockopt`, errno
+//! conversion).
+//!
+//! Public are only what a user of the crate needs to see: the two TX socket
+//! options the port probes ([`XDP_MAX_TX_SKB_BUDGET`],
+//! [`XDP_GENERIC_XMIT_BATCH`]), the kernel's per-socket counters
+//! ([`XdpStatistics`], part of [`crate::port::PortStats`]), the RX headroom
+//! ([`XDP_PACKET_HEADROOM`]) and [`if_nametoindex`]. The ring layout, the
+//! `sockaddr_xdp` and the raw `setsockopt`/`getsockopt` wrappers stay inside
+//! the crate.
 
 use std::io;
 use std::mem::size_of;
@@ -9,7 +18,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// A libc return value as a `Result`: negative means `errno` holds the error.
 #[inline]
-pub fn cvt<T: Copy + Default + PartialOrd>(r: T) -> io::Result<T> {
+pub(crate) fn cvt<T: Copy + Default + PartialOrd>(r: T) -> io::Result<T> {
     if r < T::default() {
         Err(io::Error::last_os_error())
     } else {
@@ -17,7 +26,12 @@ pub fn cvt<T: Copy + Default + PartialOrd>(r: T) -> io::Result<T> {
     }
 }
 
-/// `if_nametoindex(3)` in the calling thread's network namespace.
+/// `if_nametoindex(3)` in the calling thread's network namespace: the
+/// interface index of `ifname`.
+///
+/// # Errors
+/// `InvalidInput` if the name contains a NUL byte; the OS error (usually
+/// `ENODEV`) if there is no such interface in this namespace.
 pub fn if_nametoindex(ifname: &str) -> io::Result<u32> {
     let c = std::ffi::CString::new(ifname)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("interface name {ifname:?} contains NUL")))?;
@@ -31,7 +45,7 @@ pub fn if_nametoindex(ifname: &str) -> io::Result<u32> {
 }
 
 /// `setsockopt(2)` with a plain-data value.
-pub fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, opt: i32, v: &T) -> io::Result<()> {
+pub(crate) fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, opt: i32, v: &T) -> io::Result<()> {
     // SAFETY: `v` is a live, initialised T and we pass its exact size; the
     // kernel only reads `optlen` bytes from it.
     let r = unsafe {
@@ -41,7 +55,7 @@ pub fn setsockopt<T: Copy>(fd: BorrowedFd<'_>, level: i32, opt: i32, v: &T) -> i
 }
 
 /// `getsockopt(2)` into a plain integer struct; returns it and the length the kernel wrote.
-pub fn getsockopt<T: Copy + Default>(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<(T, usize)> {
+pub(crate) fn getsockopt<T: Copy + Default>(fd: BorrowedFd<'_>, level: i32, opt: i32) -> io::Result<(T, usize)> {
     let mut v = T::default();
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `v`, a valid T-sized
@@ -50,51 +64,60 @@ pub fn getsockopt<T: Copy + Default>(fd: BorrowedFd<'_>, level: i32, opt: i32) -
     cvt(r).map(|_| (v, len as usize))
 }
 
-pub const AF_XDP: libc::c_int = 44;
-pub const SOL_XDP: libc::c_int = 283;
+pub(crate) const AF_XDP: libc::c_int = 44;
+pub(crate) const SOL_XDP: libc::c_int = 283;
 
 // sockaddr_xdp.sxdp_flags
-pub const XDP_SHARED_UMEM: u16 = 1 << 0;
-pub const XDP_COPY: u16 = 1 << 1;
-pub const XDP_ZEROCOPY: u16 = 1 << 2;
-pub const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+pub(crate) const XDP_COPY: u16 = 1 << 1;
+pub(crate) const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 
 // xdp_ring.flags
-pub const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
+pub(crate) const XDP_RING_NEED_WAKEUP: u32 = 1 << 0;
 
 // SOL_XDP socket options.
-pub const XDP_MMAP_OFFSETS: libc::c_int = 1;
-pub const XDP_RX_RING: libc::c_int = 2;
-pub const XDP_TX_RING: libc::c_int = 3;
-pub const XDP_UMEM_REG: libc::c_int = 4;
-pub const XDP_UMEM_FILL_RING: libc::c_int = 5;
-pub const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
-pub const XDP_STATISTICS: libc::c_int = 7;
-pub const XDP_OPTIONS: libc::c_int = 8;
-/// Per-sendto descriptor budget of the copy-mode TX loop (Linux 6.17+).
+pub(crate) const XDP_MMAP_OFFSETS: libc::c_int = 1;
+pub(crate) const XDP_RX_RING: libc::c_int = 2;
+pub(crate) const XDP_TX_RING: libc::c_int = 3;
+pub(crate) const XDP_UMEM_REG: libc::c_int = 4;
+pub(crate) const XDP_UMEM_FILL_RING: libc::c_int = 5;
+pub(crate) const XDP_UMEM_COMPLETION_RING: libc::c_int = 6;
+pub(crate) const XDP_STATISTICS: libc::c_int = 7;
+pub(crate) const XDP_OPTIONS: libc::c_int = 8;
+/// `SOL_XDP` option 9 (Linux 6.17+), a `u32`: how many TX descriptors one
+/// `sendto` may turn into skbs in copy mode (the kernel's default is 32; it
+/// accepts 32 up to the TX ring size). Older kernels answer `ENOPROTOOPT`.
+/// The port sets it ([`crate::port::PortConfig::tx_budget`]) and reports it in
+/// [`crate::port::Features::tx_budget`].
 pub const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
-/// Batched generic xmit (proposed, see `shared/seeds`): not in released kernels.
+/// `SOL_XDP` option 10, a `u32`: batched copy-mode (generic) xmit, building
+/// up to this many skbs and sending them under one TX queue lock with the
+/// doorbell deferred (`xmit_more`); at most [`XDP_MAX_TX_SKB_BUDGET`].
+/// Proposed upstream, in no released kernel: those answer `ENOPROTOOPT`,
+/// which the port reports once and then runs without it.
 pub const XDP_GENERIC_XMIT_BATCH: libc::c_int = 10;
 
-pub const XDP_OPTIONS_ZEROCOPY: u32 = 1 << 0;
+pub(crate) const XDP_OPTIONS_ZEROCOPY: u32 = 1 << 0;
 
 // mmap offsets of the four rings.
-pub const XDP_PGOFF_RX_RING: libc::off_t = 0;
-pub const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
-pub const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
-pub const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
+pub(crate) const XDP_PGOFF_RX_RING: libc::off_t = 0;
+pub(crate) const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
+pub(crate) const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
+pub(crate) const XDP_UMEM_PGOFF_COMPLETION_RING: libc::off_t = 0x1_8000_0000;
 
-/// Headroom the kernel reserves in front of every received frame (XDP_PACKET_HEADROOM).
+/// Bytes the kernel reserves in front of the data of every received frame
+/// (`XDP_PACKET_HEADROOM`), on top of [`crate::umem::UmemConfig::headroom`]:
+/// a received frame's data starts this far into its UMEM frame, so the
+/// longest frame a socket can receive is the frame size minus this.
 pub const XDP_PACKET_HEADROOM: u32 = 256;
 
 // Busy polling socket options (asm-generic/socket.h).
-pub const SO_BUSY_POLL: libc::c_int = 46;
-pub const SO_PREFER_BUSY_POLL: libc::c_int = 69;
-pub const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+pub(crate) const SO_BUSY_POLL: libc::c_int = 46;
+pub(crate) const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+pub(crate) const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SockaddrXdp {
+pub(crate) struct SockaddrXdp {
     pub sxdp_family: u16,
     pub sxdp_flags: u16,
     pub sxdp_ifindex: u32,
@@ -104,7 +127,7 @@ pub struct SockaddrXdp {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct XdpRingOffset {
+pub(crate) struct XdpRingOffset {
     pub producer: u64,
     pub consumer: u64,
     pub desc: u64,
@@ -113,7 +136,7 @@ pub struct XdpRingOffset {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct XdpMmapOffsets {
+pub(crate) struct XdpMmapOffsets {
     pub rx: XdpRingOffset,
     pub tx: XdpRingOffset,
     pub fr: XdpRingOffset,
@@ -122,7 +145,7 @@ pub struct XdpMmapOffsets {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct XdpUmemReg {
+pub(crate) struct XdpUmemReg {
     pub addr: u64,
     pub len: u64,
     pub chunk_size: u32,
@@ -131,27 +154,41 @@ pub struct XdpUmemReg {
     pub tx_metadata_len: u32,
 }
 
+/// The kernel's counters of one AF_XDP socket (`getsockopt(XDP_STATISTICS)`,
+/// `struct xdp_statistics`), cumulative since the socket was created.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct XdpStatistics {
+    /// Frames steered to the socket and dropped by the kernel for reasons
+    /// other than a full RX ring: e.g. longer than a UMEM frame can hold, or
+    /// no frame available from the fill ring to copy into.
     pub rx_dropped: u64,
+    /// Invalid descriptors on the RX side.
     pub rx_invalid_descs: u64,
+    /// TX descriptors the kernel rejected (address or length outside the
+    /// UMEM or the frame); each is skipped, not sent.
     pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full: the application did not
+    /// consume fast enough.
     pub rx_ring_full: u64,
+    /// Times the kernel needed a frame to receive into and found the fill
+    /// ring empty.
     pub rx_fill_ring_empty_descs: u64,
+    /// Times the kernel looked for TX descriptors and found the ring empty
+    /// (not an error: every drained batch ends that way).
     pub tx_ring_empty_descs: u64,
 }
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct XdpOptions {
+pub(crate) struct XdpOptions {
     pub flags: u32,
 }
 
 /// One RX or TX ring entry.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct XdpDesc {
+pub(crate) struct XdpDesc {
     pub addr: u64,
     pub len: u32,
     pub options: u32,

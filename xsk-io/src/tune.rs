@@ -27,11 +27,11 @@ use std::str::FromStr;
 use crate::state::{DeviceState, Owner};
 use crate::AttachMode;
 
-pub mod ethtool;
-pub mod plan;
+pub(crate) mod ethtool;
+pub(crate) mod plan;
 pub mod snapshot;
 
-use ethtool::Channels;
+pub use ethtool::{Channels, FeatureState};
 use plan::{Item, Op, Plan};
 use snapshot::DeviceSnapshot;
 
@@ -244,7 +244,7 @@ pub fn prepare(ifname: &str, opts: &TuneOptions) -> Result<Tuning, TuneError> {
 /// [`prepare`], first writing what it is about to change to `owner`'s
 /// crash-safe record (see [`crate::state`]), so that the original state
 /// survives a crash of this process.
-pub fn prepare_recorded(ifname: &str, opts: &TuneOptions, owner: Option<&mut Owner>) -> Result<Tuning, TuneError> {
+pub(crate) fn prepare_recorded(ifname: &str, opts: &TuneOptions, owner: Option<&mut Owner>) -> Result<Tuning, TuneError> {
     let snap = snapshot::read(ifname)?;
     let plan = plan::plan(&snap, opts);
     if let (Some(owner), true) = (owner, opts.apply) {

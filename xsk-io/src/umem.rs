@@ -1,20 +1,25 @@
 //! The UMEM: one memory area cut into equal frames, and the bookkeeping that
 //! knows where each frame is at every moment.
 //!
-//! A frame is always in exactly one [`Place`]. The port moves frames between
-//! places only through [`FrameTable::transition`], which checks the old place,
+//! A frame is always in exactly one place: free, given to the kernel for RX
+//! (fill), held by the application (a [`Frame`]), or given to the kernel for
+//! TX. The port moves frames between places only through one checked
+//! transition (the crate-internal frame table), which verifies the old place,
 //! so a frame handed back twice or an address the kernel should not have
-//! returned is caught (counted as an accounting error) instead of silently
-//! corrupting memory.
+//! returned is caught (counted as an accounting error, see
+//! [`crate::port::Port::audit`]) instead of silently corrupting memory.
+//!
+//! Public here: [`UmemConfig`] (how big), [`Umem`] (the area, read and written
+//! only through a [`Frame`]) and [`Frame`] (an owned handle on one frame).
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::mmap::Mmap;
 
-/// Where a frame is.
+/// Where a frame is (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
-pub enum Place {
+pub(crate) enum Place {
     /// On the port's free list.
     Free = 0,
     /// Given to the kernel for receiving: in the fill ring, being filled, or in the RX ring.
@@ -27,6 +32,13 @@ pub enum Place {
 
 /// An owned frame: the only way to read or write UMEM memory.
 ///
+/// Received frames come from [`crate::port::Port::recv`], empty ones from
+/// [`crate::port::Port::alloc`]; a frame goes back with `release` or `send`.
+/// Its bytes are reached through the [`Umem`] it came from ([`Umem::data`],
+/// [`Umem::buf_mut`]). Dropping a `Frame` instead of handing it back leaks it
+/// from the port's books until the port is dropped ([`crate::port::Port::audit`]
+/// shows it as `app`).
+///
 /// Not `Clone`: holding a `Frame` is holding the frame, which is what makes
 /// handing out `&mut [u8]` from a shared `&Umem` sound.
 #[derive(Debug, PartialEq, Eq)]
@@ -37,29 +49,46 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// UMEM offset of the first data byte.
+    /// UMEM offset of the first data byte, in bytes from the start of the
+    /// area. For a received frame this is past the kernel's headroom
+    /// ([`crate::sys::XDP_PACKET_HEADROOM`]), so not a multiple of the frame size.
     pub fn addr(&self) -> u64 {
         self.addr
     }
+    /// Data length in bytes: what was received, or what [`set_len`](Self::set_len) set
+    /// (0 for a fresh frame from `alloc`).
     pub fn len(&self) -> usize {
         self.len as usize
     }
+    /// Whether the data length is 0.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-    /// Sets the data length; the port checks it against the frame's capacity.
+    /// Sets the data length in bytes, e.g. after writing a packet into
+    /// [`Umem::buf_mut`]. Not checked here: readers and `send` clamp it to
+    /// the frame's [`Umem::capacity`], so a too-large value truncates.
     pub fn set_len(&mut self, len: usize) {
         self.len = len as u32;
     }
 }
 
+/// Size and layout of a UMEM. The default is 4096 frames of 4096 bytes
+/// (16 MiB), no extra headroom, normal pages.
+///
+/// The area is pinned memory: registering it needs `CAP_IPC_LOCK` or a large
+/// enough `RLIMIT_MEMLOCK`.
 #[derive(Clone, Copy, Debug)]
 pub struct UmemConfig {
+    /// Number of frames (> 0). A port keeps up to a TX ring's worth (at most
+    /// half of them) for sending and gives the rest to the fill ring.
     pub frame_count: u32,
-    /// Power of two, 2048 or 4096 (the kernel's aligned-mode limits).
+    /// Bytes per frame: 2048 or 4096 (the kernel's aligned-mode sizes).
     pub frame_size: u32,
-    /// Extra headroom the kernel leaves in front of RX data (on top of XDP_PACKET_HEADROOM).
+    /// Extra bytes the kernel leaves in front of RX data, on top of
+    /// [`crate::sys::XDP_PACKET_HEADROOM`] (`xdp_umem_reg.headroom`).
     pub headroom: u32,
+    /// Try `MAP_HUGETLB` first (fewer TLB misses on copies); falls back to
+    /// normal pages silently when no huge pages are available.
     pub huge_pages: bool,
 }
 
@@ -71,7 +100,11 @@ impl Default for UmemConfig {
 
 static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
-/// The memory area.
+/// The memory area shared with the kernel: `frame_count` frames of
+/// `frame_size` bytes, anonymous, pre-faulted, unmapped on drop.
+///
+/// Each UMEM has a process-unique id: using a [`Frame`] with a UMEM other
+/// than its own panics (a bug in the caller, never a network input).
 #[derive(Debug)]
 pub struct Umem {
     area: Mmap,
@@ -80,6 +113,11 @@ pub struct Umem {
 }
 
 impl Umem {
+    /// Maps the area.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a frame size other than 2048/4096 or a frame count
+    /// of 0; the `mmap` error otherwise (e.g. `ENOMEM`).
     pub fn new(cfg: UmemConfig) -> std::io::Result<Umem> {
         if !cfg.frame_size.is_power_of_two() || !(2048..=4096).contains(&cfg.frame_size) {
             return Err(std::io::Error::new(
@@ -95,18 +133,21 @@ impl Umem {
         Ok(Umem { area, cfg, id: NEXT_ID.fetch_add(1, Ordering::Relaxed) })
     }
 
+    /// The configuration it was made with.
     pub fn config(&self) -> &UmemConfig {
         &self.cfg
     }
-    pub fn area_ptr(&self) -> *mut u8 {
+    pub(crate) fn area_ptr(&self) -> *mut u8 {
         self.area.as_ptr()
     }
-    pub fn area_len(&self) -> usize {
+    pub(crate) fn area_len(&self) -> usize {
         self.area.len()
     }
+    /// Bytes per frame.
     pub fn frame_size(&self) -> u32 {
         self.cfg.frame_size
     }
+    /// Number of frames.
     pub fn frame_count(&self) -> u32 {
         self.cfg.frame_count
     }
@@ -128,7 +169,8 @@ impl Umem {
         f.addr
     }
 
-    /// Bytes from the frame's data start to the end of the frame.
+    /// Bytes from the frame's data start ([`Frame::addr`]) to the end of its
+    /// UMEM frame: the most a frame built in [`buf_mut`](Self::buf_mut) can hold.
     pub fn capacity(&self, f: &Frame) -> usize {
         (self.cfg.frame_size as u64 - f.addr % self.cfg.frame_size as u64) as usize
     }
@@ -137,7 +179,10 @@ impl Umem {
         assert_eq!(f.umem, self.id, "frame belongs to another UMEM");
     }
 
-    /// The frame's data (`len` bytes).
+    /// The frame's data: [`Frame::len`] bytes, clamped to its capacity.
+    ///
+    /// # Panics
+    /// If `f` belongs to another UMEM.
     pub fn data<'a>(&'a self, f: &'a Frame) -> &'a [u8] {
         self.check(f);
         let len = (f.len as usize).min(self.capacity(f));
@@ -147,13 +192,21 @@ impl Umem {
         unsafe { std::slice::from_raw_parts(self.area.as_ptr().add(f.addr as usize), len) }
     }
 
-    /// The frame's data, writable.
+    /// The frame's data ([`Frame::len`] bytes, clamped), writable.
+    ///
+    /// # Panics
+    /// If `f` belongs to another UMEM.
     pub fn data_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
         let len = (f.len as usize).min(self.capacity(f));
         self.buf_mut(f).split_at_mut(len).0
     }
 
-    /// The whole frame from the data start, writable, to build a frame to send.
+    /// The whole frame from the data start to its end ([`capacity`](Self::capacity)
+    /// bytes), writable, to build a frame to send; then set its length with
+    /// [`Frame::set_len`].
+    ///
+    /// # Panics
+    /// If `f` belongs to another UMEM.
     pub fn buf_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
         self.check(f);
         let cap = self.capacity(f);
@@ -165,7 +218,7 @@ impl Umem {
 
 /// Where every frame is, plus the free list.
 #[derive(Debug)]
-pub struct FrameTable {
+pub(crate) struct FrameTable {
     place: Vec<Place>,
     counts: [u32; 4],
     free: Vec<u64>,

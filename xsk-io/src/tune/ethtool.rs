@@ -26,9 +26,6 @@ const ETHTOOL_SCHANNELS: u32 = 0x0000_003d;
 const ETH_SS_FEATURES: u32 = 4;
 const ETH_GSTRING_LEN: usize = 32;
 
-/// Return flags of `ETHTOOL_SFEATURES`.
-pub const ETHTOOL_F_UNSUPPORTED: i32 = 1 << 0;
-pub const ETHTOOL_F_WISH: i32 = 1 << 1;
 
 /// Capacity of our feature arrays: 256 features (6.x kernels have about 70).
 const MAX_FEATURE_WORDS: usize = 8;

@@ -140,6 +140,7 @@ impl Plan {
         })
     }
 
+    #[cfg(test)]
     pub fn changes(&self) -> impl Iterator<Item = &Change> {
         self.items.iter().filter_map(|i| match i {
             Item::Change(c) => Some(c),
@@ -147,7 +148,8 @@ impl Plan {
         })
     }
 
-    /// The checks only (changes left out), for tests and reports.
+    /// The checks only (changes left out).
+    #[cfg(test)]
     pub fn checks(&self) -> impl Iterator<Item = &Step> {
         self.items.iter().filter_map(|i| match i {
             Item::Check(s) => Some(s),

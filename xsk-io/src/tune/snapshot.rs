@@ -122,7 +122,8 @@ impl DeviceSnapshot {
     }
 
     /// A plain device with the given driver, for tests and examples.
-    pub fn example(driver: &str) -> Self {
+    #[cfg(test)]
+    pub(crate) fn example(driver: &str) -> Self {
         DeviceSnapshot {
             ifname: "eth0".into(),
             driver: driver.into(),
@@ -167,7 +168,7 @@ fn count_queues(ifname: &str, prefix: &str) -> io::Result<u32> {
 }
 
 /// `nr_cpu_ids` = highest possible CPU + 1 (`/sys/devices/system/cpu/possible`, e.g. `0-3`).
-pub fn parse_cpu_list_max(s: &str) -> Option<u32> {
+pub(crate) fn parse_cpu_list_max(s: &str) -> Option<u32> {
     s.trim()
         .split(',')
         .filter_map(|part| part.rsplit('-').next()?.trim().parse::<u32>().ok())
@@ -258,7 +259,7 @@ fn find_peer(ifname: &str, ifindex: u32, iflink: u32) -> Peer {
 }
 
 /// Read everything [`super::plan::plan`] needs about `ifname`.
-pub fn read(ifname: &str) -> Result<DeviceSnapshot, TuneError> {
+pub(crate) fn read(ifname: &str) -> Result<DeviceSnapshot, TuneError> {
     let driver = ethtool::driver(ifname).map_err(|e| io_err("ETHTOOL_GDRVINFO", ifname, e))?;
     let base = Path::new("/sys/class/net").join(ifname);
     if !base.exists() {
