@@ -22,11 +22,17 @@ use crate::umem::{FrameTable, Umem, UmemConfig};
 use crate::AttachMode;
 
 /// A kernel knob: leave it alone, let the port choose, or force a value.
+/// Parses from `off` (or `0`), `auto`, or a number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Knob {
+    /// Do not set the option: the kernel default stays.
     Off,
+    /// The port's choice (see the [`PortConfig`] field); a kernel without
+    /// the option is reported once and the port runs without it.
     Auto,
+    /// Exactly this value; a kernel that refuses it fails the port with
+    /// [`PortError::Knob`], one without the option is reported as for `Auto`.
     Value(u32),
 }
 
@@ -46,36 +52,57 @@ impl std::str::FromStr for Knob {
 pub struct SteerSpec {
     /// Destination address of steered frames (`0.0.0.0`: any).
     pub addr: Ipv4Addr,
+    /// TCP destination ports steered from the start (more can be added
+    /// later through [`Steer::add_tcp_port`]).
     pub tcp_ports: Vec<u16>,
     /// ARP for `addr` (dedicated-address mode), ICMP to `addr`.
     pub flags: SteerFlags,
 }
 
+/// Socket busy polling (opt-in): with it, an empty `recv` drives the
+/// device's NAPI from the calling thread instead of waiting for an interrupt.
+/// Sets `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` and `SO_BUSY_POLL_BUDGET`.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct BusyPoll {
+    /// `SO_BUSY_POLL`: how long one poll may spin, in microseconds.
     pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: packets per poll.
     pub budget: u32,
 }
 
+/// How to open a port (and prepare its interface). [`PortConfig::new`] gives
+/// the defaults: queue 0, 4096 frames of 4 KiB, 2048-entry rings, attach
+/// mode `Auto`, no steering program, both TX knobs `Auto`, no busy polling,
+/// tuning on.
 #[derive(Clone, Debug)]
 pub struct PortConfig {
+    /// The interface, in the calling thread's network namespace.
     pub ifname: String,
+    /// The queue to bind ([`Port::open`]; [`Port::open_all`] binds every queue).
     pub queue: u32,
+    /// Size of the UMEM (one per port).
     pub umem: UmemConfig,
+    /// Ring sizes.
     pub rings: RingSizes,
+    /// Where the steering program runs; `Auto` lets the tuning decide.
     pub attach: AttachMode,
     /// None: bind the socket but attach no program (TX-only use).
     pub steer: Option<SteerSpec>,
-    /// XDP_MAX_TX_SKB_BUDGET; `Auto` = the TX ring size.
+    /// [`XDP_MAX_TX_SKB_BUDGET`](crate::sys::XDP_MAX_TX_SKB_BUDGET), in
+    /// descriptors per `sendto`; `Auto` = the TX ring size (a ring below 32
+    /// keeps the kernel default). The kernel allows 32 to the TX ring size.
     pub tx_budget: Knob,
-    /// XDP_GENERIC_XMIT_BATCH; `Auto` = 32, never above the budget.
+    /// [`XDP_GENERIC_XMIT_BATCH`](crate::sys::XDP_GENERIC_XMIT_BATCH), in
+    /// frames per TX queue lock; `Auto` = 32, never above the budget.
     pub xmit_batch: Knob,
+    /// Busy polling; None (the default) is off.
     pub busy_poll: Option<BusyPoll>,
     /// Prepare the device (offloads, channels); false = check only.
     pub tune: bool,
 }
 
 impl PortConfig {
+    /// The defaults (see the type) for `ifname`.
     pub fn new(ifname: &str) -> PortConfig {
         PortConfig {
             ifname: ifname.to_string(),
@@ -119,6 +146,17 @@ impl Iface {
     /// Takes `cfg.ifname` (refusing if another xsk-io process owns it, and
     /// first restoring what a crashed owner left changed), records its state,
     /// then tunes it for `queues` (or only checks, with `cfg.tune == false`).
+    /// Uses `ifname`, `attach`, `umem.frame_size` and `tune` of `cfg`.
+    ///
+    /// Everything it changes is put back when the returned `Iface` (and so
+    /// every port it handed out) is dropped, and after a crash by the next
+    /// start on the interface or `xsk-bench restore IF`.
+    ///
+    /// # Errors
+    /// [`PortError::NoInterface`]; [`PortError::State`] if another live
+    /// process owns the interface or the record under `/run/xsk-io` cannot
+    /// be written; [`PortError::Tune`] if a check or change fails (what was
+    /// changed is rolled back first).
     pub fn prepare(cfg: &PortConfig, queues: QueueLayout) -> Result<Arc<Iface>, PortError> {
         let ifindex = sys::if_nametoindex(&cfg.ifname).map_err(|_| PortError::NoInterface(cfg.ifname.clone()))?;
         let (mut owner, recovered) = Owner::acquire(&cfg.ifname)?;
@@ -155,6 +193,7 @@ impl Iface {
         }))
     }
 
+    /// The interface's name.
     pub fn ifname(&self) -> &str {
         &self.ifname
     }
@@ -180,7 +219,13 @@ impl Iface {
 
     /// Opens a port on each of `queues` (one socket and UMEM each), then
     /// attaches the steering program for `cfg.steer` (if any, and not yet
-    /// attached) and registers the ports with it.
+    /// attached) and registers the ports with it. Uses the socket and UMEM
+    /// settings of `cfg` (`queue` is ignored: `queues` says which).
+    ///
+    /// # Errors
+    /// [`PortError::Umem`], [`PortError::Socket`], [`PortError::Knob`],
+    /// [`PortError::ZeroCopy`] for a queue; [`PortError::Steer`] for the
+    /// program. Ports opened before the error are closed again.
     pub fn open_ports(self: &Arc<Self>, cfg: &PortConfig, queues: &[u32]) -> Result<Vec<Port>, PortError> {
         let mut ports = queues
             .iter()

@@ -1,5 +1,8 @@
 //! Addresses of an interface, as the calling thread's network namespace sees
-//! them (ioctl and getifaddrs, not sysfs).
+//! them (ioctl and getifaddrs, not sysfs), and MAC address text.
+//!
+//! The lookups fail with the OS error: `InvalidInput` for an empty or too
+//! long name, `ENODEV` for no such interface in this namespace.
 
 use std::io;
 use std::net::Ipv4Addr;
@@ -37,7 +40,7 @@ fn ioctl_with(mut r: libc::ifreq, req: libc::c_ulong) -> io::Result<libc::ifreq>
     Ok(r)
 }
 
-/// The interface's MAC address.
+/// The interface's MAC address (`SIOCGIFHWADDR`).
 pub fn mac(ifname: &str) -> io::Result<[u8; 6]> {
     let r = ioctl(ifname, libc::SIOCGIFHWADDR)?;
     // SAFETY: SIOCGIFHWADDR filled the ifru_hwaddr member of the union.
@@ -49,7 +52,8 @@ pub fn mac(ifname: &str) -> io::Result<[u8; 6]> {
     Ok(m)
 }
 
-/// The interface's MTU.
+/// The interface's MTU in bytes (`SIOCGIFMTU`): the largest IP packet, L2
+/// header not included.
 pub fn mtu(ifname: &str) -> io::Result<u32> {
     let r = ioctl(ifname, libc::SIOCGIFMTU)?;
     // SAFETY: SIOCGIFMTU filled the ifru_mtu member of the union.
@@ -57,13 +61,16 @@ pub fn mtu(ifname: &str) -> io::Result<u32> {
 }
 
 /// Sets the interface's MTU (`SIOCSIFMTU`, like `ip link set dev IF mtu N`).
-pub fn set_mtu(ifname: &str, mtu: u32) -> io::Result<()> {
+/// Crate-internal: every change the crate makes to a device goes through the
+/// tuning and its crash-safe record.
+pub(crate) fn set_mtu(ifname: &str, mtu: u32) -> io::Result<()> {
     let mut r = ifreq(ifname)?;
     r.ifr_ifru.ifru_mtu = i32::try_from(mtu).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "mtu too large"))?;
     ioctl_with(r, libc::SIOCSIFMTU).map(drop)
 }
 
-/// The first IPv4 address and prefix length on the interface.
+/// The first IPv4 address and prefix length on the interface; `Ok(None)` if
+/// it has none (or does not exist: `getifaddrs` lists only what is there).
 pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list we free below with freeifaddrs.
@@ -96,7 +103,8 @@ pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
     Ok(found)
 }
 
-/// Parses "aa:bb:cc:dd:ee:ff".
+/// Parses `"aa:bb:cc:dd:ee:ff"` (six hex bytes, colon-separated, either
+/// case); the error names the input.
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
@@ -109,6 +117,7 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(m)
 }
 
+/// Formats a MAC address as `"aa:bb:cc:dd:ee:ff"` (lower case).
 pub fn format_mac(m: &[u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }

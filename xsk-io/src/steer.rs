@@ -59,29 +59,43 @@ struct Aligned<B: ?Sized>(B);
 static STEER_OBJ: &Aligned<[u8]> =
     &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o")));
 
-/// Errors of the steering program loader.
+/// Errors of the steering program loader and of its map updates. Each names
+/// the interface or map and carries the kernel's error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SteerError {
+    /// The name cannot be an interface name (empty, 16 bytes or more, `/`,
+    /// whitespace or NUL).
     #[error("invalid interface name {ifname:?}: {reason}")]
     InvalidInterfaceName {
+        /// The name given.
         ifname: String,
+        /// What is wrong with it.
         reason: &'static str,
     },
 
+    /// No interface of that name in the calling thread's network namespace.
     #[error("no such interface {ifname:?}: {source}")]
     NoSuchInterface {
+        /// The name given.
         ifname: String,
+        /// The `if_nametoindex` error.
         #[source]
         source: io::Error,
     },
 
+    /// libbpf could not open or load the embedded program (typically
+    /// missing `CAP_BPF`/`CAP_SYS_ADMIN`: the message then says so).
     #[error("loading the XDP steering program failed: {0}{hint}", hint = load_hint(.0))]
     Load(#[source] libbpf_rs::Error),
 
+    /// The interface already has an XDP program (ours from another process,
+    /// or someone else's); nothing was attached.
     #[error("interface {ifname} already has an XDP program ({existing}); {remedy}")]
     AlreadyAttached {
+        /// The interface.
         ifname: String,
+        /// Its index.
         ifindex: u32,
         /// The mode we tried to attach in.
         mode: AttachMode,
@@ -89,31 +103,48 @@ pub enum SteerError {
         existing: String,
         /// How to get rid of it.
         remedy: String,
+        /// The kernel's error (`EBUSY` or `EEXIST`).
         #[source]
         source: io::Error,
     },
 
+    /// `BPF_LINK_CREATE` failed for another reason.
     #[error("attaching the XDP program in {mode} mode to {ifname} (ifindex {ifindex}) failed: {source}{hint}")]
     Attach {
+        /// The interface.
         ifname: String,
+        /// Its index.
         ifindex: u32,
+        /// The mode tried (`Skb` or `Drv`).
         mode: AttachMode,
+        /// The kernel's error.
         #[source]
         source: io::Error,
         /// Empty, or `"; <likely cause>"`.
         hint: String,
     },
 
+    /// A queue id at or above [`MAX_QUEUES`].
     #[error("queue id {queue_id} is out of range: {MAP_XSKS} has {max} entries (queues 0..={})", max - 1)]
-    QueueOutOfRange { queue_id: u32, max: u32 },
+    QueueOutOfRange {
+        /// The queue id given.
+        queue_id: u32,
+        /// [`MAX_QUEUES`].
+        max: u32,
+    },
 
+    /// A configuration the program cannot express (ARP steering for `0.0.0.0`).
     #[error("invalid steering configuration: {0}")]
     InvalidConfig(&'static str),
 
+    /// Reading or updating one of the program's maps failed.
     #[error("bpf map {map}: {op} failed: {source}")]
     Map {
+        /// The map's name in `steer.bpf.c`.
         map: &'static str,
+        /// What was being done, e.g. `"add port 7777"`.
         op: String,
+        /// libbpf's error.
         #[source]
         source: libbpf_rs::Error,
     },
@@ -149,10 +180,12 @@ impl SteerFlags {
         }
     }
 
+    /// No flags: [`NONE`](Self::NONE).
     pub const fn empty() -> SteerFlags {
         Self::NONE
     }
 
+    /// True if no flag is set.
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
@@ -162,6 +195,7 @@ impl SteerFlags {
         self.0 & other.0 == other.0
     }
 
+    /// Every flag set in `self` or `other` (also `self | other`).
     pub const fn union(self, other: SteerFlags) -> SteerFlags {
         SteerFlags(self.0 | other.0)
     }
@@ -218,6 +252,7 @@ pub struct SteerCounters {
 }
 
 impl SteerCounters {
+    /// Every frame the program saw.
     pub fn total(&self) -> u64 {
         self.steered + self.passed + self.no_socket
     }
@@ -257,6 +292,16 @@ impl Steer {
     /// when the driver is `veth` or `virtio_net` and falls back to `Skb`
     /// (one `warn!` line with the kernel's error) if that fails; other
     /// drivers get `Skb`.
+    ///
+    /// The program steers nothing until [`set_addr`](Self::set_addr),
+    /// [`add_tcp_port`](Self::add_tcp_port) and
+    /// [`register_xsk`](Self::register_xsk) say what and where to.
+    ///
+    /// # Errors
+    /// A bad or unknown interface name; [`SteerError::Load`] (privileges:
+    /// `CAP_BPF` + `CAP_NET_ADMIN`, or root); [`SteerError::AlreadyAttached`]
+    /// if another XDP program is on the interface; [`SteerError::Attach`]
+    /// otherwise, with the likely cause.
     pub fn attach(ifname: &str, mode: AttachMode) -> Result<Steer, SteerError> {
         route_libbpf_logs();
         let ifindex = ifindex_of(ifname)?;
@@ -345,10 +390,12 @@ impl Steer {
         self.mode
     }
 
+    /// Index of the interface the program is attached to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
     }
 
+    /// Name of the interface the program is attached to.
     pub fn ifname(&self) -> &str {
         &self.ifname
     }
