@@ -36,19 +36,48 @@ pub fn state_dir() -> PathBuf {
     std::env::var_os(STATE_DIR_ENV).map_or_else(|| PathBuf::from(DEFAULT_DIR), PathBuf::from)
 }
 
+/// Why an interface cannot be owned, or its record not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
+    /// Another live process (or this one, through another [`Owner`]) owns the
+    /// interface; nothing was touched.
     #[error(
         "{ifname} is in use by another xsk-io port ({owner}); refusing to touch it \
          (its original state is recorded in {}; stop that process first: once it is gone, \
          the next start or `xsk-bench restore {ifname}` puts the device back)",
         path.display()
     )]
-    InUse { ifname: String, owner: String, path: PathBuf },
+    InUse {
+        /// The interface.
+        ifname: String,
+        /// Who owns it, e.g. `"pid 1234"` or `"this process, pid 1234"`.
+        owner: String,
+        /// The owner's record.
+        path: PathBuf,
+    },
+    /// Reading, writing or removing a lock or record file failed, or
+    /// restoring a dead owner's record failed (the record is kept).
     #[error("state record {}: {source} (fix: {fix})", path.display())]
-    Io { path: PathBuf, source: io::Error, fix: String },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+        /// What to do (permissions, `XSK_IO_STATE_DIR`, `xsk-bench restore`).
+        fix: String,
+    },
+    /// A record that is not in the expected format; nothing was restored.
     #[error("state record {}: line {line}: {msg} (fix: check the file, or delete it to forget the recorded state)", path.display())]
-    Parse { path: PathBuf, line: usize, msg: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line (0: the file as a whole).
+        line: usize,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A name that cannot be an interface name or would escape the state
+    /// directory (empty, too long, `/`, leading `.`, whitespace).
     #[error("bad interface name {0:?}")]
     BadName(String),
 }
@@ -68,7 +97,9 @@ impl StateError {
 /// The original state of one device, as far as the port may change it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeviceState {
+    /// The device (the interface itself, or its veth peer).
     pub ifname: String,
+    /// MTU in bytes before.
     pub mtu: Option<u32>,
     /// Channel counts before (only when the port changes them).
     pub channels: Option<Channels>,
@@ -79,14 +110,17 @@ pub struct DeviceState {
 /// Everything one owner may change, recorded before the first change.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Record {
+    /// The owner's pid.
     pub pid: u32,
     /// Start time of `pid` (clock ticks since boot), so a reused pid is not
     /// mistaken for the owner.
     pub pid_start: u64,
+    /// The interface owned.
     pub ifname: String,
     /// The interface's index when recorded: a device re-created under the same
     /// name is not the one that was changed, and is left alone.
     pub ifindex: u32,
+    /// Original state of every device the owner changes, in recording order.
     pub devices: Vec<DeviceState>,
     /// `/proc/sys` paths below `/proc/sys/` (e.g. `net/ipv4/ip_local_reserved_ports`)
     /// and their original values.
@@ -438,6 +472,8 @@ pub struct Owner {
 pub struct Recovered {
     /// The dead owner's pid, if there was a record.
     pub pid: Option<u32>,
+    /// What restoring the record did (empty if there was none, or the
+    /// device already matched it).
     pub steps: Vec<Step>,
 }
 
@@ -445,6 +481,12 @@ impl Owner {
     /// Takes the interface (in the calling thread's network namespace). A
     /// record left by a dead owner is applied first and removed if that
     /// worked. Fails with [`StateError::InUse`] if another owner lives.
+    ///
+    /// # Errors
+    /// [`StateError::InUse`]; [`StateError::BadName`]; [`StateError::Io`] if
+    /// the state directory cannot be written or the dead owner's record
+    /// could not be fully restored (it is kept for `xsk-bench restore`);
+    /// [`StateError::Parse`] for a corrupt record.
     pub fn acquire(ifname: &str) -> Result<(Owner, Recovered), StateError> {
         let (lock_path, path) = paths(ifname)?;
         let dir = lock_path.parent().expect("paths are in a directory");
@@ -508,10 +550,12 @@ impl Owner {
         Ok((Owner { lock, lock_path, path, record, written: false }, recovered))
     }
 
+    /// What is recorded so far (also on disk once anything was recorded).
     pub fn record(&self) -> &Record {
         &self.record
     }
 
+    /// Where the record is (or will be) written.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -2,7 +2,7 @@
 //! ethtool ioctls and sysfs, each step reported.
 //!
 //! [`prepare`] reads a [`snapshot::DeviceSnapshot`] of the interface, decides
-//! with the pure [`plan::plan`] what has to be checked and changed for a
+//! with a pure planner (crate-internal, unit-tested) what has to be checked and changed for a
 //! copy-mode AF_XDP socket in the chosen [`AttachMode`] and [`QueueLayout`],
 //! applies the changes (or only reports them), and returns a [`Tuning`] that
 //! remembers the originals. [`Tuning::restore`] (or dropping the `Tuning`)
@@ -14,8 +14,13 @@
 //! loaded; turning aggregation back on under a generic program would feed it
 //! 64 KiB frames).
 //!
-//! Layers: [`ethtool`] (the ioctls, the module's only `unsafe`),
-//! [`snapshot`] (reading), [`plan`] (deciding; unit-tested), this file (applying).
+//! Layers: `ethtool` (the ioctls, the module's only `unsafe`; crate-internal),
+//! [`snapshot`] (reading), `plan` (deciding; unit-tested; crate-internal),
+//! this file (applying).
+//!
+//! Most users never call this module: [`crate::iface::Iface::prepare`] runs
+//! it with a crash-safe record of the originals. [`prepare`] on its own (as
+//! the `tune_probe` example does) restores on drop but leaves no record.
 //!
 //! sysfs shows the network namespace it was mounted in: run in the device's
 //! namespace with `ip netns exec` (which remounts `/sys`), not bare `setns`.
@@ -67,11 +72,15 @@ impl FromStr for QueueLayout {
     }
 }
 
+/// What to prepare a device for. Default: `Auto` mode, a single queue,
+/// 4096-byte frames, apply.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TuneOptions {
     /// `Skb` or `Drv`; `Auto` lets [`prepare`] decide (native where the driver
     /// has it and its checks pass, else generic). [`Tuning::mode`] tells.
     pub mode: AttachMode,
+    /// Which queues get a socket: `Single` makes the device deliver
+    /// everything to queue 0 (e.g. virtio_net down to one combined channel).
     pub queues: QueueLayout,
     /// UMEM frame (chunk) size, e.g. 4096. With UMEM headroom
     /// (`xdp_umem_reg.headroom`), pass the chunk size minus that headroom.
@@ -99,22 +108,34 @@ pub enum Outcome {
     Ok,
     /// Changed (and remembered for [`Tuning::restore`]).
     Changed {
+        /// The value before.
         from: String,
+        /// The value now.
         to: String,
     },
     /// Check-only mode: would be changed.
     WouldChange {
+        /// The value now.
         from: String,
+        /// The value it would get.
         to: String,
     },
+    /// Not done, and why (e.g. an earlier step failed, or nothing to do on
+    /// this device).
     Skipped(String),
     /// Works, with a caveat worth acting on.
     Warn {
+        /// The caveat.
         note: String,
+        /// What to do about it.
         fix: String,
     },
+    /// The check failed or the change was refused: the device cannot be
+    /// used as asked.
     Failed {
+        /// What went wrong.
         error: String,
+        /// The command or setting that fixes it.
         fix: String,
     },
 }
@@ -122,11 +143,14 @@ pub enum Outcome {
 /// One reported step: `what` names the device setting, e.g. `virtio_net: rx-gro-hw`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Step {
+    /// The setting, prefixed with the device or driver.
     pub what: String,
+    /// How it turned out.
     pub outcome: Outcome,
 }
 
 impl Step {
+    /// Whether the outcome is [`Outcome::Failed`].
     pub fn is_failed(&self) -> bool {
         matches!(self.outcome, Outcome::Failed { .. })
     }
@@ -148,23 +172,33 @@ impl fmt::Display for Step {
     }
 }
 
+/// Why a device cannot be prepared; nothing stays changed (a failed
+/// preparation rolls back first). Both variants carry a fix.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
     /// An ioctl or sysfs read failed before any decision could be made.
     #[error("{op} on {ifname}: {source} (fix: {fix})")]
     Io {
+        /// The operation, e.g. `"ETHTOOL_GDRVINFO"`.
         op: &'static str,
+        /// The interface.
         ifname: String,
+        /// The OS error.
         source: io::Error,
+        /// What to do (permissions, namespace, driver).
         fix: String,
     },
     /// A check or change failed. `report` holds every step (and the rollback
     /// of changes already made, when applying).
     #[error("{step}: {error} (fix: {fix})")]
     Step {
+        /// The failed step's `what`.
         step: String,
+        /// What went wrong.
         error: String,
+        /// The command or setting that fixes it.
         fix: String,
+        /// Every step, then the rollback steps (prefixed `rollback:`).
         report: Vec<Step>,
     },
 }
@@ -230,6 +264,10 @@ pub fn rx_queue_count(ifname: &str) -> Result<u32, TuneError> {
 }
 
 /// Read the device state (no changes).
+///
+/// # Errors
+/// [`TuneError::Io`] if the driver or sysfs cannot be read (no such device,
+/// or sysfs of another network namespace: use `ip netns exec`).
 pub fn snapshot(ifname: &str) -> Result<DeviceSnapshot, TuneError> {
     snapshot::read(ifname)
 }
@@ -237,6 +275,13 @@ pub fn snapshot(ifname: &str) -> Result<DeviceSnapshot, TuneError> {
 /// Check (and with `opts.apply`, change) `ifname` for a copy-mode AF_XDP
 /// socket. Fails with the first failed step and its fix; everything changed
 /// by then is rolled back.
+///
+/// Keeps no crash-safe record: if the process dies before the [`Tuning`] is
+/// dropped, the changes stay (use [`crate::iface::Iface`] for a record).
+///
+/// # Errors
+/// [`TuneError::Io`] if the device cannot be read; [`TuneError::Step`] with
+/// the full report if a check or change fails.
 pub fn prepare(ifname: &str, opts: &TuneOptions) -> Result<Tuning, TuneError> {
     prepare_recorded(ifname, opts, None)
 }
@@ -480,15 +525,21 @@ fn execute(
 }
 
 /// The result of [`prepare`]: the report and the originals to restore.
+/// Dropping it restores (logging each step), like [`restore`](Self::restore).
 pub struct Tuning {
+    /// The interface.
     pub ifname: String,
+    /// Its driver.
     pub driver: String,
     /// The mode to attach the program in (`Skb` or `Drv`; `Auto` resolved).
     pub mode: AttachMode,
+    /// The queue layout prepared for.
     pub queues: QueueLayout,
+    /// The frame size prepared for, in bytes.
     pub frame_size: u32,
     /// `false` for a check-only run (nothing was changed).
     pub applied: bool,
+    /// Every check and change, in order.
     pub steps: Vec<Step>,
     undo: Vec<Undo>,
     ops: Box<dyn DeviceOps + Send>,

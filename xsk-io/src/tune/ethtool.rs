@@ -221,16 +221,26 @@ pub fn driver(ifname: &str) -> io::Result<String> {
     Ok(c_string(&info.driver))
 }
 
-/// `struct ethtool_channels` without the command word.
+/// A device's channel counts (`ethtool -l`): `struct ethtool_channels`
+/// without the command word. A channel is an interrupt with its queues:
+/// `combined` ones have an RX and a TX queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Channels {
+    /// Most RX-only channels the device supports.
     pub max_rx: u32,
+    /// Most TX-only channels.
     pub max_tx: u32,
+    /// Most other (e.g. link interrupt) channels.
     pub max_other: u32,
+    /// Most combined channels.
     pub max_combined: u32,
+    /// RX-only channels in use.
     pub rx: u32,
+    /// TX-only channels in use.
     pub tx: u32,
+    /// Other channels in use.
     pub other: u32,
+    /// Combined channels in use.
     pub combined: u32,
 }
 

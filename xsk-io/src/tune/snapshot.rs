@@ -12,32 +12,49 @@ use super::TuneError;
 
 /// Negotiated virtio feature bits (`/sys/class/net/X/device/features`, a
 /// string of `0`/`1` with bit 0 first; see `features_show` in drivers/virtio/virtio.c).
+/// Element `i` is bit `i`; ask with [`has`](Self::has) and the [`vbit`] numbers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VirtioFeatures(pub Vec<bool>);
 
-/// Feature bit numbers from include/uapi/linux/virtio_net.h and virtio_config.h.
+/// Feature bit numbers from include/uapi/linux/virtio_net.h and
+/// virtio_config.h (`VIRTIO_NET_F_<NAME>`, `VIRTIO_F_VERSION_1`), the ones
+/// the tuning looks at.
 pub mod vbit {
+    /// The guest accepts packets with partial checksums (`CHECKSUM_PARTIAL`).
     pub const GUEST_CSUM: usize = 1;
+    /// The guest may switch its receive offloads at run time.
     pub const CTRL_GUEST_OFFLOADS: usize = 2;
+    /// The guest receives TSO IPv4 super-packets.
     pub const GUEST_TSO4: usize = 7;
+    /// The guest receives TSO IPv6 super-packets.
     pub const GUEST_TSO6: usize = 8;
+    /// The guest receives TSO with ECN.
     pub const GUEST_ECN: usize = 9;
+    /// The guest receives UFO.
     pub const GUEST_UFO: usize = 10;
+    /// Mergeable receive buffers.
     pub const MRG_RXBUF: usize = 15;
+    /// Multiqueue.
     pub const MQ: usize = 22;
+    /// Any descriptor layout (the header needs no buffer of its own).
     pub const ANY_LAYOUT: usize = 27;
+    /// A virtio 1.0 (modern) device.
     pub const VERSION_1: usize = 32;
+    /// The guest receives USO IPv4 super-packets.
     pub const GUEST_USO4: usize = 54;
+    /// The guest receives USO IPv6 super-packets.
     pub const GUEST_USO6: usize = 55;
 }
 
 impl VirtioFeatures {
-    pub fn parse(s: &str) -> Self {
+    /// Parses the sysfs string (`'1'` is set, anything else clear).
+    pub(crate) fn parse(s: &str) -> Self {
         VirtioFeatures(s.trim().bytes().map(|b| b == b'1').collect())
     }
 
     /// From a list of set bits (for tests).
-    pub fn from_bits(bits: &[usize]) -> Self {
+    #[cfg(test)]
+    pub(crate) fn from_bits(bits: &[usize]) -> Self {
         let mut v = vec![false; 64];
         for &b in bits {
             if b >= v.len() {
@@ -48,6 +65,7 @@ impl VirtioFeatures {
         VirtioFeatures(v)
     }
 
+    /// Whether feature bit `bit` was negotiated (false beyond the string).
     pub fn has(&self, bit: usize) -> bool {
         self.0.get(bit).copied().unwrap_or(false)
     }
@@ -61,16 +79,25 @@ pub enum Peer {
     /// The peer is in this network namespace.
     Here(PeerSnapshot),
     /// The peer is in another network namespace (`ifindex` is its index there).
-    Elsewhere { ifindex: u32 },
+    Elsewhere {
+        /// The peer's interface index in its own namespace.
+        ifindex: u32,
+    },
 }
 
+/// What the tuning needs to know about a veth peer in the same namespace
+/// (its segmentation offloads decide what arrives on our side).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct PeerSnapshot {
+    /// The peer's name.
     pub ifname: String,
+    /// The peer's index.
     pub ifindex: u32,
+    /// The peer's MTU in bytes.
     pub mtu: u32,
     /// `real_num_tx_queues`
     pub tx_queues: u32,
+    /// The peer's features by `ETH_SS_FEATURES` name.
     pub features: BTreeMap<String, FeatureState>,
 }
 
@@ -85,13 +112,19 @@ pub enum FeatureSource {
     Unknown,
 }
 
+/// What the tuning decides on: one device's state, read once by
+/// [`crate::tune::snapshot`] (no changes made).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceSnapshot {
+    /// The interface.
     pub ifname: String,
+    /// Its driver (`ETHTOOL_GDRVINFO`).
     pub driver: String,
+    /// Its index.
     pub ifindex: u32,
     /// `/sys/class/net/X/iflink`: for a veth, the peer's ifindex (in the peer's namespace).
     pub iflink: u32,
+    /// MTU in bytes.
     pub mtu: u32,
     /// `real_num_rx_queues` (count of `/sys/class/net/X/queues/rx-*`).
     pub rx_queues: u32,
@@ -101,13 +134,16 @@ pub struct DeviceSnapshot {
     pub channels: Option<Channels>,
     /// Features by `ETH_SS_FEATURES` name (`rx-gro`, `rx-lro`, `rx-gro-hw`, ...).
     pub features: BTreeMap<String, FeatureState>,
+    /// How `features` was read.
     pub feature_source: FeatureSource,
     /// Negotiated virtio feature bits, for virtio_net devices.
     pub virtio: Option<VirtioFeatures>,
     /// `nr_cpu_ids` (from `/sys/devices/system/cpu/possible`): virtio_net wants
     /// that many extra queue pairs for XDP TX.
     pub nr_cpu_ids: u32,
+    /// The system page size in bytes (native XDP's MTU limits depend on it).
     pub page_size: u32,
+    /// The veth peer, if this is a veth.
     pub peer: Peer,
 }
 
