@@ -50,27 +50,42 @@ pub const MAX_PREFIX_LEN: usize = 4;
 /// line and its stderr.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    /// A [`LabConfig`] or name out of range, or no free lab name.
     #[error("invalid lab configuration: {0}")]
     Config(String),
+    /// A command (`ip`, or one run in a namespace) could not be started or
+    /// fed its input.
     #[error("could not run `{cmd}`: {source}")]
     Spawn {
+        /// The command line.
         cmd: String,
+        /// The OS error.
         #[source]
         source: io::Error,
     },
+    /// A command ran and exited unsuccessfully.
     #[error("`{cmd}` failed ({status}): {stderr}")]
     Command {
+        /// The command line.
         cmd: String,
+        /// Its exit status.
         status: ExitStatus,
+        /// Its stderr, trimmed.
         stderr: String,
     },
+    /// Entering or using a namespace from this process failed (`setns`,
+    /// remounting `/sys`, a sysctl, `if_nametoindex`).
     #[error("{op} for network namespace {ns:?}: {source}")]
     Netns {
+        /// The operation.
         op: &'static str,
+        /// The namespace.
         ns: String,
+        /// The OS error.
         #[source]
         source: io::Error,
     },
+    /// The helper thread of [`Netns::run_in`] could not be started.
     #[error("could not start a thread: {0}")]
     Thread(#[source] io::Error),
 }
@@ -88,7 +103,9 @@ impl LabError {
 /// Which end of the pair a name belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Side {
+    /// `ns_a` / `if_a` (name ends in `a`).
     A,
+    /// `ns_b` / `if_b` (name ends in `b`).
     B,
 }
 
@@ -225,8 +242,11 @@ pub fn lab_name(prefix: &str, pid: u32, counter: u64, side: Side) -> Result<Stri
 /// A lab name taken apart by [`parse_lab_name`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LabName {
+    /// The pid of the process that made the lab.
     pub pid: u32,
+    /// That process's lab counter.
     pub counter: u64,
+    /// Which end.
     pub side: Side,
 }
 
@@ -319,6 +339,7 @@ fn ip_batch(netns: Option<&str>, force: bool, lines: &[String]) -> Result<String
 /// does not delete the namespace on drop ([`Lab`] does).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Netns {
+    /// The name under `/run/netns` (as `ip netns` shows it).
     pub name: String,
 }
 
@@ -363,10 +384,15 @@ impl Netns {
     /// Move the calling thread into this namespace; the guard moves it back
     /// when dropped (on the same thread: the guard is `!Send`).
     ///
-    /// Only the network namespace changes: the thread still sees the mount
-    /// namespace of the process, so `/sys/class/net` keeps showing the
-    /// original namespace's devices. Sockets, ioctls, netlink, and
-    /// `/proc/sys/net` (opened after entering) follow the thread.
+    /// Like `ip netns exec`, the thread also gets a private mount namespace
+    /// with a fresh `/sys`, so `/sys/class/net` shows this namespace's
+    /// devices (the tuning reads them); the guard restores both. Sockets,
+    /// ioctls, netlink, and `/proc/sys/net` (opened after entering) follow
+    /// the thread.
+    ///
+    /// # Errors
+    /// [`LabError::Netns`] if the namespace cannot be opened or entered, or
+    /// `/sys` cannot be remounted (needs `CAP_SYS_ADMIN`).
     pub fn enter(&self) -> Result<NetnsGuard, LabError> {
         let err = |op, source| LabError::Netns { op, ns: self.name.clone(), source };
         // `/proc/thread-self`, not `/proc/self`: the latter is the main thread,
@@ -623,17 +649,25 @@ static NEXT_LAB: AtomicU64 = AtomicU64::new(0);
 /// Two network namespaces joined by one veth pair; torn down on drop.
 #[derive(Debug)]
 pub struct Lab {
+    /// The first namespace.
     pub ns_a: Netns,
+    /// The second namespace.
     pub ns_b: Netns,
     /// veth end inside `ns_a`, up, with `addr_a`.
     pub if_a: String,
     /// veth end inside `ns_b`, up, with `addr_b`.
     pub if_b: String,
+    /// Address of `if_a`, in 198.18.0.0/15.
     pub addr_a: Ipv4Addr,
+    /// Address of `if_b`, in the same /24.
     pub addr_b: Ipv4Addr,
+    /// Prefix length of both addresses (24).
     pub prefix_len: u8,
+    /// MAC address of `if_a`.
     pub mac_a: [u8; 6],
+    /// MAC address of `if_b`.
     pub mac_b: [u8; 6],
+    /// MTU of both ends, in bytes.
     pub mtu: u32,
 }
 

@@ -2,21 +2,32 @@
 
 use std::net::Ipv4Addr;
 
+/// The transport header of a generated frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Proto {
+    /// A UDP datagram (8-byte header).
     Udp,
     /// A bare ACK segment (no SYN), so a kernel peer answers nothing costly.
     Tcp,
 }
 
+/// What [`build`] writes: one Ethernet + IPv4 + UDP/TCP frame with valid
+/// checksums.
 #[derive(Clone, Debug)]
 pub struct FrameSpec {
+    /// Ethernet source.
     pub src_mac: [u8; 6],
+    /// Ethernet destination.
     pub dst_mac: [u8; 6],
+    /// IPv4 source.
     pub src_ip: Ipv4Addr,
+    /// IPv4 destination.
     pub dst_ip: Ipv4Addr,
+    /// UDP/TCP source port.
     pub src_port: u16,
+    /// UDP/TCP destination port.
     pub dst_port: u16,
+    /// UDP or TCP.
     pub proto: Proto,
     /// Whole frame length without FCS (>= 60 is padded Ethernet minimum; smaller is allowed on veth).
     pub size: usize,
@@ -46,7 +57,11 @@ pub fn min_size(proto: Proto) -> usize {
 }
 
 /// Writes the frame into `buf` (at least `spec.size` long); the payload is a
-/// counting byte pattern so receivers can check it. Returns the length.
+/// counting byte pattern so receivers can check it. Returns the length:
+/// `spec.size`, raised to [`min_size`] if smaller.
+///
+/// # Panics
+/// If `buf` is shorter than that length.
 pub fn build(spec: &FrameSpec, buf: &mut [u8]) -> usize {
     let size = spec.size.max(min_size(spec.proto));
     let buf = &mut buf[..size];

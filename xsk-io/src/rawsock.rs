@@ -9,6 +9,8 @@ use crate::sys::{cvt, if_nametoindex};
 
 const ETH_P_ALL: u16 = 0x0003;
 
+/// An `AF_PACKET`/`SOCK_RAW` socket bound to one interface for every
+/// EtherType (`ETH_P_ALL`); closed on drop. Needs `CAP_NET_RAW`.
 #[derive(Debug)]
 pub struct RawSocket {
     fd: OwnedFd,
@@ -39,6 +41,7 @@ impl RawSocket {
         Ok(RawSocket { fd, ifindex })
     }
 
+    /// Index of the interface it is bound to.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
     }
