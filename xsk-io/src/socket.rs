@@ -63,7 +63,7 @@ pub enum SocketError {
 ///
 /// RX and fill bound how many received frames can wait for the application;
 /// TX bounds how many frames one flush can queue (and is the default
-/// [`XDP_MAX_TX_SKB_BUDGET`](crate::sys::XDP_MAX_TX_SKB_BUDGET)).
+/// [`XDP_MAX_TX_SKB_BUDGET`]).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct RingSizes {
     /// Fill ring: frames given to the kernel to receive into.

@@ -15,7 +15,7 @@
 //! 64 KiB frames).
 //!
 //! Layers: `ethtool` (the ioctls, the module's only `unsafe`; crate-internal),
-//! [`snapshot`] (reading), `plan` (deciding; unit-tested; crate-internal),
+//! [`snapshot`](mod@snapshot) (reading), `plan` (deciding; unit-tested; crate-internal),
 //! this file (applying).
 //!
 //! Most users never call this module: [`crate::iface::Iface::prepare`] runs

@@ -12,8 +12,7 @@ use super::snapshot::{vbit, DeviceSnapshot, Peer, VirtioFeatures};
 use super::{Outcome, QueueLayout, Step, TuneOptions};
 use crate::AttachMode;
 
-/// `XDP_PACKET_HEADROOM`: reserved in front of every XSK frame.
-pub const XDP_PACKET_HEADROOM: u32 = 256;
+use crate::sys::XDP_PACKET_HEADROOM;
 pub const ETH_HLEN: u32 = 14;
 pub const VLAN_HLEN: u32 = 4;
 /// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` on x86_64 with the

@@ -1,5 +1,5 @@
 //! What the decisions need to know about a device, read once from sysfs and
-//! ethtool. [`super::plan`] decides on this data alone, so it is unit-tested
+//! ethtool. The (crate-internal) planner decides on this data alone, so it is unit-tested
 //! with hand-made snapshots (e.g. of a virtio_net NIC this host doesn't have).
 
 use std::collections::BTreeMap;
@@ -113,7 +113,7 @@ pub enum FeatureSource {
 }
 
 /// What the tuning decides on: one device's state, read once by
-/// [`crate::tune::snapshot`] (no changes made).
+/// [`crate::tune::snapshot()`] (no changes made).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct DeviceSnapshot {
     /// The interface.
