@@ -40,7 +40,7 @@ impl<T: Copy> Shared<T> {
         for o in [off.producer, off.consumer, off.flags] {
             assert!(o as usize + 4 <= map.len() && o % 4 == 0, "bad ring offset");
         }
-        assert!(off.desc as usize % std::mem::align_of::<T>() == 0);
+        assert!((off.desc as usize).is_multiple_of(std::mem::align_of::<T>()));
         let base = map.as_ptr();
         // SAFETY: (all four pointers) the offsets were checked above to lie
         // inside the mapping and to be aligned for their types.
