@@ -202,8 +202,8 @@ static SAID_FEATURES: AtomicBool = AtomicBool::new(false);
 /// [`flush`](Self::flush) and [`reap`](Self::reap) on the TX side;
 /// [`audit`](Self::audit) to prove the books. The interface preparation
 /// (ownership, tuning, steering program) belongs to its [`Iface`], which the
-/// port keeps alive; dropping the last port of an interface puts the
-/// interface back.
+/// port keeps alive; once the last port of an interface (and any clone of
+/// [`iface`](Self::iface)) is dropped, the interface is put back.
 ///
 /// A port is `Send` but not shared: one thread drives it. It is a
 /// [`mio::event::Source`] (readable when the RX ring has frames).
