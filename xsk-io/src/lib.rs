@@ -67,8 +67,8 @@
 //! # What the process needs
 //!
 //! - `CAP_NET_RAW` to create the AF_XDP socket;
-//! - `CAP_BPF` and `CAP_NET_ADMIN` (or `CAP_SYS_ADMIN`) to load and attach
-//!   the steering program;
+//! - `CAP_BPF` and `CAP_NET_ADMIN` to load and attach the steering program
+//!   (`CAP_SYS_ADMIN` stands in for either);
 //! - `CAP_NET_ADMIN` for the ethtool changes;
 //! - `CAP_IPC_LOCK` for the UMEM, which the kernel pins. The crate never
 //!   raises `RLIMIT_MEMLOCK` (that needs `CAP_SYS_RESOURCE`); without
