@@ -1,14 +1,12 @@
 //! TCP/IP for the benchmark: a backend-independent request/response layer ([`rr`]) over the
 //! [`transport::Transport`] trait, with two backends: the kernel's TCP stack ([`kernel`]) and
-//! smoltcp over AF_XDP (`xsk`, added by its owner). Plus framing ([`codec`]) and CPU accounting
-//! ([`cpu`]) for the measurements.
+//! smoltcp over AF_XDP (`xsk`, added by its owner). Plus framing ([`codec`]).
 
 pub mod codec;
-pub mod cpu;
 pub mod kernel;
 pub mod resp;
 pub mod rr;
-pub mod timer;
+pub(crate) mod timer;
 pub mod transport;
 pub mod xsk;
 
