@@ -14,7 +14,7 @@ const MAX_LEN_LINE: usize = 22;
 
 /// Frames RESP requests: a multibulk array of bulk strings (`*2\r\n$3\r\nGET\r\n$1\r\nk\r\n`)
 /// or an inline command line (`GET k\r\n`, what `telnet` and redis-benchmark's `PING_INLINE`
-/// send). A decoded message is the whole request as it arrived; [`Resp`] splits it into
+/// send). A decoded message is the whole request as it arrived; [`Resp`](super::Resp) splits it into
 /// arguments. Parsing resumes where the last call stopped, so a large argument arriving in
 /// many segments is not rescanned. Responses pass through unchanged (the handler writes RESP).
 #[derive(Clone, Debug)]

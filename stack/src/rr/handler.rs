@@ -6,7 +6,7 @@ use bytes::BytesMut;
 
 use crate::transport::ConnId;
 
-/// What the [`Server`] does with a connection after [`Handler::handle`] returned.
+/// What the [`Server`](super::Server) does with a connection after [`Handler::handle`] returned.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Reply {
     /// The response is complete: keep serving the connection.
@@ -16,7 +16,7 @@ pub enum Reply {
     /// Requests that arrived after this one are dropped unanswered.
     Close,
     /// The response comes later, through [`Completions::complete`] (from [`Handler::tick`]) or
-    /// [`Server::complete`]; whatever `handle` wrote to `resp` is discarded. Until then the
+    /// [`Server::complete`](super::Server::complete); whatever `handle` wrote to `resp` is discarded. Until then the
     /// server decodes no further request from this connection, so responses stay in request
     /// order; other connections are served as usual.
     Pending,
@@ -50,7 +50,7 @@ impl Completions {
     }
 }
 
-/// Application logic of a [`Server`]: one decoded request in, one response out.
+/// Application logic of a [`Server`](super::Server): one decoded request in, one response out.
 ///
 /// Everything but [`Handler::handle`] has a no-op default. The server calls the hooks from its
 /// single event-loop thread, so a handler keeps per-connection state in its own table indexed
@@ -72,9 +72,10 @@ pub trait Handler {
         let _ = conn;
     }
 
-    /// Called once per event-loop iteration (at least every [`ServerConfig::poll_timeout`] when
-    /// idle), for periodic work such as expiring keys, and to complete [`Reply::Pending`]
-    /// requests through `done`. Keep it cheap: it runs between batches.
+    /// Called once per event-loop iteration (at least every
+    /// [`ServerConfig::poll_timeout`](super::ServerConfig::poll_timeout) when idle), for periodic
+    /// work such as expiring keys, and to complete [`Reply::Pending`] requests through `done`.
+    /// Keep it cheap: it runs between batches.
     fn tick(&mut self, done: &mut Completions) {
         let _ = done;
     }

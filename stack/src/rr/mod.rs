@@ -1,10 +1,13 @@
-//! Request/response over any [`Transport`]: a pipelining [`Server`] driving a [`Handler`], and a
-//! load-generating [`Client`] (closed or open loop) with per-response verification and latency.
+//! Request/response over any [`Transport`](crate::transport::Transport): a pipelining
+//! [`Server`] driving a [`Handler`], and a load-generating [`Client`] (closed or open loop) with
+//! per-response verification and latency.
 //!
 //! A [`Handler`] gets each decoded request and writes its response; it can also keep
 //! per-connection state (open/close callbacks, a table indexed by [`ConnId::slot`]), ask to close
 //! ([`Reply::Close`]), and answer later ([`Reply::Pending`], completed through [`Completions`] in
-//! [`Handler::tick`] or [`Server::complete`]). `stack/examples/` shows each of these.
+//! [`Handler::tick`] or [`Server::complete`]). `stack/examples/line_server.rs` shows per-connection
+//! state and `Reply::Close`; `pending_replies_complete_later_in_order_without_blocking_others` in
+//! `stack/tests/kernel_rr.rs` a handler that answers later.
 //!
 //! Both sides follow the transport contract in [`crate::transport`]: on `Readable` they drain
 //! `recv` until `Ok(0)` (or knowingly postpone it), a short `send` waits for `Writable`, and

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-/// Result of [`Client::run`].
+/// Result of [`Client::run`](super::Client::run).
 #[derive(Clone, Debug)]
 pub struct ClientReport {
     /// Backend name of the client's transport.

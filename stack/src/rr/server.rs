@@ -21,7 +21,8 @@ pub struct ServerConfig {
     /// client pipelines requests but does not read its responses.
     pub write_high_water: usize,
     /// Poll timeout used by [`Server::run_until`] (how often `stop` is checked when idle).
-    /// `Some(Duration::ZERO)` busy-polls.
+    /// `Some(Duration::ZERO)` busy-polls; `None` sleeps until an event, so `stop` is only
+    /// checked after one. Default 10 ms.
     pub poll_timeout: Option<Duration>,
 }
 
@@ -88,7 +89,8 @@ pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
 }
 
 impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
-    /// Starts listening on `cfg.port`. Each connection gets a clone of `codec`.
+    /// Starts listening on `cfg.port`. Each connection gets a clone of `codec`. Fails with the
+    /// transport's `listen` error, e.g. [`TransportError::AddrInUse`].
     pub fn new(mut transport: T, codec: C, handler: H, cfg: ServerConfig) -> Result<Self, TransportError> {
         let listener = transport.listen(cfg.port)?;
         Ok(Server {
@@ -167,7 +169,9 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         Ok(())
     }
 
-    /// One event-loop iteration: poll (waiting up to `timeout`), serve every event, flush.
+    /// One event-loop iteration: poll (waiting up to `timeout`), serve every event, run
+    /// [`Handler::tick`] and its completions, flush. Errors are the transport's `poll` and `flush`
+    /// failures (not a peer's: those close the connection and are counted in [`ServerStats`]).
     pub fn step(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
         // Take the event vector so handling can borrow `self`. Its capacity is kept.
         let mut events = std::mem::take(&mut self.events);

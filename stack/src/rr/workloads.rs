@@ -3,13 +3,13 @@
 
 use bytes::BytesMut;
 
-/// What a [`Client`] sends and how it checks the replies.
+/// What a [`Client`](super::Client) sends and how it checks the replies.
 pub trait Workload {
     /// Writes the next request payload (unframed) for connection `conn` into `out`, which is
     /// empty on entry. `seq` counts requests per connection from 0.
     fn next_request(&mut self, conn: usize, seq: u64, out: &mut BytesMut);
 
-    /// Verifies the response to `req`. A `false` is counted in [`ClientReport::errors`].
+    /// Verifies the response to `req`. A `false` is counted in [`ClientReport::errors`](super::ClientReport::errors).
     fn check(&mut self, conn: usize, req: &[u8], resp: &[u8]) -> bool;
 
     /// The response length, when the protocol does not frame it (echo over

@@ -156,7 +156,11 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
         (self.transport, self.workload)
     }
 
-    /// Connects, runs the load, and closes every connection again.
+    /// Connects, runs the load, and closes every connection again. Fails with
+    /// [`ClientError::Config`] for a depth of 0, a rate that is not a positive number or no
+    /// connections, [`ClientError::Connect`] if not every connection came up within
+    /// [`ClientConfig::connect_timeout`], and [`ClientError::Transport`] if the transport
+    /// failed. Bad or missing responses do not fail the run: they are counted in the report.
     pub fn run(&mut self) -> Result<ClientReport, ClientError> {
         let depth = match self.cfg.mode {
             LoadMode::ClosedLoop { depth: 0 } => return Err(ClientError::Config("closed-loop depth must be > 0")),
