@@ -14,10 +14,11 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+pub mod cpu;
 pub mod plot;
 pub mod stats;
 
-use stack::cpu::{pid_cpu, CpuSnapshot};
+use crate::cpu::{pid_cpu, CpuSnapshot};
 use stack::rr::{KvRequest, KvResponse, KvStatus, Workload};
 use stack::xsk::{AddrMode, PartialCsum, XskConfig};
 use xsk_io::port::{BusyPoll, Knob};

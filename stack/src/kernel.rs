@@ -104,6 +104,9 @@ pub struct KernelTransport {
 }
 
 impl KernelTransport {
+    /// An epoll instance with its precise-timeout timer; no sockets yet. Needs no privileges.
+    /// Fails with [`TransportError::Io`] if epoll or timerfd cannot be created (e.g. out of
+    /// file descriptors).
     pub fn new(cfg: KernelConfig) -> Result<Self, TransportError> {
         let poll = Poll::new()?;
         let timer = PreciseTimer::new()?;
@@ -119,6 +122,7 @@ impl KernelTransport {
         })
     }
 
+    /// The settings it was created with.
     pub fn config(&self) -> &KernelConfig {
         &self.cfg
     }

@@ -1,14 +1,111 @@
-//! TCP/IP for the benchmark: a backend-independent request/response layer ([`rr`]) over the
-//! [`transport::Transport`] trait, with two backends: the kernel's TCP stack ([`kernel`]) and
-//! smoltcp over AF_XDP (`xsk`, added by its owner). Plus framing ([`codec`]) and CPU accounting
-//! ([`cpu`]) for the measurements.
+//! TCP for request/response (RPC) servers and clients, with one API over two backends: the
+//! kernel's TCP ([`kernel`]) and smoltcp over an AF_XDP socket in copy mode ([`xsk`]). Code
+//! written against [`transport::Transport`] (or the request/response layer [`rr`] on top of it)
+//! runs unchanged on either, so the two can be compared with everything above them equal.
+//!
+//! # Which backend
+//!
+//! - [`KernelTransport`] (kernel TCP through epoll): needs no privileges, works on any interface
+//!   including loopback, talks to clients on the same host. Use it to develop, to serve local
+//!   clients, and as the baseline.
+//! - [`xsk::XskTransport`] (smoltcp over an AF_XDP port on one interface): for servers in VMs
+//!   and containers on `virtio_net` or `veth` devices, where it aims at lower CPU per request
+//!   and tail latency than the guest kernel's TCP. IPv4 and TCP only. Clients must come over
+//!   the wire (another machine, VM or network namespace): the host's own packets to a local
+//!   address never pass the interface's XDP hook. One transport binds one RX queue and is driven
+//!   by one thread; [`xsk::XskTransport::shards`] opens one per queue, each for its own thread.
+//!
+//! # Which address mode (xsk)
+//!
+//! [`xsk::AddrMode`] in [`xsk::XskConfig`]:
+//! - **Dedicated** `{ addr, prefix_len }`: an address the kernel does not have. The stack answers
+//!   ARP and ping for it; its listening ports and its whole ephemeral range
+//!   ([`xsk::XskConfig::ephemeral`]) are steered to it; off-link peers go through
+//!   [`xsk::XskConfig::gateway`]. Use it when you can add an address (a lab, a second address
+//!   in the subnet).
+//! - **Shared**: the interface's own IPv4 address (it must have one). Only the ports the stack
+//!   uses are steered to it (its listening ports and the local ports of its live connections),
+//!   each held in the kernel by a placeholder socket while in use, so kernel programs keep every
+//!   other port (SSH, DHCP, ...). ARP stays with the kernel, neighbours come from the kernel's
+//!   table, off-link peers go through its default route. A port a kernel socket already has is
+//!   refused ([`TransportError::AddrInUse`] from `listen`; `connect` picks another). Use it
+//!   when the machine has one address.
+//!
+//! # What the xsk backend needs
+//!
+//! - **Root** (creating the AF_XDP socket, attaching the XDP program, ethtool changes). The
+//!   kernel backend needs none.
+//! - **The device**: an Ethernet interface whose MTU fits a UMEM frame (MTU + 18 bytes within
+//!   the frame minus XDP headroom; an MTU that does not fit is refused with the `ip link set`
+//!   that fixes it), a queue [`xsk::XskConfig::port`]`.queue` that exists, copy mode (a driver
+//!   that forces zero-copy is refused). `virtio_net` and `veth` get driver-specific preparation
+//!   and, with the default [`xsk_io::AttachMode::Auto`], the program in driver (native) mode;
+//!   other drivers get it in generic (SKB) mode.
+//!   Only one process at a time may own an interface: a second one is refused, naming the pid.
+//!
+//! # What it does to the interface, and undoes
+//!
+//! Each step is logged (`RUST_LOG=info`). Before changing anything it writes the original
+//! state to a record under `/run/xsk-io` and holds a lock for its whole life. It turns GRO and
+//! LRO off in generic mode and segmentation offloads off on a veth peer, reduces a `virtio_net`
+//! device to one channel when one queue is bound, and attaches the steering program through a
+//! bpf_link. The program hands the stack only its own flows and passes everything else to the
+//! kernel. When the last transport on the interface is dropped, the program is detached and
+//! the settings put back. After `kill -9`, an OOM kill or an abort, the program goes away with
+//! the process (bpf_link), shared-mode ports are released with their placeholder sockets, and
+//! the device settings are restored by the next start on that interface or by
+//! `xsk-bench restore IF`. So stop on SIGINT/SIGTERM by returning from the event loop, which
+//! drops the transport (the examples use `xsk_io::lab::install_signal_handlers` and
+//! `interrupted` for this).
+//!
+//! # The request/response API ([`rr`])
+//!
+//! - A [`Handler`] gets each decoded request and appends its response: [`Reply::Done`], or
+//!   [`Reply::Close`] to close after the response, or [`Reply::Pending`] to answer later
+//!   through [`Completions`] (in [`Handler::tick`]) or [`Server::complete`], with responses kept
+//!   in request order. `on_open` and `on_close` bracket a connection, for per-connection state
+//!   indexed by [`ConnId::slot`]. [`Echo`] and [`Kv`] are ready-made handlers.
+//! - A [`Server`] runs a handler over a transport with a [`Codec`] ([`LengthPrefixed`],
+//!   [`Lines`], [`Stream`], or your own): [`Server::run_until`] or one [`Server::step`] at a
+//!   time. It pipelines, batches responses, and stops reading a connection whose unsent
+//!   responses reach [`ServerConfig::write_high_water`].
+//! - A [`Client`] is a load generator: connections, closed or open loop ([`LoadMode`]), requests
+//!   from a [`Workload`] ([`EchoWorkload`], or [`FnWorkload`] from two closures), each response
+//!   checked and timed, a [`ClientReport`] at the end.
+//! - Under both, [`Transport`] is the connection API itself (listen, connect, poll for
+//!   [`Event`]s, recv, send, close, flush) for programs that run their own loop; its module
+//!   docs give the exact contract.
+//!
+//! # The Redis-protocol service ([`resp`])
+//!
+//! [`resp::Resp`] is a [`Handler`] that serves RESP2 strings (GET, SET with expiry, counters,
+//! MGET/MSET, ...) and the start-up queries of stock clients, with [`resp::RespCodec`] as the
+//! codec: `redis-cli` and `redis-benchmark` work against it on either backend. `rr-server
+//! --service resp` (crate `apps`) runs it.
+//!
+//! # Examples
+//!
+//! `stack/examples/`: `echo_server.rs` (an echo server on either backend, the xsk one with a
+//! dedicated address), `line_server.rs` (a line protocol with per-connection state and QUIT)
+//! and `client.rs` (a load client for it; `stack/tests/examples.rs` runs the two end to end).
+//! The smallest server, on the kernel backend:
+//!
+//! ```no_run
+//! use stack::{Echo, KernelConfig, KernelTransport, LengthPrefixed, Server, ServerConfig};
+//!
+//! # fn main() -> Result<(), stack::TransportError> {
+//! let transport = KernelTransport::new(KernelConfig::default())?; // 127.0.0.1
+//! let cfg = ServerConfig { port: 7000, ..ServerConfig::default() };
+//! let mut server = Server::new(transport, LengthPrefixed::default(), Echo, cfg)?;
+//! server.run_until(|| false)
+//! # }
+//! ```
 
 pub mod codec;
-pub mod cpu;
 pub mod kernel;
 pub mod resp;
 pub mod rr;
-pub mod timer;
+pub(crate) mod timer;
 pub mod transport;
 pub mod xsk;
 

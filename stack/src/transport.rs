@@ -88,6 +88,8 @@ impl ConnId {
         (self.0 & Self::SLOT_MASK) as usize
     }
 
+    /// How many times the slot had been reused when this id was handed out (wraps at
+    /// 2^(32 - [`ConnId::SLOT_BITS`])).
     pub fn generation(self) -> u32 {
         self.0 >> Self::SLOT_BITS
     }
@@ -102,7 +104,12 @@ pub struct ListenerId(pub u32);
 pub enum Event {
     /// A new inbound connection on `listener`. It is established and writable. If data is
     /// already waiting, `Readable` follows.
-    Accepted { listener: ListenerId, conn: ConnId },
+    Accepted {
+        /// The listener it arrived on.
+        listener: ListenerId,
+        /// The new connection's id, valid until the application closes it.
+        conn: ConnId,
+    },
     /// An outgoing `connect` completed. The connection is now writable.
     Connected(ConnId),
     /// New bytes, EOF or an error can be read with `recv` (drain until it returns `Ok(0)`).
@@ -121,25 +128,32 @@ pub enum TransportError {
     /// The id was closed by the application, or never existed (stale id).
     #[error("unknown or already closed connection {0:?}")]
     UnknownConn(ConnId),
+    /// The listener id was never returned by this transport's `listen`.
     #[error("unknown listener {0:?}")]
     UnknownListener(ListenerId),
     /// The connection can no longer carry outgoing data (reset, socket error, failed
     /// connect). `Closed` is (or was) reported for it.
     #[error("connection {0:?} can no longer send (reset or failed)")]
     ConnectionClosed(ConnId),
+    /// `listen` on a port that is already taken: by another socket (kernel backend), or by a
+    /// listener of this stack or a kernel program (xsk backend, shared-address mode).
     #[error("port {0} already in use")]
     AddrInUse(u16),
     /// Out of connection slots, ports or buffers.
     #[error("resource exhausted: {0}")]
     Exhausted(&'static str),
+    /// An argument the backend cannot use; the text says which.
     #[error("invalid argument: {0}")]
     InvalidInput(&'static str),
+    /// A system call failed (socket, epoll, timerfd, ...).
     #[error(transparent)]
     Io(#[from] std::io::Error),
     /// Backend-specific failure (e.g. an AF_XDP ring or smoltcp error).
     #[error("{backend} backend: {source}")]
     Backend {
+        /// The backend's [`Transport::name`].
         backend: &'static str,
+        /// What failed inside it.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
@@ -208,10 +222,12 @@ impl<T> Default for ConnSlab<T> {
 }
 
 impl<T> ConnSlab<T> {
+    /// An empty slab.
     pub fn new() -> Self {
         Self::with_capacity(0)
     }
 
+    /// An empty slab with room for `cap` entries before it reallocates.
     pub fn with_capacity(cap: usize) -> Self {
         ConnSlab { slots: Vec::with_capacity(cap), free: Vec::with_capacity(cap), len: 0 }
     }
@@ -232,6 +248,7 @@ impl<T> ConnSlab<T> {
         Ok(ConnId::new(slot, entry.generation))
     }
 
+    /// The value stored under `id`; `None` if the id was removed (stale) or never existed.
     pub fn get(&self, id: ConnId) -> Option<&T> {
         let entry = self.slots.get(id.slot())?;
         if Self::gen_matches(entry, id) {
@@ -241,6 +258,7 @@ impl<T> ConnSlab<T> {
         }
     }
 
+    /// The value stored under `id`, mutable; `None` for a stale or unknown id.
     pub fn get_mut(&mut self, id: ConnId) -> Option<&mut T> {
         let entry = self.slots.get_mut(id.slot())?;
         if Self::gen_matches(entry, id) {
@@ -263,10 +281,12 @@ impl<T> ConnSlab<T> {
         Some(value)
     }
 
+    /// Live entries.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// No live entries.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgMatches, Parser};
 
+use apps::cpu::{pid_cpu, CpuUsage};
 use apps::{
     parse_bytes, parse_connect, parse_duration, usage_bail, usage_ensure, warn_ignored, AddrArg, Backend,
     BenchResult, CpuSample, CpuWindow, KvWorkload, Progress, Service, XskOpts,
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
-use stack::cpu::{pid_cpu, CpuUsage};
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::resp::RespWorkload;
 use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
@@ -427,7 +427,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
 /// One measured run: the client's report and the CPU counters read around it.
 struct Measured {
     report: ClientReport,
-    usage: stack::cpu::CpuUsage,
+    usage: apps::cpu::CpuUsage,
     server_cpu: Option<Duration>,
     warmup_requests: u64,
     setup_s: f64,

@@ -1009,7 +1009,7 @@ mod redis {
     fn run_one(env: &Env, server: &str, case: (&str, usize, usize), round: usize, n: usize) -> Result<Vec<RedisRow>> {
         let (s, addr) = start(env, server)?;
         let pid = s.child.id();
-        let cpu0 = stack::cpu::pid_cpu(pid)?;
+        let cpu0 = apps::cpu::pid_cpu(pid)?;
         let out = Command::new("ip")
             .args(["netns", "exec", &env.lab.ns_b.name, "redis-benchmark", "-h", &addr.to_string()])
             .args(["-p", &PORT.to_string(), "-t", "set,get", "-d", "64", "-r", "10000", "--csv"])
@@ -1017,7 +1017,7 @@ mod redis {
             .stdin(Stdio::null())
             .output()
             .context("running redis-benchmark")?;
-        let cpu = stack::cpu::pid_cpu(pid)?.saturating_sub(cpu0);
+        let cpu = apps::cpu::pid_cpu(pid)?.saturating_sub(cpu0);
         if server == "redis" {
             // redis-server exits 0 on SIGINT too, but does not need our clean-exit checks.
             drop(s);

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{ArgMatches, Parser};
 
+use apps::cpu::process_cpu;
 use apps::stats::{self, MetricsEndpoint, Snapshot};
 use apps::{parse_bytes, parse_duration, usage_ensure, warn_ignored, Backend, ServerSummary, Service, XskOpts};
 use stack::codec::{Codec, LengthPrefixed, Stream};
-use stack::cpu::process_cpu;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::resp::{Resp, RespCodec, RespLimits};
 use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};

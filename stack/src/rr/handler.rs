@@ -1,0 +1,93 @@
+//! The application side of a [`Server`](super::Server): the [`Handler`] trait, what it returns
+//! ([`Reply`]), how it completes deferred responses ([`Completions`]), and the simplest handler,
+//! [`Echo`].
+
+use bytes::BytesMut;
+
+use crate::transport::ConnId;
+
+/// What the [`Server`](super::Server) does with a connection after [`Handler::handle`] returned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reply {
+    /// The response is complete: keep serving the connection.
+    #[default]
+    Done,
+    /// Send every response queued so far, then close the connection (e.g. RESP `QUIT`).
+    /// Requests that arrived after this one are dropped unanswered.
+    Close,
+    /// The response comes later, through [`Completions::complete`] (from [`Handler::tick`]) or
+    /// [`Server::complete`](super::Server::complete); whatever `handle` wrote to `resp` is discarded. Until then the
+    /// server decodes no further request from this connection, so responses stay in request
+    /// order; other connections are served as usual.
+    Pending,
+}
+
+/// Responses to [`Reply::Pending`] requests, handed to the server from [`Handler::tick`]. The
+/// buffers are kept between ticks, so completing allocates nothing in steady state.
+#[derive(Debug, Default)]
+pub struct Completions {
+    pub(super) payloads: BytesMut,
+    /// Connection and end offset of its payload in `payloads`.
+    pub(super) done: Vec<(ConnId, usize)>,
+}
+
+impl Completions {
+    /// Completes the pending request of `conn` with `payload` (framed by the server's codec).
+    /// A completion for a connection that closed meanwhile, or has nothing pending, is dropped.
+    pub fn complete(&mut self, conn: ConnId, payload: &[u8]) {
+        self.payloads.extend_from_slice(payload);
+        self.done.push((conn, self.payloads.len()));
+    }
+
+    /// Completions queued and not yet taken by the server.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Nothing queued.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+}
+
+/// Application logic of a [`Server`](super::Server): one decoded request in, one response out.
+///
+/// Everything but [`Handler::handle`] has a no-op default. The server calls the hooks from its
+/// single event-loop thread, so a handler keeps per-connection state in its own table indexed
+/// by [`ConnId::slot`] (dense, reused after close) without locks; compare the full id to be safe
+/// against reuse.
+pub trait Handler {
+    /// Appends the response payload for `req` to `resp` (empty on entry). The server frames
+    /// it with the connection's codec. Must not panic on any `req`: it is peer input.
+    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply;
+
+    /// A connection was accepted. Called before any `handle` for it.
+    fn on_open(&mut self, conn: ConnId) {
+        let _ = conn;
+    }
+
+    /// The server closed the connection (peer closed, `Reply::Close`, protocol or I/O error).
+    /// No further calls for this id follow.
+    fn on_close(&mut self, conn: ConnId) {
+        let _ = conn;
+    }
+
+    /// Called once per event-loop iteration (at least every
+    /// [`ServerConfig::poll_timeout`](super::ServerConfig::poll_timeout) when idle), for periodic
+    /// work such as expiring keys, and to complete [`Reply::Pending`] requests through `done`.
+    /// Keep it cheap: it runs between batches.
+    fn tick(&mut self, done: &mut Completions) {
+        let _ = done;
+    }
+}
+
+/// Replies with the request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Echo;
+
+impl Handler for Echo {
+    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
+        resp.extend_from_slice(req);
+        Reply::Done
+    }
+}

@@ -1,0 +1,363 @@
+//! [`Server`]: the event loop that accepts connections, decodes pipelined requests, hands each
+//! to the [`Handler`], and sends every response one read produced as one batch. A connection whose
+//! unsent responses reach [`ServerConfig::write_high_water`] is not read until they drain.
+
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+
+use super::{Completions, ConnMap, Handler, Reply, INITIAL_BUF};
+use crate::codec::Codec;
+use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+#[derive(Clone, Debug)]
+/// How a [`Server`] listens and paces itself.
+pub struct ServerConfig {
+    /// Port to listen on (0 = ephemeral, see [`Server::local_addr`]).
+    pub port: u16,
+    /// Stop reading from a connection once this many response bytes are waiting to be sent.
+    /// Reading resumes when the backlog falls below half of it. This bounds memory when a
+    /// client pipelines requests but does not read its responses.
+    pub write_high_water: usize,
+    /// Poll timeout used by [`Server::run_until`] (how often `stop` is checked when idle).
+    /// `Some(Duration::ZERO)` busy-polls; `None` sleeps until an event, so `stop` is only
+    /// checked after one. Default 10 ms.
+    pub poll_timeout: Option<Duration>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { port: 0, write_high_water: 4 << 20, poll_timeout: Some(Duration::from_millis(10)) }
+    }
+}
+
+/// Counters of a [`Server`] since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ServerStats {
+    /// Requests decoded and handed to the handler.
+    pub requests: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// Bytes sent.
+    pub bytes_out: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections closed (for any reason).
+    pub closed: u64,
+    /// Connections closed because the codec rejected their input.
+    pub protocol_errors: u64,
+    /// Connections closed because `recv`/`send` failed (e.g. reset while sending).
+    pub io_errors: u64,
+}
+
+struct ServerConn<C> {
+    codec: C,
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    /// Reading is suspended for back-pressure. The connection may still hold unread data.
+    paused: bool,
+    /// `Closed` arrived: close once the remaining responses are out.
+    peer_closed: bool,
+    /// The handler asked to close, or the input was malformed: read nothing more, close once
+    /// the queued responses are out.
+    closing: bool,
+    /// A request is waiting for its [`Reply::Pending`] completion: decode nothing more.
+    pending: bool,
+}
+
+#[derive(PartialEq, Eq)]
+enum Next {
+    Keep,
+    Close,
+}
+
+/// A request/response server: accepts connections, decodes pipelined requests, calls the
+/// handler, and sends all responses produced by one read as one batch.
+pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
+    transport: T,
+    codec: C,
+    handler: H,
+    cfg: ServerConfig,
+    listener: ListenerId,
+    conns: ConnMap<ServerConn<C>>,
+    events: Vec<Event>,
+    /// Response payload before framing. Reused for every request.
+    scratch: BytesMut,
+    stats: ServerStats,
+    completions: Completions,
+}
+
+impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
+    /// Starts listening on `cfg.port`. Each connection gets a clone of `codec`. Fails with the
+    /// transport's `listen` error, e.g. [`TransportError::AddrInUse`].
+    pub fn new(mut transport: T, codec: C, handler: H, cfg: ServerConfig) -> Result<Self, TransportError> {
+        let listener = transport.listen(cfg.port)?;
+        Ok(Server {
+            transport,
+            codec,
+            handler,
+            cfg,
+            listener,
+            conns: ConnMap::default(),
+            events: Vec::with_capacity(1024),
+            scratch: BytesMut::with_capacity(INITIAL_BUF),
+            stats: ServerStats::default(),
+            completions: Completions::default(),
+        })
+    }
+
+    /// Completes the [`Reply::Pending`] request of `conn` with `payload` and serves the
+    /// connection on. For callers outside the handler (between [`Server::step`]s); a handler
+    /// completes from [`Handler::tick`]. Returns false if `conn` is gone or has nothing pending.
+    pub fn complete(&mut self, conn: ConnId, payload: &[u8]) -> bool {
+        let Some(c) = self.conns.get_mut(&conn) else { return false };
+        if !c.pending {
+            return false;
+        }
+        c.pending = false;
+        c.codec.encode(payload, &mut c.wbuf);
+        self.service(conn);
+        true
+    }
+
+    /// The listening address, with the real port if `port` was 0.
+    pub fn local_addr(&self) -> Option<SocketAddrV4> {
+        self.transport.local_addr(self.listener)
+    }
+
+    /// Counters since start.
+    pub fn stats(&self) -> ServerStats {
+        self.stats
+    }
+
+    /// Open connections.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The handler (e.g. to read its state while the server runs).
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// The handler, mutable (between steps: the server is single-threaded).
+    pub fn handler_mut(&mut self) -> &mut H {
+        &mut self.handler
+    }
+
+    /// The transport (e.g. for its counters).
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    /// The transport, mutable.
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
+    /// Takes the server apart (e.g. to inspect the handler's state after a run).
+    pub fn into_parts(self) -> (T, H) {
+        (self.transport, self.handler)
+    }
+
+    /// Runs [`Server::step`] with the configured poll timeout until `stop()` returns true.
+    pub fn run_until(&mut self, stop: impl Fn() -> bool) -> Result<(), TransportError> {
+        while !stop() {
+            self.step(self.cfg.poll_timeout)?;
+        }
+        Ok(())
+    }
+
+    /// One event-loop iteration: poll (waiting up to `timeout`), serve every event, run
+    /// [`Handler::tick`] and its completions, flush. Errors are the transport's `poll` and `flush`
+    /// failures (not a peer's: those close the connection and are counted in [`ServerStats`]).
+    pub fn step(&mut self, timeout: Option<Duration>) -> Result<(), TransportError> {
+        // Take the event vector so handling can borrow `self`. Its capacity is kept.
+        let mut events = std::mem::take(&mut self.events);
+        events.clear();
+        let polled = self.transport.poll(&mut events, timeout);
+        if polled.is_ok() {
+            for ev in events.drain(..) {
+                self.on_event(ev);
+            }
+        }
+        self.events = events;
+        polled?;
+        let mut done = std::mem::take(&mut self.completions);
+        self.handler.tick(&mut done);
+        let mut start = 0;
+        for &(conn, end) in &done.done {
+            self.complete(conn, &done.payloads[start..end]);
+            start = end;
+        }
+        done.done.clear();
+        done.payloads.clear();
+        self.completions = done;
+        self.transport.flush()
+    }
+
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Accepted { conn, .. } => {
+                self.stats.accepted += 1;
+                let state = ServerConn {
+                    codec: self.codec.clone(),
+                    rbuf: BytesMut::with_capacity(INITIAL_BUF),
+                    wbuf: BytesMut::with_capacity(INITIAL_BUF),
+                    paused: false,
+                    peer_closed: false,
+                    closing: false,
+                    pending: false,
+                };
+                self.conns.insert(conn, state);
+                self.handler.on_open(conn);
+            }
+            Event::Readable(c) | Event::Writable(c) => self.service(c),
+            Event::Closed(c) => {
+                if let Some(conn) = self.conns.get_mut(&c) {
+                    conn.peer_closed = true;
+                    self.service(c);
+                }
+            }
+            // A server does not connect out.
+            Event::Connected(_) => {}
+        }
+    }
+
+    /// Reads, handles and writes as far as the connection allows, then closes it if it is done.
+    fn service(&mut self, id: ConnId) {
+        // Events for connections closed earlier in this batch are stale: skip them.
+        let Some(conn) = self.conns.get_mut(&id) else { return };
+        let next = serve_conn(
+            &mut self.transport,
+            &mut self.handler,
+            &mut self.scratch,
+            &mut self.stats,
+            self.cfg.write_high_water,
+            id,
+            conn,
+        );
+        if next == Next::Close {
+            self.conns.remove(&id);
+            self.transport.close(id);
+            self.stats.closed += 1;
+            self.handler.on_close(id);
+        }
+    }
+}
+
+/// The per-connection state machine, a free function so it can borrow the server's fields
+/// separately.
+fn serve_conn<T: Transport, C: Codec, H: Handler>(
+    transport: &mut T,
+    handler: &mut H,
+    scratch: &mut BytesMut,
+    stats: &mut ServerStats,
+    high_water: usize,
+    id: ConnId,
+    conn: &mut ServerConn<C>,
+) -> Next {
+    loop {
+        if !conn.paused && !conn.closing && !conn.pending {
+            // Requests left in the buffer when we paused come first.
+            decode_buffered(handler, scratch, stats, high_water, id, conn);
+            while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
+                let n = match transport.recv(id, &mut conn.rbuf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::debug!(?id, error = %e, "recv failed");
+                        stats.io_errors += 1;
+                        return Next::Close;
+                    }
+                };
+                if n == 0 {
+                    break;
+                }
+                stats.bytes_in += n as u64;
+                // Decode after every read, so the read buffer only ever holds about one
+                // read's worth plus a partial message.
+                decode_buffered(handler, scratch, stats, high_water, id, conn);
+            }
+            if conn.wbuf.len() >= high_water {
+                // Leave the rest unread (and undecoded). The transport will not remind us (edge
+                // contract), so we resume ourselves below once the backlog drains.
+                conn.paused = true;
+            }
+        }
+
+        // One batched send for every response produced above. A short send waits for Writable.
+        while !conn.wbuf.is_empty() {
+            match transport.send(id, &conn.wbuf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    stats.bytes_out += n as u64;
+                    let full = n == conn.wbuf.len();
+                    conn.wbuf.advance(n);
+                    if !full {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(?id, error = %e, "send failed");
+                    // A peer that already closed may reset: that is the normal end, not an I/O
+                    // error.
+                    if !conn.peer_closed {
+                        stats.io_errors += 1;
+                    }
+                    return Next::Close;
+                }
+            }
+        }
+
+        if conn.paused && !conn.closing && conn.wbuf.len() < high_water / 2 {
+            conn.paused = false;
+            continue;
+        }
+        break;
+    }
+    let done = !conn.pending && (conn.closing || (conn.peer_closed && !conn.paused));
+    if done && conn.wbuf.is_empty() {
+        Next::Close
+    } else {
+        Next::Keep
+    }
+}
+
+/// Decodes and handles the requests in the read buffer until it holds no complete one, the
+/// response backlog reaches `high_water` (the rest waits: this bounds the per-connection
+/// response queue however much a client pipelines), or the connection is closing.
+fn decode_buffered<C: Codec, H: Handler>(
+    handler: &mut H,
+    scratch: &mut BytesMut,
+    stats: &mut ServerStats,
+    high_water: usize,
+    id: ConnId,
+    conn: &mut ServerConn<C>,
+) {
+    while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
+        match conn.codec.decode(&mut conn.rbuf) {
+            Ok(Some(req)) => {
+                scratch.clear();
+                let reply = handler.handle(id, &req, scratch);
+                stats.requests += 1;
+                match reply {
+                    Reply::Done => conn.codec.encode(scratch, &mut conn.wbuf),
+                    Reply::Close => {
+                        conn.codec.encode(scratch, &mut conn.wbuf);
+                        conn.closing = true;
+                    }
+                    Reply::Pending => conn.pending = true,
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(?id, error = %e, "protocol error, closing");
+                stats.protocol_errors += 1;
+                // Protocols with an error reply (RESP) tell the peer why before the close.
+                conn.codec.encode_error(&e, &mut conn.wbuf);
+                conn.closing = true;
+            }
+        }
+    }
+}
