@@ -1,0 +1,302 @@
+//! The driver's loop: frames from the port into the engine, the engine's
+//! frames out through the port, sleeping on epoll and a timerfd in between;
+//! and the [`Transport`] calls, which the engine answers.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use smoltcp::time::Instant as SmolInstant;
+use xsk_io::port::Port;
+use xsk_io::umem::Frame;
+
+use super::claims::Claims;
+use super::device::DevState;
+use super::engine::{Engine, PortChange};
+use super::faults::RxFate;
+use super::neigh::Neighbours;
+use super::{backend_err, StackStats, XskConfig};
+use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+pub struct XskTransport {
+    pub(super) port: Port,
+    pub(super) engine: Engine,
+    pub(super) dev: DevState,
+    pub(super) neigh: Neighbours,
+    pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
+    pub(super) rx_batch: Vec<Frame>,
+    pub(super) poll: mio::Poll,
+    pub(super) mio_events: mio::Events,
+    pub(super) epoch: std::time::Instant,
+    /// Shared-address mode: the ports held from the kernel.
+    pub(super) claims: Option<Arc<Claims>>,
+    /// A frame held back by reorder injection.
+    pub(super) delayed: Option<Frame>,
+    /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
+    pub(super) timer: crate::timer::PreciseTimer,
+    pub(super) cfg: XskConfig,
+}
+
+pub(super) const XSK_TOKEN: mio::Token = mio::Token(0);
+pub(super) const TIMER_TOKEN: mio::Token = mio::Token(1);
+
+impl XskTransport {
+    pub fn addr(&self) -> Ipv4Addr {
+        self.engine.addr()
+    }
+
+    pub fn port(&self) -> &Port {
+        &self.port
+    }
+
+    pub fn stats(&self) -> StackStats {
+        let mut engine = self.engine.stats();
+        if let Some(f) = &self.dev.faults {
+            engine.drops.injected = f.rx_dropped;
+        }
+        StackStats { engine, device: self.dev.stats, port: self.port.stats() }
+    }
+
+    /// Listening sockets waiting for a SYN, over all buckets.
+    pub fn listening_sockets(&self) -> usize {
+        self.engine.stats().listening
+    }
+
+    /// Frame accounting of the underlying port (see `Port::audit`).
+    pub fn audit(&mut self) -> Result<xsk_io::port::Accounting, String> {
+        self.port.audit()
+    }
+
+    fn now(&self) -> SmolInstant {
+        SmolInstant::from_micros(self.epoch.elapsed().as_micros() as i64)
+    }
+
+    /// One received frame into the engine; its UMEM frame goes back to the port.
+    fn ingest(&mut self, frame: Frame, now: SmolInstant) {
+        let (mut link, umem) = self.dev.link(&mut self.port);
+        let _ = self.engine.ingest(now, umem.data(&frame), &mut link);
+        self.port.release(frame);
+    }
+
+    /// `ingest`, through the fault injector when one is configured.
+    fn ingest_faulty(&mut self, frame: Frame, now: SmolInstant) {
+        let Some(f) = &mut self.dev.faults else { return self.ingest(frame, now) };
+        match f.rx() {
+            RxFate::Deliver => {
+                self.ingest(frame, now);
+                if let Some(d) = self.delayed.take() {
+                    self.ingest(d, now);
+                }
+            }
+            RxFate::Drop => self.port.release(frame),
+            RxFate::Duplicate => {
+                let copy = self.port.umem().data(&frame).to_vec();
+                self.ingest(frame, now);
+                let (mut link, _) = self.dev.link(&mut self.port);
+                let _ = self.engine.ingest(now, &copy, &mut link);
+            }
+            RxFate::Delay => {
+                if let Some(prev) = self.delayed.replace(frame) {
+                    self.ingest(prev, now)
+                }
+            }
+        }
+    }
+
+    /// Shared mode: answer smoltcp's ARP wishes from the kernel's table.
+    fn neighbours(&mut self, now: SmolInstant, wall: std::time::Instant) {
+        for t in self.dev.arp_targets.drain(..) {
+            self.neigh.want(Ipv4Addr::from(t), wall);
+        }
+        if !self.neigh.has_pending() {
+            return;
+        }
+        let mut found = std::mem::take(&mut self.resolved);
+        self.neigh.resolve_pending(wall, &mut found);
+        let (mut link, _) = self.dev.link(&mut self.port);
+        for (ip, mac) in found.drain(..) {
+            // The gateway is on-link; an off-link peer is never resolved
+            // (smoltcp asks for its gateway instead).
+            self.engine.teach_neighbour(now, ip, mac, &mut link);
+        }
+        self.resolved = found;
+    }
+
+    fn egress(&mut self, now: SmolInstant) -> Result<(), TransportError> {
+        let (mut link, _) = self.dev.link(&mut self.port);
+        self.engine.egress(now, &mut link);
+        self.release_ports();
+        self.port.flush().map_err(backend_err)
+    }
+
+    /// Ports of finished connections go back to the kernel.
+    fn release_ports(&mut self) {
+        let steer = self.port.steer();
+        for PortChange::Released(p) in self.engine.port_changes() {
+            if let Some(c) = &self.claims {
+                c.release(p, steer);
+            }
+        }
+    }
+
+    /// How long to sleep: until the engine's next timer or the caller's deadline.
+    fn wait_for(&mut self, left: Option<Duration>) -> Option<Duration> {
+        let now = self.now();
+        let timer = self.engine.poll_at().map(|d| {
+            if d <= now {
+                Duration::ZERO
+            } else {
+                Duration::from_micros((d - now).total_micros())
+            }
+        });
+        match (left, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl Transport for XskTransport {
+    fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+        if port != 0 {
+            if let Some(c) = &self.claims {
+                c.claim(port, self.port.steer()).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::AddrInUse => TransportError::AddrInUse(port),
+                    _ => TransportError::Io(e),
+                })?;
+            }
+        }
+        let lid = match self.engine.listen(port) {
+            Ok(l) => l,
+            Err(e) => {
+                if let (Some(c), true) = (&self.claims, port != 0) {
+                    c.release(port, self.port.steer());
+                }
+                return Err(e);
+            }
+        };
+        let port = self.engine.local_addr(lid).map(|a| a.port()).unwrap_or(port);
+        if self.claims.is_none() {
+            if let Some(steer) = self.port.steer() {
+                steer.add_tcp_port(port).map_err(backend_err)?;
+            }
+        }
+        Ok(lid)
+    }
+
+    fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
+        let (claims, steer) = (self.claims.as_deref(), self.port.steer());
+        let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
+        let id = self.engine.connect(addr, &mut usable)?;
+        Ok(id)
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        let start = std::time::Instant::now();
+        let busy = self.port.features().busy_poll.is_some();
+        loop {
+            let wall = std::time::Instant::now();
+            let now = self.now();
+            self.neighbours(now, wall);
+            let mut batch = std::mem::take(&mut self.rx_batch);
+            let n = self.port.recv(&mut batch, self.cfg.rx_batch);
+            for f in batch.drain(..) {
+                self.ingest_faulty(f, now);
+            }
+            if let Some(d) = self.delayed.take() {
+                self.ingest(d, now);
+            }
+            self.rx_batch = batch;
+            // Report what arrived before transmitting anything: the
+            // application's answers then ride on the ACKs (flush() sends
+            // both), instead of a bare ACK going out first.
+            self.engine.scan_dirty();
+            if self.engine.take_events(events) {
+                return Ok(());
+            }
+            self.egress(now)?;
+            if self.engine.take_events(events) {
+                return Ok(());
+            }
+            if n == self.cfg.rx_batch {
+                continue; // more frames waiting: no sleep
+            }
+            let elapsed = start.elapsed();
+            let left = match timeout {
+                Some(t) if elapsed >= t => return Ok(()),
+                Some(t) => Some(t - elapsed),
+                None => None,
+            };
+            let wait = self.wait_for(left);
+            if self.port.tx_pending() || self.neigh.has_pending() {
+                // TX left in the ring (budget) or a neighbour being resolved: come back soon.
+                let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
+                std::thread::sleep(w);
+                continue;
+            }
+            if busy {
+                std::hint::spin_loop();
+                continue;
+            }
+            if wait == Some(Duration::ZERO) {
+                continue;
+            }
+            let wait = self.timer.prepare(wait);
+            match self.poll.poll(&mut self.mio_events, wait) {
+                Ok(()) => {
+                    if self.mio_events.iter().any(|e| e.token() == TIMER_TOKEN) {
+                        self.timer.clear();
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
+                Err(e) => return Err(TransportError::Io(e)),
+            }
+        }
+    }
+
+    fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+        self.engine.recv(conn, buf)
+    }
+
+    fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+        self.engine.send(conn, data)
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        self.engine.close(conn)
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        if !self.engine.wants_egress() && !self.port.tx_pending() {
+            return Ok(());
+        }
+        let now = self.now();
+        self.egress(now)
+    }
+
+    fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+        self.engine.local_addr(listener)
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.engine.peer_addr(conn)
+    }
+
+    fn name(&self) -> &'static str {
+        "xsk"
+    }
+}
+
+impl Drop for XskTransport {
+    fn drop(&mut self) {
+        // Tell peers we are gone rather than leaving half-open connections.
+        let now = self.now();
+        let (mut link, _) = self.dev.link(&mut self.port);
+        self.engine.abort_all(now, &mut link);
+        let _ = self.port.flush();
+        let _ = self.port.drain_tx(Duration::from_millis(100));
+        let _ = self.poll.registry().deregister(&mut self.port);
+        // Placeholders close with `claims` (dropped after this).
+    }
+}
