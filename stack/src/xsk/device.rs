@@ -8,10 +8,10 @@
 
 use smoltcp::phy;
 use xsk_io::port::{Port, TxHalf};
-use xsk_io::umem::Umem;
+use xsk_io::umem::{Frame, Umem};
 
 use super::engine::Link;
-use super::faults::FaultState;
+use super::faults::RxFrames;
 
 /// Counters of the device layer.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -33,18 +33,16 @@ pub struct DevState {
     /// Shared-address mode: targets of ARP requests smoltcp wanted to send.
     pub arp_targets: Vec<[u8; 4]>,
     pub intercept_arp: bool,
-    pub faults: Option<FaultState>,
     pub mtu: usize,
 }
 
 impl DevState {
-    pub fn new(mtu: usize, intercept_arp: bool, faults: Option<FaultState>) -> DevState {
+    pub fn new(mtu: usize, intercept_arp: bool) -> DevState {
         DevState {
             scratch: vec![0u8; 64 * 1024],
             stats: DeviceStats::default(),
             arp_targets: Vec::with_capacity(64),
             intercept_arp,
-            faults,
             mtu,
         }
     }
@@ -59,7 +57,6 @@ impl DevState {
             scratch: &mut self.scratch,
             stats: &mut self.stats,
             arp_targets: self.intercept_arp.then_some(&mut self.arp_targets),
-            faults: self.faults.as_mut(),
             mtu: self.mtu,
         };
         (link, umem)
@@ -74,7 +71,6 @@ pub struct PortLink<'a> {
     stats: &'a mut DeviceStats,
     /// Shared-address mode: ARP belongs to the kernel; record targets instead of sending.
     arp_targets: Option<&'a mut Vec<[u8; 4]>>,
-    faults: Option<&'a mut FaultState>,
     mtu: usize,
 }
 
@@ -91,7 +87,6 @@ impl<'p> Link for PortLink<'p> {
             scratch: self.scratch,
             stats: self.stats,
             arp_targets: self.arp_targets.as_deref_mut(),
-            faults: self.faults.as_deref_mut(),
         }
     }
 
@@ -104,13 +99,19 @@ impl<'p> Link for PortLink<'p> {
     }
 }
 
+impl RxFrames for PortLink<'_> {
+    type Frame = Frame;
+    fn release(&mut self, f: Frame) {
+        self.tx.release(f)
+    }
+}
+
 pub struct Tx<'a, 'p> {
     tx: &'a mut TxHalf<'p>,
     umem: &'a Umem,
     scratch: &'a mut [u8],
     stats: &'a mut DeviceStats,
     arp_targets: Option<&'a mut Vec<[u8; 4]>>,
-    faults: Option<&'a mut FaultState>,
 }
 
 impl phy::TxToken for Tx<'_, '_> {
@@ -138,12 +139,6 @@ impl phy::TxToken for Tx<'_, '_> {
                     targets.push([d[38], d[39], d[40], d[41]]);
                 }
                 self.stats.arp_intercepted += 1;
-                self.tx.release(frame);
-                return r;
-            }
-        }
-        if let Some(f) = self.faults {
-            if f.tx_drop() {
                 self.tx.release(frame);
                 return r;
             }

@@ -12,9 +12,9 @@ use xsk_io::port::Port;
 use xsk_io::umem::Frame;
 
 use super::claims::Claims;
-use super::device::DevState;
+use super::device::{DevState, PortLink};
 use super::engine::{Engine, PortChange};
-use super::faults::RxFate;
+use super::faults::{FaultState, Faulty, RxFrames};
 use super::neigh::Neighbours;
 use super::{backend_err, StackStats, XskConfig};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
@@ -31,11 +31,32 @@ pub struct XskTransport {
     pub(super) epoch: std::time::Instant,
     /// Shared-address mode: the ports held from the kernel.
     pub(super) claims: Option<Arc<Claims>>,
-    /// A frame held back by reorder injection.
-    pub(super) delayed: Option<Frame>,
+    /// Fault injection (tests): the state of the [`Faulty`] link wrapper.
+    pub(super) faults: Option<FaultState<Frame>>,
     /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
     pub(super) timer: crate::timer::PreciseTimer,
     pub(super) cfg: XskConfig,
+}
+
+/// Runs `$body` with `$link` bound to the engine's link over the port: the
+/// port's device, behind
+/// the fault injector when one is configured. A macro because the two links
+/// are different types (the plain one pays nothing for the injector) and the
+/// body borrows other fields of the transport.
+macro_rules! with_link {
+    ($t:ident, |$link:ident| $body:expr) => {{
+        let (port_link, _) = $t.dev.link(&mut $t.port);
+        match &mut $t.faults {
+            None => {
+                let $link = &mut { port_link };
+                $body
+            }
+            Some(state) => {
+                let $link = &mut Faulty::new(port_link, state);
+                $body
+            }
+        }
+    }};
 }
 
 pub(super) const XSK_TOKEN: mio::Token = mio::Token(0);
@@ -52,8 +73,8 @@ impl XskTransport {
 
     pub fn stats(&self) -> StackStats {
         let mut engine = self.engine.stats();
-        if let Some(f) = &self.dev.faults {
-            engine.drops.injected = f.rx_dropped;
+        if let Some(f) = &self.faults {
+            engine.drops.injected = f.stats.rx_dropped;
         }
         StackStats { engine, device: self.dev.stats, port: self.port.stats() }
     }
@@ -72,34 +93,27 @@ impl XskTransport {
         SmolInstant::from_micros(self.epoch.elapsed().as_micros() as i64)
     }
 
-    /// One received frame into the engine; its UMEM frame goes back to the port.
-    fn ingest(&mut self, frame: Frame, now: SmolInstant) {
+    /// A received batch into the engine, through the fault injector when
+    /// one is configured; each UMEM frame goes back to the port once read.
+    fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
+        let engine = &mut self.engine;
         let (mut link, umem) = self.dev.link(&mut self.port);
-        let _ = self.engine.ingest(now, umem.data(&frame), &mut link);
-        self.port.release(frame);
-    }
-
-    /// `ingest`, through the fault injector when one is configured.
-    fn ingest_faulty(&mut self, frame: Frame, now: SmolInstant) {
-        let Some(f) = &mut self.dev.faults else { return self.ingest(frame, now) };
-        match f.rx() {
-            RxFate::Deliver => {
-                self.ingest(frame, now);
-                if let Some(d) = self.delayed.take() {
-                    self.ingest(d, now);
+        match &mut self.faults {
+            None => {
+                for f in batch.drain(..) {
+                    let _ = engine.ingest(now, umem.data(&f), &mut link);
+                    link.release(f);
                 }
             }
-            RxFate::Drop => self.port.release(frame),
-            RxFate::Duplicate => {
-                let copy = self.port.umem().data(&frame).to_vec();
-                self.ingest(frame, now);
-                let (mut link, _) = self.dev.link(&mut self.port);
-                let _ = self.engine.ingest(now, &copy, &mut link);
-            }
-            RxFate::Delay => {
-                if let Some(prev) = self.delayed.replace(frame) {
-                    self.ingest(prev, now)
+            Some(state) => {
+                let mut link = Faulty::new(link, state);
+                let deliver = &mut |l: &mut Faulty<PortLink>, f: &Frame| {
+                    let _ = engine.ingest(now, umem.data(f), l);
+                };
+                for f in batch.drain(..) {
+                    link.receive(f, deliver);
                 }
+                link.deliver_held(deliver);
             }
         }
     }
@@ -114,18 +128,18 @@ impl XskTransport {
         }
         let mut found = std::mem::take(&mut self.resolved);
         self.neigh.resolve_pending(wall, &mut found);
-        let (mut link, _) = self.dev.link(&mut self.port);
-        for (ip, mac) in found.drain(..) {
-            // The gateway is on-link; an off-link peer is never resolved
-            // (smoltcp asks for its gateway instead).
-            self.engine.teach_neighbour(now, ip, mac, &mut link);
-        }
+        with_link!(self, |link| {
+            for (ip, mac) in found.drain(..) {
+                // The gateway is on-link; an off-link peer is never resolved
+                // (smoltcp asks for its gateway instead).
+                self.engine.teach_neighbour(now, ip, mac, link);
+            }
+        });
         self.resolved = found;
     }
 
     fn egress(&mut self, now: SmolInstant) -> Result<(), TransportError> {
-        let (mut link, _) = self.dev.link(&mut self.port);
-        self.engine.egress(now, &mut link);
+        with_link!(self, |link| self.engine.egress(now, link));
         self.release_ports();
         self.port.flush().map_err(backend_err)
     }
@@ -201,12 +215,7 @@ impl Transport for XskTransport {
             self.neighbours(now, wall);
             let mut batch = std::mem::take(&mut self.rx_batch);
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
-            for f in batch.drain(..) {
-                self.ingest_faulty(f, now);
-            }
-            if let Some(d) = self.delayed.take() {
-                self.ingest(d, now);
-            }
+            self.ingest(&mut batch, now);
             self.rx_batch = batch;
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (flush() sends
@@ -292,8 +301,7 @@ impl Drop for XskTransport {
     fn drop(&mut self) {
         // Tell peers we are gone rather than leaving half-open connections.
         let now = self.now();
-        let (mut link, _) = self.dev.link(&mut self.port);
-        self.engine.abort_all(now, &mut link);
+        with_link!(self, |link| self.engine.abort_all(now, link));
         let _ = self.port.flush();
         let _ = self.port.drain_tx(Duration::from_millis(100));
         let _ = self.poll.registry().deregister(&mut self.port);

@@ -117,7 +117,7 @@ impl XskTransport {
         let ifname = cfg.port.ifname.clone();
         let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
         let shared = cfg.addr == AddrMode::Shared;
-        let mut dev = DevState::new(mtu, shared, cfg.faults.any().then(|| FaultState::new(cfg.faults)));
+        let mut dev = DevState::new(mtu, shared);
         ecfg.seed ^= port.features().queue as u64;
         let epoch = std::time::Instant::now();
         let engine = {
@@ -151,7 +151,7 @@ impl XskTransport {
             mio_events: mio::Events::with_capacity(4),
             epoch,
             claims,
-            delayed: None,
+            faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
             timer,
             cfg,
         })

@@ -67,3 +67,24 @@ impl<L: Link> phy::Device for SmolDev<'_, L> {
         caps
     }
 }
+
+/// A borrowed link is a link: wrappers (fault injection, shared-mode ARP)
+/// can sit around one the caller keeps.
+impl<L: Link + ?Sized> Link for &mut L {
+    type Tx<'a>
+        = L::Tx<'a>
+    where
+        Self: 'a;
+
+    fn tx(&mut self) -> L::Tx<'_> {
+        (**self).tx()
+    }
+
+    fn tx_ready(&mut self) -> bool {
+        (**self).tx_ready()
+    }
+
+    fn mtu(&self) -> usize {
+        (**self).mtu()
+    }
+}

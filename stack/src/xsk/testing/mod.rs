@@ -17,6 +17,7 @@ use smoltcp::time::Instant;
 
 use super::config::Congestion;
 use super::engine::{Engine, EngineConfig, Link};
+use super::faults::{FaultState, Faults, Faulty, RxFrames};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
 /// Frames sent by an engine, kept in memory.
@@ -73,6 +74,11 @@ impl Link for MemLink {
     }
 }
 
+impl RxFrames for MemLink {
+    type Frame = Vec<u8>;
+    fn release(&mut self, _f: Vec<u8>) {}
+}
+
 /// An engine configuration for tests: `addr`/24 with MAC `02:00:00:00:00:<last octet>`.
 pub fn config(addr: Ipv4Addr) -> EngineConfig {
     EngineConfig {
@@ -102,14 +108,17 @@ pub fn mac_of(addr: Ipv4Addr) -> [u8; 6] {
     [2, 0, 0, 0, 0, addr.octets()[3]]
 }
 
-/// The engine behind the [`Transport`] trait, over a [`MemLink`]. Time moves
-/// only when the caller says (`advance`); `poll` never sleeps.
+/// The engine behind the [`Transport`] trait, over a [`MemLink`] (behind
+/// the fault injector once `set_faults` asks for it, as the driver does).
+/// Time moves only when the caller says (`advance`); `poll` never sleeps.
 pub struct MemTransport {
     pub engine: Engine,
     pub link: MemLink,
     /// Frames waiting to be received.
     pub inbox: VecDeque<Vec<u8>>,
     pub now: Instant,
+    /// The fault injector's state, when faults are configured.
+    pub(crate) faults: Option<FaultState<Vec<u8>>>,
 }
 
 impl MemTransport {
@@ -117,7 +126,41 @@ impl MemTransport {
         let mut link = MemLink::new();
         let now = Instant::from_millis(1);
         let engine = Engine::new(cfg, now, &mut link);
-        MemTransport { engine, link, inbox: VecDeque::new(), now }
+        MemTransport { engine, link, inbox: VecDeque::new(), now, faults: None }
+    }
+
+    /// Puts the fault injector between the engine and the link.
+    pub fn set_faults(&mut self, faults: Faults) {
+        self.faults = faults.any().then(|| FaultState::new(faults));
+    }
+
+    /// The inbox into the engine, through the injector when there is one.
+    fn ingest(&mut self) {
+        let (engine, now) = (&mut self.engine, self.now);
+        match &mut self.faults {
+            None => {
+                while let Some(f) = self.inbox.pop_front() {
+                    let _ = engine.ingest(now, &f, &mut self.link);
+                }
+            }
+            Some(state) => {
+                let mut link = Faulty::new(&mut self.link, state);
+                let deliver = &mut |l: &mut Faulty<&mut MemLink>, f: &Vec<u8>| {
+                    let _ = engine.ingest(now, f, l);
+                };
+                while let Some(f) = self.inbox.pop_front() {
+                    link.receive(f, deliver);
+                }
+                link.deliver_held(deliver);
+            }
+        }
+    }
+
+    fn egress(&mut self) {
+        match &mut self.faults {
+            None => self.engine.egress(self.now, &mut self.link),
+            Some(state) => self.engine.egress(self.now, &mut Faulty::new(&mut self.link, state)),
+        }
     }
 
     pub fn advance(&mut self, d: Duration) {
@@ -126,7 +169,7 @@ impl MemTransport {
 
     /// Runs egress now (timers due, touched buckets).
     pub fn tick(&mut self) {
-        self.engine.egress(self.now, &mut self.link);
+        self.egress();
     }
 
     /// Takes the frames sent so far.
@@ -145,14 +188,12 @@ impl Transport for MemTransport {
     }
 
     fn poll(&mut self, events: &mut Vec<Event>, _timeout: Option<Duration>) -> Result<(), TransportError> {
-        while let Some(f) = self.inbox.pop_front() {
-            let _ = self.engine.ingest(self.now, &f, &mut self.link);
-        }
+        self.ingest();
         self.engine.scan_dirty();
         if self.engine.take_events(events) {
             return Ok(());
         }
-        self.engine.egress(self.now, &mut self.link);
+        self.egress();
         for _ in self.engine.port_changes() {}
         self.engine.take_events(events);
         Ok(())
@@ -171,7 +212,7 @@ impl Transport for MemTransport {
     }
 
     fn flush(&mut self) -> Result<(), TransportError> {
-        self.engine.egress(self.now, &mut self.link);
+        self.egress();
         Ok(())
     }
 
