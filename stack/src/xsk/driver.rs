@@ -12,18 +12,19 @@ use xsk_io::port::Port;
 use xsk_io::umem::Frame;
 
 use super::claims::Claims;
+use super::arp::SharedArp;
 use super::device::{DevState, PortLink};
 use super::engine::{Engine, PortChange};
 use super::faults::{FaultState, Faulty, RxFrames};
-use super::neigh::Neighbours;
-use super::{backend_err, StackStats, XskConfig};
+use super::{backend_err, DeviceStats, StackStats, XskConfig};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
 pub struct XskTransport {
     pub(super) port: Port,
     pub(super) engine: Engine,
     pub(super) dev: DevState,
-    pub(super) neigh: Neighbours,
+    /// Shared-address mode's ARP (interception and the kernel's table).
+    pub(super) arp: SharedArp,
     pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
     pub(super) rx_batch: Vec<Frame>,
     pub(super) poll: mio::Poll,
@@ -39,20 +40,20 @@ pub struct XskTransport {
 }
 
 /// Runs `$body` with `$link` bound to the engine's link over the port: the
-/// port's device, behind
-/// the fault injector when one is configured. A macro because the two links
-/// are different types (the plain one pays nothing for the injector) and the
-/// body borrows other fields of the transport.
+/// port's device, behind the fault injector when one is configured, behind
+/// shared-mode ARP interception (a pass-through in dedicated mode). A macro
+/// because the two links are different types (the plain one pays nothing for
+/// the injector) and the body borrows other fields of the transport.
 macro_rules! with_link {
     ($t:ident, |$link:ident| $body:expr) => {{
         let (port_link, _) = $t.dev.link(&mut $t.port);
         match &mut $t.faults {
             None => {
-                let $link = &mut { port_link };
+                let $link = &mut $t.arp.wrap(port_link);
                 $body
             }
             Some(state) => {
-                let $link = &mut Faulty::new(port_link, state);
+                let $link = &mut $t.arp.wrap(Faulty::new(port_link, state));
                 $body
             }
         }
@@ -76,7 +77,8 @@ impl XskTransport {
         if let Some(f) = &self.faults {
             engine.drops.injected = f.stats.rx_dropped;
         }
-        StackStats { engine, device: self.dev.stats, port: self.port.stats() }
+        let device = DeviceStats { arp_intercepted: self.arp.intercepted(), ..self.dev.stats };
+        StackStats { engine, device, port: self.port.stats() }
     }
 
     /// Listening sockets waiting for a SYN, over all buckets.
@@ -96,10 +98,11 @@ impl XskTransport {
     /// A received batch into the engine, through the fault injector when
     /// one is configured; each UMEM frame goes back to the port once read.
     fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
-        let engine = &mut self.engine;
-        let (mut link, umem) = self.dev.link(&mut self.port);
+        let (engine, arp) = (&mut self.engine, &mut self.arp);
+        let (link, umem) = self.dev.link(&mut self.port);
         match &mut self.faults {
             None => {
+                let mut link = arp.wrap(link);
                 for f in batch.drain(..) {
                     let _ = engine.ingest(now, umem.data(&f), &mut link);
                     link.release(f);
@@ -108,7 +111,7 @@ impl XskTransport {
             Some(state) => {
                 let mut link = Faulty::new(link, state);
                 let deliver = &mut |l: &mut Faulty<PortLink>, f: &Frame| {
-                    let _ = engine.ingest(now, umem.data(f), l);
+                    let _ = engine.ingest(now, umem.data(f), &mut arp.wrap(l));
                 };
                 for f in batch.drain(..) {
                     link.receive(f, deliver);
@@ -118,16 +121,15 @@ impl XskTransport {
         }
     }
 
-    /// Shared mode: answer smoltcp's ARP wishes from the kernel's table.
+    /// Shared mode: answers smoltcp's ARP wishes from the kernel's table
+    /// (see `arp.rs`).
     fn neighbours(&mut self, now: SmolInstant, wall: std::time::Instant) {
-        for t in self.dev.arp_targets.drain(..) {
-            self.neigh.want(Ipv4Addr::from(t), wall);
-        }
-        if !self.neigh.has_pending() {
+        let mut found = std::mem::take(&mut self.resolved);
+        self.arp.resolve(wall, &mut found);
+        if found.is_empty() {
+            self.resolved = found;
             return;
         }
-        let mut found = std::mem::take(&mut self.resolved);
-        self.neigh.resolve_pending(wall, &mut found);
         with_link!(self, |link| {
             for (ip, mac) in found.drain(..) {
                 // The gateway is on-link; an off-link peer is never resolved
@@ -238,7 +240,7 @@ impl Transport for XskTransport {
                 None => None,
             };
             let wait = self.wait_for(left);
-            if self.port.tx_pending() || self.neigh.has_pending() {
+            if self.port.tx_pending() || self.arp.has_pending() {
                 // TX left in the ring (budget) or a neighbour being resolved: come back soon.
                 let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
                 std::thread::sleep(w);

@@ -9,6 +9,7 @@
 //! table, the ports claimed from the kernel, and fault injection. One
 //! `XskTransport` is one single-threaded shard bound to one RX queue.
 
+mod arp;
 mod claims;
 mod config;
 mod demux;
@@ -17,7 +18,6 @@ mod driver;
 pub mod drops;
 pub mod engine;
 pub mod faults;
-mod neigh;
 mod open;
 pub mod testing;
 

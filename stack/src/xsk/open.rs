@@ -13,7 +13,7 @@ use super::device::DevState;
 use super::driver::{TIMER_TOKEN, XSK_TOKEN};
 use super::engine::{Engine, EngineConfig};
 use super::faults::FaultState;
-use super::neigh::{self, Neighbours};
+use super::arp::{self, SharedArp};
 use super::{AddrMode, XskConfig, XskError, XskTransport};
 
 impl XskTransport {
@@ -75,7 +75,7 @@ impl XskTransport {
         let gateway = match (cfg.gateway, &cfg.addr) {
             (Some(g), _) => Some(g),
             // Shared mode follows the kernel's routing: its default route.
-            (None, AddrMode::Shared) => neigh::kernel_default_gateway(&ifname),
+            (None, AddrMode::Shared) => arp::kernel_default_gateway(&ifname),
             (None, AddrMode::Dedicated { .. }) => None,
         };
         if let Some(g) = gateway {
@@ -117,7 +117,7 @@ impl XskTransport {
         let ifname = cfg.port.ifname.clone();
         let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
         let shared = cfg.addr == AddrMode::Shared;
-        let mut dev = DevState::new(mtu, shared);
+        let mut dev = DevState::new(mtu);
         ecfg.seed ^= port.features().queue as u64;
         let epoch = std::time::Instant::now();
         let engine = {
@@ -144,7 +144,7 @@ impl XskTransport {
             dev,
             // Both modes learn peers from the frames they receive (with
             // several shards, an ARP exchange may land on another shard's queue).
-            neigh: Neighbours::new(&ifname),
+            arp: SharedArp::new(&ifname, shared),
             resolved: Vec::new(),
             rx_batch: Vec::with_capacity(cfg.rx_batch),
             poll,

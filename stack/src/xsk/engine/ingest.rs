@@ -84,22 +84,8 @@ impl Engine {
 
     /// A synthetic ARP reply for smoltcp's neighbour cache.
     fn teach<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) {
-        let f = arp_reply(self.cfg.mac, self.cfg.addr, mac, ip);
+        let f = crate::xsk::arp::reply(self.cfg.mac, self.cfg.addr, mac, ip);
         let mut dev = SmolDev { rx: Some(&f), link };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);
     }
-}
-
-/// An ARP reply from `ip` at `mac` to us.
-fn arp_reply(our_mac: [u8; 6], our_ip: Ipv4Addr, mac: [u8; 6], ip: Ipv4Addr) -> [u8; 42] {
-    let mut f = [0u8; 42];
-    f[0..6].copy_from_slice(&our_mac);
-    f[6..12].copy_from_slice(&mac);
-    f[12..14].copy_from_slice(&[0x08, 0x06]);
-    f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
-    f[22..28].copy_from_slice(&mac);
-    f[28..32].copy_from_slice(&ip.octets());
-    f[32..38].copy_from_slice(&our_mac);
-    f[38..42].copy_from_slice(&our_ip.octets());
-    f
 }

@@ -15,6 +15,7 @@ use bytes::BytesMut;
 use smoltcp::phy;
 use smoltcp::time::Instant;
 
+pub(crate) use super::arp::request_target as arp_target;
 use super::config::Congestion;
 use super::engine::{Engine, EngineConfig, Link};
 use super::faults::{FaultState, Faults, Faulty, RxFrames};
@@ -305,10 +306,6 @@ impl Pair {
     }
 }
 
-/// The target of an ARP request.
-pub fn arp_target(f: &[u8]) -> Option<Ipv4Addr> {
-    (f.len() >= 42 && f[12..14] == [8, 6] && f[20..22] == [0, 1]).then(|| Ipv4Addr::new(f[38], f[39], f[40], f[41]))
-}
 
 impl Default for Pair {
     fn default() -> Self {
