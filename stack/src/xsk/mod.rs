@@ -1,13 +1,46 @@
 //! The AF_XDP backend: smoltcp's TCP over an `xsk_io::Port`, behind the same
-//! [`Transport`] trait as the kernel backend.
+//! [`Transport`](crate::transport::Transport) trait as the kernel backend.
+//! One [`XskTransport`] is one single-threaded shard bound to one RX queue.
 //!
-//! Data flows one way per direction: RX ring -> port -> [`engine::Engine`]
-//! (checks, demux, smoltcp, sockets) -> events -> application, and back
-//! through the engine's [`engine::Link`] (`device`) to the TX ring. The
-//! engine does no I/O and reads no clock; this module is its driver: it owns
-//! the port, the epoll/timer wait, neighbour resolution from the kernel's
-//! table, the ports claimed from the kernel, and fault injection. One
-//! `XskTransport` is one single-threaded shard bound to one RX queue.
+//! The protocol lives in a sans-IO engine (`engine/`): it does no I/O and
+//! reads no clock, so the whole stack runs in memory in unit tests and the
+//! fuzzer (`testing/`). `XskTransport` is its driver: it opens the port,
+//! moves frames between the port and the engine, sleeps on epoll and a
+//! timerfd, resolves neighbours from the kernel's table and holds the
+//! stack's ports in the kernel.
+//!
+//! # The data path
+//!
+//! A frame goes one way per direction, one step per file. In:
+//!
+//! | step | what happens | where |
+//! |---|---|---|
+//! | ring | the steering program sends the stack's frames to the socket's RX ring | `xsk-io`: `bpf/`, `steer.rs`, `ring.rs` |
+//! | port | `Port::recv` takes a batch off the RX ring (and refills the fill ring) | `xsk-io`: `port.rs` |
+//! | device | each frame's bytes are lent in place from the UMEM, the frame given back once read | `device.rs` |
+//! | (wrappers) | fault injection when configured (tests); shared-mode ARP | `faults.rs`, `arp.rs` |
+//! | engine | checks and classification, then smoltcp in the frame's socket bucket | `engine/ingest.rs`, `demux.rs`, `drops.rs` |
+//! | engine | socket state becomes events (accept, data, room, close) | `engine/lifecycle.rs`, `engine/egress.rs` |
+//! | transport | `poll` returns the events; `recv` copies the data out | `driver.rs`, `engine/connections.rs` |
+//! | app | the request/response server or the user's loop | `crate::rr`, the application |
+//!
+//! And back:
+//!
+//! | step | what happens | where |
+//! |---|---|---|
+//! | app | `send`, `close` | the application |
+//! | transport | passed to the engine; `flush` (or the next `poll`) runs egress | `driver.rs` |
+//! | engine | data into the socket's buffer; egress runs smoltcp for touched buckets and due timers | `engine/connections.rs`, `engine/egress.rs` |
+//! | (wrappers) | ARP kept off the wire in shared mode; fault injection | `arp.rs`, `faults.rs` |
+//! | device | smoltcp writes each frame straight into a UMEM frame, queued on the TX ring | `device.rs` |
+//! | port | `Port::flush` publishes the TX ring and kicks the kernel, once per loop iteration | `xsk-io`: `port.rs` |
+//!
+//! The driver's loop (`XskTransport::poll`: receive, ingest, report events,
+//! egress, flush, then sleep until the engine's next timer) and `flush` are
+//! in `driver.rs`; opening (interface, ports, steering, engine
+//! configuration, epoll and timerfd) in `open.rs`; configuration in
+//! `config.rs`; the ports held in the kernel in shared-address mode in
+//! `claims.rs`.
 
 mod arp;
 mod claims;
