@@ -19,6 +19,8 @@ use super::faults::{FaultState, Faulty, RxFrames};
 use super::{backend_err, DeviceStats, StackStats, XskConfig};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
+/// The AF_XDP stack behind the [`Transport`] trait: one port (one RX queue),
+/// one engine, one thread. See the [module docs](super).
 pub struct XskTransport {
     pub(super) port: Port,
     pub(super) engine: Engine,
@@ -64,14 +66,17 @@ pub(super) const XSK_TOKEN: mio::Token = mio::Token(0);
 pub(super) const TIMER_TOKEN: mio::Token = mio::Token(1);
 
 impl XskTransport {
+    /// The stack's IPv4 address.
     pub fn addr(&self) -> Ipv4Addr {
         self.engine.addr()
     }
 
+    /// The AF_XDP port (its features and counters).
     pub fn port(&self) -> &Port {
         &self.port
     }
 
+    /// The counters of the engine, the device and the port.
     pub fn stats(&self) -> StackStats {
         let mut engine = self.engine.stats();
         if let Some(f) = &self.faults {

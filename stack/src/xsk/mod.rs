@@ -48,8 +48,8 @@ mod config;
 mod demux;
 mod device;
 mod driver;
-pub mod drops;
-pub mod engine;
+mod drops;
+mod engine;
 pub mod faults;
 mod open;
 pub mod testing;
@@ -58,6 +58,7 @@ pub use config::{AddrMode, Congestion, PartialCsum, XskConfig, XskError};
 pub use device::DeviceStats;
 pub use drops::{DropReason, DropStats};
 pub use engine::EngineStats;
+pub use faults::Faults;
 
 pub use driver::XskTransport;
 
@@ -72,9 +73,12 @@ fn backend_err(e: impl std::error::Error + Send + Sync + 'static) -> TransportEr
 /// Counters of the stack: the engine's, the device's and the port's.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct StackStats {
+    /// The engine's (flattened into the top level in JSON).
     #[serde(flatten)]
     pub engine: EngineStats,
+    /// The device's.
     pub device: DeviceStats,
+    /// The port's and the XDP socket's.
     pub port: PortStats,
 }
 

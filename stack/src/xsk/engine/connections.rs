@@ -12,7 +12,7 @@ use crate::transport::{ConnId, Event, ListenerId, TransportError};
 use crate::xsk::demux::bucket_of;
 
 impl Engine {
-    pub fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+    pub(crate) fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
         let port = if port == 0 { self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))? } else { port };
         if self.listeners.contains(&Some(port)) {
             return Err(TransportError::AddrInUse(port));
@@ -34,7 +34,7 @@ impl Engine {
 
     /// Opens a connection from an ephemeral port; `usable` may veto a port
     /// (the driver's claim on it in the kernel failed), up to a few tries.
-    pub fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
+    pub(crate) fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
         let mut lport = None;
         for _ in 0..16 {
             let p = self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))?;
@@ -80,7 +80,7 @@ impl Engine {
         Ok(id)
     }
 
-    pub fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+    pub(crate) fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
         let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
         let (b, h) = (c.bucket, c.handle);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
@@ -111,7 +111,7 @@ impl Engine {
         Ok(total)
     }
 
-    pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+    pub(crate) fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
         let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
         let (b, h, connected) = (c.bucket, c.handle, c.connected);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
@@ -134,7 +134,7 @@ impl Engine {
         Ok(n)
     }
 
-    pub fn close(&mut self, conn: ConnId) {
+    pub(crate) fn close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.remove(conn) else { return };
         let b = c.bucket as usize;
         let bucket = &mut self.buckets[b];
@@ -147,11 +147,11 @@ impl Engine {
         self.mark_dirty(b as u32);
     }
 
-    pub fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+    pub(crate) fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
         self.listeners.get(listener.0 as usize).copied().flatten().map(|p| SocketAddrV4::new(self.cfg.addr, p))
     }
 
-    pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+    pub(crate) fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
         let c = self.conns.get(conn)?;
         let s = self.buckets[c.bucket as usize].sockets.get::<tcp::Socket>(c.handle);
         match s.remote_endpoint()? {

@@ -12,7 +12,7 @@ impl Engine {
     /// Reports what changed in the buckets touched since the last egress
     /// (accepts, data, closes), before anything is sent, so the
     /// application's answers ride on the ACKs.
-    pub fn scan_dirty(&mut self) {
+    pub(crate) fn scan_dirty(&mut self) {
         for i in 0..self.dirty.len() {
             let b = self.dirty[i] as usize;
             self.scan(b);
@@ -20,13 +20,13 @@ impl Engine {
     }
 
     /// Whether any bucket waits for egress.
-    pub fn wants_egress(&self) -> bool {
+    pub(crate) fn wants_egress(&self) -> bool {
         !self.dirty.is_empty()
     }
 
     /// Egress for every touched bucket and every bucket whose timer is due,
     /// plus the idle and FIN timeouts; then turns socket state into events.
-    pub fn egress<L: Link>(&mut self, now: Instant, link: &mut L) {
+    pub(crate) fn egress<L: Link>(&mut self, now: Instant, link: &mut L) {
         self.clock = now;
         if now >= self.next_sweep {
             self.next_sweep = now + SWEEP_EVERY.into();
@@ -72,7 +72,7 @@ impl Engine {
     }
 
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).
-    pub fn poll_at(&mut self) -> Option<Instant> {
+    pub(crate) fn poll_at(&mut self) -> Option<Instant> {
         while let Some(&Reverse((d, b))) = self.timers.peek() {
             if self.buckets[b as usize].deadline == Some(d) {
                 break;
@@ -88,7 +88,7 @@ impl Engine {
     }
 
     /// Moves the events gathered so far into `out`; true if there were any.
-    pub fn take_events(&mut self, out: &mut Vec<Event>) -> bool {
+    pub(crate) fn take_events(&mut self, out: &mut Vec<Event>) -> bool {
         if self.pending.is_empty() {
             return false;
         }
@@ -98,7 +98,7 @@ impl Engine {
 
     /// Aborts every connection (RST to each peer) and sends the RSTs: for
     /// shutdown, so peers are not left with half-open connections.
-    pub fn abort_all<L: Link>(&mut self, now: Instant, link: &mut L) {
+    pub(crate) fn abort_all<L: Link>(&mut self, now: Instant, link: &mut L) {
         for b in &mut self.buckets {
             for (_, s) in b.sockets.iter_mut().chain(b.listen.iter_mut()) {
                 #[allow(irrefutable_let_patterns)]

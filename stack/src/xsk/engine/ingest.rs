@@ -12,7 +12,7 @@ use crate::xsk::drops::DropReason;
 impl Engine {
     /// One received frame: checked, then given to smoltcp in the bucket its
     /// flow hashes to. Answers (RST, ACK, ARP) go out through `link`.
-    pub fn ingest<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) -> Result<Inspected, DropReason> {
+    pub(crate) fn ingest<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) -> Result<Inspected, DropReason> {
         self.clock = now;
         self.stats.rx_frames += 1;
         let info = match inspect(frame, &self.rules) {
@@ -68,7 +68,7 @@ impl Engine {
     /// Teaches smoltcp that on-link `ip` is at `mac` (shared-address mode,
     /// where the kernel owns ARP): a synthetic ARP reply. Off-link addresses
     /// are refused: their frames come from a router, whose MAC is not theirs.
-    pub fn teach_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
+    pub(crate) fn teach_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
         if !self.rules.on_link(ip) || self.rules.bad_source(ip) {
             return false;
         }

@@ -4,7 +4,7 @@ use smoltcp::phy::{self, Checksum, DeviceCapabilities};
 use smoltcp::time::Instant;
 
 /// Where the engine's frames go: the AF_XDP port's TX ring, or memory.
-pub trait Link {
+pub(crate) trait Link {
     /// Writes one frame.
     type Tx<'a>: phy::TxToken
     where

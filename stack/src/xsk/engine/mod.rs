@@ -32,17 +32,17 @@ use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
 
 use super::demux::RxRules;
-use super::drops::DropReason;
 use crate::transport::{ConnSlab, Event};
 use bucket::{Bucket, Conn};
-pub use config::{EngineConfig, EngineStats};
+pub(crate) use config::EngineConfig;
+pub use config::EngineStats;
 use link::SmolDev;
-pub use link::Link;
-pub use ports::PortChange;
+pub(crate) use link::Link;
+pub(crate) use ports::PortChange;
 use ports::PortTable;
 
 /// The sans-IO TCP engine. See the module docs.
-pub struct Engine {
+pub(crate) struct Engine {
     iface: Interface,
     buckets: Vec<Bucket>,
     dirty: Vec<u32>,
@@ -75,7 +75,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl Engine {
     /// A new engine; `link` gives the MTU.
-    pub fn new<L: Link>(cfg: EngineConfig, now: Instant, link: &mut L) -> Engine {
+    pub(crate) fn new<L: Link>(cfg: EngineConfig, now: Instant, link: &mut L) -> Engine {
         let nb = if cfg.buckets > 0 {
             cfg.buckets.next_power_of_two()
         } else {
@@ -115,20 +115,20 @@ impl Engine {
         }
     }
 
-    pub fn addr(&self) -> Ipv4Addr {
+    pub(crate) fn addr(&self) -> Ipv4Addr {
         self.cfg.addr
     }
 
-    pub fn buckets(&self) -> usize {
+    pub(crate) fn buckets(&self) -> usize {
         self.buckets.len()
     }
 
     /// What the engine checks received frames against.
-    pub fn rules(&self) -> &RxRules {
+    pub(crate) fn rules(&self) -> &RxRules {
         &self.rules
     }
 
-    pub fn stats(&self) -> EngineStats {
+    pub(crate) fn stats(&self) -> EngineStats {
         let mut s = self.stats;
         s.live_sockets = self.buckets.iter().map(|b| b.sockets.iter().count() + b.listen.iter().count()).sum();
         s.pooled_sockets = self.pool.len();
@@ -138,13 +138,8 @@ impl Engine {
         s
     }
 
-    /// Counts a frame the driver dropped before the engine saw it.
-    pub fn count_drop(&mut self, r: DropReason) {
-        self.stats.drops.count(r);
-    }
-
     /// Ports the driver must start or stop steering (and holding in the kernel).
-    pub fn port_changes(&mut self) -> std::vec::Drain<'_, PortChange> {
+    pub(crate) fn port_changes(&mut self) -> std::vec::Drain<'_, PortChange> {
         self.ports.changes()
     }
 

@@ -2,7 +2,9 @@
 //! [`Transport`] over it with a clock the caller moves, two of them wired
 //! back to back, and frame builders. Unit tests, the scripted-peer tests and
 //! the fuzzer drive the same engine the AF_XDP driver does, as an ordinary
-//! user and deterministically.
+//! user and deterministically. Public are the frame builders (`frames`, for
+//! the integration tests) and the fuzzer (`fuzz`, for `stack-fuzz`); the
+//! in-memory link and transport are the crate's own.
 
 pub mod frames;
 pub mod fuzz;
@@ -23,17 +25,17 @@ use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
 /// Frames sent by an engine, kept in memory.
 #[derive(Debug)]
-pub struct MemLink {
-    pub out: Vec<Vec<u8>>,
+pub(crate) struct MemLink {
+    pub(crate) out: Vec<Vec<u8>>,
     /// Frames the link takes before it reports no room (a full TX ring).
-    pub capacity: usize,
-    pub mtu: usize,
+    pub(crate) capacity: usize,
+    pub(crate) mtu: usize,
     /// Frames written while there was no room (dropped, as a full ring does).
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 impl MemLink {
-    pub fn new() -> MemLink {
+    pub(crate) fn new() -> MemLink {
         MemLink { out: Vec::new(), capacity: 4096, mtu: 1500, dropped: 0 }
     }
 }
@@ -44,7 +46,7 @@ impl Default for MemLink {
     }
 }
 
-pub struct MemTx<'a>(&'a mut MemLink);
+pub(crate) struct MemTx<'a>(&'a mut MemLink);
 
 impl phy::TxToken for MemTx<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
@@ -81,7 +83,7 @@ impl RxFrames for MemLink {
 }
 
 /// An engine configuration for tests: `addr`/24 with MAC `02:00:00:00:00:<last octet>`.
-pub fn config(addr: Ipv4Addr) -> EngineConfig {
+pub(crate) fn config(addr: Ipv4Addr) -> EngineConfig {
     EngineConfig {
         mac: mac_of(addr),
         addr,
@@ -105,25 +107,25 @@ pub fn config(addr: Ipv4Addr) -> EngineConfig {
 }
 
 /// The MAC tests give `addr`.
-pub fn mac_of(addr: Ipv4Addr) -> [u8; 6] {
+pub(crate) fn mac_of(addr: Ipv4Addr) -> [u8; 6] {
     [2, 0, 0, 0, 0, addr.octets()[3]]
 }
 
 /// The engine behind the [`Transport`] trait, over a [`MemLink`] (behind
 /// the fault injector once `set_faults` asks for it, as the driver does).
 /// Time moves only when the caller says (`advance`); `poll` never sleeps.
-pub struct MemTransport {
-    pub engine: Engine,
-    pub link: MemLink,
+pub(crate) struct MemTransport {
+    pub(crate) engine: Engine,
+    pub(crate) link: MemLink,
     /// Frames waiting to be received.
-    pub inbox: VecDeque<Vec<u8>>,
-    pub now: Instant,
+    pub(crate) inbox: VecDeque<Vec<u8>>,
+    pub(crate) now: Instant,
     /// The fault injector's state, when faults are configured.
     pub(crate) faults: Option<FaultState<Vec<u8>>>,
 }
 
 impl MemTransport {
-    pub fn new(cfg: EngineConfig) -> MemTransport {
+    pub(crate) fn new(cfg: EngineConfig) -> MemTransport {
         let mut link = MemLink::new();
         let now = Instant::from_millis(1);
         let engine = Engine::new(cfg, now, &mut link);
@@ -131,7 +133,8 @@ impl MemTransport {
     }
 
     /// Puts the fault injector between the engine and the link.
-    pub fn set_faults(&mut self, faults: Faults) {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn set_faults(&mut self, faults: Faults) {
         self.faults = faults.any().then(|| FaultState::new(faults));
     }
 
@@ -164,17 +167,18 @@ impl MemTransport {
         }
     }
 
-    pub fn advance(&mut self, d: Duration) {
+    pub(crate) fn advance(&mut self, d: Duration) {
         self.now += d.into();
     }
 
     /// Runs egress now (timers due, touched buckets).
-    pub fn tick(&mut self) {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn tick(&mut self) {
         self.egress();
     }
 
     /// Takes the frames sent so far.
-    pub fn take_sent(&mut self) -> Vec<Vec<u8>> {
+    pub(crate) fn take_sent(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.link.out)
     }
 }
@@ -230,24 +234,26 @@ impl Transport for MemTransport {
     }
 }
 
+#[cfg(test)]
 /// Two engines on one in-memory wire: `a` at 198.18.0.1, `b` at 198.18.0.2.
-pub struct Pair {
-    pub a: MemTransport,
-    pub b: MemTransport,
+pub(crate) struct Pair {
+    pub(crate) a: MemTransport,
+    pub(crate) b: MemTransport,
     /// Frames in flight are passed through this before delivery (drop,
     /// reorder, duplicate); `None` delivers everything in order.
-    pub filter: Option<Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<u8>>>>,
+    pub(crate) filter: Option<Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<u8>>>>,
 }
 
+#[cfg(test)]
 impl Pair {
-    pub const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-    pub const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    pub(crate) const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    pub(crate) const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
-    pub fn new() -> Pair {
+    pub(crate) fn new() -> Pair {
         Self::with(config(Self::A), config(Self::B))
     }
 
-    pub fn with(a: EngineConfig, b: EngineConfig) -> Pair {
+    pub(crate) fn with(a: EngineConfig, b: EngineConfig) -> Pair {
         let mut p = Pair { a: MemTransport::new(a), b: MemTransport::new(b), filter: None };
         // Each side learns the other as a shared-mode driver would.
         let (ma, mb) = (mac_of(Self::A), mac_of(Self::B));
@@ -260,7 +266,7 @@ impl Pair {
     /// Moves sent frames to the other side; returns how many moved. ARP
     /// requests for the other side are answered the way the shared-mode
     /// driver answers them (from the kernel's table).
-    pub fn exchange(&mut self) -> usize {
+    pub(crate) fn exchange(&mut self) -> usize {
         let mut ab = self.a.take_sent();
         let mut ba = self.b.take_sent();
         if ab.iter().any(|f| arp_target(f) == Some(Self::B)) {
@@ -285,7 +291,7 @@ impl Pair {
 
     /// Polls both sides and exchanges frames until nothing moves (or
     /// `rounds` pass), collecting each side's events.
-    pub fn settle(&mut self, rounds: usize) -> (Vec<Event>, Vec<Event>) {
+    pub(crate) fn settle(&mut self, rounds: usize) -> (Vec<Event>, Vec<Event>) {
         let (mut ea, mut eb) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             let _ = self.a.poll(&mut ea, None);
@@ -300,13 +306,14 @@ impl Pair {
     }
 
     /// Advances both clocks.
-    pub fn advance(&mut self, d: Duration) {
+    pub(crate) fn advance(&mut self, d: Duration) {
         self.a.advance(d);
         self.b.advance(d);
     }
 }
 
 
+#[cfg(test)]
 impl Default for Pair {
     fn default() -> Self {
         Self::new()

@@ -36,7 +36,9 @@ const PORT: u16 = 7;
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct FuzzConfig {
+    /// Hostile frames to send.
     pub frames: u64,
+    /// Seed of everything random.
     pub seed: u64,
     /// Hostile peers (distinct address/port pairs) in play at once.
     pub peers: usize,
@@ -53,25 +55,41 @@ impl Default for FuzzConfig {
 /// What happened.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct FuzzReport {
+    /// Hostile frames sent.
     pub frames: u64,
+    /// Seed of everything random.
     pub seed: u64,
     /// Frames the server sent back.
     pub answers: u64,
+    /// The server engine's drops by reason.
     pub drops: DropStats,
+    /// Connections the server accepted.
     pub accepted: u64,
+    /// Requests that reached the echo handler.
     pub requests: u64,
+    /// Echoes the honest client got back, checked.
     pub honest_echoes: u64,
+    /// Most sockets alive at once.
     pub max_live_sockets: usize,
+    /// Most connections at once.
     pub max_connections: usize,
+    /// Most half-open connections at once.
     pub max_half_open: usize,
     /// At the end, after every timeout ran out.
     pub end_live_sockets: usize,
+    /// Listeners at the end.
     pub end_listening: usize,
+    /// Connections at the end.
     pub end_connections: usize,
+    /// Half-open connections at the end.
     pub end_half_open: usize,
+    /// Connections the server still tracked at the end.
     pub end_server_conns: usize,
+    /// Connections closed by the idle timeout.
     pub idle_closed: u64,
+    /// Connections aborted by the retransmission timeout.
     pub timed_out: u64,
+    /// Closes aborted by the FIN timeout.
     pub fin_timeouts: u64,
 }
 
