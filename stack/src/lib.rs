@@ -1,3 +1,4 @@
+#![warn(clippy::undocumented_unsafe_blocks)]
 //! TCP/IP for the benchmark: a backend-independent request/response layer ([`rr`]) over the
 //! [`transport::Transport`] trait, with two backends: the kernel's TCP stack ([`kernel`]) and
 //! smoltcp over AF_XDP (`xsk`, added by its owner). Plus framing ([`codec`]) and CPU accounting

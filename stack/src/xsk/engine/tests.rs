@@ -77,7 +77,7 @@ fn bytes_survive_loss_and_reordering() {
         // Every seventh frame lost, the rest delivered in reverse order.
         v.retain(|_| {
             n += 1;
-            n % 7 != 0
+            !n.is_multiple_of(7)
         });
         v.reverse();
         v

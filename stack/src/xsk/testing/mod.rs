@@ -234,6 +234,10 @@ impl Transport for MemTransport {
     }
 }
 
+/// What a [`Pair`]'s wire does to the frames in flight.
+#[cfg(test)]
+pub(crate) type Filter = Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<u8>>>;
+
 #[cfg(test)]
 /// Two engines on one in-memory wire: `a` at 198.18.0.1, `b` at 198.18.0.2.
 pub(crate) struct Pair {
@@ -241,7 +245,7 @@ pub(crate) struct Pair {
     pub(crate) b: MemTransport,
     /// Frames in flight are passed through this before delivery (drop,
     /// reorder, duplicate); `None` delivers everything in order.
-    pub(crate) filter: Option<Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<u8>>>>,
+    pub(crate) filter: Option<Filter>,
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ impl Honest {
             let _ = self.buf.split_to(want);
             self.echoes += 1;
             // New connections now and then: accept must keep working too.
-            if self.echoes % 8 == 0 {
+            if self.echoes.is_multiple_of(8) {
                 t.close(c);
                 self.conn = None;
                 self.buf.clear();

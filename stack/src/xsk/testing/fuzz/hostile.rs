@@ -138,7 +138,7 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         }
         // A fragment.
         14 => {
-            s.frag = if rng.chance(500) { 0x2000 } else { 0x0000 | (rng.below(0x1fff) as u16) };
+            s.frag = if rng.chance(500) { 0x2000 } else { rng.below(0x1fff) as u16 };
             s.payload = &payload[..plen];
         }
         // An impossible source.

@@ -98,6 +98,9 @@ type EchoServer = Server<MemTransport, LengthPrefixed, Echo>;
 
 /// Runs the fuzzer; `progress` is called about every 1% of the frames.
 /// Returns an error naming what broke (a wedge, a leak), with the report so far.
+// The report rides with the error because it is what the caller prints; one
+// call per run, so its size costs nothing.
+#[allow(clippy::result_large_err)]
 pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<FuzzReport, (String, FuzzReport)> {
     let mut scfg = config(SERVER);
     scfg.max_conns = cfg.max_conns;
