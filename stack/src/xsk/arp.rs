@@ -119,6 +119,9 @@ impl SharedArp {
     /// Passes smoltcp's new wishes to the kernel, and puts into `found` the
     /// targets the kernel's table now has (with their MACs).
     pub(crate) fn resolve(&mut self, now: Instant, found: &mut Vec<(Ipv4Addr, [u8; 6])>) {
+        if self.wishes.targets.is_empty() && self.pending.is_empty() {
+            return; // the common case: called once per loop iteration
+        }
         let mut targets = std::mem::take(&mut self.wishes.targets);
         for ip in targets.drain(..) {
             self.want(ip, now);

@@ -11,8 +11,8 @@ use smoltcp::time::Instant as SmolInstant;
 use xsk_io::port::Port;
 use xsk_io::umem::Frame;
 
-use super::claims::Claims;
 use super::arp::SharedArp;
+use super::claims::Claims;
 use super::device::{DevState, PortLink};
 use super::engine::{Engine, PortChange};
 use super::faults::{FaultState, Faulty, RxFrames};
