@@ -254,6 +254,7 @@ impl Transport for KernelTransport {
         })?;
         // std's listen() uses a smaller backlog. A connection storm of thousands of clients
         // needs the queue.
+        // SAFETY: listen() on a socket this function owns; no pointers are passed.
         cvt(unsafe { libc::listen(fd.as_raw_fd(), LISTEN_BACKLOG) })?;
         let mut listener = TcpListener::from_std(std::net::TcpListener::from(fd));
         let index = self.listeners.len();
@@ -271,6 +272,7 @@ impl Transport for KernelTransport {
             bind(fd.as_raw_fd(), SocketAddrV4::new(self.cfg.bind, 0))?;
         }
         let (sa, len) = sockaddr_in(addr);
+        // SAFETY: `sa` is a valid sockaddr_in that outlives the call and `len` is its size.
         let rc = unsafe { libc::connect(fd.as_raw_fd(), (&sa as *const libc::sockaddr_in).cast(), len) };
         if rc != 0 {
             let e = io::Error::last_os_error();
@@ -324,6 +326,7 @@ impl Transport for KernelTransport {
             let n = unsafe { libc::recv(conn.stream.as_raw_fd(), ptr.cast(), want, 0) };
             if n > 0 {
                 let n = n as usize;
+                // SAFETY: the kernel initialised these n bytes of spare capacity (n <= want).
                 unsafe { buf.set_len(buf.len() + n) };
                 if n < want && !conn.eof_pending {
                     conn.readable = false;
@@ -366,6 +369,7 @@ impl Transport for KernelTransport {
         }
         loop {
             // MSG_NOSIGNAL: a reset peer must produce EPIPE, not kill the process with SIGPIPE.
+            // SAFETY: send() reads at most data.len() bytes from the live slice `data`.
             let n =
                 unsafe { libc::send(conn.stream.as_raw_fd(), data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
             if n >= 0 {
@@ -430,6 +434,7 @@ fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 fn new_tcp_socket() -> io::Result<OwnedFd> {
+    // SAFETY: socket() takes no pointers; the result is checked by cvt.
     let fd =
         cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: fd was just returned by socket() and is owned by nobody else.
@@ -437,6 +442,7 @@ fn new_tcp_socket() -> io::Result<OwnedFd> {
 }
 
 fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    // SAFETY: the option value points at `value`, a c_int that outlives the call, with its size.
     let rc = unsafe {
         libc::setsockopt(
             fd,
@@ -461,6 +467,7 @@ fn sockaddr_in(addr: SocketAddrV4) -> (libc::sockaddr_in, libc::socklen_t) {
 
 fn bind(fd: RawFd, addr: SocketAddrV4) -> io::Result<()> {
     let (sa, len) = sockaddr_in(addr);
+    // SAFETY: `sa` is a valid sockaddr_in that outlives the call and `len` is its size.
     cvt(unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), len) }).map(drop)
 }
 
@@ -528,6 +535,7 @@ mod tests {
             let fd = t.conns.get(id).unwrap().stream.as_raw_fd();
             let mut value: libc::c_int = 0;
             let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: `value` and `len` are live locals of the sizes getsockopt expects.
             let rc = unsafe {
                 libc::getsockopt(fd, libc::SOL_SOCKET, SO_BUSY_POLL, (&mut value as *mut libc::c_int).cast(), &mut len)
             };

@@ -101,6 +101,9 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod codec;
 pub mod kernel;
 pub mod resp;

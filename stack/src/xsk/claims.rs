@@ -18,19 +18,19 @@ use std::sync::{Arc, Mutex};
 
 use xsk_io::steer::Steer;
 
-pub struct Claims {
+pub(crate) struct Claims {
     addr: Ipv4Addr,
     held: Mutex<HashMap<u16, (OwnedFd, u32)>>,
 }
 
 impl Claims {
-    pub fn new(addr: Ipv4Addr) -> Arc<Claims> {
+    pub(crate) fn new(addr: Ipv4Addr) -> Arc<Claims> {
         Arc::new(Claims { addr, held: Mutex::new(HashMap::new()) })
     }
 
     /// Takes `port` from the kernel and steers it to the stack. Fails with
     /// `AddrInUse` when a kernel socket has it.
-    pub fn claim(&self, port: u16, steer: Option<&Steer>) -> io::Result<()> {
+    pub(crate) fn claim(&self, port: u16, steer: Option<&Steer>) -> io::Result<()> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, n)) = held.get_mut(&port) {
             *n += 1;
@@ -45,7 +45,7 @@ impl Claims {
     }
 
     /// Gives `port` back: unsteered, then the placeholder closed.
-    pub fn release(&self, port: u16, steer: Option<&Steer>) {
+    pub(crate) fn release(&self, port: u16, steer: Option<&Steer>) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         let Some((_, n)) = held.get_mut(&port) else { return };
         *n -= 1;
@@ -59,7 +59,7 @@ impl Claims {
 
     /// Ports held now.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.held.lock().map(|h| h.len()).unwrap_or(0)
     }
 }

@@ -16,13 +16,22 @@ pub enum AddrMode {
     /// told not to use) are steered to it; ARP stays with the kernel.
     Shared,
     /// An address the kernel does not have; the stack answers ARP and ping for it.
-    Dedicated { addr: Ipv4Addr, prefix_len: u8 },
+    Dedicated {
+        /// The stack's address.
+        addr: Ipv4Addr,
+        /// Its subnet's prefix length (on-link peers).
+        prefix_len: u8,
+    },
 }
 
+/// TCP congestion control (smoltcp's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Congestion {
+    /// None: the window is the receiver's.
     None,
+    /// Reno.
     Reno,
+    /// CUBIC (the default, as in Linux).
     Cubic,
 }
 
@@ -34,7 +43,9 @@ pub enum PartialCsum {
     /// sender's stack and ours (veth, virtio_net: memory, not a wire), refuse
     /// them elsewhere.
     Auto,
+    /// Accept them on any link.
     Accept,
+    /// Refuse them (counted as `bad_checksum`).
     Reject,
 }
 
@@ -49,21 +60,28 @@ impl PartialCsum {
     }
 }
 
+/// What an [`XskTransport`](super::XskTransport) is configured with; [`XskConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
 pub struct XskConfig {
+    /// The AF_XDP port: interface, queue, rings, UMEM, attach mode, busy polling, tuning.
     pub port: PortConfig,
+    /// The stack's IPv4 address: shared with the kernel or its own.
     pub addr: AddrMode,
+    /// Router for off-link peers; in shared mode the kernel's default route when unset.
     pub gateway: Option<Ipv4Addr>,
     /// Connections this shard is sized for (decides the bucket count when `buckets` is 0).
     pub max_conns: usize,
     /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
     pub buckets: usize,
+    /// Receive buffer per connection, bytes (the advertised window).
     pub rx_buffer: usize,
+    /// Send buffer per connection, bytes.
     pub tx_buffer: usize,
     /// Listening sockets kept ready per port, spread over the buckets (the accept backlog).
     pub backlog: usize,
     /// Local ports for outgoing connections.
     pub ephemeral: RangeInclusive<u16>,
+    /// TCP keep-alive interval; none by default.
     pub keepalive: Option<Duration>,
     /// Abort a connection when the peer stops acknowledging for this long.
     pub timeout: Option<Duration>,
@@ -76,6 +94,7 @@ pub struct XskConfig {
     pub half_open_bytes: usize,
     /// Partial TCP checksums (a local sender's checksum offload).
     pub partial_csum: PartialCsum,
+    /// Congestion control.
     pub congestion: Congestion,
     /// Frames taken from the RX ring per loop iteration at most.
     pub rx_batch: usize,
@@ -84,6 +103,7 @@ pub struct XskConfig {
 }
 
 impl XskConfig {
+    /// The defaults for `ifname` with address mode `addr`.
     pub fn new(ifname: &str, addr: AddrMode) -> XskConfig {
         let mut port = PortConfig::new(ifname);
         // Room for a burst of requests from thousands of connections: the
@@ -113,12 +133,16 @@ impl XskConfig {
     }
 }
 
+/// Why an [`XskTransport`](super::XskTransport) could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
+    /// The AF_XDP port (socket, UMEM, XDP program, steering).
     #[error(transparent)]
     Port(#[from] PortError),
+    /// The interface: missing, or without what the mode needs (name, reason).
     #[error("interface {0}: {1}")]
     Iface(String, String),
+    /// Shared mode: a kernel socket has the port (port, address).
     #[error("port {0} is in use by a kernel socket on {1} (shared-address mode cannot take it)")]
     PortInUse(u16, Ipv4Addr),
 }

@@ -17,7 +17,7 @@ use super::drops::DropReason;
 /// The bucket of a TCP flow, from the peer's address and port and our port.
 /// (Our address is the same for all flows of a stack.)
 #[inline]
-pub fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: usize) -> usize {
+pub(crate) fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: usize) -> usize {
     debug_assert!(buckets.is_power_of_two());
     // A multiply-xorshift mix: cheap, and spreads sequential ports well.
     let mut h = (u32::from(remote) as u64) << 32 | (remote_port as u64) << 16 | local_port as u64;
@@ -31,7 +31,7 @@ pub fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: u
 
 /// What the demultiplexer needs from an incoming frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Flow {
+pub(crate) enum Flow {
     /// IPv4/TCP: source address, source port, destination port, and whether
     /// it opens a connection (SYN without ACK).
     Tcp { src: Ipv4Addr, sport: u16, dport: u16, syn: bool },
@@ -43,12 +43,12 @@ pub enum Flow {
 
 /// What a received frame must satisfy before smoltcp may see it.
 #[derive(Clone, Copy, Debug)]
-pub struct RxRules {
-    pub mac: [u8; 6],
-    pub addr: Ipv4Addr,
-    pub prefix_len: u8,
+pub(crate) struct RxRules {
+    pub(crate) mac: [u8; 6],
+    pub(crate) addr: Ipv4Addr,
+    pub(crate) prefix_len: u8,
     /// Accept TCP checksums left partial by a local sender's checksum offload.
-    pub accept_partial: bool,
+    pub(crate) accept_partial: bool,
 }
 
 impl RxRules {
@@ -58,7 +58,7 @@ impl RxRules {
     }
 
     /// An address that no peer can send from.
-    pub fn bad_source(&self, a: Ipv4Addr) -> bool {
+    pub(crate) fn bad_source(&self, a: Ipv4Addr) -> bool {
         a.is_unspecified()
             || a.is_broadcast()
             || a.is_multicast()
@@ -70,7 +70,7 @@ impl RxRules {
     }
 
     /// Whether `a` is on our link (a neighbour, not behind a router).
-    pub fn on_link(&self, a: Ipv4Addr) -> bool {
+    pub(crate) fn on_link(&self, a: Ipv4Addr) -> bool {
         let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - self.prefix_len.min(32)) };
         u32::from(a) & mask == u32::from(self.addr) & mask
     }
@@ -78,16 +78,16 @@ impl RxRules {
 
 /// A frame that passed [`inspect`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Inspected {
-    pub flow: Flow,
-    pub src_mac: [u8; 6],
+pub(crate) struct Inspected {
+    pub(crate) flow: Flow,
+    pub(crate) src_mac: [u8; 6],
     /// The TCP checksum was a partial one (accepted by the rules).
-    pub partial_csum: bool,
+    pub(crate) partial_csum: bool,
 }
 
 /// Checks everything smoltcp must never see (impossible lengths, addresses
 /// no peer can have, wrong checksums) and classifies the frame. Never panics.
-pub fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropReason> {
+pub(crate) fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropReason> {
     if frame.len() < 14 {
         return Err(DropReason::Malformed);
     }

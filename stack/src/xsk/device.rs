@@ -1,80 +1,61 @@
-//! The engine's [`Link`] over the AF_XDP port's TX half.
+//! The device: smoltcp's view of the AF_XDP port, and nothing else.
 //!
-//! A TX token takes a UMEM frame only inside `consume` (smoltcp drops most
-//! tokens unused) and queues it on the TX ring; nothing reaches the kernel
-//! until the driver flushes the port, once per loop iteration. Received
-//! frames do not pass through here: the driver lends their UMEM bytes to
-//! `Engine::ingest` directly.
+//! [`PortLink`] is the engine's [`Link`] over the port's TX half: a TX token
+//! takes a UMEM frame only inside `consume` (smoltcp drops most tokens
+//! unused) and queues it on the TX ring; nothing reaches the kernel until
+//! the driver flushes the port, once per loop iteration. Received frames
+//! are lent to `Engine::ingest` in place (their bytes in the UMEM) and given
+//! back to the port through the link ([`RxFrames`]).
 
 use smoltcp::phy;
 use xsk_io::port::{Port, TxHalf};
-use xsk_io::umem::Umem;
+use xsk_io::umem::{Frame, Umem};
 
 use super::engine::Link;
-use super::faults::FaultState;
+use super::faults::RxFrames;
 
 /// Counters of the device layer.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct DeviceStats {
+    /// Frames queued on the TX ring.
     pub tx_frames: u64,
     /// smoltcp built a frame but no UMEM frame or TX slot was free.
     pub tx_dropped: u64,
     /// Frames larger than a UMEM frame (never expected with a sane MTU).
     pub tx_oversize: u64,
-    /// ARP requests that smoltcp wanted to send in shared-address mode (the kernel owns ARP there).
+    /// ARP frames that smoltcp wanted to send in shared-address mode (the
+    /// kernel owns ARP there; counted by `arp.rs`).
     pub arp_intercepted: u64,
 }
 
-/// The device layer's own state, lent to each [`PortLink`].
-pub struct DevState {
+/// The device's own state, lent to each [`PortLink`].
+pub(crate) struct DevState {
     /// Where smoltcp writes a frame that has no UMEM frame to go to (dropped).
     scratch: Vec<u8>,
-    pub stats: DeviceStats,
-    /// Shared-address mode: targets of ARP requests smoltcp wanted to send.
-    pub arp_targets: Vec<[u8; 4]>,
-    pub intercept_arp: bool,
-    pub faults: Option<FaultState>,
-    pub mtu: usize,
+    pub(crate) stats: DeviceStats,
+    mtu: usize,
 }
 
 impl DevState {
-    pub fn new(mtu: usize, intercept_arp: bool, faults: Option<FaultState>) -> DevState {
-        DevState {
-            scratch: vec![0u8; 64 * 1024],
-            stats: DeviceStats::default(),
-            arp_targets: Vec::with_capacity(64),
-            intercept_arp,
-            faults,
-            mtu,
-        }
+    pub(crate) fn new(mtu: usize) -> DevState {
+        DevState { scratch: vec![0u8; 64 * 1024], stats: DeviceStats::default(), mtu }
     }
 
     /// The link over `port` for one engine call, and the UMEM that received
     /// frames live in.
-    pub fn link<'a>(&'a mut self, port: &'a mut Port) -> (PortLink<'a>, &'a Umem) {
+    pub(crate) fn link<'a>(&'a mut self, port: &'a mut Port) -> (PortLink<'a>, &'a Umem) {
         let (umem, tx) = port.split();
-        let link = PortLink {
-            umem,
-            tx,
-            scratch: &mut self.scratch,
-            stats: &mut self.stats,
-            arp_targets: self.intercept_arp.then_some(&mut self.arp_targets),
-            faults: self.faults.as_mut(),
-            mtu: self.mtu,
-        };
+        let link = PortLink { umem, tx, scratch: &mut self.scratch, stats: &mut self.stats, mtu: self.mtu };
         (link, umem)
     }
 }
 
 /// The port's TX half as the engine's link.
-pub struct PortLink<'a> {
+pub(crate) struct PortLink<'a> {
     umem: &'a Umem,
     tx: TxHalf<'a>,
     scratch: &'a mut [u8],
     stats: &'a mut DeviceStats,
-    /// Shared-address mode: ARP belongs to the kernel; record targets instead of sending.
-    arp_targets: Option<&'a mut Vec<[u8; 4]>>,
-    faults: Option<&'a mut FaultState>,
     mtu: usize,
 }
 
@@ -85,14 +66,7 @@ impl<'p> Link for PortLink<'p> {
         Self: 't;
 
     fn tx(&mut self) -> Tx<'_, 'p> {
-        Tx {
-            tx: &mut self.tx,
-            umem: self.umem,
-            scratch: self.scratch,
-            stats: self.stats,
-            arp_targets: self.arp_targets.as_deref_mut(),
-            faults: self.faults.as_deref_mut(),
-        }
+        Tx { tx: &mut self.tx, umem: self.umem, scratch: self.scratch, stats: self.stats }
     }
 
     fn tx_ready(&mut self) -> bool {
@@ -104,13 +78,19 @@ impl<'p> Link for PortLink<'p> {
     }
 }
 
-pub struct Tx<'a, 'p> {
+impl RxFrames for PortLink<'_> {
+    type Frame = Frame;
+    fn release(&mut self, f: Frame) {
+        self.tx.release(f)
+    }
+}
+
+/// One frame to send, written straight into a UMEM frame.
+pub(crate) struct Tx<'a, 'p> {
     tx: &'a mut TxHalf<'p>,
     umem: &'a Umem,
     scratch: &'a mut [u8],
     stats: &'a mut DeviceStats,
-    arp_targets: Option<&'a mut Vec<[u8; 4]>>,
-    faults: Option<&'a mut FaultState>,
 }
 
 impl phy::TxToken for Tx<'_, '_> {
@@ -128,26 +108,6 @@ impl phy::TxToken for Tx<'_, '_> {
         }
         let r = f(&mut self.umem.buf_mut(&mut frame)[..len]);
         frame.set_len(len);
-        if let Some(targets) = self.arp_targets {
-            let d = self.umem.data(&frame);
-            if d.len() >= 42 && d[12..14] == [0x08, 0x06] {
-                // ARP request from smoltcp: the kernel owns ARP for a shared
-                // address, so the driver resolves the target from the
-                // kernel's neighbour table instead of putting this on the wire.
-                if targets.len() < 64 {
-                    targets.push([d[38], d[39], d[40], d[41]]);
-                }
-                self.stats.arp_intercepted += 1;
-                self.tx.release(frame);
-                return r;
-            }
-        }
-        if let Some(f) = self.faults {
-            if f.tx_drop() {
-                self.tx.release(frame);
-                return r;
-            }
-        }
         match self.tx.send(frame) {
             Ok(()) => self.stats.tx_frames += 1,
             Err(frame) => {

@@ -97,23 +97,35 @@ impl fmt::Display for DropReason {
 /// Drops by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DropStats {
+    /// Frames shorter than their headers or with inconsistent lengths.
     pub malformed: u64,
+    /// Wrong TCP or IPv4 checksums.
     pub bad_checksum: u64,
+    /// Source addresses no peer can have.
     pub bad_source: u64,
+    /// Frames for another address.
     pub not_for_us: u64,
+    /// IPv4 fragments.
     pub fragment: u64,
+    /// Protocols the stack does not speak.
     pub unsupported: u64,
+    /// TCP for no socket (answered with RST).
     pub no_socket: u64,
+    /// SYNs beyond the connection limit (answered with RST).
     pub conn_limit: u64,
+    /// Half-open connections evicted from a full SYN backlog.
     pub syn_backlog: u64,
+    /// Dropped by fault injection.
     pub injected: u64,
 }
 
 impl DropStats {
+    /// The count for one reason.
     pub fn get(&self, r: DropReason) -> u64 {
         *self.slot_ref(r)
     }
 
+    /// All drops.
     pub fn total(&self) -> u64 {
         DropReason::ALL.iter().map(|r| self.get(*r)).sum()
     }
@@ -155,7 +167,7 @@ impl DropStats {
 
     /// Counts one drop; the first of each reason is logged with its cause.
     #[inline]
-    pub fn count(&mut self, r: DropReason) {
+    pub(crate) fn count(&mut self, r: DropReason) {
         let c = self.slot(r);
         *c += 1;
         if *c == 1 {

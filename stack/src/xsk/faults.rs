@@ -1,26 +1,49 @@
-//! Fault injection at the device: drop, duplicate and reorder received
-//! frames, drop sent frames. For tests of loss recovery on a host without
-//! netem; off unless configured.
+//! Fault injection as a device wrapper, as smoltcp's `phy::FaultInjector`
+//! wraps a `Device`: `Faulty` sits between the engine and a link (the
+//! AF_XDP port's, or the in-memory one of the tests) and drops, duplicates
+//! and reorders received frames and drops sent ones. For tests of loss
+//! recovery on a host without netem; the driver only puts it in when
+//! [`Faults`] asks for any fault.
 
-/// Probabilities in [0, 1].
+use smoltcp::phy;
+
+use super::engine::Link;
+
+/// Fault probabilities, each in [0, 1] (`XskConfig::faults`; all zero: off).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Faults {
+    /// A received frame is dropped.
     pub rx_drop: f64,
+    /// A received frame is delivered twice.
     pub rx_dup: f64,
+    /// A received frame is held back and delivered after the next one
+    /// (within one received batch).
     pub rx_reorder: f64,
+    /// A frame the stack sends is dropped.
     pub tx_drop: f64,
+    /// Seed of the dice, for repeatable runs.
     pub seed: u64,
 }
 
 impl Faults {
+    /// Whether any fault is asked for.
     pub fn any(&self) -> bool {
         self.rx_drop > 0.0 || self.rx_dup > 0.0 || self.rx_reorder > 0.0 || self.tx_drop > 0.0
     }
 }
 
+/// How often each fault struck.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct FaultStats {
+    pub(crate) rx_dropped: u64,
+    pub(crate) rx_duplicated: u64,
+    pub(crate) rx_reordered: u64,
+    pub(crate) tx_dropped: u64,
+}
+
 /// What to do with one received frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RxFate {
+enum RxFate {
     Deliver,
     Drop,
     Duplicate,
@@ -28,19 +51,36 @@ pub enum RxFate {
     Delay,
 }
 
-#[derive(Clone, Debug)]
-pub struct FaultState {
-    pub cfg: Faults,
-    rng: u64,
-    pub rx_dropped: u64,
-    pub rx_duplicated: u64,
-    pub rx_reordered: u64,
-    pub tx_dropped: u64,
+/// A link whose received frames are given back once the engine has read
+/// them: a UMEM frame to the port; memory is simply dropped.
+pub(crate) trait RxFrames: Link {
+    /// What holds one received frame.
+    type Frame;
+    /// Gives a received frame back.
+    fn release(&mut self, f: Self::Frame);
 }
 
-impl FaultState {
-    pub fn new(cfg: Faults) -> FaultState {
-        FaultState { cfg, rng: cfg.seed | 1, rx_dropped: 0, rx_duplicated: 0, rx_reordered: 0, tx_dropped: 0 }
+impl<L: RxFrames + ?Sized> RxFrames for &mut L {
+    type Frame = L::Frame;
+    fn release(&mut self, f: L::Frame) {
+        (**self).release(f)
+    }
+}
+
+/// The injector's state between calls: the dice, the counters and the
+/// frame held back for reordering. `F` holds a received frame.
+pub(crate) struct FaultState<F> {
+    cfg: Faults,
+    rng: u64,
+    held: Option<F>,
+    /// Where a dropped sent frame is written (smoltcp builds it anyway).
+    scratch: Vec<u8>,
+    pub(crate) stats: FaultStats,
+}
+
+impl<F> FaultState<F> {
+    pub(crate) fn new(cfg: Faults) -> FaultState<F> {
+        FaultState { cfg, rng: cfg.seed | 1, held: None, scratch: vec![0u8; 64 * 1024], stats: FaultStats::default() }
     }
 
     fn next(&mut self) -> f64 {
@@ -51,30 +91,113 @@ impl FaultState {
         (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    pub fn rx(&mut self) -> RxFate {
+    fn rx(&mut self) -> RxFate {
         let r = self.next();
         let c = self.cfg;
         if r < c.rx_drop {
-            self.rx_dropped += 1;
+            self.stats.rx_dropped += 1;
             RxFate::Drop
         } else if r < c.rx_drop + c.rx_dup {
-            self.rx_duplicated += 1;
+            self.stats.rx_duplicated += 1;
             RxFate::Duplicate
         } else if r < c.rx_drop + c.rx_dup + c.rx_reorder {
-            self.rx_reordered += 1;
+            self.stats.rx_reordered += 1;
             RxFate::Delay
         } else {
             RxFate::Deliver
         }
     }
 
-    pub fn tx_drop(&mut self) -> bool {
+    fn tx_drop(&mut self) -> bool {
         if self.cfg.tx_drop > 0.0 && self.next() < self.cfg.tx_drop {
-            self.tx_dropped += 1;
+            self.stats.tx_dropped += 1;
             true
         } else {
             false
         }
+    }
+}
+
+/// The injector around a link, for one engine call or one received batch.
+/// Sent frames pass through [`Link`]; received ones through
+/// [`receive`](Self::receive), which hands the engine each frame as its fate
+/// says, with this wrapper as the link its answers go out on.
+pub(crate) struct Faulty<'s, L: RxFrames> {
+    inner: L,
+    state: &'s mut FaultState<L::Frame>,
+}
+
+impl<'s, L: RxFrames> Faulty<'s, L> {
+    pub(crate) fn new(inner: L, state: &'s mut FaultState<L::Frame>) -> Self {
+        Faulty { inner, state }
+    }
+
+    /// One received frame through the RX faults. `deliver` gives a frame's
+    /// bytes to the engine; every frame is released after its last delivery.
+    pub(crate) fn receive(&mut self, frame: L::Frame, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
+        match self.state.rx() {
+            RxFate::Deliver => {
+                deliver(self, &frame);
+                self.inner.release(frame);
+                self.deliver_held(deliver);
+            }
+            RxFate::Drop => self.inner.release(frame),
+            RxFate::Duplicate => {
+                deliver(self, &frame);
+                deliver(self, &frame);
+                self.inner.release(frame);
+            }
+            RxFate::Delay => {
+                if let Some(prev) = self.state.held.replace(frame) {
+                    deliver(self, &prev);
+                    self.inner.release(prev);
+                }
+            }
+        }
+    }
+
+    /// Delivers the frame held back, if any: at the end of each received
+    /// batch, so that reordering never holds a frame across a sleep.
+    pub(crate) fn deliver_held(&mut self, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
+        if let Some(f) = self.state.held.take() {
+            deliver(self, &f);
+            self.inner.release(f);
+        }
+    }
+}
+
+impl<L: RxFrames> Link for Faulty<'_, L> {
+    type Tx<'t>
+        = FaultyTx<'t, L::Tx<'t>, L::Frame>
+    where
+        Self: 't;
+
+    fn tx(&mut self) -> Self::Tx<'_> {
+        FaultyTx { inner: self.inner.tx(), state: &mut *self.state }
+    }
+
+    fn tx_ready(&mut self) -> bool {
+        self.inner.tx_ready()
+    }
+
+    fn mtu(&self) -> usize {
+        self.inner.mtu()
+    }
+}
+
+/// A sent frame that may be dropped.
+pub(crate) struct FaultyTx<'a, T, F> {
+    inner: T,
+    state: &'a mut FaultState<F>,
+}
+
+impl<T: phy::TxToken, F> phy::TxToken for FaultyTx<'_, T, F> {
+    fn consume<R, G: FnOnce(&mut [u8]) -> R>(self, len: usize, f: G) -> R {
+        if self.state.tx_drop() {
+            let n = len.min(self.state.scratch.len());
+            return f(&mut self.state.scratch[..n]);
+        }
+        self.inner.consume(len, f)
     }
 }
 
@@ -84,13 +207,14 @@ mod tests {
 
     #[test]
     fn rates_are_roughly_right() {
-        let mut f = FaultState::new(Faults { rx_drop: 0.1, rx_dup: 0.05, rx_reorder: 0.05, tx_drop: 0.0, seed: 3 });
+        let mut f = FaultState::<()>::new(Faults { rx_drop: 0.1, rx_dup: 0.05, rx_reorder: 0.05, tx_drop: 0.0, seed: 3 });
         let n = 100_000;
         for _ in 0..n {
             f.rx();
         }
+        let s = f.stats;
         let near = |x: u64, p: f64| ((x as f64 / n as f64) - p).abs() < 0.01;
-        assert!(near(f.rx_dropped, 0.1) && near(f.rx_duplicated, 0.05) && near(f.rx_reordered, 0.05), "{f:?}");
+        assert!(near(s.rx_dropped, 0.1) && near(s.rx_duplicated, 0.05) && near(s.rx_reordered, 0.05), "{s:?}");
         assert!(!f.tx_drop());
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! smoltcp fills its neighbour cache only from ARP, and sends ARP for one
 //! address a second at most; in shared-address mode ARP belongs to the
-//! kernel anyway. So on-link peers are taught to smoltcp (a synthetic ARP
-//! reply) from the frames they send. Off-link sources are never taught:
+//! kernel anyway (see `xsk/arp.rs`). So on-link peers are taught to smoltcp
+//! (a synthetic ARP reply, `arp::reply`) from the frames they send. Off-link sources are never taught:
 //! their frames carry a router's MAC.
 //!
 //! A peer is taught again whenever the source changes from one frame to the

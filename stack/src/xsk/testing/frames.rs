@@ -9,21 +9,33 @@ use smoltcp::wire::{checksum, IpProtocol};
 /// `partial_csum` (what a sender with checksum offload leaves) is asked for.
 #[derive(Clone, Debug)]
 pub struct TcpSpec<'a> {
+    /// Source MAC.
     pub src_mac: [u8; 6],
+    /// Destination MAC.
     pub dst_mac: [u8; 6],
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// Sequence number.
     pub seq: u32,
+    /// Acknowledgment number.
     pub ack: u32,
     /// TCP flags byte: FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK 0x10.
     pub flags: u8,
+    /// Advertised window.
     pub window: u16,
     /// TCP options, padded to a multiple of 4 by the builder.
     pub options: &'a [u8],
+    /// Data.
     pub payload: &'a [u8],
+    /// Leave the TCP checksum partial (the pseudo-header sum only).
     pub partial_csum: bool,
+    /// IPv4 TTL.
     pub ttl: u8,
     /// IPv4 flags+fragment offset field.
     pub frag: u16,
@@ -115,27 +127,40 @@ pub fn arp(oper: u16, src_mac: [u8; 6], dst_mac: [u8; 6], sender: Ipv4Addr, targ
 /// A parsed TCP segment from a frame the stack sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seg {
+    /// Source address.
     pub src: Ipv4Addr,
+    /// Destination address.
     pub dst: Ipv4Addr,
+    /// Source port.
     pub sport: u16,
+    /// Destination port.
     pub dport: u16,
+    /// Sequence number.
     pub seq: u32,
+    /// Acknowledgment number.
     pub ack: u32,
+    /// TCP flags byte.
     pub flags: u8,
+    /// Advertised window.
     pub window: u16,
+    /// Data.
     pub payload: Vec<u8>,
 }
 
 impl Seg {
+    /// SYN set.
     pub fn syn(&self) -> bool {
         self.flags & 0x02 != 0
     }
+    /// ACK set.
     pub fn ack_set(&self) -> bool {
         self.flags & 0x10 != 0
     }
+    /// RST set.
     pub fn rst(&self) -> bool {
         self.flags & 0x04 != 0
     }
+    /// FIN set.
     pub fn fin(&self) -> bool {
         self.flags & 0x01 != 0
     }

@@ -2,7 +2,9 @@
 //! [`Transport`] over it with a clock the caller moves, two of them wired
 //! back to back, and frame builders. Unit tests, the scripted-peer tests and
 //! the fuzzer drive the same engine the AF_XDP driver does, as an ordinary
-//! user and deterministically.
+//! user and deterministically. Public are the frame builders (`frames`, for
+//! the integration tests) and the fuzzer (`fuzz`, for `stack-fuzz`); the
+//! in-memory link and transport are the crate's own.
 
 pub mod frames;
 pub mod fuzz;
@@ -15,23 +17,25 @@ use bytes::BytesMut;
 use smoltcp::phy;
 use smoltcp::time::Instant;
 
+pub(crate) use super::arp::request_target as arp_target;
 use super::config::Congestion;
 use super::engine::{Engine, EngineConfig, Link};
+use super::faults::{FaultState, Faults, Faulty, RxFrames};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
 /// Frames sent by an engine, kept in memory.
 #[derive(Debug)]
-pub struct MemLink {
-    pub out: Vec<Vec<u8>>,
+pub(crate) struct MemLink {
+    pub(crate) out: Vec<Vec<u8>>,
     /// Frames the link takes before it reports no room (a full TX ring).
-    pub capacity: usize,
-    pub mtu: usize,
+    pub(crate) capacity: usize,
+    pub(crate) mtu: usize,
     /// Frames written while there was no room (dropped, as a full ring does).
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 impl MemLink {
-    pub fn new() -> MemLink {
+    pub(crate) fn new() -> MemLink {
         MemLink { out: Vec::new(), capacity: 4096, mtu: 1500, dropped: 0 }
     }
 }
@@ -42,7 +46,7 @@ impl Default for MemLink {
     }
 }
 
-pub struct MemTx<'a>(&'a mut MemLink);
+pub(crate) struct MemTx<'a>(&'a mut MemLink);
 
 impl phy::TxToken for MemTx<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
@@ -73,8 +77,13 @@ impl Link for MemLink {
     }
 }
 
+impl RxFrames for MemLink {
+    type Frame = Vec<u8>;
+    fn release(&mut self, _f: Vec<u8>) {}
+}
+
 /// An engine configuration for tests: `addr`/24 with MAC `02:00:00:00:00:<last octet>`.
-pub fn config(addr: Ipv4Addr) -> EngineConfig {
+pub(crate) fn config(addr: Ipv4Addr) -> EngineConfig {
     EngineConfig {
         mac: mac_of(addr),
         addr,
@@ -98,39 +107,78 @@ pub fn config(addr: Ipv4Addr) -> EngineConfig {
 }
 
 /// The MAC tests give `addr`.
-pub fn mac_of(addr: Ipv4Addr) -> [u8; 6] {
+pub(crate) fn mac_of(addr: Ipv4Addr) -> [u8; 6] {
     [2, 0, 0, 0, 0, addr.octets()[3]]
 }
 
-/// The engine behind the [`Transport`] trait, over a [`MemLink`]. Time moves
-/// only when the caller says (`advance`); `poll` never sleeps.
-pub struct MemTransport {
-    pub engine: Engine,
-    pub link: MemLink,
+/// The engine behind the [`Transport`] trait, over a [`MemLink`] (behind
+/// the fault injector once `set_faults` asks for it, as the driver does).
+/// Time moves only when the caller says (`advance`); `poll` never sleeps.
+pub(crate) struct MemTransport {
+    pub(crate) engine: Engine,
+    pub(crate) link: MemLink,
     /// Frames waiting to be received.
-    pub inbox: VecDeque<Vec<u8>>,
-    pub now: Instant,
+    pub(crate) inbox: VecDeque<Vec<u8>>,
+    pub(crate) now: Instant,
+    /// The fault injector's state, when faults are configured.
+    pub(crate) faults: Option<FaultState<Vec<u8>>>,
 }
 
 impl MemTransport {
-    pub fn new(cfg: EngineConfig) -> MemTransport {
+    pub(crate) fn new(cfg: EngineConfig) -> MemTransport {
         let mut link = MemLink::new();
         let now = Instant::from_millis(1);
         let engine = Engine::new(cfg, now, &mut link);
-        MemTransport { engine, link, inbox: VecDeque::new(), now }
+        MemTransport { engine, link, inbox: VecDeque::new(), now, faults: None }
     }
 
-    pub fn advance(&mut self, d: Duration) {
+    /// Puts the fault injector between the engine and the link.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn set_faults(&mut self, faults: Faults) {
+        self.faults = faults.any().then(|| FaultState::new(faults));
+    }
+
+    /// The inbox into the engine, through the injector when there is one.
+    fn ingest(&mut self) {
+        let (engine, now) = (&mut self.engine, self.now);
+        match &mut self.faults {
+            None => {
+                while let Some(f) = self.inbox.pop_front() {
+                    let _ = engine.ingest(now, &f, &mut self.link);
+                }
+            }
+            Some(state) => {
+                let mut link = Faulty::new(&mut self.link, state);
+                let deliver = &mut |l: &mut Faulty<&mut MemLink>, f: &Vec<u8>| {
+                    let _ = engine.ingest(now, f, l);
+                };
+                while let Some(f) = self.inbox.pop_front() {
+                    link.receive(f, deliver);
+                }
+                link.deliver_held(deliver);
+            }
+        }
+    }
+
+    fn egress(&mut self) {
+        match &mut self.faults {
+            None => self.engine.egress(self.now, &mut self.link),
+            Some(state) => self.engine.egress(self.now, &mut Faulty::new(&mut self.link, state)),
+        }
+    }
+
+    pub(crate) fn advance(&mut self, d: Duration) {
         self.now += d.into();
     }
 
     /// Runs egress now (timers due, touched buckets).
-    pub fn tick(&mut self) {
-        self.engine.egress(self.now, &mut self.link);
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn tick(&mut self) {
+        self.egress();
     }
 
     /// Takes the frames sent so far.
-    pub fn take_sent(&mut self) -> Vec<Vec<u8>> {
+    pub(crate) fn take_sent(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.link.out)
     }
 }
@@ -145,14 +193,12 @@ impl Transport for MemTransport {
     }
 
     fn poll(&mut self, events: &mut Vec<Event>, _timeout: Option<Duration>) -> Result<(), TransportError> {
-        while let Some(f) = self.inbox.pop_front() {
-            let _ = self.engine.ingest(self.now, &f, &mut self.link);
-        }
+        self.ingest();
         self.engine.scan_dirty();
         if self.engine.take_events(events) {
             return Ok(());
         }
-        self.engine.egress(self.now, &mut self.link);
+        self.egress();
         for _ in self.engine.port_changes() {}
         self.engine.take_events(events);
         Ok(())
@@ -171,7 +217,7 @@ impl Transport for MemTransport {
     }
 
     fn flush(&mut self) -> Result<(), TransportError> {
-        self.engine.egress(self.now, &mut self.link);
+        self.egress();
         Ok(())
     }
 
@@ -188,24 +234,30 @@ impl Transport for MemTransport {
     }
 }
 
+/// What a [`Pair`]'s wire does to the frames in flight.
+#[cfg(test)]
+pub(crate) type Filter = Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<u8>>>;
+
+#[cfg(test)]
 /// Two engines on one in-memory wire: `a` at 198.18.0.1, `b` at 198.18.0.2.
-pub struct Pair {
-    pub a: MemTransport,
-    pub b: MemTransport,
+pub(crate) struct Pair {
+    pub(crate) a: MemTransport,
+    pub(crate) b: MemTransport,
     /// Frames in flight are passed through this before delivery (drop,
     /// reorder, duplicate); `None` delivers everything in order.
-    pub filter: Option<Box<dyn FnMut(Vec<Vec<u8>>) -> Vec<Vec<u8>>>>,
+    pub(crate) filter: Option<Filter>,
 }
 
+#[cfg(test)]
 impl Pair {
-    pub const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
-    pub const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    pub(crate) const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+    pub(crate) const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 
-    pub fn new() -> Pair {
+    pub(crate) fn new() -> Pair {
         Self::with(config(Self::A), config(Self::B))
     }
 
-    pub fn with(a: EngineConfig, b: EngineConfig) -> Pair {
+    pub(crate) fn with(a: EngineConfig, b: EngineConfig) -> Pair {
         let mut p = Pair { a: MemTransport::new(a), b: MemTransport::new(b), filter: None };
         // Each side learns the other as a shared-mode driver would.
         let (ma, mb) = (mac_of(Self::A), mac_of(Self::B));
@@ -218,7 +270,7 @@ impl Pair {
     /// Moves sent frames to the other side; returns how many moved. ARP
     /// requests for the other side are answered the way the shared-mode
     /// driver answers them (from the kernel's table).
-    pub fn exchange(&mut self) -> usize {
+    pub(crate) fn exchange(&mut self) -> usize {
         let mut ab = self.a.take_sent();
         let mut ba = self.b.take_sent();
         if ab.iter().any(|f| arp_target(f) == Some(Self::B)) {
@@ -243,7 +295,7 @@ impl Pair {
 
     /// Polls both sides and exchanges frames until nothing moves (or
     /// `rounds` pass), collecting each side's events.
-    pub fn settle(&mut self, rounds: usize) -> (Vec<Event>, Vec<Event>) {
+    pub(crate) fn settle(&mut self, rounds: usize) -> (Vec<Event>, Vec<Event>) {
         let (mut ea, mut eb) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             let _ = self.a.poll(&mut ea, None);
@@ -258,17 +310,14 @@ impl Pair {
     }
 
     /// Advances both clocks.
-    pub fn advance(&mut self, d: Duration) {
+    pub(crate) fn advance(&mut self, d: Duration) {
         self.a.advance(d);
         self.b.advance(d);
     }
 }
 
-/// The target of an ARP request.
-pub fn arp_target(f: &[u8]) -> Option<Ipv4Addr> {
-    (f.len() >= 42 && f[12..14] == [8, 6] && f[20..22] == [0, 1]).then(|| Ipv4Addr::new(f[38], f[39], f[40], f[41]))
-}
 
+#[cfg(test)]
 impl Default for Pair {
     fn default() -> Self {
         Self::new()

@@ -1,0 +1,323 @@
+//! Shared-address mode's ARP, in one place.
+//!
+//! Why shared mode needs this: the stack and the kernel then own one IPv4
+//! address on one interface, and ARP for it stays with the kernel (the
+//! steering program passes ARP frames to it), since the kernel's own
+//! sockets on that address need it. smoltcp, though, fills its neighbour
+//! cache only from ARP replies to itself, which therefore never arrive, and
+//! its requests would only add a second asker on the wire. So, for the
+//! targets smoltcp wants (the gateway, a peer that has not spoken yet):
+//!
+//! 1. interception: [`Intercept`], a wrapper around the engine's link, keeps
+//!    smoltcp's ARP frames off the wire and notes the targets;
+//! 2. resolution: [`SharedArp::resolve`] looks the targets up in the
+//!    kernel's neighbour table (`/proc/thread-self/net/arp`), asking the
+//!    kernel to resolve missing ones with an empty UDP datagram;
+//! 3. the answer: the driver teaches the engine what the kernel found
+//!    (`Engine::teach_neighbour`), which feeds smoltcp a synthesised ARP
+//!    reply built by [`reply`].
+//!
+//! Peers that send us frames need none of this: the engine learns them from
+//! their frames (`engine/neighbours.rs`, both modes), with the same reply.
+//! In dedicated mode the stack owns its address and smoltcp does its own ARP
+//! (the steering program brings it the replies): the wrapper passes
+//! everything through.
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::time::{Duration, Instant};
+
+use smoltcp::phy;
+
+use super::engine::Link;
+use super::faults::RxFrames;
+
+/// An Ethernet/IPv4 ARP frame (14 + 28 bytes): all smoltcp sends.
+pub(crate) const FRAME_LEN: usize = 42;
+
+/// Targets asked for at most, waiting for the kernel.
+const MAX_PENDING: usize = 64;
+
+/// How long the kernel gets to resolve a target before it is forgotten
+/// (smoltcp asks again if it still wants it).
+const RESOLVE_FOR: Duration = Duration::from_secs(3);
+
+/// A synthesised ARP reply from `ip` at `mac` to us, for smoltcp's
+/// neighbour cache.
+pub(crate) fn reply(our_mac: [u8; 6], our_ip: Ipv4Addr, mac: [u8; 6], ip: Ipv4Addr) -> [u8; FRAME_LEN] {
+    let mut f = [0u8; FRAME_LEN];
+    f[0..6].copy_from_slice(&our_mac);
+    f[6..12].copy_from_slice(&mac);
+    f[12..14].copy_from_slice(&[0x08, 0x06]);
+    f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+    f[22..28].copy_from_slice(&mac);
+    f[28..32].copy_from_slice(&ip.octets());
+    f[32..38].copy_from_slice(&our_mac);
+    f[38..42].copy_from_slice(&our_ip.octets());
+    f
+}
+
+/// The target of an ARP request frame.
+pub(crate) fn request_target(f: &[u8]) -> Option<Ipv4Addr> {
+    (is_arp(f) && f[20..22] == [0, 1]).then(|| Ipv4Addr::new(f[38], f[39], f[40], f[41]))
+}
+
+fn is_arp(f: &[u8]) -> bool {
+    f.len() >= FRAME_LEN && f[12..14] == [0x08, 0x06]
+}
+
+/// What smoltcp asked for since the driver last looked.
+#[derive(Debug, Default)]
+struct Wishes {
+    targets: Vec<Ipv4Addr>,
+    /// ARP frames kept off the wire.
+    intercepted: u64,
+}
+
+/// One driver's shared-mode ARP: what smoltcp wants, what the kernel is
+/// resolving.
+#[derive(Debug)]
+pub(crate) struct SharedArp {
+    /// Whether smoltcp's ARP frames are intercepted (shared mode).
+    intercept: bool,
+    wishes: Wishes,
+    ifname: String,
+    /// Targets the kernel has not resolved yet, since when.
+    pending: Vec<(Ipv4Addr, Instant)>,
+    /// Sends the datagram that makes the kernel resolve a target.
+    poker: Option<UdpSocket>,
+}
+
+impl SharedArp {
+    /// For `ifname`; `intercept` in shared-address mode.
+    pub(crate) fn new(ifname: &str, intercept: bool) -> SharedArp {
+        SharedArp {
+            intercept,
+            wishes: Wishes { targets: Vec::with_capacity(MAX_PENDING), intercepted: 0 },
+            ifname: ifname.to_string(),
+            pending: Vec::new(),
+            poker: UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok(),
+        }
+    }
+
+    /// The engine's link with smoltcp's ARP kept off the wire (shared mode);
+    /// a pass-through otherwise.
+    pub(crate) fn wrap<L: Link>(&mut self, inner: L) -> Intercept<'_, L> {
+        Intercept { inner, wishes: self.intercept.then_some(&mut self.wishes) }
+    }
+
+    /// ARP frames kept off the wire so far.
+    pub(crate) fn intercepted(&self) -> u64 {
+        self.wishes.intercepted
+    }
+
+    /// Whether the kernel is still resolving a target.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Passes smoltcp's new wishes to the kernel, and puts into `found` the
+    /// targets the kernel's table now has (with their MACs).
+    pub(crate) fn resolve(&mut self, now: Instant, found: &mut Vec<(Ipv4Addr, [u8; 6])>) {
+        if self.wishes.targets.is_empty() && self.pending.is_empty() {
+            return; // the common case: called once per loop iteration
+        }
+        let mut targets = std::mem::take(&mut self.wishes.targets);
+        for ip in targets.drain(..) {
+            self.want(ip, now);
+        }
+        self.wishes.targets = targets;
+        if self.pending.is_empty() {
+            return;
+        }
+        let table = kernel_table(&self.ifname);
+        self.pending.retain(|(ip, since)| {
+            if let Some(mac) = table.get(ip) {
+                found.push((*ip, *mac));
+                false
+            } else {
+                now.duration_since(*since) < RESOLVE_FOR
+            }
+        });
+    }
+
+    /// smoltcp wants `ip`: note it, and ask the kernel to resolve it.
+    fn want(&mut self, ip: Ipv4Addr, now: Instant) {
+        if self.pending.len() >= MAX_PENDING || self.pending.iter().any(|(p, _)| *p == ip) {
+            return;
+        }
+        self.pending.push((ip, now));
+        // Any datagram to the target makes the kernel resolve it; port 9 is discard.
+        if let Some(s) = &self.poker {
+            let _ = s.send_to(&[], SocketAddrV4::new(ip, 9));
+        }
+    }
+}
+
+/// The engine's link with smoltcp's ARP frames taken out (shared mode).
+pub(crate) struct Intercept<'a, L> {
+    inner: L,
+    wishes: Option<&'a mut Wishes>,
+}
+
+impl<L: Link> Link for Intercept<'_, L> {
+    type Tx<'t>
+        = InterceptTx<'t, L::Tx<'t>>
+    where
+        Self: 't;
+
+    fn tx(&mut self) -> Self::Tx<'_> {
+        InterceptTx { inner: self.inner.tx(), wishes: self.wishes.as_deref_mut() }
+    }
+
+    fn tx_ready(&mut self) -> bool {
+        self.inner.tx_ready()
+    }
+
+    fn mtu(&self) -> usize {
+        self.inner.mtu()
+    }
+}
+
+impl<L: RxFrames> RxFrames for Intercept<'_, L> {
+    type Frame = L::Frame;
+    fn release(&mut self, f: L::Frame) {
+        self.inner.release(f)
+    }
+}
+
+/// A frame on its way out: an ARP frame stops here.
+pub(crate) struct InterceptTx<'a, T> {
+    inner: T,
+    wishes: Option<&'a mut Wishes>,
+}
+
+impl<T: phy::TxToken> phy::TxToken for InterceptTx<'_, T> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        // Only a frame of ARP's length can be ARP (TCP frames are longer):
+        // built on the stack first, it reaches the link only if it is not.
+        let Some(w) = self.wishes.filter(|_| len == FRAME_LEN) else { return self.inner.consume(len, f) };
+        let mut buf = [0u8; FRAME_LEN];
+        let r = f(&mut buf);
+        if !is_arp(&buf) {
+            self.inner.consume(len, |out| out.copy_from_slice(&buf));
+            return r;
+        }
+        if let Some(ip) = request_target(&buf) {
+            if w.targets.len() < MAX_PENDING {
+                w.targets.push(ip);
+            }
+        }
+        w.intercepted += 1;
+        r
+    }
+}
+
+/// The kernel's IPv4 neighbour table for `ifname`, in this thread's network
+/// namespace (complete entries only).
+fn kernel_table(ifname: &str) -> HashMap<Ipv4Addr, [u8; 6]> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/arp").unwrap_or_default();
+    parse_proc_arp(&text, ifname)
+}
+
+fn parse_proc_arp(text: &str, ifname: &str) -> HashMap<Ipv4Addr, [u8; 6]> {
+    let mut m = HashMap::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // IP address, HW type, Flags, HW address, Mask, Device
+        if f.len() < 6 || f[5] != ifname {
+            continue;
+        }
+        let flags = u32::from_str_radix(f[2].trim_start_matches("0x"), 16).unwrap_or(0);
+        if flags & 0x2 == 0 {
+            continue; // not ATF_COM: incomplete
+        }
+        let (Ok(ip), Ok(mac)) = (f[0].parse::<Ipv4Addr>(), xsk_io::ifaddr::parse_mac(f[3])) else { continue };
+        m.insert(ip, mac);
+    }
+    m
+}
+
+/// The gateway of the kernel's IPv4 default route through `ifname`, in this
+/// thread's network namespace: shared mode follows the kernel's routing.
+pub(crate) fn kernel_default_gateway(ifname: &str) -> Option<Ipv4Addr> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/route").ok()?;
+    parse_default_route(&text, ifname)
+}
+
+fn parse_default_route(text: &str, ifname: &str) -> Option<Ipv4Addr> {
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // Iface Destination Gateway Flags ... Mask: addresses in host order hex.
+        if f.len() < 8 || f[0] != ifname || f[1] != "00000000" || f[7] != "00000000" {
+            continue;
+        }
+        let gw = u32::from_str_radix(f[2], 16).ok()?;
+        if gw != 0 {
+            // The kernel prints the address's bytes as a host-order integer.
+            return Some(Ipv4Addr::from(gw.to_ne_bytes()));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xsk::testing::MemLink;
+
+    #[test]
+    fn parses_proc_net_arp() {
+        let t = "IP address       HW type     Flags       HW address            Mask     Device\n\
+                 198.18.0.2       0x1         0x2         02:00:00:00:00:0b     *        veth0\n\
+                 198.18.0.3       0x1         0x0         00:00:00:00:00:00     *        veth0\n\
+                 198.18.0.4       0x1         0x2         02:00:00:00:00:0c     *        other\n";
+        let m = parse_proc_arp(t, "veth0");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[&Ipv4Addr::new(198, 18, 0, 2)], [2, 0, 0, 0, 0, 0x0b]);
+    }
+
+    #[test]
+    fn parses_the_default_route() {
+        let t = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+                 veth0\t00000000\t010012C6\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+                 veth0\t000012C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        assert_eq!(parse_default_route(t, "veth0"), Some(Ipv4Addr::new(198, 18, 0, 1)));
+        assert_eq!(parse_default_route(t, "other"), None);
+    }
+
+    /// Writes `frame` through `link` as smoltcp would.
+    fn send(link: &mut impl Link, frame: &[u8]) {
+        use smoltcp::phy::TxToken;
+        link.tx().consume(frame.len(), |b| b.copy_from_slice(frame));
+    }
+
+    #[test]
+    fn shared_mode_keeps_arp_off_the_wire_and_notes_the_target() {
+        let (us, peer) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
+        // From us (sender) to everyone, asking for `peer` (target).
+        let mut request = reply([0xff; 6], peer, [2, 0, 0, 0, 0, 1], us);
+        request[21] = 1; // opcode: request
+        // An ICMP echo reply without payload is as long as an ARP frame.
+        let mut icmp = [0u8; FRAME_LEN];
+        icmp[12..14].copy_from_slice(&[0x08, 0x00]);
+        icmp[14] = 0x45;
+        for intercept in [true, false] {
+            let mut arp = SharedArp::new("lo", intercept);
+            let mut mem = MemLink::new();
+            let mut link = arp.wrap(&mut mem);
+            send(&mut link, &request);
+            send(&mut link, &icmp);
+            send(&mut link, &[7u8; 60]);
+            let on_wire: Vec<_> = mem.out.iter().map(|f| f.len()).collect();
+            if intercept {
+                assert_eq!(on_wire, [FRAME_LEN, 60]);
+                assert!(mem.out[0] == icmp, "the non-ARP frame reaches the link unchanged");
+                assert_eq!((arp.intercepted(), arp.wishes.targets.clone()), (1, vec![peer]));
+            } else {
+                assert_eq!(on_wire, [FRAME_LEN, FRAME_LEN, 60]);
+                assert_eq!(arp.intercepted(), 0);
+            }
+        }
+    }
+}

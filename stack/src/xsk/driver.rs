@@ -1,0 +1,317 @@
+//! The driver's loop: frames from the port into the engine, the engine's
+//! frames out through the port, sleeping on epoll and a timerfd in between;
+//! and the [`Transport`] calls, which the engine answers.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use smoltcp::time::Instant as SmolInstant;
+use xsk_io::port::Port;
+use xsk_io::umem::Frame;
+
+use super::arp::SharedArp;
+use super::claims::Claims;
+use super::device::{DevState, PortLink};
+use super::engine::{Engine, PortChange};
+use super::faults::{FaultState, Faulty, RxFrames};
+use super::{backend_err, DeviceStats, StackStats, XskConfig};
+use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+/// The AF_XDP stack behind the [`Transport`] trait: one port (one RX queue),
+/// one engine, one thread. See the [module docs](super).
+pub struct XskTransport {
+    pub(super) port: Port,
+    pub(super) engine: Engine,
+    pub(super) dev: DevState,
+    /// Shared-address mode's ARP (interception and the kernel's table).
+    pub(super) arp: SharedArp,
+    pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
+    pub(super) rx_batch: Vec<Frame>,
+    pub(super) poll: mio::Poll,
+    pub(super) mio_events: mio::Events,
+    pub(super) epoch: std::time::Instant,
+    /// Shared-address mode: the ports held from the kernel.
+    pub(super) claims: Option<Arc<Claims>>,
+    /// Fault injection (tests): the state of the [`Faulty`] link wrapper.
+    pub(super) faults: Option<FaultState<Frame>>,
+    /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
+    pub(super) timer: crate::timer::PreciseTimer,
+    pub(super) cfg: XskConfig,
+}
+
+/// Runs `$body` with `$link` bound to the engine's link over the port: the
+/// port's device, behind the fault injector when one is configured, behind
+/// shared-mode ARP interception (a pass-through in dedicated mode). A macro
+/// because the two links are different types (the plain one pays nothing for
+/// the injector) and the body borrows other fields of the transport.
+macro_rules! with_link {
+    ($t:ident, |$link:ident| $body:expr) => {{
+        let (port_link, _) = $t.dev.link(&mut $t.port);
+        match &mut $t.faults {
+            None => {
+                let $link = &mut $t.arp.wrap(port_link);
+                $body
+            }
+            Some(state) => {
+                let $link = &mut $t.arp.wrap(Faulty::new(port_link, state));
+                $body
+            }
+        }
+    }};
+}
+
+pub(super) const XSK_TOKEN: mio::Token = mio::Token(0);
+pub(super) const TIMER_TOKEN: mio::Token = mio::Token(1);
+
+impl XskTransport {
+    /// The stack's IPv4 address.
+    pub fn addr(&self) -> Ipv4Addr {
+        self.engine.addr()
+    }
+
+    /// The AF_XDP port (its features and counters).
+    pub fn port(&self) -> &Port {
+        &self.port
+    }
+
+    /// The counters of the engine, the device and the port.
+    pub fn stats(&self) -> StackStats {
+        let mut engine = self.engine.stats();
+        if let Some(f) = &self.faults {
+            engine.drops.injected = f.stats.rx_dropped;
+        }
+        let device = DeviceStats { arp_intercepted: self.arp.intercepted(), ..self.dev.stats };
+        StackStats { engine, device, port: self.port.stats() }
+    }
+
+    /// Listening sockets waiting for a SYN, over all buckets.
+    pub fn listening_sockets(&self) -> usize {
+        self.engine.stats().listening
+    }
+
+    /// Frame accounting of the underlying port (see `Port::audit`).
+    pub fn audit(&mut self) -> Result<xsk_io::port::Accounting, String> {
+        self.port.audit()
+    }
+
+    fn now(&self) -> SmolInstant {
+        SmolInstant::from_micros(self.epoch.elapsed().as_micros() as i64)
+    }
+
+    /// A received batch into the engine, through the fault injector when
+    /// one is configured; each UMEM frame goes back to the port once read.
+    fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
+        let (engine, arp) = (&mut self.engine, &mut self.arp);
+        let (link, umem) = self.dev.link(&mut self.port);
+        match &mut self.faults {
+            None => {
+                let mut link = arp.wrap(link);
+                for f in batch.drain(..) {
+                    let _ = engine.ingest(now, umem.data(&f), &mut link);
+                    link.release(f);
+                }
+            }
+            Some(state) => {
+                let mut link = Faulty::new(link, state);
+                let deliver = &mut |l: &mut Faulty<PortLink>, f: &Frame| {
+                    let _ = engine.ingest(now, umem.data(f), &mut arp.wrap(l));
+                };
+                for f in batch.drain(..) {
+                    link.receive(f, deliver);
+                }
+                link.deliver_held(deliver);
+            }
+        }
+    }
+
+    /// Shared mode: answers smoltcp's ARP wishes from the kernel's table
+    /// (see `arp.rs`).
+    fn neighbours(&mut self, now: SmolInstant, wall: std::time::Instant) {
+        let mut found = std::mem::take(&mut self.resolved);
+        self.arp.resolve(wall, &mut found);
+        if found.is_empty() {
+            self.resolved = found;
+            return;
+        }
+        with_link!(self, |link| {
+            for (ip, mac) in found.drain(..) {
+                // The gateway is on-link; an off-link peer is never resolved
+                // (smoltcp asks for its gateway instead).
+                self.engine.teach_neighbour(now, ip, mac, link);
+            }
+        });
+        self.resolved = found;
+    }
+
+    fn egress(&mut self, now: SmolInstant) -> Result<(), TransportError> {
+        with_link!(self, |link| self.engine.egress(now, link));
+        self.release_ports();
+        self.port.flush().map_err(backend_err)
+    }
+
+    /// Ports of finished connections go back to the kernel.
+    fn release_ports(&mut self) {
+        let steer = self.port.steer();
+        for PortChange::Released(p) in self.engine.port_changes() {
+            if let Some(c) = &self.claims {
+                c.release(p, steer);
+            }
+        }
+    }
+
+    /// How long to sleep: until the engine's next timer or the caller's deadline.
+    fn wait_for(&mut self, left: Option<Duration>) -> Option<Duration> {
+        let now = self.now();
+        let timer = self.engine.poll_at().map(|d| {
+            if d <= now {
+                Duration::ZERO
+            } else {
+                Duration::from_micros((d - now).total_micros())
+            }
+        });
+        match (left, timer) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl Transport for XskTransport {
+    fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+        if port != 0 {
+            if let Some(c) = &self.claims {
+                c.claim(port, self.port.steer()).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::AddrInUse => TransportError::AddrInUse(port),
+                    _ => TransportError::Io(e),
+                })?;
+            }
+        }
+        let lid = match self.engine.listen(port) {
+            Ok(l) => l,
+            Err(e) => {
+                if let (Some(c), true) = (&self.claims, port != 0) {
+                    c.release(port, self.port.steer());
+                }
+                return Err(e);
+            }
+        };
+        let port = self.engine.local_addr(lid).map(|a| a.port()).unwrap_or(port);
+        if self.claims.is_none() {
+            if let Some(steer) = self.port.steer() {
+                steer.add_tcp_port(port).map_err(backend_err)?;
+            }
+        }
+        Ok(lid)
+    }
+
+    fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
+        let (claims, steer) = (self.claims.as_deref(), self.port.steer());
+        let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
+        let id = self.engine.connect(addr, &mut usable)?;
+        Ok(id)
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        let start = std::time::Instant::now();
+        let busy = self.port.features().busy_poll.is_some();
+        loop {
+            let wall = std::time::Instant::now();
+            let now = self.now();
+            self.neighbours(now, wall);
+            let mut batch = std::mem::take(&mut self.rx_batch);
+            let n = self.port.recv(&mut batch, self.cfg.rx_batch);
+            self.ingest(&mut batch, now);
+            self.rx_batch = batch;
+            // Report what arrived before transmitting anything: the
+            // application's answers then ride on the ACKs (flush() sends
+            // both), instead of a bare ACK going out first.
+            self.engine.scan_dirty();
+            if self.engine.take_events(events) {
+                return Ok(());
+            }
+            self.egress(now)?;
+            if self.engine.take_events(events) {
+                return Ok(());
+            }
+            if n == self.cfg.rx_batch {
+                continue; // more frames waiting: no sleep
+            }
+            let elapsed = start.elapsed();
+            let left = match timeout {
+                Some(t) if elapsed >= t => return Ok(()),
+                Some(t) => Some(t - elapsed),
+                None => None,
+            };
+            let wait = self.wait_for(left);
+            if self.port.tx_pending() || self.arp.has_pending() {
+                // TX left in the ring (budget) or a neighbour being resolved: come back soon.
+                let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
+                std::thread::sleep(w);
+                continue;
+            }
+            if busy {
+                std::hint::spin_loop();
+                continue;
+            }
+            if wait == Some(Duration::ZERO) {
+                continue;
+            }
+            let wait = self.timer.prepare(wait);
+            match self.poll.poll(&mut self.mio_events, wait) {
+                Ok(()) => {
+                    if self.mio_events.iter().any(|e| e.token() == TIMER_TOKEN) {
+                        self.timer.clear();
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
+                Err(e) => return Err(TransportError::Io(e)),
+            }
+        }
+    }
+
+    fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+        self.engine.recv(conn, buf)
+    }
+
+    fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+        self.engine.send(conn, data)
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        self.engine.close(conn)
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        if !self.engine.wants_egress() && !self.port.tx_pending() {
+            return Ok(());
+        }
+        let now = self.now();
+        self.egress(now)
+    }
+
+    fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+        self.engine.local_addr(listener)
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.engine.peer_addr(conn)
+    }
+
+    fn name(&self) -> &'static str {
+        "xsk"
+    }
+}
+
+impl Drop for XskTransport {
+    fn drop(&mut self) {
+        // Tell peers we are gone rather than leaving half-open connections.
+        let now = self.now();
+        with_link!(self, |link| self.engine.abort_all(now, link));
+        let _ = self.port.flush();
+        let _ = self.port.drain_tx(Duration::from_millis(100));
+        let _ = self.poll.registry().deregister(&mut self.port);
+        // Placeholders close with `claims` (dropped after this).
+    }
+}

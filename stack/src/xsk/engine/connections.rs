@@ -1,0 +1,163 @@
+//! The connection API: listen, connect, recv, send, close.
+
+use std::net::SocketAddrV4;
+
+use bytes::BytesMut;
+use smoltcp::socket::tcp;
+use smoltcp::wire::IpEndpoint;
+
+use super::bucket::Conn;
+use super::Engine;
+use crate::transport::{ConnId, Event, ListenerId, TransportError};
+use crate::xsk::demux::bucket_of;
+
+impl Engine {
+    pub(crate) fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+        let port = if port == 0 { self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))? } else { port };
+        if self.listeners.contains(&Some(port)) {
+            return Err(TransportError::AddrInUse(port));
+        }
+        let lid = ListenerId(self.listeners.len() as u32);
+        let per_bucket = self.cfg.backlog.div_ceil(self.buckets.len()).max(1);
+        for b in 0..self.buckets.len() {
+            for _ in 0..per_bucket {
+                let mut s = self.new_socket();
+                s.listen(port).map_err(|e| TransportError::Backend { backend: "xsk", source: Box::new(e) })?;
+                let h = self.buckets[b].listen.add(s);
+                self.buckets[b].listeners.push((h, lid));
+            }
+        }
+        self.listeners.push(Some(port));
+        self.ports.set_listening(port);
+        Ok(lid)
+    }
+
+    /// Opens a connection from an ephemeral port; `usable` may veto a port
+    /// (the driver's claim on it in the kernel failed), up to a few tries.
+    pub(crate) fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
+        let mut lport = None;
+        for _ in 0..16 {
+            let p = self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))?;
+            if usable(p) {
+                lport = Some(p);
+                break;
+            }
+            // Leave it marked in use: the kernel has it.
+        }
+        let lport = lport.ok_or(TransportError::Exhausted("ephemeral ports the kernel does not use"))?;
+        let b = bucket_of(*addr.ip(), addr.port(), lport, self.buckets.len());
+        let mut s = self.new_socket();
+        let remote = IpEndpoint::new((*addr.ip()).into(), addr.port());
+        if let Err(e) = s.connect(self.iface.context(), remote, (self.cfg.addr, lport)) {
+            self.ports.release(lport);
+            self.recycle(s);
+            return Err(TransportError::Backend { backend: "xsk", source: Box::new(e) });
+        }
+        let h = self.buckets[b].sockets.add(s);
+        let conn = Conn {
+            bucket: b as u32,
+            handle: h,
+            connected: false,
+            want_read: true,
+            blocked: false,
+            closed_reported: false,
+            local_port: lport,
+            active: self.clock,
+            unacked: 0,
+            unacked_since: self.clock,
+        };
+        let id = match self.conns.insert(conn) {
+            Ok(id) => id,
+            Err(e) => {
+                let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                self.recycle(s);
+                self.ports.release(lport);
+                return Err(e);
+            }
+        };
+        self.buckets[b].members.push(id);
+        self.mark_dirty(b as u32);
+        Ok(id)
+    }
+
+    pub(crate) fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+        let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
+        let (b, h) = (c.bucket, c.handle);
+        let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
+        let mut total = 0;
+        while s.can_recv() {
+            match s.recv(|data| {
+                buf.extend_from_slice(data);
+                (data.len(), data.len())
+            }) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+        let eof = !s.may_recv() && !s.can_recv();
+        let c = self.conns.get_mut(conn).expect("checked above");
+        if total == 0 {
+            c.want_read = true;
+            if eof && !c.closed_reported {
+                c.closed_reported = true;
+                self.stats.closed += 1;
+                self.pending.push(Event::Closed(conn));
+            }
+        } else {
+            c.active = self.clock;
+            // The window opened: let egress send an update if smoltcp wants to.
+            self.mark_dirty(b);
+        }
+        Ok(total)
+    }
+
+    pub(crate) fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+        let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
+        let (b, h, connected) = (c.bucket, c.handle, c.connected);
+        let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
+        if !s.may_send() {
+            return match s.state() {
+                tcp::State::SynSent | tcp::State::SynReceived => Ok(0),
+                _ if !connected => Ok(0),
+                _ => Err(TransportError::ConnectionClosed(conn)),
+            };
+        }
+        let n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
+        let c = self.conns.get_mut(conn).expect("checked above");
+        if n < data.len() {
+            c.blocked = true;
+        }
+        if n > 0 {
+            c.active = self.clock;
+            self.mark_dirty(b);
+        }
+        Ok(n)
+    }
+
+    pub(crate) fn close(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.remove(conn) else { return };
+        let b = c.bucket as usize;
+        let bucket = &mut self.buckets[b];
+        if let Some(i) = bucket.members.iter().position(|m| *m == conn) {
+            bucket.members.swap_remove(i);
+        }
+        bucket.sockets.get_mut::<tcp::Socket>(c.handle).close();
+        bucket.closing.push((c.handle, c.local_port, self.clock));
+        self.closing += 1;
+        self.mark_dirty(b as u32);
+    }
+
+    pub(crate) fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+        self.listeners.get(listener.0 as usize).copied().flatten().map(|p| SocketAddrV4::new(self.cfg.addr, p))
+    }
+
+    pub(crate) fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        let c = self.conns.get(conn)?;
+        let s = self.buckets[c.bucket as usize].sockets.get::<tcp::Socket>(c.handle);
+        match s.remote_endpoint()? {
+            IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(a), port } => Some(SocketAddrV4::new(a, port)),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! The path out: events from touched buckets, egress, timers.
+
+use std::cmp::Reverse;
+
+use smoltcp::time::Instant;
+
+use super::link::SmolDev;
+use super::{Engine, Link, SWEEP_EVERY};
+use crate::transport::Event;
+
+impl Engine {
+    /// Reports what changed in the buckets touched since the last egress
+    /// (accepts, data, closes), before anything is sent, so the
+    /// application's answers ride on the ACKs.
+    pub(crate) fn scan_dirty(&mut self) {
+        for i in 0..self.dirty.len() {
+            let b = self.dirty[i] as usize;
+            self.scan(b);
+        }
+    }
+
+    /// Whether any bucket waits for egress.
+    pub(crate) fn wants_egress(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+
+    /// Egress for every touched bucket and every bucket whose timer is due,
+    /// plus the idle and FIN timeouts; then turns socket state into events.
+    pub(crate) fn egress<L: Link>(&mut self, now: Instant, link: &mut L) {
+        self.clock = now;
+        if now >= self.next_sweep {
+            self.next_sweep = now + SWEEP_EVERY.into();
+            self.sweep(now);
+        }
+        while let Some(&Reverse((d, b))) = self.timers.peek() {
+            if d > now {
+                break;
+            }
+            self.timers.pop();
+            if self.buckets[b as usize].deadline == Some(d) {
+                self.buckets[b as usize].deadline = None;
+                self.mark_dirty(b);
+            }
+        }
+        let mut i = 0;
+        while i < self.dirty.len() {
+            let b = self.dirty[i] as usize;
+            i += 1;
+            self.buckets[b].dirty = false;
+            self.scan(b);
+            let mut dev = SmolDev { rx: None, link: &mut *link };
+            let changed = self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
+            if changed == smoltcp::iface::PollResult::SocketStateChanged {
+                self.scan(b);
+            }
+            // Only now: a socket that entered TIME-WAIT has sent its last ACK.
+            self.reap_closing(b);
+            let bucket = &mut self.buckets[b];
+            let next = self.iface.poll_at(now, &bucket.sockets);
+            if next != bucket.deadline {
+                bucket.deadline = next;
+                if let Some(d) = next {
+                    self.timers.push(Reverse((d, b as u32)));
+                }
+            }
+            // scan() may have marked it dirty again; the loop picks it up.
+        }
+        // Every listed bucket had its flag cleared when its turn came, so
+        // the flags need no pass over all buckets.
+        self.dirty.clear();
+        debug_assert!(self.buckets.iter().all(|b| !b.dirty));
+    }
+
+    /// When `egress` must run next at the latest (a smoltcp timer or a sweep).
+    pub(crate) fn poll_at(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((d, b))) = self.timers.peek() {
+            if self.buckets[b as usize].deadline == Some(d) {
+                break;
+            }
+            self.timers.pop();
+        }
+        let timer = self.timers.peek().map(|&Reverse((d, _))| d);
+        let sweep = self.needs_sweep().then_some(self.next_sweep);
+        match (timer, sweep) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Moves the events gathered so far into `out`; true if there were any.
+    pub(crate) fn take_events(&mut self, out: &mut Vec<Event>) -> bool {
+        if self.pending.is_empty() {
+            return false;
+        }
+        out.append(&mut self.pending);
+        true
+    }
+
+    /// Aborts every connection (RST to each peer) and sends the RSTs: for
+    /// shutdown, so peers are not left with half-open connections.
+    pub(crate) fn abort_all<L: Link>(&mut self, now: Instant, link: &mut L) {
+        for b in &mut self.buckets {
+            for (_, s) in b.sockets.iter_mut().chain(b.listen.iter_mut()) {
+                #[allow(irrefutable_let_patterns)]
+                if let smoltcp::socket::Socket::Tcp(t) = s {
+                    if t.is_active() {
+                        t.abort();
+                    }
+                }
+            }
+        }
+        for b in 0..self.buckets.len() as u32 {
+            self.mark_dirty(b);
+        }
+        self.egress(now, link);
+    }
+}

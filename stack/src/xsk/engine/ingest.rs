@@ -1,0 +1,91 @@
+//! The per-frame path in: checks, demux to a bucket, smoltcp.
+
+use std::net::Ipv4Addr;
+
+use smoltcp::time::Instant;
+
+use super::link::SmolDev;
+use super::{Engine, Link};
+use crate::xsk::demux::{bucket_of, inspect, Flow, Inspected};
+use crate::xsk::drops::DropReason;
+
+impl Engine {
+    /// One received frame: checked, then given to smoltcp in the bucket its
+    /// flow hashes to. Answers (RST, ACK, ARP) go out through `link`.
+    pub(crate) fn ingest<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) -> Result<Inspected, DropReason> {
+        self.clock = now;
+        self.stats.rx_frames += 1;
+        let info = match inspect(frame, &self.rules) {
+            Ok(i) => i,
+            Err(r) => {
+                self.stats.drops.count(r);
+                return Err(r);
+            }
+        };
+        self.stats.rx_partial_csum += info.partial_csum as u64;
+        // Peers are learned from their frames (on-link sources only), before
+        // anything is answered: an RST needs the peer's MAC as much as data.
+        if let Flow::Tcp { src, .. } | Flow::Icmp { src } = info.flow {
+            if let Some(src) = self.taught.learn(src, now, &self.rules) {
+                self.teach(now, src, info.src_mac, link);
+            }
+        }
+        let b = match info.flow {
+            Flow::Tcp { src, sport, dport, syn } => {
+                let listening = self.ports.listening(dport);
+                let refuse = if syn && listening && self.embryos + self.conns.len() >= self.cfg.max_conns {
+                    Some(DropReason::ConnLimit)
+                } else if !listening && !self.ports.in_use(dport) {
+                    Some(DropReason::NoSocket)
+                } else {
+                    None
+                };
+                if let Some(r) = refuse {
+                    self.stats.drops.count(r);
+                    let mut dev = SmolDev { rx: Some(frame), link };
+                    self.iface.poll_ingress_single(now, &mut dev, &mut self.no_sockets);
+                    return Err(r);
+                }
+                let b = bucket_of(src, sport, dport, self.buckets.len());
+                // Only a SYN for no live connection goes to the listeners.
+                let to_listener = syn && listening && !self.buckets[b].has_conn(src, sport, dport);
+                let bucket = &mut self.buckets[b];
+                let set = if to_listener { &mut bucket.listen } else { &mut bucket.sockets };
+                let mut dev = SmolDev { rx: Some(frame), link };
+                self.iface.poll_ingress_single(now, &mut dev, set);
+                self.replenish_listeners(b);
+                self.mark_dirty(b as u32);
+                return Ok(info);
+            }
+            Flow::Icmp { .. } | Flow::Arp { .. } => 0,
+        };
+        let mut dev = SmolDev { rx: Some(frame), link };
+        self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
+        self.mark_dirty(b as u32);
+        Ok(info)
+    }
+
+    /// Teaches smoltcp that on-link `ip` is at `mac` (shared-address mode,
+    /// where the kernel owns ARP): a synthetic ARP reply. Off-link addresses
+    /// are refused: their frames come from a router, whose MAC is not theirs.
+    pub(crate) fn teach_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
+        if !self.rules.on_link(ip) || self.rules.bad_source(ip) {
+            return false;
+        }
+        self.teach(now, ip, mac, link);
+        self.taught.note(ip, now);
+        // Sockets waiting for this neighbour can send now (rare: once per
+        // new neighbour, so a pass over all buckets is fine).
+        for b in 0..self.buckets.len() as u32 {
+            self.mark_dirty(b);
+        }
+        true
+    }
+
+    /// A synthetic ARP reply for smoltcp's neighbour cache.
+    fn teach<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) {
+        let f = crate::xsk::arp::reply(self.cfg.mac, self.cfg.addr, mac, ip);
+        let mut dev = SmolDev { rx: Some(&f), link };
+        self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);
+    }
+}

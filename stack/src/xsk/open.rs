@@ -1,0 +1,169 @@
+//! Opening the driver: the interface's address and MTU, the ports (and the
+//! steering program with them), the engine's configuration, and the
+//! epoll/timer wait, one `XskTransport` per queue.
+
+use std::sync::Arc;
+
+use smoltcp::time::Instant as SmolInstant;
+use xsk_io::port::{Port, PortError, SteerSpec};
+use xsk_io::steer::SteerFlags;
+
+use super::claims::Claims;
+use super::device::DevState;
+use super::driver::{TIMER_TOKEN, XSK_TOKEN};
+use super::engine::{Engine, EngineConfig};
+use super::faults::FaultState;
+use super::arp::{self, SharedArp};
+use super::{AddrMode, XskConfig, XskError, XskTransport};
+
+impl XskTransport {
+    /// One transport on `cfg.port.queue`.
+    pub fn new(cfg: XskConfig) -> Result<XskTransport, XskError> {
+        let mut v = Self::open(cfg, false)?;
+        Ok(v.pop().expect("one port opened"))
+    }
+
+    /// One transport per RX queue of the interface, sharing the address and
+    /// the steering program: run each on its own thread (one shard per
+    /// queue). The NIC's RSS decides which shard a flow lands on, so this
+    /// suits servers; a shard's outgoing connections only work where the
+    /// replies hash back to its queue.
+    pub fn shards(cfg: XskConfig) -> Result<Vec<XskTransport>, XskError> {
+        Self::open(cfg, true)
+    }
+
+    fn open(cfg: XskConfig, all_queues: bool) -> Result<Vec<XskTransport>, XskError> {
+        let ifname = cfg.port.ifname.clone();
+        let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
+        let mac = xsk_io::ifaddr::mac(&ifname).map_err(iferr)?;
+        let mtu = xsk_io::ifaddr::mtu(&ifname).map_err(iferr)? as usize;
+        let (addr, prefix_len, flags) = match &cfg.addr {
+            AddrMode::Shared => {
+                let (a, p) = xsk_io::ifaddr::ipv4(&ifname).map_err(iferr)?.ok_or_else(|| {
+                    XskError::Iface(ifname.clone(), "has no IPv4 address to share (use a dedicated address)".into())
+                })?;
+                (a, p, SteerFlags::NONE)
+            }
+            AddrMode::Dedicated { addr, prefix_len } => (*addr, *prefix_len, SteerFlags::ARP | SteerFlags::ICMP),
+        };
+        let mut pcfg = cfg.port.clone();
+        pcfg.steer = Some(SteerSpec { addr, tcp_ports: Vec::new(), flags });
+        let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
+        ports[0].log_features();
+        let claims = match cfg.addr {
+            // The kernel has the address too: take ports one by one.
+            AddrMode::Shared => Some(Claims::new(addr)),
+            // Nobody else has the address: steer the whole ephemeral range.
+            AddrMode::Dedicated { .. } => {
+                if let Some(steer) = ports[0].steer() {
+                    steer.add_tcp_port_range(cfg.ephemeral.clone()).map_err(PortError::from)?;
+                }
+                None
+            }
+        };
+        let driver = ports[0].features().driver.clone();
+        let accept_partial = cfg.partial_csum.accept_on(&driver);
+        tracing::info!(
+            "{ifname} ({}): TCP segments with partial checksums (a local sender's TX checksum offload) are {}",
+            if driver.is_empty() { "unknown driver" } else { &driver },
+            if accept_partial {
+                "accepted: the frames cross memory, not a wire"
+            } else {
+                "refused and counted as bad_checksum (the link is not trusted for them)"
+            }
+        );
+        let gateway = match (cfg.gateway, &cfg.addr) {
+            (Some(g), _) => Some(g),
+            // Shared mode follows the kernel's routing: its default route.
+            (None, AddrMode::Shared) => arp::kernel_default_gateway(&ifname),
+            (None, AddrMode::Dedicated { .. }) => None,
+        };
+        if let Some(g) = gateway {
+            tracing::info!("{ifname}: off-link peers through gateway {g}");
+        }
+        let ecfg = EngineConfig {
+            mac,
+            addr,
+            prefix_len,
+            gateway,
+            max_conns: cfg.max_conns,
+            buckets: cfg.buckets,
+            rx_buffer: cfg.rx_buffer,
+            tx_buffer: cfg.tx_buffer,
+            backlog: cfg.backlog,
+            ephemeral: cfg.ephemeral.clone(),
+            keepalive: cfg.keepalive,
+            timeout: cfg.timeout,
+            idle_timeout: cfg.idle_timeout,
+            fin_timeout: cfg.fin_timeout,
+            half_open_bytes: cfg.half_open_bytes,
+            congestion: cfg.congestion,
+            accept_partial_csum: accept_partial,
+            seed: seed(),
+        };
+        ports
+            .into_iter()
+            .map(|port| Self::with_port(cfg.clone(), ecfg.clone(), port, mtu, claims.clone()))
+            .collect()
+    }
+
+    fn with_port(
+        cfg: XskConfig,
+        mut ecfg: EngineConfig,
+        mut port: Port,
+        mtu: usize,
+        claims: Option<Arc<Claims>>,
+    ) -> Result<XskTransport, XskError> {
+        let ifname = cfg.port.ifname.clone();
+        let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
+        let shared = cfg.addr == AddrMode::Shared;
+        let mut dev = DevState::new(mtu);
+        ecfg.seed ^= port.features().queue as u64;
+        let epoch = std::time::Instant::now();
+        let engine = {
+            let (mut link, _) = dev.link(&mut port);
+            Engine::new(ecfg, SmolInstant::from_micros(0), &mut link)
+        };
+        let poll = mio::Poll::new().map_err(iferr)?;
+        poll.registry().register(&mut port, XSK_TOKEN, mio::Interest::READABLE).map_err(iferr)?;
+        let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
+        timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
+        tracing::info!(
+            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes, at most {} connections",
+            engine.addr(),
+            engine.rules().prefix_len,
+            if shared { "shared with the kernel" } else { "dedicated" },
+            engine.buckets(),
+            cfg.rx_buffer,
+            cfg.tx_buffer,
+            cfg.max_conns,
+        );
+        Ok(XskTransport {
+            port,
+            engine,
+            dev,
+            // Both modes learn peers from the frames they receive (with
+            // several shards, an ARP exchange may land on another shard's queue).
+            arp: SharedArp::new(&ifname, shared),
+            resolved: Vec::new(),
+            rx_batch: Vec::with_capacity(cfg.rx_batch),
+            poll,
+            mio_events: mio::Events::with_capacity(4),
+            epoch,
+            claims,
+            faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
+            timer,
+            cfg,
+        })
+    }
+
+}
+
+fn seed() -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    u64::from_ne_bytes(b) ^ (std::process::id() as u64) << 32
+}
