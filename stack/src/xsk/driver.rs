@@ -97,7 +97,12 @@ impl XskTransport {
     }
 
     fn now(&self) -> SmolInstant {
-        SmolInstant::from_micros(self.epoch.elapsed().as_micros() as i64)
+        self.smol_time(std::time::Instant::now())
+    }
+
+    /// The engine's clock for a wall-clock reading: one clock read serves both.
+    fn smol_time(&self, wall: std::time::Instant) -> SmolInstant {
+        SmolInstant::from_micros(wall.saturating_duration_since(self.epoch).as_micros() as i64)
     }
 
     /// A received batch into the engine, through the fault injector when
@@ -162,8 +167,7 @@ impl XskTransport {
     }
 
     /// How long to sleep: until the engine's next timer or the caller's deadline.
-    fn wait_for(&mut self, left: Option<Duration>) -> Option<Duration> {
-        let now = self.now();
+    fn wait_for(&mut self, now: SmolInstant, left: Option<Duration>) -> Option<Duration> {
         let timer = self.engine.poll_at().map(|d| {
             if d <= now {
                 Duration::ZERO
@@ -216,9 +220,12 @@ impl Transport for XskTransport {
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let start = std::time::Instant::now();
         let busy = self.port.features().busy_poll.is_some();
+        let mut first = true;
         loop {
-            let wall = std::time::Instant::now();
-            let now = self.now();
+            // One clock read per pass (a vDSO call each; at light load every
+            // request costs two passes).
+            let wall = if std::mem::take(&mut first) { start } else { std::time::Instant::now() };
+            let now = self.smol_time(wall);
             self.neighbours(now, wall);
             let mut batch = std::mem::take(&mut self.rx_batch);
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
@@ -238,13 +245,13 @@ impl Transport for XskTransport {
             if n == self.cfg.rx_batch {
                 continue; // more frames waiting: no sleep
             }
-            let elapsed = start.elapsed();
+            let elapsed = wall.saturating_duration_since(start);
             let left = match timeout {
                 Some(t) if elapsed >= t => return Ok(()),
                 Some(t) => Some(t - elapsed),
                 None => None,
             };
-            let wait = self.wait_for(left);
+            let wait = self.wait_for(now, left);
             if self.port.tx_pending() || self.arp.has_pending() {
                 // TX left in the ring (budget) or a neighbour being resolved: come back soon.
                 let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));

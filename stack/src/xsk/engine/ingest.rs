@@ -53,7 +53,11 @@ impl Engine {
                 let set = if to_listener { &mut bucket.listen } else { &mut bucket.sockets };
                 let mut dev = SmolDev { rx: Some(frame), link };
                 self.iface.poll_ingress_single(now, &mut dev, set);
-                self.replenish_listeners(b);
+                // Only a SYN changes a listening socket: the others need no
+                // look (each is a cold cache line at light load).
+                if to_listener {
+                    self.replenish_listeners(b);
+                }
                 self.mark_dirty(b as u32);
                 return Ok(info);
             }

@@ -123,7 +123,6 @@ impl Engine {
 
     /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
     pub(super) fn scan(&mut self, b: usize) {
-        self.replenish_listeners(b);
         let now = self.clock;
         let mut k = 0;
         while k < self.buckets[b].embryos.len() {
