@@ -41,7 +41,14 @@ pub(super) struct Bucket {
     pub(super) embryos: Vec<(SocketHandle, ListenerId, Instant)>,
     /// Closed by the application, finishing their FIN exchange: (socket, local port, since).
     pub(super) closing: Vec<(SocketHandle, u16, Instant)>,
+    /// When smoltcp wants this bucket polled next (its `poll_at`).
     pub(super) deadline: Option<Instant>,
+    /// The bucket's earliest entry in the engine's timer heap. Kept at or
+    /// before `deadline`: a later deadline pushes nothing (the entry fires
+    /// early, once, and queues the real one), so a request/response
+    /// exchange, which moves the retransmission deadline later with every
+    /// response, costs no heap operation.
+    pub(super) queued: Option<Instant>,
     pub(super) dirty: bool,
 }
 
@@ -65,6 +72,7 @@ impl Bucket {
             embryos: Vec::new(),
             closing: Vec::new(),
             deadline: None,
+            queued: None,
             dirty: false,
         }
     }

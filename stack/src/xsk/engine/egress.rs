@@ -37,9 +37,19 @@ impl Engine {
                 break;
             }
             self.timers.pop();
-            if self.buckets[b as usize].deadline == Some(d) {
-                self.buckets[b as usize].deadline = None;
-                self.mark_dirty(b);
+            let bucket = &mut self.buckets[b as usize];
+            if bucket.queued != Some(d) {
+                continue; // stale
+            }
+            bucket.queued = None;
+            match bucket.deadline {
+                Some(x) if x <= now => self.mark_dirty(b),
+                // The deadline moved later since this entry was queued.
+                Some(x) => {
+                    bucket.queued = Some(x);
+                    self.timers.push(Reverse((x, b)));
+                }
+                None => {}
             }
         }
         let mut i = 0;
@@ -57,9 +67,10 @@ impl Engine {
             self.reap_closing(b);
             let bucket = &mut self.buckets[b];
             let next = self.iface.poll_at(now, &bucket.sockets);
-            if next != bucket.deadline {
-                bucket.deadline = next;
-                if let Some(d) = next {
+            bucket.deadline = next;
+            if let Some(d) = next {
+                if bucket.queued.is_none_or(|q| d < q) {
+                    bucket.queued = Some(d);
                     self.timers.push(Reverse((d, b as u32)));
                 }
             }
@@ -74,7 +85,7 @@ impl Engine {
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).
     pub(crate) fn poll_at(&mut self) -> Option<Instant> {
         while let Some(&Reverse((d, b))) = self.timers.peek() {
-            if self.buckets[b as usize].deadline == Some(d) {
+            if self.buckets[b as usize].queued == Some(d) {
                 break;
             }
             self.timers.pop();

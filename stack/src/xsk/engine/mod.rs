@@ -56,8 +56,9 @@ pub(crate) struct Engine {
     rules: RxRules,
     /// Half-open connections over all buckets.
     embryos: usize,
-    /// Bucket timers (smoltcp poll_at), earliest first; entries whose bucket
-    /// has rescheduled since are stale and skipped.
+    /// Bucket timers, earliest first: at most one live entry per bucket (its
+    /// `queued`), at or before its deadline; other entries are stale and
+    /// skipped.
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
     /// For SYNs that must be refused: smoltcp answers a segment that finds
     /// no socket with RST.
