@@ -238,9 +238,14 @@ impl Transport for XskTransport {
             if self.engine.take_events(events) {
                 return Ok(());
             }
-            self.egress(now)?;
-            if self.engine.take_events(events) {
-                return Ok(());
+            // Nothing to send, no timer due: the completions and fill ring
+            // wait for the next flush (a pass before sleeping, at light load
+            // one per request, costs no port work then).
+            if self.engine.egress_due(now) || self.port.tx_pending() {
+                self.egress(now)?;
+                if self.engine.take_events(events) {
+                    return Ok(());
+                }
             }
             if n == self.cfg.rx_batch {
                 continue; // more frames waiting: no sleep

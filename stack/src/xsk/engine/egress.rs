@@ -24,6 +24,15 @@ impl Engine {
         !self.dirty.is_empty()
     }
 
+    /// Whether `egress` at `now` would do anything: a touched bucket, a due
+    /// timer or the sweep. The driver's last pass before it sleeps usually
+    /// finds none of them (the answer went out with the flush before).
+    pub(crate) fn egress_due(&self, now: Instant) -> bool {
+        !self.dirty.is_empty()
+            || now >= self.next_sweep
+            || self.timers.peek().is_some_and(|&Reverse((d, _))| d <= now)
+    }
+
     /// Egress for every touched bucket and every bucket whose timer is due,
     /// plus the idle and FIN timeouts; then turns socket state into events.
     pub(crate) fn egress<L: Link>(&mut self, now: Instant, link: &mut L) {
