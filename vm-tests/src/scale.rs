@@ -51,7 +51,9 @@ pub struct ScaleArgs {
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub runs: usize,
     /// QEMU -icount value; "off" (default): multi-threaded TCG, the vCPUs really in parallel.
-    /// With a shift QEMU runs single-threaded TCG (the vCPUs take turns on one host thread).
+    /// QEMU refuses -icount with MTTCG ("No MTTCG when icount is enabled"), so a shift means
+    /// single-threaded TCG (the vCPUs take turns on one host thread); with QEMU 7.2 and the 6.1
+    /// guest the second vCPU then never comes up (boot hangs at "x86: Booting SMP configuration").
     #[arg(long, value_name = "SPEC", default_value = "off")]
     pub icount: String,
     /// XDP attach mode of the xsk server.
@@ -71,7 +73,8 @@ pub struct Row {
     pub rps: f64,
     #[serde(flatten)]
     pub per_request: PerUnit,
-    /// vCPUs kept busy during the long run: CPU per request x requests / guest seconds.
+    /// vCPUs kept busy: guest CPU per request x the host-side rate (without -icount the
+    /// guest's clock is real time; NaN with -icount, whose clock is not).
     pub guest_cores: f64,
     /// Requests each server thread counted over the server's life (its exit lines).
     pub per_thread: Vec<u64>,
@@ -243,7 +246,7 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                 st.exit_status,
                 st.frame_audit.as_deref().map(|f| format!(", {f}")).unwrap_or_default()
             ));
-            let (per, r, _short, guest_s, lost) = m?;
+            let (per, r, _short, _guest_s, lost) = m?;
             let unclean = if backend == "xsk" {
                 st.unclean()
             } else {
@@ -260,7 +263,7 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                     st.summary_tail
                 );
             }
-            let guest_cores = if guest_s > 0.0 { per.cpu_us * 1e-6 * r.requests as f64 / guest_s } else { f64::NAN };
+            let guest_cores = if args.icount == "off" { per.cpu_us * 1e-6 * r.rps } else { f64::NAN };
             eprintln!(
                 "vm-tests: scale {backend:6} threads {threads} round {round}: {:.0} req/s, {:.1} us/req guest CPU ({:.2} vCPUs busy), task {:.1} us, per thread {per_thread:?}",
                 r.rps, per.cpu_us, guest_cores, per.task_us
