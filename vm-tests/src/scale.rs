@@ -76,6 +76,10 @@ pub struct Row {
     /// vCPUs kept busy: guest CPU per request x the host-side rate (without -icount the
     /// guest's clock is real time; NaN with -icount, whose clock is not).
     pub guest_cores: f64,
+    /// Host CPU time of the QEMU process (all vCPU threads and device emulation) per request,
+    /// over the warm-up, short and long runs: what emulating the guest cost, which (unlike
+    /// the guest's own busy time) does not grow when the host deschedules a vCPU thread.
+    pub qemu_us: f64,
     /// Requests each server thread counted over the server's life (its exit lines).
     pub per_thread: Vec<u64>,
     pub errors: u64,
@@ -91,6 +95,7 @@ pub struct CaseSummary {
     #[serde(flatten)]
     pub median: PerUnit,
     pub guest_cores: f64,
+    pub qemu_us: f64,
     /// Smallest thread's share of the requests, percent (50 = even over 2 threads).
     pub min_thread_share_pct: f64,
     pub cpu_spread_pct: f64,
@@ -105,6 +110,7 @@ pub struct Scaling {
     pub base_threads: u16,
     pub rps_ratio: f64,
     pub cpu_ratio: f64,
+    pub qemu_ratio: f64,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -180,6 +186,20 @@ pub fn run(args: &ScaleArgs) -> Result<bool> {
     Ok(outcome.is_ok())
 }
 
+/// utime + stime of a host process in seconds (NaN if unreadable; USER_HZ = 100 on x86).
+fn proc_cpu_s(pid: u32) -> f64 {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return f64::NAN };
+    // Fields after the last ')' (the command may contain spaces): utime and stime are the
+    // 12th and 13th.
+    let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else { return f64::NAN };
+    let f: Vec<f64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    if f.len() == 2 {
+        (f[0] + f[1]) / 100.0
+    } else {
+        f64::NAN
+    }
+}
+
 fn boot(env: &Env, net: &HostNet, args: &ScaleArgs) -> Result<Guest> {
     let ks = env.kernel();
     let nic = format!("{OFFLOADS_OFF},mq=on,vectors={}", 2 * args.vcpus + 2);
@@ -238,7 +258,9 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                 bail!("{backend} rr-server --threads {threads} did not start: {}", r.reason());
             }
             let case_tag = format!("{backend}-t{threads}-r{round}");
+            let qemu0 = proc_cpu_s(g.qemu_pid());
             let m = measure_rr(env, &net, &mut g, &format!("$PID_{tag}"), dst, args.conns, args.requests, &case_tag);
+            let qemu1 = proc_cpu_s(g.qemu_pid());
             let st = server::stop(&mut g, &s)?;
             let _ = std::fs::write(env.run_dir.join(format!("{case_tag}.server.log")), &st.log);
             rep.server_stops.push(format!(
@@ -246,7 +268,9 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                 st.exit_status,
                 st.frame_audit.as_deref().map(|f| format!(", {f}")).unwrap_or_default()
             ));
-            let (per, r, _short, _guest_s, lost) = m?;
+            let (per, r, short, _guest_s, lost) = m?;
+            // Warm-up and short run have `short` requests each.
+            let qemu_us = (qemu1 - qemu0) * 1e6 / (r.requests + 2 * short) as f64;
             let unclean = if backend == "xsk" {
                 st.unclean()
             } else {
@@ -265,7 +289,7 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
             }
             let guest_cores = if args.icount == "off" { per.cpu_us * 1e-6 * r.rps } else { f64::NAN };
             eprintln!(
-                "vm-tests: scale {backend:6} threads {threads} round {round}: {:.0} req/s, {:.1} us/req guest CPU ({:.2} vCPUs busy), task {:.1} us, per thread {per_thread:?}",
+                "vm-tests: scale {backend:6} threads {threads} round {round}: {:.0} req/s, {:.1} us/req guest CPU ({:.2} vCPUs busy), task {:.1} us, QEMU {qemu_us:.0} us, per thread {per_thread:?}",
                 r.rps, per.cpu_us, guest_cores, per.task_us
             );
             rep.losses.extend(lost.iter().cloned());
@@ -278,6 +302,7 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                 rps: r.rps,
                 per_request: per,
                 guest_cores,
+                qemu_us,
                 per_thread,
                 errors: lost.len() as u64,
             });
@@ -312,6 +337,7 @@ fn summarize(rep: &mut ScaleReport, args: &ScaleArgs) {
                 rps: median(&rps),
                 median: PerUnit::median_of(&per),
                 guest_cores: median(&rows.iter().map(|r| r.guest_cores).collect::<Vec<_>>()),
+                qemu_us: median(&rows.iter().map(|r| r.qemu_us).collect::<Vec<_>>()),
                 min_thread_share_pct: if shares.is_empty() { f64::NAN } else { median(&shares) },
                 cpu_spread_pct: spread_pct(&per.iter().map(|p| p.cpu_us).collect::<Vec<_>>()),
                 rps_spread_pct: spread_pct(&rps),
@@ -328,6 +354,7 @@ fn summarize(rep: &mut ScaleReport, args: &ScaleArgs) {
                 base_threads: base,
                 rps_ratio: c.rps / b.rps,
                 cpu_ratio: c.median.cpu_us / b.median.cpu_us,
+                qemu_ratio: c.qemu_us / b.qemu_us,
             });
         }
     }
@@ -365,7 +392,10 @@ fn table(r: &ScaleReport) -> String {
     for s in &r.scaling {
         t.row(
             format!("{} {} -> {} threads", s.backend, s.base_threads, s.threads),
-            format!("req/s x{:.2}, guest CPU per request x{:.2}", s.rps_ratio, s.cpu_ratio),
+            format!(
+                "req/s x{:.2}, guest CPU per request x{:.2}, QEMU host CPU per request x{:.2}",
+                s.rps_ratio, s.cpu_ratio, s.qemu_ratio
+            ),
         );
     }
     t.row("time", format!("{:.0} s", r.total_s));
@@ -382,6 +412,7 @@ fn table(r: &ScaleReport) -> String {
         "softirq",
         "task us",
         "vCPUs busy",
+        "QEMU us",
         "min thread",
         "kicks tx",
         "irq in",
@@ -401,6 +432,7 @@ fn table(r: &ScaleReport) -> String {
             format!("{:.1}", m.softirq_us),
             format!("{:.1}", m.task_us),
             format!("{:.2}", c.guest_cores),
+            format!("{:.0}", c.qemu_us),
             if c.min_thread_share_pct.is_finite() && c.threads > 1 {
                 format!("{:.0}%", c.min_thread_share_pct)
             } else {
@@ -412,7 +444,7 @@ fn table(r: &ScaleReport) -> String {
             c.rounds.to_string(),
         ]);
     }
-    s.push_str("  per request (medians; req/s on the host's clock; cpu = guest busy time over all vCPUs; task = the server's threads' run time; min thread = the least busy thread's share of requests):\n");
+    s.push_str("  per request (medians; req/s on the host's clock; cpu = guest busy time over all vCPUs; task = the server's threads' run time; QEMU us = host CPU of the QEMU process per request; min thread = the least busy thread's share of requests):\n");
     s.push_str(&g.render());
     s
 }
@@ -429,5 +461,7 @@ mod tests {
                    rr-server: 2,000 requests, 1 bytes in";
         assert_eq!(thread_requests(log), vec![1200, 800]);
         assert!(thread_requests("rr-server: 5 requests").is_empty());
+        assert!(proc_cpu_s(std::process::id()) >= 0.0);
+        assert!(proc_cpu_s(u32::MAX).is_nan());
     }
 }
