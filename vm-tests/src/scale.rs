@@ -147,8 +147,15 @@ pub fn thread_requests(log: &str) -> Vec<u64> {
 }
 
 pub fn run(args: &ScaleArgs) -> Result<bool> {
-    if let Some(t) = args.threads.iter().find(|t| **t == 0 || u32::from(**t) > args.vcpus) {
-        bail!("--threads {t}: each thread count must be 1..={} (--vcpus)", args.vcpus);
+    if let Some(t) = args
+        .threads
+        .iter()
+        .find(|t| **t == 0 || u32::from(**t) > args.vcpus)
+    {
+        bail!(
+            "--threads {t}: each thread count must be 1..={} (--vcpus)",
+            args.vcpus
+        );
     }
     let env = Env::prepare(&args.common, "scale")?;
     let ks = env.kernel();
@@ -188,11 +195,20 @@ pub fn run(args: &ScaleArgs) -> Result<bool> {
 
 /// utime + stime of a host process in seconds (NaN if unreadable; USER_HZ = 100 on x86).
 fn proc_cpu_s(pid: u32) -> f64 {
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return f64::NAN };
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return f64::NAN;
+    };
     // Fields after the last ')' (the command may contain spaces): utime and stime are the
     // 12th and 13th.
-    let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else { return f64::NAN };
-    let f: Vec<f64> = rest.split_whitespace().skip(11).take(2).filter_map(|x| x.parse().ok()).collect();
+    let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else {
+        return f64::NAN;
+    };
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
     if f.len() == 2 {
         (f[0] + f[1]) / 100.0
     } else {
@@ -221,11 +237,20 @@ fn boot(env: &Env, net: &HostNet, args: &ScaleArgs) -> Result<Guest> {
         },
         g.up_line
     );
-    let online = g.exec_ok("grep -c ^processor /proc/cpuinfo", std::time::Duration::from_secs(20))?;
-    let rxq = g.exec_ok("ls -d /sys/class/net/eth0/queues/rx-* | wc -l", std::time::Duration::from_secs(20))?;
+    let online = g.exec_ok(
+        "grep -c ^processor /proc/cpuinfo",
+        std::time::Duration::from_secs(20),
+    )?;
+    let rxq = g.exec_ok(
+        "ls -d /sys/class/net/eth0/queues/rx-* | wc -l",
+        std::time::Duration::from_secs(20),
+    )?;
     let (online, rxq) = (online.trim().to_string(), rxq.trim().to_string());
     if online != args.vcpus.to_string() || rxq != args.vcpus.to_string() {
-        bail!("the guest came up with {online} CPUs and {rxq} rx queues on eth0, not {}", args.vcpus);
+        bail!(
+            "the guest came up with {online} CPUs and {rxq} rx queues on eth0, not {}",
+            args.vcpus
+        );
     }
     Ok(g)
 }
@@ -241,8 +266,11 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
         combos.push(("xsk", t));
     }
     for round in 0..args.runs {
-        let order: Vec<(&str, u16)> =
-            if round % 2 == 0 { combos.clone() } else { combos.iter().rev().copied().collect() };
+        let order: Vec<(&str, u16)> = if round % 2 == 0 {
+            combos.clone()
+        } else {
+            combos.iter().rev().copied().collect()
+        };
         for (backend, threads) in order {
             check_interrupted()?;
             let tag = format!("scale_{backend}_t{threads}");
@@ -255,18 +283,33 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                 s.extra = vec!["--threads".into(), threads.to_string()];
             }
             if let Err(r) = server::start(&mut g, &s)? {
-                bail!("{backend} rr-server --threads {threads} did not start: {}", r.reason());
+                bail!(
+                    "{backend} rr-server --threads {threads} did not start: {}",
+                    r.reason()
+                );
             }
             let case_tag = format!("{backend}-t{threads}-r{round}");
             let qemu0 = proc_cpu_s(g.qemu_pid());
-            let m = measure_rr(env, &net, &mut g, &format!("$PID_{tag}"), dst, args.conns, args.requests, &case_tag);
+            let m = measure_rr(
+                env,
+                &net,
+                &mut g,
+                &format!("$PID_{tag}"),
+                dst,
+                args.conns,
+                args.requests,
+                &case_tag,
+            );
             let qemu1 = proc_cpu_s(g.qemu_pid());
             let st = server::stop(&mut g, &s)?;
             let _ = std::fs::write(env.run_dir.join(format!("{case_tag}.server.log")), &st.log);
             rep.server_stops.push(format!(
                 "{backend} --threads {threads} round {round}: status {}{}",
                 st.exit_status,
-                st.frame_audit.as_deref().map(|f| format!(", {f}")).unwrap_or_default()
+                st.frame_audit
+                    .as_deref()
+                    .map(|f| format!(", {f}"))
+                    .unwrap_or_default()
             ));
             let (per, r, short, _guest_s, lost) = m?;
             // Warm-up and short run have `short` requests each.
@@ -287,7 +330,11 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                     st.summary_tail
                 );
             }
-            let guest_cores = if args.icount == "off" { per.cpu_us * 1e-6 * r.rps } else { f64::NAN };
+            let guest_cores = if args.icount == "off" {
+                per.cpu_us * 1e-6 * r.rps
+            } else {
+                f64::NAN
+            };
             eprintln!(
                 "vm-tests: scale {backend:6} threads {threads} round {round}: {:.0} req/s, {:.1} us/req guest CPU ({:.2} vCPUs busy), task {:.1} us, QEMU {qemu_us:.0} us, per thread {per_thread:?}",
                 r.rps, per.cpu_us, guest_cores, per.task_us
@@ -316,7 +363,11 @@ fn summarize(rep: &mut ScaleReport, args: &ScaleArgs) {
     rep.cases.clear();
     for backend in ["kernel", "xsk"] {
         for &threads in &args.threads {
-            let rows: Vec<&Row> = rep.rows.iter().filter(|r| r.backend == backend && r.threads == threads).collect();
+            let rows: Vec<&Row> = rep
+                .rows
+                .iter()
+                .filter(|r| r.backend == backend && r.threads == threads)
+                .collect();
             if rows.is_empty() {
                 continue;
             }
@@ -338,16 +389,26 @@ fn summarize(rep: &mut ScaleReport, args: &ScaleArgs) {
                 median: PerUnit::median_of(&per),
                 guest_cores: median(&rows.iter().map(|r| r.guest_cores).collect::<Vec<_>>()),
                 qemu_us: median(&rows.iter().map(|r| r.qemu_us).collect::<Vec<_>>()),
-                min_thread_share_pct: if shares.is_empty() { f64::NAN } else { median(&shares) },
+                min_thread_share_pct: if shares.is_empty() {
+                    f64::NAN
+                } else {
+                    median(&shares)
+                },
                 cpu_spread_pct: spread_pct(&per.iter().map(|p| p.cpu_us).collect::<Vec<_>>()),
                 rps_spread_pct: spread_pct(&rps),
             });
         }
     }
     rep.scaling.clear();
-    let Some(&base) = args.threads.first() else { return };
+    let Some(&base) = args.threads.first() else {
+        return;
+    };
     for c in rep.cases.iter().filter(|c| c.threads != base) {
-        if let Some(b) = rep.cases.iter().find(|b| b.backend == c.backend && b.threads == base) {
+        if let Some(b) = rep
+            .cases
+            .iter()
+            .find(|b| b.backend == c.backend && b.threads == base)
+        {
             rep.scaling.push(Scaling {
                 backend: c.backend.clone(),
                 threads: c.threads,
@@ -372,7 +433,10 @@ fn table(r: &ScaleReport) -> String {
     t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
     t.row(
         "guest",
-        format!("{} kernel, {} vCPUs, virtio_net with {} queue pairs, offloads off", r.guest_kernel, r.vcpus, r.vcpus),
+        format!(
+            "{} kernel, {} vCPUs, virtio_net with {} queue pairs, offloads off",
+            r.guest_kernel, r.vcpus, r.vcpus
+        ),
     );
     t.row(
         "guest clock",

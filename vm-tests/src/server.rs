@@ -336,11 +336,20 @@ mod tests {
 
     #[test]
     fn shard_audits() {
-        assert_eq!(frame_audit("x\nframe audit: ok Accounting {}\n").as_deref(), Some("frame audit: ok Accounting {}"));
+        assert_eq!(
+            frame_audit("x\nframe audit: ok Accounting {}\n").as_deref(),
+            Some("frame audit: ok Accounting {}")
+        );
         let two = "frame audit shard 0: ok Accounting { app: 0 }\nframe audit shard 1: ok Accounting { app: 0 }";
-        assert_eq!(frame_audit(two).as_deref(), Some("frame audit: ok (2 shards)"));
+        assert_eq!(
+            frame_audit(two).as_deref(),
+            Some("frame audit: ok (2 shards)")
+        );
         let bad = "frame audit shard 0: ok A\nframe audit shard 1: FAILED: 3 frames missing";
-        assert_eq!(frame_audit(bad).as_deref(), Some("frame audit shard 1: FAILED: 3 frames missing"));
+        assert_eq!(
+            frame_audit(bad).as_deref(),
+            Some("frame audit shard 1: FAILED: 3 frames missing")
+        );
         assert_eq!(frame_audit("nothing"), None);
     }
 
