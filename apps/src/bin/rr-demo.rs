@@ -847,7 +847,13 @@ fn plot_cases(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> Vec
         .iter()
         .filter_map(|c| {
             let (xsk, kernel) = (bars(c, "xsk"), bars(c, "kernel"));
-            (xsk.is_some() || kernel.is_some()).then(|| PlotCase { name: c.name.into(), conns: c.conns, xsk, kernel })
+            (xsk.is_some() || kernel.is_some()).then(|| PlotCase {
+                name: c.name.into(),
+                conns: c.conns,
+                threads: (c.client_threads, c.server_threads),
+                xsk,
+                kernel,
+            })
         })
         .collect()
 }
@@ -876,7 +882,7 @@ fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
         legend.push("rr-N: N connections.".into());
     }
     if has(&|c| c.client_threads > 1) {
-        legend.push("-t2: 2 client threads (rr-bench --threads 2); -s2: and 2 server threads (rr-server --threads 2: xsk one stack shard per queue of a 2-queue veth, kernel 2 SO_REUSEPORT listeners).".into());
+        legend.push("-t2: 2 client threads (rr-bench --threads 2); -s2: and 2 server threads (rr-server --threads 2: xsk one stack shard per queue of a 2-queue veth, kernel 2 SO_REUSEPORT listeners); \"c/s thr\" under a case: client/server threads.".into());
     }
     if has(&|c| c.same_client) {
         legend.push("same-: the client runs on the same stack as the server: stack client against stack server (xsk bars), kernel client against kernel server (kernel bars).".into());
