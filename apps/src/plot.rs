@@ -20,6 +20,8 @@ pub struct Bars {
 pub struct PlotCase {
     pub name: String,
     pub conns: usize,
+    /// (client, server) threads; shown under the case unless both are 1.
+    pub threads: (usize, usize),
     pub xsk: Option<Bars>,
     pub kernel: Option<Bars>,
 }
@@ -284,8 +286,11 @@ fn case_names<DB: DrawingBackend, Y: Ranged<ValueType = f64>>(
         let (px, py) = ch.backend_coord(&(i as f64, base));
         let style = |size| TextStyle::from((FONT, size).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
         root.draw(&Text::new(c.name.clone(), (px, py + 8), style(16))).map_err(|e| e.to_string())?;
-        let conns =
+        let mut conns =
             if c.conns == 1 { "1 conn".to_string() } else { format!("{} conns", crate::group_digits(c.conns as u64)) };
+        if c.threads != (1, 1) {
+            conns += &format!(", {}/{} thr", c.threads.0, c.threads.1);
+        }
         root.draw(&Text::new(conns, (px, py + 27), style(13))).map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -318,10 +323,17 @@ mod tests {
             PlotCase {
                 name: "rr-16".into(),
                 conns: 16,
+                threads: (2, 2),
                 xsk: b(194_921.0, 79.0, 123.0),
                 kernel: b(148_854.0, 105.0, 146.0),
             },
-            PlotCase { name: "loss1-16".into(), conns: 16, xsk: b(14_915.0, 14.0, 47_088.0), kernel: None },
+            PlotCase {
+                name: "loss1-16".into(),
+                conns: 16,
+                threads: (1, 1),
+                xsk: b(14_915.0, 14.0, 47_088.0),
+                kernel: None,
+            },
         ];
         let text = PlotText { title: "t".into(), subtitle: "s".into(), case_legend: vec!["rr-N: ...".into()] };
         let (svg, png) = (dir.join("r.svg"), dir.join("r.png"));

@@ -88,6 +88,9 @@ pub struct Snap {
     pub dev_rx_packets: u64,
     #[serde(default)]
     pub dev_tx_packets: u64,
+    /// Online CPUs (0 from a vmt-stats that did not count them: taken as 1).
+    #[serde(default)]
+    pub cpus: u32,
 }
 
 /// Takes a snapshot in the guest; `pids` is shell text (e.g. `$PID_cost_xsk`).
@@ -110,6 +113,8 @@ pub fn snap(g: &mut Guest, pids: &str) -> Result<Snap> {
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Counts {
     pub virt_ns: f64,
+    /// CPU time the guest had: elapsed x CPUs (idle is summed over the CPUs).
+    pub cap_ns: f64,
     pub idle_ns: f64,
     pub user_ticks: f64,
     pub sys_ticks: f64,
@@ -153,6 +158,7 @@ impl Snap {
         };
         Counts {
             virt_ns: self.mono_ns as f64,
+            cap_ns: self.mono_ns as f64 * f64::from(self.cpus.max(1)),
             idle_ns: self.idle_s * 1e9,
             user_ticks: t(0) + t(1),
             sys_ticks: t(2),
@@ -172,7 +178,7 @@ impl Snap {
 /// What one unit (a request, a packet) cost the guest.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct PerUnit {
-    /// Guest CPU busy (elapsed - idle on the guest's clock), µs.
+    /// Guest CPU busy (elapsed x CPUs - idle, on the guest's clock), µs.
     pub cpu_us: f64,
     /// The tick-sampled split of /proc/stat, µs.
     pub user_us: f64,
@@ -193,7 +199,7 @@ impl PerUnit {
     /// (b - a) / units, counter by counter.
     pub fn between(a: &Counts, b: &Counts, units: f64) -> PerUnit {
         let d = |f: fn(&Counts) -> f64| (f(b) - f(a)) / units;
-        let virt = d(|c| c.virt_ns);
+        let virt = d(|c| c.cap_ns);
         let idle = d(|c| c.idle_ns);
         PerUnit {
             cpu_us: (virt - idle) / 1e3,
@@ -787,6 +793,7 @@ mod tests {
     fn difference_cancels_fixed_cost() {
         let c = |virt: f64, idle: f64, kicks: f64| Counts {
             virt_ns: virt,
+            cap_ns: virt,
             idle_ns: idle,
             tx_kicks: kicks,
             ..Counts::default()

@@ -533,6 +533,11 @@ impl Guest {
         Ok(CmdOut { status, output })
     }
 
+    /// The QEMU process's pid (`ip netns exec` execs QEMU in the process it was started as).
+    pub fn qemu_pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// [`Guest::exec`] that fails unless the status is 0.
     pub fn exec_ok(&mut self, command: &str, timeout: Duration) -> Result<String> {
         let o = self.exec(command, timeout)?;

@@ -15,6 +15,9 @@
 //!   rr-bench in the other (checks, kernel vs xsk, netem in the client guest).
 //! * `cost`: guest CPU, kicks, interrupts and packets per request under `-icount`, kernel TCP
 //!   vs xsk (the guest helper `vmt-stats` takes the snapshots).
+//! * `scale`: `rr-server --threads 1` vs `2`, kernel TCP and xsk, in a 2-vCPU guest with 2
+//!   virtio_net queue pairs (multi-threaded TCG): request rate, guest CPU per request, the
+//!   threads' shares.
 //! * `batch`: XDP_GENERIC_XMIT_BATCH in our own guest kernel (`vm-tests/kernel/build.sh`,
 //!   `--kernel batch`): probe and checks, xsk-bench txonly and RR with batching off and on.
 //!
@@ -40,6 +43,7 @@ pub mod matrix;
 pub mod netem;
 pub mod netns;
 pub mod report;
+pub mod scale;
 pub mod server;
 pub mod smoke;
 pub mod tools;

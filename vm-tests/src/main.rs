@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use vm_tests::{batch, cost, env, g2g, initramfs, kernel, matrix, netem, smoke, util};
+use vm_tests::{batch, cost, env, g2g, initramfs, kernel, matrix, netem, scale, smoke, util};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -31,6 +31,7 @@ Examples:
   vm-tests initramfs --kernel new     # only fetch the kernel and build its initramfs
   vm-tests cost                       # guest CPU/kicks/interrupts per request, icount, 6.1 and new
   vm-tests cost --short               # the CI variant (6.1, 1 and 16 connections)
+  vm-tests scale                      # rr-server --threads 1 vs 2 in a 2-vCPU, 2-queue guest
   vm-tests/kernel/build.sh            # build the batched-xmit guest kernel (slow), then:
   vm-tests batch                      # option 10 probe + checks, txonly and RR batch off/on
   vm-tests batch --kernel-image PATH  # the same with another bzImage"
@@ -54,6 +55,9 @@ enum Cmd {
     /// Deterministic guest cost per request under -icount: kernel TCP vs xsk, 1/16/256
     /// connections; CPU (user/sys/softirq), kicks, interrupts and packets per request.
     Cost(cost::CostArgs),
+    /// rr-server --threads 1 vs 2 (kernel TCP and xsk) in a 2-vCPU guest whose virtio_net has
+    /// 2 queue pairs: req/s, guest CPU per request, per-thread shares (multi-threaded TCG).
+    Scale(scale::ScaleArgs),
     /// XDP_GENERIC_XMIT_BATCH (option 10) in our own guest kernel (vm-tests/kernel/build.sh):
     /// probe and checks at 1/8/32/budget, xsk-bench txonly and RR with batch off/on.
     Batch(batch::BatchArgs),
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Cmd::Netem(a) => netem::run(a),
         Cmd::G2g(a) => g2g::run(a),
         Cmd::Cost(a) => cost::run(a),
+        Cmd::Scale(a) => scale::run(a),
         Cmd::Batch(a) => batch::run(a),
         Cmd::Initramfs(c) => build_only(c),
     };

@@ -208,16 +208,33 @@ pub fn stop(g: &mut Guest, s: &ServerSpec) -> Result<Stopped> {
     let tail = lines[lines.len().saturating_sub(30)..].join("\n");
     Ok(Stopped {
         exit_status: o.status,
-        frame_audit: log
-            .lines()
-            .find(|l| l.starts_with("frame audit:"))
-            .map(str::to_string),
+        frame_audit: frame_audit(&log),
         detached_line: log
             .lines()
             .find(|l| l.starts_with("xdp program detached"))
             .map(str::to_string),
         summary_tail: tail,
         log,
+    })
+}
+
+/// The `frame audit: ...` line; with `--threads N` the server audits each shard (`frame audit
+/// shard I: ...`): all ok reads `frame audit: ok (N shards)`, else the first that is not.
+pub fn frame_audit(log: &str) -> Option<String> {
+    if let Some(l) = log.lines().find(|l| l.starts_with("frame audit:")) {
+        return Some(l.to_string());
+    }
+    let shards: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("frame audit shard "))
+        .collect();
+    if shards.is_empty() {
+        return None;
+    }
+    let ok = |l: &&str| l.split_once(": ").is_some_and(|(_, r)| r.starts_with("ok"));
+    Some(match shards.iter().find(|l| !ok(l)) {
+        Some(bad) => bad.to_string(),
+        None => format!("frame audit: ok ({} shards)", shards.len()),
     })
 }
 
@@ -316,6 +333,25 @@ pub fn strip_ansi(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shard_audits() {
+        assert_eq!(
+            frame_audit("x\nframe audit: ok Accounting {}\n").as_deref(),
+            Some("frame audit: ok Accounting {}")
+        );
+        let two = "frame audit shard 0: ok Accounting { app: 0 }\nframe audit shard 1: ok Accounting { app: 0 }";
+        assert_eq!(
+            frame_audit(two).as_deref(),
+            Some("frame audit: ok (2 shards)")
+        );
+        let bad = "frame audit shard 0: ok A\nframe audit shard 1: FAILED: 3 frames missing";
+        assert_eq!(
+            frame_audit(bad).as_deref(),
+            Some("frame audit shard 1: FAILED: 3 frames missing")
+        );
+        assert_eq!(frame_audit("nothing"), None);
+    }
 
     #[test]
     fn xdp_in_ip_link() {

@@ -90,6 +90,9 @@ struct Case {
     full_only: bool,
     /// rr-bench --threads (kernel client): so the load generator is not the bound.
     client_threads: usize,
+    /// rr-server --threads on both backends (xsk: one stack shard per RX queue; the case runs
+    /// in a second lab whose veth pair has this many queues; kernel: SO_REUSEPORT listeners).
+    server_threads: usize,
 }
 
 /// What one run measured; in a `Summary`, the medians over the runs.
@@ -136,6 +139,10 @@ fn nan() -> f64 {
     f64::NAN
 }
 
+fn one() -> usize {
+    1
+}
+
 impl Metrics {
     fn median(runs: &[&Metrics]) -> Metrics {
         let m = |f: fn(&Metrics) -> f64| median(runs.iter().map(|r| f(r)).collect());
@@ -162,6 +169,11 @@ struct Row {
     case: String,
     round: usize,
     conns: usize,
+    /// rr-bench --threads and rr-server --threads of the run.
+    #[serde(default = "one")]
+    client_threads: usize,
+    #[serde(default = "one")]
+    server_threads: usize,
     #[serde(flatten)]
     m: Metrics,
     errors: u64,
@@ -192,12 +204,15 @@ fn cases() -> Vec<Case> {
         loss: false,
         full_only: false,
         client_threads: 1,
+        server_threads: 1,
     };
     vec![
         c("rr-1", 1, false, false, None),
         c("rr-16", 16, false, false, None),
         c("rr-256", 256, false, false, None),
         Case { client_threads: 2, ..c("rr-256-t2", 256, false, false, None) },
+        // The same with two server threads: rr-256-t2 against rr-256-s2 is the 1 -> 2 scaling.
+        Case { client_threads: 2, server_threads: 2, ..c("rr-256-s2", 256, false, false, None) },
         c("same-16", 16, true, false, None),
         c("busy-1", 1, false, true, None),
         c("busy-same-1", 1, true, true, None),
@@ -332,6 +347,9 @@ fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> Result<(Ser
     if case.busy_poll {
         c.args(["--busy-poll", "50"]);
     }
+    if case.server_threads > 1 {
+        c.args(["--threads", &case.server_threads.to_string()]);
+    }
     c.arg("--ready-file").arg(&ready).arg("--json").arg(&json);
     let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
     let err = out.try_clone()?;
@@ -423,7 +441,7 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     let summary = summary?;
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-    let counters = Snapshot::new(&summary["xsk"]["stats"]);
+    let counters = xsk_counters(&summary);
     let server_trouble: BTreeMap<String, f64> = counters
         .values
         .iter()
@@ -435,6 +453,8 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
         case: case.name.to_string(),
         round,
         conns: case.conns,
+        client_threads: case.client_threads,
+        server_threads: case.server_threads,
         m: Metrics {
             rps: f("rps"),
             p50_us: f("p50_us"),
@@ -465,6 +485,18 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
         client_tcp,
         server_tcp,
     })
+}
+
+/// The xsk server's counters from its --json summary: one stats object, or (--threads) one per
+/// shard, summed by name. Empty for the kernel server.
+fn xsk_counters(summary: &serde_json::Value) -> Snapshot {
+    let mut snap = Snapshot::new(&summary["xsk"]["stats"]);
+    for shard in summary["xsk"]["shards"].as_array().into_iter().flatten() {
+        for (k, v) in Snapshot::new(&shard["stats"]).values {
+            *snap.values.entry(k).or_insert(0.0) += v;
+        }
+    }
+    snap
 }
 
 /// Whether the server's request count agrees with the client's responses: the server may
@@ -563,31 +595,14 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let meta = metadata(args, rounds, dur);
     lab::sweep_stale("rd");
-    let lab = Lab::new(&LabConfig { prefix: "rd".into(), ..LabConfig::default() }).context("building the veth lab")?;
-    // The client keeps veth's default offloads (TX checksum, TSO), as in every
-    // container; both servers get the same frames.
-    // 10,000 connections, twice (warm-up and measured run), one after the other:
-    // the client needs more ports than the default range, and TIME-WAIT reuse.
-    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
-    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
-    if args.peer_napi_thread {
-        // veth delivers into the receiver's backlog and processes it in the
-        // sender's softirq: the server would pay for the client's TCP. GRO on
-        // gives the client's veth a NAPI context, and a threaded NAPI runs it
-        // in its own kernel thread, as a VM's peer runs on another machine.
-        lab.ns_b.run(&["ethtool", "-K", &lab.if_b, "gro", "on"])?;
-        lab.ns_b.run(&["sh", "-c", &format!("echo 1 > /sys/class/net/{}/threaded", lab.if_b)])?;
-    }
-    let o = lab.addr_a.octets();
-    let env = Env {
-        server_exe: sibling("rr-server")?,
-        bench_exe: sibling("rr-bench")?,
-        logs,
-        xsk_server_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 100),
-        xsk_client_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 101),
-        attach: args.attach,
-        lab,
-    };
+    lab::sweep_stale("rq");
+    let env = build_env(args, "rd", 1, logs.clone())?;
+    // The server-threads cases need one RX queue per xsk shard on the server's veth and as many
+    // TX queues on the client's (the kernel picks a client TX queue per flow by its hash, and
+    // veth delivers to the RX queue of the same number): a second lab, built only if needed, so
+    // the single-queue cases keep the lab they always had.
+    let max_threads = cases.iter().map(|c| c.server_threads).max().unwrap_or(1);
+    let env_mq = if max_threads > 1 { Some(build_env(args, "rq", max_threads as u32, logs)?) } else { None };
     println!(
         "lab: {} ({}) <-> {} ({}); {rounds} round(s) of {} per case, alternating xsk/kernel; client receive path {}; logs in {}",
         env.lab.ns_a.name,
@@ -598,6 +613,12 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
         if args.peer_napi_thread { "in its own NAPI thread" } else { "in the sender's softirq (veth default)" },
         env.logs.display()
     );
+    if let Some(e) = &env_mq {
+        println!(
+            "lab for the server-threads cases: {} ({}) <-> {} ({}), {max_threads} queue pairs on each veth end",
+            e.lab.ns_a.name, e.lab.addr_a, e.lab.ns_b.name, e.lab.addr_b
+        );
+    }
     let mut rows = Vec::new();
     let total = cases.len() * rounds as usize * 2;
     let mut n = 0;
@@ -611,7 +632,8 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
                     break 'outer;
                 }
                 n += 1;
-                let row = match run_case(&env, backend, case, round, dur) {
+                let site = if case.server_threads > 1 { env_mq.as_ref().unwrap_or(&env) } else { &env };
+                let row = match run_case(site, backend, case, round, dur) {
                     Ok(row) => row,
                     Err(e) => {
                         // Keep going: one broken case must not hide the others.
@@ -645,12 +667,45 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     if lab::interrupted() {
         println!("interrupted: partial results");
     }
+    drop(env_mq);
     drop(env);
     report(&rows, &cases, &args.out, &meta)?;
     if failures > 0 {
         bail!("{failures} run(s) failed or disagreed with the server's counters (see above)");
     }
     Ok(())
+}
+
+/// A veth lab (`queues` queue pairs on both ends) with the client namespace prepared as every
+/// case needs it.
+fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf) -> Result<Env> {
+    let peer_queues = (queues > 1).then_some(queues);
+    let lab = Lab::new(&LabConfig { prefix: prefix.into(), peer_queues, ..LabConfig::default() })
+        .with_context(|| format!("building the veth lab ({queues} queue pair(s))"))?;
+    // The client keeps veth's default offloads (TX checksum, TSO), as in every
+    // container; both servers get the same frames.
+    // 10,000 connections, twice (warm-up and measured run), one after the other:
+    // the client needs more ports than the default range, and TIME-WAIT reuse.
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+    if args.peer_napi_thread {
+        // veth delivers into the receiver's backlog and processes it in the
+        // sender's softirq: the server would pay for the client's TCP. GRO on
+        // gives the client's veth a NAPI context, and a threaded NAPI runs it
+        // in its own kernel thread, as a VM's peer runs on another machine.
+        lab.ns_b.run(&["ethtool", "-K", &lab.if_b, "gro", "on"])?;
+        lab.ns_b.run(&["sh", "-c", &format!("echo 1 > /sys/class/net/{}/threaded", lab.if_b)])?;
+    }
+    let o = lab.addr_a.octets();
+    Ok(Env {
+        server_exe: sibling("rr-server")?,
+        bench_exe: sibling("rr-bench")?,
+        logs,
+        xsk_server_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 100),
+        xsk_client_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 101),
+        attach: args.attach,
+        lab,
+    })
 }
 
 fn fmt_count(v: f64) -> String {
@@ -666,6 +721,8 @@ struct Summary {
     backend: String,
     case: String,
     conns: usize,
+    client_threads: usize,
+    server_threads: usize,
     #[serde(flatten)]
     m: Metrics,
     errors: u64,
@@ -686,6 +743,8 @@ fn summaries(rows: &[Row], cases: &[Case]) -> BTreeMap<(String, String), Summary
                     backend: backend.into(),
                     case: case.name.into(),
                     conns: case.conns,
+                    client_threads: case.client_threads,
+                    server_threads: case.server_threads,
                     m: Metrics::median(&rs.iter().map(|r| &r.m).collect::<Vec<_>>()),
                     errors: rs.iter().map(|r| r.errors).sum(),
                     runs: rs.len(),
@@ -700,8 +759,8 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
     let sums = summaries(rows, cases);
     println!();
     println!(
-        "{:<11} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6}",
-        "case", "conns", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9",
+        "{:<11} {:>5} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6}",
+        "case", "conns", "thr", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9",
         "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx"
     );
     for case in cases {
@@ -711,9 +770,10 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
             continue;
         };
         println!(
-            "{:<11} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6}",
+            "{:<11} {:>5} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6}",
             case.name,
             case.conns,
+            format!("{}/{}", case.client_threads, case.server_threads),
             x.m.rps,
             k.m.rps,
             x.m.rps / k.m.rps,
@@ -738,12 +798,15 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
         );
     }
     println!(
-        "(medians; latencies in us; cpu = server process CPU us per request incl. kernel work in its context, over the"
+        "(medians; thr = client/server threads (rr-bench/rr-server --threads); latencies in us; cpu = server process CPU"
     );
     println!(
-        " measured window (first request to the end of the duration); mc = whole machine; c/s = cores kept busy by the"
+        " us per request incl. kernel work in its context, over the measured window (first request to the end of the"
     );
-    println!(" client / server process, of {}: a side near 1.00 is the bottleneck; s = seconds to set up the connections (not", apps::online_cpus());
+    println!(
+        " duration); mc = whole machine; c/s = cores kept busy by the client / server process (its CPU time over the"
+    );
+    println!(" window's wall time, all threads), of {}: a side near its thread count is the bottleneck; s = seconds to set up the connections (not", apps::online_cpus());
     println!(
         " measured); drops = the xsk server's drop counters; retx = kernel TCP retransmitted segments (xsk: the kernel"
     );
@@ -784,7 +847,13 @@ fn plot_cases(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> Vec
         .iter()
         .filter_map(|c| {
             let (xsk, kernel) = (bars(c, "xsk"), bars(c, "kernel"));
-            (xsk.is_some() || kernel.is_some()).then(|| PlotCase { name: c.name.into(), conns: c.conns, xsk, kernel })
+            (xsk.is_some() || kernel.is_some()).then(|| PlotCase {
+                name: c.name.into(),
+                conns: c.conns,
+                threads: (c.client_threads, c.server_threads),
+                xsk,
+                kernel,
+            })
         })
         .collect()
 }
@@ -811,6 +880,9 @@ fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
     let mut legend = vec!["Cases: the client is the kernel's TCP unless the name says same-; one request in flight per connection (closed loop) unless open-.".to_string()];
     if has(&|c| !c.same_client && !c.busy_poll && c.rate.is_none() && !c.loss) {
         legend.push("rr-N: N connections.".into());
+    }
+    if has(&|c| c.client_threads > 1) {
+        legend.push("-t2: 2 client threads (rr-bench --threads 2); -s2: and 2 server threads (rr-server --threads 2: xsk one stack shard per queue of a 2-queue veth, kernel 2 SO_REUSEPORT listeners); \"c/s thr\" under a case: client/server threads.".into());
     }
     if has(&|c| c.same_client) {
         legend.push("same-: the client runs on the same stack as the server: stack client against stack server (xsk bars), kernel client against kernel server (kernel bars).".into());
@@ -868,6 +940,25 @@ mod tests {
     }
 
     #[test]
+    fn quick_runs_server_threads() {
+        // CI runs --quick: it must start a multi-threaded server on both backends.
+        assert!(cases().iter().any(|c| c.server_threads > 1 && c.client_threads > 1 && !c.full_only));
+    }
+
+    #[test]
+    fn shard_counters_add_up() {
+        let one = serde_json::json!({ "xsk": { "stats": { "port": { "rx_dropped": 2, "rx": 5 } } } });
+        assert_eq!(xsk_counters(&one).get("port_rx_dropped"), Some(2.0));
+        let two = serde_json::json!({ "xsk": { "shards": [
+            { "stats": { "port": { "rx_dropped": 2, "rx": 5 } } },
+            { "stats": { "port": { "rx_dropped": 3, "rx": 7 } } },
+        ] } });
+        let c = xsk_counters(&two);
+        assert_eq!((c.get("port_rx_dropped"), c.get("port_rx")), (Some(5.0), Some(12.0)));
+        assert!(xsk_counters(&serde_json::json!({ "requests": 3 })).values.is_empty(), "kernel server");
+    }
+
+    #[test]
     fn log_tail() {
         let p = std::env::temp_dir().join(format!("rr-demo-tail-{}", std::process::id()));
         std::fs::write(&p, (1..=30).map(|i| format!("line {i}\n")).collect::<String>()).unwrap();
@@ -885,6 +976,8 @@ mod tests {
             case: "rr-16".into(),
             round: 0,
             conns: 16,
+            client_threads: 1,
+            server_threads: 1,
             m: Metrics::median(&[]),
             errors: 0,
             server_requests: 1000,
@@ -910,6 +1003,8 @@ mod tests {
             case: "rr-16".into(),
             round: 1,
             conns: 16,
+            client_threads: 1,
+            server_threads: 2,
             m: Metrics { rps: 1000.0, ..Metrics::median(&[]) },
             errors: 0,
             server_requests: 5,
@@ -929,6 +1024,7 @@ mod tests {
             "p999_us":3.0,"cpu_us_per_req":4.0,"cpu_us_per_req_machine":null,"errors":0}]"#;
         let back: Vec<Row> = serde_json::from_str(old).unwrap();
         assert!(back[0].m.setup_s.is_nan() && back[0].m.cpu_us_per_req_machine.is_nan());
+        assert_eq!((back[0].client_threads, back[0].server_threads), (1, 1), "files from before --threads");
     }
 }
 

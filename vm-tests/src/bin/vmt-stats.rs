@@ -117,6 +117,12 @@ fn main() {
             .collect();
         out.insert("cpu_ticks".into(), v.into());
     }
+    // /proc/uptime's idle time is summed over the CPUs: busy = elapsed x CPUs - idle.
+    let cpus = stat
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    out.insert("cpus".into(), cpus.into());
     let up = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
     let f: Vec<f64> = up
         .split_whitespace()
@@ -165,16 +171,28 @@ fn main() {
             out.insert(format!("dev_{dir}_packets"), v.into());
         }
     }
+    // Run time of every thread of the process (/proc/PID/schedstat is the main thread's only,
+    // which in `rr-server --threads N` just waits for the others).
     let mut sched = serde_json::Map::new();
     for pid in args {
-        if let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
-            if let Some(ns) = t
+        let run_ns = |path: std::path::PathBuf| -> Option<u64> {
+            std::fs::read_to_string(path)
+                .ok()?
                 .split_whitespace()
-                .next()
-                .and_then(|x| x.parse::<u64>().ok())
-            {
-                sched.insert(pid, ns.into());
-            }
+                .next()?
+                .parse()
+                .ok()
+        };
+        let tasks: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| {
+                d.filter_map(|e| run_ns(e.ok()?.path().join("schedstat")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !tasks.is_empty() {
+            sched.insert(pid, tasks.iter().sum::<u64>().into());
+        } else if let Some(ns) = run_ns(format!("/proc/{pid}/schedstat").into()) {
+            sched.insert(pid, ns.into());
         }
     }
     out.insert("sched_ns".into(), sched.into());
