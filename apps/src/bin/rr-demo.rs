@@ -58,8 +58,10 @@ struct Args {
     /// Output folder for results.json, results.svg, results.png and logs/.
     #[arg(long, value_name = "DIR", default_value = "out/rr-demo")]
     out: PathBuf,
-    /// Only run cases whose name contains this (e.g. rr-10000, busy).
-    #[arg(long, value_name = "TEXT")]
+    /// Only run these cases: comma-separated names or parts of names (e.g.
+    /// busy, or rr-1,open-5k). An item that is a whole case name selects that
+    /// case alone (rr-1 is not also rr-16); otherwise every case containing it.
+    #[arg(long, value_name = "TEXT[,TEXT...]")]
     only: Option<String>,
     /// Give the client-side veth a threaded NAPI context. By default (veth's
     /// own behaviour) the client's receive processing runs inside the
@@ -191,6 +193,23 @@ struct Row {
     client_tcp: BTreeMap<String, f64>,
     #[serde(default)]
     server_tcp: BTreeMap<String, f64>,
+}
+
+/// `--only`: whether `name` is selected by the comma-separated `only`. An
+/// item equal to one of `all` selects that case alone; any other item every
+/// case whose name contains it.
+fn only_matches(only: &str, name: &str, all: &[&str]) -> bool {
+    only.split(',').map(str::trim).filter(|i| !i.is_empty()).any(|i| {
+        if all.contains(&i) {
+            name == i
+        } else {
+            name.contains(i)
+        }
+    })
+}
+
+fn case_names() -> Vec<&'static str> {
+    cases().iter().map(|c| c.name).collect()
 }
 
 fn cases() -> Vec<Case> {
@@ -567,7 +586,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     let have_nft = Command::new("nft").arg("--version").output().is_ok_and(|o| o.status.success());
     let cases: Vec<Case> = cases()
         .into_iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| c.name.contains(o)))
+        .filter(|c| args.only.as_deref().is_none_or(|o| only_matches(o, c.name, &case_names())))
         .filter(|c| !(args.quick && c.full_only))
         .collect();
     if cases.is_empty() {
@@ -943,6 +962,12 @@ mod tests {
     fn quick_runs_server_threads() {
         // CI runs --quick: it must start a multi-threaded server on both backends.
         assert!(cases().iter().any(|c| c.server_threads > 1 && c.client_threads > 1 && !c.full_only));
+        let all = case_names();
+        let picked = |o: &str| all.iter().copied().filter(|n| only_matches(o, n, &all)).collect::<Vec<_>>();
+        assert_eq!(picked("rr-1"), vec!["rr-1"]);
+        assert_eq!(picked("rr-1,open-5k"), vec!["rr-1", "open-5k"]);
+        assert_eq!(picked("busy"), vec!["busy-1", "busy-same-1"]);
+        assert!(picked("rr-10").contains(&"rr-1000") && picked("rr-10").contains(&"rr-10000"));
     }
 
     #[test]
@@ -1153,7 +1178,7 @@ mod redis {
 
     /// Runs the cases (unless `--only` excludes them or redis-tools is missing) and reports.
     pub(super) fn run(env: &Env, args: &Args, rounds: usize) -> Result<usize> {
-        if args.only.as_deref().is_some_and(|o| !"redis".contains(o) && !o.contains("redis")) {
+        if args.only.as_deref().is_some_and(|o| !o.split(',').any(|i| "redis".contains(i) || i.contains("redis"))) {
             return Ok(0);
         }
         if !have("redis-benchmark") {
@@ -1169,7 +1194,11 @@ mod redis {
         let n = if args.quick { 20_000 } else { (50_000.0 * args.duration.as_secs_f64()) as usize };
         let mut rows = Vec::new();
         let mut failures = 0;
-        for case in CASES.iter().filter(|c| args.only.as_deref().is_none_or(|o| c.0.contains(o) || o == "redis")) {
+        let names: Vec<&str> = CASES.iter().map(|c| c.0).collect();
+        for case in CASES
+            .iter()
+            .filter(|c| args.only.as_deref().is_none_or(|o| o.split(',').any(|i| i == "redis") || only_matches(o, c.0, &names)))
+        {
             for round in 0..rounds {
                 // Rotate the order each round so drift hits every server alike.
                 for k in 0..servers.len() {
