@@ -374,6 +374,7 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
                     dst,
                     conns,
                     a.requests,
+                    None,
                     &format!("batch-{b}-c{conns}-r{round}"),
                 ) {
                     Ok((per, r, _, _, lost)) => {

@@ -66,6 +66,7 @@ impl Perf {
                     duration: Duration::from_secs_f64(self.run_secs),
                     max_requests: None,
                     drain_timeout: None,
+                    rate: None,
                 };
                 let r = bench(&b, which, i)?;
                 self.errors += r.errors + r.lost;

@@ -66,6 +66,11 @@ pub struct CostArgs {
     /// requests.
     #[arg(long)]
     pub short: bool,
+    /// Open loop: this many requests per second in total over the connections, whatever the
+    /// responses do (a lightly loaded server: every request finds it idle). Default: closed
+    /// loop, each connection sends its next request when the response is back.
+    #[arg(long, value_name = "REQ/S")]
+    pub rate: Option<f64>,
 }
 
 /// One `vmt-stats` snapshot.
@@ -410,6 +415,7 @@ pub fn measure_rr(
     dst: SocketAddrV4,
     conns: usize,
     requests: u64,
+    rate: Option<f64>,
     tag: &str,
 ) -> Result<(PerUnit, load::LoadResult, u64, f64, Vec<String>)> {
     let short = (conns as u64 * 4).max(8).min(requests / 2);
@@ -425,6 +431,7 @@ pub fn measure_rr(
             max_requests: Some(n),
             // TCG is slow: a response that needed a retransmission may come late.
             drain_timeout: Some(Duration::from_secs(10)),
+            rate,
         };
         match load::rr_bench(
             &env.bin_dir,
@@ -555,6 +562,7 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                     dst,
                     conns,
                     a.requests,
+                    a.rate,
                     &case_tag,
                 ) {
                     Ok((per, r, short, guest_s, lost)) => {
@@ -566,7 +574,10 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                         );
                         rep.rows.push(Row {
                             backend: backend.into(),
-                            case: format!("rr-{conns}"),
+                            case: match a.rate {
+                                Some(r) => format!("open-{r}-{conns}"),
+                                None => format!("rr-{conns}"),
+                            },
                             round,
                             conns,
                             kernel: label.clone(),

@@ -218,6 +218,7 @@ fn body(
                     duration: Duration::from_secs(120),
                     max_requests: Some(n),
                     drain_timeout: None,
+                    rate: None,
                 };
                 let tag = format!("chk-{backend}-{size}");
                 r.checks.push(check(cg, &b, &tag, backend, &what, n));

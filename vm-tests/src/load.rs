@@ -63,6 +63,9 @@ pub struct BenchArgs {
     /// rr-bench --drain-timeout (its default, 2 s, when None): longer under netem, where the
     /// last responses may need a retransmission.
     pub drain_timeout: Option<Duration>,
+    /// rr-bench --rate: open loop at this many requests per second in total (closed loop
+    /// when None).
+    pub rate: Option<f64>,
 }
 
 impl BenchArgs {
@@ -77,6 +80,7 @@ impl BenchArgs {
             duration: limit,
             max_requests: Some(requests),
             drain_timeout: None,
+            rate: None,
         }
     }
 
@@ -84,6 +88,7 @@ impl BenchArgs {
     pub fn under_netem(self) -> Self {
         BenchArgs {
             drain_timeout: Some(Duration::from_secs(10)),
+            rate: None,
             ..self
         }
     }
@@ -200,6 +205,10 @@ pub fn rr_bench_args(a: &BenchArgs, json: &str) -> Vec<String> {
     if let Some(d) = a.drain_timeout {
         args.push("--drain-timeout".into());
         args.push(format!("{}ms", d.as_millis()));
+    }
+    if let Some(r) = a.rate {
+        args.push("--rate".into());
+        args.push(r.to_string());
     }
     args
 }

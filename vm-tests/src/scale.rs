@@ -298,6 +298,7 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                 dst,
                 args.conns,
                 args.requests,
+                None,
                 &case_tag,
             );
             let qemu1 = proc_cpu_s(g.qemu_pid());
