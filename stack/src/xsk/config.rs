@@ -11,9 +11,10 @@ use super::faults::Faults;
 /// Which IPv4 address the stack uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AddrMode {
-    /// The address the kernel already has on the interface. Only the stack's
-    /// ports (listening ports and its ephemeral range, which the kernel is
-    /// told not to use) are steered to it; ARP stays with the kernel.
+    /// The address the kernel already has on the interface. Only the ports
+    /// the stack uses (its listening ports and the local ports of its live
+    /// connections, each held in the kernel by a placeholder socket while in
+    /// use) are steered to it; ARP and every other port stay with the kernel.
     Shared,
     /// An address the kernel does not have; the stack answers ARP and ping for it.
     Dedicated {
