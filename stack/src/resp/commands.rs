@@ -129,7 +129,7 @@ impl Resp {
                 }
             }
             b"MSET" => {
-                if a.len() < 3 || a.len() % 2 == 0 {
+                if a.len() < 3 || a.len().is_multiple_of(2) {
                     return Err(Fail::Arity("mset"));
                 }
                 // All or nothing: check every pair before storing any.

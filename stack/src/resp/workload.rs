@@ -31,7 +31,7 @@ impl crate::rr::Workload for RespWorkload {
         let key = (conn as u64).wrapping_mul(7919).wrapping_add(seq / 2) % self.keys;
         let mut buf = [0u8; 20];
         let digits = num(key as i64, &mut buf);
-        let set = seq % 2 == 0;
+        let set = seq.is_multiple_of(2);
         array(out, if set { 3 } else { 2 });
         bulk(out, if set { b"SET" } else { b"GET" });
         put_line(out, b'$', 4 + digits.len() as i64);
