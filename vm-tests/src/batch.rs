@@ -138,13 +138,7 @@ pub fn run(args: &BatchArgs) -> Result<bool> {
     };
     let outcome = body(&env, args, &mut rep);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    match &outcome {
-        Ok(()) => rep.result = "pass".into(),
-        Err(e) => {
-            rep.result = "FAIL".into();
-            rep.failure = Some(format!("{e:#}"));
-        }
-    }
+    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
     print!("{}", table(&rep));
     env.publish("batch", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -416,14 +410,7 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
 
 fn table(r: &BatchReport) -> String {
     let mut t = KvTable::new();
-    t.row(
-        "result",
-        match &r.failure {
-            None => r.result.clone(),
-            Some(f) => format!("{}: {f}", r.result),
-        },
-    );
-    t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
+    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
     t.row(
         "guest kernel",
         format!("{} ({})", r.guest_kernel, r.guest_kernel_source),

@@ -8,6 +8,18 @@ pub struct KvTable {
     rows: Vec<(String, String)>,
 }
 
+/// A scenario's outcome as its report records it: `result` "pass" or "FAIL", and the error
+/// chain in `failure`.
+pub fn record_outcome(outcome: &anyhow::Result<()>, result: &mut String, failure: &mut Option<String>) {
+    match outcome {
+        Ok(()) => *result = "pass".into(),
+        Err(e) => {
+            *result = "FAIL".into();
+            *failure = Some(format!("{e:#}"));
+        }
+    }
+}
+
 impl KvTable {
     pub fn new() -> Self {
         KvTable::default()
@@ -18,9 +30,27 @@ impl KvTable {
         self
     }
 
+    /// The first rows of every scenario's table: its result (with the failure, if any) and the
+    /// host.
+    pub fn head(&mut self, result: &str, failure: Option<&str>, host_kernel: &str, qemu: &str) -> &mut Self {
+        self.row(
+            "result",
+            match failure {
+                None => result.to_string(),
+                Some(f) => format!("{result}: {f}"),
+            },
+        );
+        self.row("host", format!("Linux {host_kernel}, QEMU {qemu}"))
+    }
+
     /// The host and accelerator rows of a report that records them.
     pub fn machine(&mut self, host_kernel: &str, qemu: &str, accel: &str, note: &str) -> &mut Self {
         self.row("host", format!("Linux {host_kernel}, QEMU {qemu}"));
+        self.accel(accel, note)
+    }
+
+    /// The accelerator row (KVM or TCG, and why).
+    pub fn accel(&mut self, accel: &str, note: &str) -> &mut Self {
         self.row(
             "accel",
             if note.is_empty() {
@@ -159,6 +189,14 @@ mod tests {
             t.render("M"),
             "== M\n  host   Linux 6.1.0, QEMU 7.2\n  accel  tcg\n  host   Linux 6.1.0, QEMU 7.2\n  accel  kvm (probed)\n"
         );
+        let (mut result, mut failure) = (String::new(), None);
+        record_outcome(&Err(anyhow::anyhow!("inner").context("outer")), &mut result, &mut failure);
+        assert_eq!((result.as_str(), failure.as_deref()), ("FAIL", Some("outer: inner")));
+        let mut t = KvTable::new();
+        t.head(&result, failure.as_deref(), "6.1.0", "7.2");
+        assert_eq!(t.render("H"), "== H\n  result  FAIL: outer: inner\n  host    Linux 6.1.0, QEMU 7.2\n");
+        record_outcome(&Ok(()), &mut result, &mut failure);
+        assert_eq!(result, "pass");
         assert_eq!(server_cell("xsk", "drv"), "xsk drv");
         assert_eq!(server_cell("kernel", ""), "kernel");
         assert_eq!(modules(&["virtio_net".into()], &[]), "loaded virtio_net");

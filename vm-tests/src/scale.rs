@@ -181,13 +181,7 @@ pub fn run(args: &ScaleArgs) -> Result<bool> {
     });
     summarize(&mut rep, args);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    match &outcome {
-        Ok(()) => rep.result = "pass".into(),
-        Err(e) => {
-            rep.result = "FAIL".into();
-            rep.failure = Some(format!("{e:#}"));
-        }
-    }
+    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
     print!("{}", table(&rep));
     env.publish("scale", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -424,14 +418,7 @@ fn summarize(rep: &mut ScaleReport, args: &ScaleArgs) {
 
 fn table(r: &ScaleReport) -> String {
     let mut t = KvTable::new();
-    t.row(
-        "result",
-        match &r.failure {
-            None => r.result.clone(),
-            Some(f) => format!("{}: {f}", r.result),
-        },
-    );
-    t.row("host", format!("Linux {}, QEMU {}", r.host_kernel, r.qemu));
+    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
     t.row(
         "guest",
         format!(

@@ -106,13 +106,7 @@ pub fn run(args: &SmokeArgs) -> Result<bool> {
     };
     let outcome = body(&env, args, &mut rep);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    match &outcome {
-        Ok(()) => rep.result = "pass".into(),
-        Err(e) => {
-            rep.result = "FAIL".into();
-            rep.failure = Some(format!("{e:#}"));
-        }
-    }
+    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
     print!("{}", table(&rep));
     env.publish("smoke", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -295,14 +289,8 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
 
 fn table(r: &SmokeReport) -> String {
     let mut t = KvTable::new();
-    t.row(
-        "result",
-        match &r.failure {
-            None => r.result.clone(),
-            Some(f) => format!("{}: {f}", r.result),
-        },
-    );
-    t.machine(&r.host_kernel, &r.qemu, &r.accel, &r.accel_note);
+    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
+    t.accel(&r.accel, &r.accel_note);
     t.row(
         "guest kernel",
         format!(
