@@ -2,11 +2,13 @@
 //! ns_a with each backend, rr-bench loads it from ns_b with each client backend, and the
 //! server must exit 0 on SIGINT/SIGTERM with no XDP program left behind. Needs root.
 
-use std::fs::File;
+mod common;
+use common::{scratch, Proc};
+
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apps::{BenchResult, ServerSummary};
@@ -32,86 +34,6 @@ fn dedicated(lab: &Lab, host: u8) -> (Ipv4Addr, String) {
     (a, format!("{a}/{}", lab.prefix_len))
 }
 
-/// Scratch directory for ready files, JSON and logs of one test.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("apps-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A binary running under `ip netns exec` (which execs it: the child pid is the binary's),
-/// with stdout/stderr in files. Killed on drop if still running.
-struct Proc {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Proc {
-    fn spawn(ns: &Netns, exe: &str, args: &[&str], dir: &Path, name: &str) -> Proc {
-        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns.name, exe])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).unwrap())
-            .stderr(File::create(&err).unwrap())
-            .spawn()
-            .expect("spawn under ip netns exec");
-        Proc { child, out, err }
-    }
-
-    fn output(&self) -> String {
-        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        format!("--- stdout\n{}--- stderr\n{}", read(&self.out), read(&self.err))
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
-    }
-
-    fn wait_file(&mut self, path: &Path, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        while !path.exists() {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                panic!("exited ({st}) before writing {}:\n{}", path.display(), self.output());
-            }
-            assert!(Instant::now() < deadline, "no {} within {timeout:?}:\n{}", path.display(), self.output());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn wait(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("did not exit within {timeout:?}:\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&mut self, sig: libc::c_int, timeout: Duration) -> ExitStatus {
-        // SAFETY: plain syscall on our own, not yet reaped child.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-        self.wait(timeout)
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// Starts rr-server in ns_a and waits until it listens.
 /// Starts rr-server in ns_a and waits until it is ready. Its exit summary goes
 /// to `dir/server.json`, where `stop_server` reads it.
@@ -120,7 +42,7 @@ fn start_server(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
     let json = dir.join("server.json");
     let mut all = vec!["--ready-file", ready.to_str().unwrap(), "--duration", "120s", "--json", json.to_str().unwrap()];
     all.extend_from_slice(args);
-    let mut p = Proc::spawn(&lab.ns_a, SERVER, &all, dir, "server");
+    let mut p = Proc::spawn(&lab.ns_a, SERVER, &all, dir, "server", Stdio::null());
     p.wait_file(&ready, Duration::from_secs(30));
     p
 }
@@ -142,7 +64,7 @@ fn run_bench(lab: &Lab, dir: &Path, name: &str, args: &[&str]) -> BenchResult {
     let json = dir.join(format!("{name}.json"));
     let mut all = vec!["--json", json.to_str().unwrap(), "--quiet"];
     all.extend_from_slice(args);
-    let mut p = Proc::spawn(&lab.ns_b, BENCH, &all, dir, name);
+    let mut p = Proc::spawn(&lab.ns_b, BENCH, &all, dir, name, Stdio::null());
     let st = p.wait(Duration::from_secs(60));
     assert!(st.success(), "rr-bench {args:?}: {st}\n{}", p.output());
     let r: BenchResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -169,7 +91,7 @@ fn stop_server(lab: &Lab, mut server: Proc, sig: libc::c_int) -> ServerSummary {
     let st = server.signal(sig, Duration::from_secs(20));
     assert!(st.success(), "rr-server exit {st}:\n{}", server.output());
     assert!(!xdp_attached(&lab.ns_a, &lab.if_a), "XDP program left on {}", lab.if_a);
-    let json = server.out.with_file_name("server.json");
+    let json = server.sibling("server.json");
     let s: ServerSummary = serde_json::from_slice(&std::fs::read(&json).expect("server --json")).unwrap();
     assert_eq!((s.protocol_errors, s.io_errors), (0, 0), "{s:?}");
     assert_eq!(s.accepted, s.closed, "{s:?}");
@@ -181,7 +103,7 @@ const LOAD: &[&str] = &["--conns", "4", "--depth", "2", "--duration", "1s", "--w
 #[test]
 fn xsk_server_dedicated_address_kernel_client() {
     let lab = lab("rrx");
-    let dir = scratch("xsk-server");
+    let dir = scratch("test", "xsk-server");
     let (ip, cidr) = dedicated(&lab, 100);
     let server = start_xsk_server(&lab, &dir, &cidr, "echo", 7300);
     assert!(server.stdout().contains("xsk port: "), "features line:\n{}", server.output());
@@ -203,7 +125,7 @@ fn xsk_server_dedicated_address_kernel_client() {
 #[test]
 fn kernel_server_kernel_and_xsk_clients() {
     let lab = lab("rrk");
-    let dir = scratch("kernel-server");
+    let dir = scratch("test", "kernel-server");
     let server = start_kernel_server(&lab, &dir, "echo", 7301);
     let pid = server.child.id().to_string();
     let connect = SocketAddrV4::new(lab.addr_a, 7301).to_string();
@@ -243,7 +165,7 @@ fn kernel_server_kernel_and_xsk_clients() {
 #[test]
 fn kv_service_over_both_backends() {
     let lab = lab("rrv");
-    let dir = scratch("kv");
+    let dir = scratch("test", "kv");
     let (ip, cidr) = dedicated(&lab, 100);
     let server = start_xsk_server(&lab, &dir, &cidr, "kv", 7302);
     let connect = SocketAddrV4::new(ip, 7302).to_string();
@@ -290,7 +212,7 @@ fn tcp_echo_roundtrip(ns: &Netns, addr: SocketAddrV4) {
 #[test]
 fn tcp_echo_with_std_tcpstream_xsk_server() {
     let lab = lab("rrt");
-    let dir = scratch("tcp-echo-xsk");
+    let dir = scratch("test", "tcp-echo-xsk");
     let (ip, cidr) = dedicated(&lab, 100);
     let server = start_xsk_server(&lab, &dir, &cidr, "tcp-echo", 7);
     tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(ip, 7));
@@ -302,7 +224,7 @@ fn tcp_echo_with_std_tcpstream_xsk_server() {
 #[test]
 fn tcp_echo_with_std_tcpstream_kernel_server() {
     let lab = lab("rre");
-    let dir = scratch("tcp-echo-kernel");
+    let dir = scratch("test", "tcp-echo-kernel");
     let server = start_kernel_server(&lab, &dir, "tcp-echo", 7);
     tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(lab.addr_a, 7));
     let s = stop_server(&lab, server, libc::SIGTERM);
@@ -314,7 +236,7 @@ fn tcp_echo_with_std_tcpstream_kernel_server() {
 fn bench_lab_mode_end_to_end() {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    let dir = scratch("lab-mode");
+    let dir = scratch("test", "lab-mode");
     let json = dir.join("lab.json");
     let out = Command::new(BENCH)
         .args(["--lab", "xsk", "--backend", "xsk", "--server-exe", SERVER, "--quiet", "--json"])
@@ -353,7 +275,7 @@ fn sample(text: &str, name: &str) -> Option<f64> {
 #[test]
 fn xsk_server_live_figures_and_metrics() {
     let lab = lab("rrm");
-    let dir = scratch("xsk-metrics");
+    let dir = scratch("test", "xsk-metrics");
     let (ip, cidr) = dedicated(&lab, 100);
     // The endpoint is on the kernel's TCP at ns_a's own address: the steering program
     // passes it to the kernel, it is not one of the stack's flows.

@@ -5,15 +5,17 @@
 //! redis-benchmark runs its tests for those commands with pipelining, many clients, random keys
 //! and value sizes from 3 bytes to 64 KiB. Needs root and redis-tools (scripts/setup).
 
-use std::fs::File;
+mod common;
+use common::{scratch, Proc};
+
 use std::io::Write;
 use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apps::ServerSummary;
-use xsk_io::lab::{Lab, LabConfig, Netns};
+use xsk_io::lab::{Lab, LabConfig};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_rr-server");
 
@@ -28,73 +30,6 @@ fn lab(tag: &str) -> Lab {
     // The peer keeps veth's default offloads, as a user's would: the stack accepts the
     // partial checksums its kernel sends.
     Lab::new(&LabConfig::new(tag)).expect("lab")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("apps-resp-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A process under `ip netns exec`, output in files, killed on drop if still running.
-struct Proc {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Proc {
-    fn spawn(ns: &Netns, exe: &str, args: &[&str], dir: &Path, name: &str, stdin: Stdio) -> Proc {
-        let (out, err) = (dir.join(format!("{name}.out")), dir.join(format!("{name}.err")));
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns.name, exe])
-            .args(args)
-            .stdin(stdin)
-            .stdout(File::create(&out).unwrap())
-            .stderr(File::create(&err).unwrap())
-            .spawn()
-            .expect("spawn under ip netns exec");
-        Proc { child, out, err }
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
-    }
-
-    fn output(&self) -> String {
-        format!("--- stdout\n{}--- stderr\n{}", self.stdout(), std::fs::read_to_string(&self.err).unwrap_or_default())
-    }
-
-    fn wait(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("did not exit within {timeout:?}:\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Runs to completion and returns stdout; panics on a non-zero exit.
-    fn finish(mut self, timeout: Duration) -> String {
-        let st = self.wait(timeout);
-        assert!(st.success(), "exit {st}:\n{}", self.output());
-        self.stdout()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 fn start_server(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
@@ -131,7 +66,7 @@ fn stop_server(lab: &Lab, mut server: Proc) -> (ServerSummary, String) {
     assert!(st.success(), "rr-server exit {st}:\n{}", server.output());
     let link = lab.ns_a.run(&["ip", "-d", "link", "show", "dev", &lab.if_a]).expect("ip link");
     assert!(!link.contains("prog/xdp"), "XDP program left on {}", lab.if_a);
-    let json = server.out.with_file_name("server.json");
+    let json = server.sibling("server.json");
     let s: ServerSummary = serde_json::from_slice(&std::fs::read(&json).expect("server --json")).unwrap();
     assert_eq!((s.protocol_errors, s.io_errors), (0, 0), "{s:?}\n{}", server.output());
     assert_eq!(s.accepted, s.closed, "{s:?}");
@@ -345,7 +280,7 @@ fn check_backend(lab: &Lab, dir: &Path, server: Proc, host: Ipv4Addr, port: u16)
 #[test]
 fn redis_tools_against_xsk_server() {
     let lab = lab("rsx");
-    let dir = scratch("xsk");
+    let dir = scratch("resp", "xsk");
     let o = lab.addr_a.octets();
     let ip = Ipv4Addr::new(o[0], o[1], o[2], 100);
     let cidr = format!("{ip}/{}", lab.prefix_len);
@@ -358,7 +293,7 @@ fn redis_tools_against_xsk_server() {
 #[test]
 fn redis_tools_against_kernel_server() {
     let lab = lab("rsk");
-    let dir = scratch("kernel");
+    let dir = scratch("resp", "kernel");
     let addr = lab.addr_a.to_string();
     let server = start_server(&lab, &dir, &["--backend", "kernel", "--bind", &addr, "--port", "6391"]);
     check_backend(&lab, &dir, server, lab.addr_a, 6391);
@@ -424,7 +359,7 @@ fn two_threads(lab: &Lab, dir: &Path, server: Proc, connect: &str) -> (ServerSum
 #[test]
 fn two_threads_kernel_server_and_client() {
     let lab = lab("rtk");
-    let dir = scratch("threads-kernel");
+    let dir = scratch("resp", "threads-kernel");
     let addr = lab.addr_a.to_string();
     let server = start_server(
         &lab,
@@ -444,7 +379,7 @@ fn two_threads_xsk_server_shards() {
     // are the xsk side's RX queues, one stack shard each. Native (drv) XDP: veth's generic
     // path reports every frame on queue 0.
     let lab = Lab::new(&LabConfig { peer_queues: Some(2), ..LabConfig::new("rtx") }).expect("lab");
-    let dir = scratch("threads-xsk");
+    let dir = scratch("resp", "threads-xsk");
     let o = lab.addr_a.octets();
     let ip = Ipv4Addr::new(o[0], o[1], o[2], 100);
     let cidr = format!("{ip}/{}", lab.prefix_len);
