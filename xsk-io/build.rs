@@ -1,5 +1,6 @@
 //! Builds the XDP steering program `src/bpf/steer.bpf.c` with clang
-//! (through libbpf-cargo) into `$OUT_DIR/steer.bpf.o`, and generates the
+//! (through libbpf-cargo) into `$OUT_DIR/steer.bpf.o` and, with deferred
+//! ACKs (`-DDEFER_ACKS`), `$OUT_DIR/steer_acks.bpf.o`, and generates the
 //! libbpf-rs skeleton `$OUT_DIR/steer.skel.rs` from it.
 //!
 //! `src/steer.rs` embeds the object file itself (`include_bytes!`) and
@@ -76,5 +77,16 @@ fn main() {
         .build_and_generate(&skel)
     {
         panic!("\n\nxsk-io: building the XDP program {SRC} failed:\n{e:#}\n");
+    }
+    // The same program with deferred ACKs (see the comment at its top).
+    args.push("-DDEFER_ACKS".into());
+    if let Err(e) = SkeletonBuilder::new()
+        .source(SRC)
+        .obj(out_dir.join("steer_acks.bpf.o"))
+        .clang(&clang)
+        .clang_args(&args)
+        .build()
+    {
+        panic!("\n\nxsk-io: building the XDP program {SRC} with -DDEFER_ACKS failed:\n{e:#}\n");
     }
 }

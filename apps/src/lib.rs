@@ -264,6 +264,12 @@ pub struct XskOpts {
     /// long (FIN-WAIT-2 and friends).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s")]
     pub fin_timeout: Duration,
+    /// Wake the stack for every pure ACK. By default, while it sleeps and no connection needs
+    /// ACKs promptly (at most 1,608 bytes unacknowledged, no handshake or FIN pending), the XDP
+    /// program keeps the peers' pure ACKs in a ring without waking it, as kernel TCP takes them
+    /// in softirq; they are read on the next wake-up, 1 s later at most.
+    #[arg(long)]
+    pub no_defer_acks: bool,
 }
 
 /// `--partial-csum`.
@@ -293,6 +299,7 @@ impl XskOpts {
         "partial_csum",
         "idle_timeout",
         "fin_timeout",
+        "no_defer_acks",
     ];
 
     /// The stack configuration these options describe. `max_conns` sizes the socket buckets,
@@ -335,6 +342,7 @@ impl XskOpts {
         };
         c.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
         c.fin_timeout = self.fin_timeout;
+        c.defer_acks = !self.no_defer_acks;
         Ok(c)
     }
 }

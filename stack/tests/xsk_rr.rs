@@ -63,6 +63,12 @@ impl Running {
 }
 
 fn xsk_server(ns: &Netns, cfg: XskConfig, port: u16) -> Running {
+    xsk_server_polling(ns, cfg, port, Duration::from_millis(5))
+}
+
+/// `xsk_server` whose loop waits up to `poll_timeout` for work (the stop
+/// flag is seen after that).
+fn xsk_server_polling(ns: &Netns, cfg: XskConfig, port: u16, poll_timeout: Duration) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let ns = ns.clone();
@@ -70,7 +76,7 @@ fn xsk_server(ns: &Netns, cfg: XskConfig, port: u16) -> Running {
     let handle = thread::spawn(move || {
         let _in = ns.enter().unwrap();
         let t = XskTransport::new(cfg).expect("xsk transport");
-        let scfg = ServerConfig { port, poll_timeout: Some(Duration::from_millis(5)), ..ServerConfig::default() };
+        let scfg = ServerConfig { port, poll_timeout: Some(poll_timeout), ..ServerConfig::default() };
         let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
         tx.send(()).unwrap();
         let limit = Instant::now() + Duration::from_secs(120);
@@ -517,4 +523,76 @@ fn one_shard_per_queue() {
     eprintln!("per shard: {:?}", stats.iter().map(|s| (s.accepted, s.requests)).collect::<Vec<_>>());
     assert_eq!(stats.iter().map(|s| s.accepted).sum::<u64>(), 64);
     assert!(stats.iter().all(|s| s.accepted > 0), "both shards served connections: {stats:?}");
+}
+
+fn set_sockopt_int(s: &TcpStream, level: i32, opt: i32, v: i32) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid int of the size passed, on an open socket.
+    let r = unsafe { libc::setsockopt(s.as_raw_fd(), level, opt, (&v as *const i32).cast(), 4) };
+    assert_eq!(r, 0, "setsockopt {level}/{opt}: {}", std::io::Error::last_os_error());
+}
+
+fn exchange(s: &mut TcpStream, payload: &[u8]) {
+    let req = frame(payload);
+    s.write_all(&req).unwrap();
+    let mut back = vec![0u8; req.len()];
+    s.read_exact(&mut back).unwrap();
+    assert!(back == req, "echo differs");
+}
+
+/// Deferred ACKs, against an untuned kernel peer: its ACKs of small answers
+/// wait in the ack ring (counted), large answers keep ACKs prompt (no stall
+/// waiting for the ring), and a peer's keep-alive probe, a pure ACK too, is
+/// answered although the server loop would otherwise sleep 5 s.
+#[test]
+fn deferred_acks_wait_but_never_stall() {
+    let lab = lab("sxk");
+    let (mode, a) = dedicated(&lab);
+    let mut c = xsk_cfg(&lab, mode);
+    c.timeout = None;
+    let srv = xsk_server_polling(&lab.ns_a, c, 7112, Duration::from_secs(5));
+    let dst = SocketAddrV4::new(a, 7112);
+    let big_took = lab
+        .ns_b
+        .run_in(move || {
+            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.set_nodelay(true).unwrap();
+            // Small answers at a light pace, each acknowledged at once
+            // (TCP_QUICKACK, which Linux clears after every ACK): pure ACKs.
+            for i in 0..40u32 {
+                set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+                exchange(&mut s, &i.to_be_bytes());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Large answers need their ACKs as they come (the window opens
+            // with them); a wait for the ring would cost up to 200 ms each time.
+            let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+            let t0 = Instant::now();
+            for _ in 0..10 {
+                exchange(&mut s, &big);
+            }
+            let took = t0.elapsed();
+            // Keep-alive: one probe after 2 s idle; the connection dies if it
+            // is not answered within 2 s. The server's loop sleeps up to 5 s
+            // for work (no stall timeout, so no 1 s sweep; its last timer,
+            // the retransmission timeout of its last answer, fires about
+            // 1 s after it); deferred ACKs bound its sleep to 1 s.
+            set_sockopt_int(&s, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+            set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 2);
+            set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 2);
+            set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 1);
+            std::thread::sleep(Duration::from_millis(5500));
+            exchange(&mut s, b"still there");
+            took
+        })
+        .unwrap();
+    let (stats, st, acc) = srv.finish_all();
+    eprintln!("{stats:?}\n{:?}\nlarge answers: {big_took:?}", st.device);
+    assert_eq!(stats.requests, 51, "{stats:?}");
+    assert_eq!(acc.app, 0);
+    let d = st.device.deferred_acks;
+    assert!(d.taken >= 20, "the client's ACKs of small answers waited in the ring: {d:?}");
+    assert!(d.switches >= 2, "large answers turned the ring off and on again: {d:?}");
+    assert!(big_took < Duration::from_secs(1), "10 answers of 300 kB took {big_took:?}: ACKs waited");
 }

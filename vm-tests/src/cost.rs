@@ -71,6 +71,10 @@ pub struct CostArgs {
     /// loop, each connection sends its next request when the response is back.
     #[arg(long, value_name = "REQ/S")]
     pub rate: Option<f64>,
+    /// An extra argument for the xsk rr-server (repeat for more), e.g.
+    /// `--xsk-arg=--no-defer-acks` to compare a stack option against its default.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub xsk_arg: Vec<String>,
 }
 
 /// One `vmt-stats` snapshot.
@@ -369,6 +373,9 @@ pub struct CostReport {
     pub kernels: Vec<String>,
     pub requests: u64,
     pub runs: usize,
+    /// Extra arguments of the xsk server (`--xsk-arg`).
+    #[serde(default)]
+    pub xsk_args: Vec<String>,
     pub rows: Vec<Row>,
     pub cases: Vec<CaseSummary>,
     pub goals: Vec<Goal>,
@@ -497,6 +504,7 @@ pub fn run(args: &CostArgs) -> Result<bool> {
         kernels: sels.iter().map(|s| s.label().to_string()).collect(),
         requests: a.requests,
         runs: a.runs,
+        xsk_args: a.xsk_arg.clone(),
         logs: env.run_dir.display().to_string(),
         ..CostReport::default()
     };
@@ -533,7 +541,7 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
             check_interrupted()?;
             let tag = format!("cost_{backend}");
             let s = if backend == "xsk" {
-                ServerSpec::xsk(&tag, &a.attach, "shared", port)
+                ServerSpec { extra: a.xsk_arg.clone(), ..ServerSpec::xsk(&tag, &a.attach, "shared", port) }
             } else {
                 ServerSpec::kernel(&tag, port)
             };
@@ -736,6 +744,9 @@ fn table(r: &CostReport) -> String {
             r.requests, r.runs
         ),
     );
+    if !r.xsk_args.is_empty() {
+        t.row("xsk server", format!("extra arguments: {}", r.xsk_args.join(" ")));
+    }
     t.row(
         "max spread",
         format!(

@@ -203,6 +203,7 @@ pub(crate) mod ring;
 pub mod umem;
 pub mod socket;
 pub mod steer;
+pub mod acks;
 pub mod tune;
 pub mod state;
 pub mod iface;

@@ -1,6 +1,8 @@
-//! Owned memory mappings: the UMEM area and the four rings.
+//! Owned memory mappings: the UMEM area, the four rings, and the BPF maps
+//! that deferred ACKs share with the steering program (`acks`).
 
 use std::io;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::os::fd::BorrowedFd;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
@@ -40,6 +42,50 @@ impl Mmap {
         )
     }
 
+    /// A BPF map's memory (an mmapable array, or a ring buffer's pages),
+    /// mapped shared at `offset`; read-only where the kernel refuses writers
+    /// (a ring buffer's producer side).
+    pub fn bpf_map(fd: BorrowedFd<'_>, len: usize, offset: libc::off_t, writable: bool) -> io::Result<Mmap> {
+        let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        Self::map(len, prot, libc::MAP_SHARED, fd.as_raw_fd(), offset)
+    }
+
+    /// The `u32` at byte `offset`, shared with the kernel.
+    ///
+    /// # Panics
+    /// If `offset` is misaligned or out of the mapping.
+    pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
+        assert!(offset.is_multiple_of(4) && offset + 4 <= self.len, "atomic_u32 at {offset} of {}", self.len);
+        // SAFETY: in bounds and 4-aligned (checked above; the mapping is
+        // page-aligned); the memory lives as long as `&self`, and every
+        // access to shared words, ours and the kernel's, is atomic.
+        unsafe { &*self.ptr.as_ptr().add(offset).cast::<AtomicU32>() }
+    }
+
+    /// The `u64` at byte `offset`, shared with the kernel.
+    ///
+    /// # Panics
+    /// If `offset` is misaligned or out of the mapping.
+    pub fn atomic_u64(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.len, "atomic_u64 at {offset} of {}", self.len);
+        // SAFETY: as in `atomic_u32`, with 8-byte alignment.
+        unsafe { &*self.ptr.as_ptr().add(offset).cast::<AtomicU64>() }
+    }
+
+    /// `len` bytes at `offset`, which the kernel does not write while the
+    /// caller holds them (a committed ring buffer record, until the
+    /// consumer position moves past it).
+    ///
+    /// # Panics
+    /// If the range is out of the mapping.
+    pub fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(offset.checked_add(len).is_some_and(|e| e <= self.len), "bytes {offset}+{len} of {}", self.len);
+        // SAFETY: in bounds (checked above) and alive as long as `&self`;
+        // the caller only asks for ranges the producer has finished with
+        // and does not reuse before the consumer releases them.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) }
+    }
+
     fn map(len: usize, prot: i32, flags: i32, fd: i32, offset: libc::off_t) -> io::Result<Mmap> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "zero-length mapping"));
@@ -67,5 +113,29 @@ impl Drop for Mmap {
         // SAFETY: ptr/len are exactly what mmap returned, and no reference
         // into the mapping outlives `self` (borrows are tied to it).
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// A mapping touched only through atomics, so threads may share it (the
+/// steering program's per-queue deferred-ACK state: each port's shard
+/// writes its own queue's words).
+#[derive(Debug)]
+pub struct AtomicMap(Mmap);
+
+// SAFETY: every access goes through `AtomicU32`/`AtomicU64` references
+// (`u32`, `u64`), which are safe to use from any thread.
+unsafe impl Sync for AtomicMap {}
+
+impl AtomicMap {
+    pub fn new(m: Mmap) -> AtomicMap {
+        AtomicMap(m)
+    }
+
+    pub fn u32(&self, offset: usize) -> &AtomicU32 {
+        self.0.atomic_u32(offset)
+    }
+
+    pub fn u64(&self, offset: usize) -> &AtomicU64 {
+        self.0.atomic_u64(offset)
     }
 }

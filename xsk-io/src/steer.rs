@@ -36,6 +36,10 @@ use std::sync::Once;
 use libbpf_rs::query::{LinkInfoIter, LinkTypeInfo, ProgInfoIter};
 use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle, ObjectBuilder, PrintLevel};
 
+use std::sync::Arc;
+
+use crate::acks::AckRing;
+use crate::mmap::AtomicMap;
 use crate::AttachMode;
 
 /// Number of entries of `xsks_map`: the highest usable queue id is one less.
@@ -52,12 +56,18 @@ const MAP_COUNTERS: &str = "counters";
 const CNT_STEERED: u32 = 0;
 const CNT_PASSED: u32 = 1;
 const CNT_NO_SOCKET: u32 = 2;
+const CNT_DEFERRED: u32 = 3;
 
 /// The compiled program, 8-byte aligned for libelf.
 #[repr(C, align(8))]
 struct Aligned<B: ?Sized>(B);
 static STEER_OBJ: &Aligned<[u8]> =
     &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/steer.bpf.o")));
+/// The same program with deferred ACKs (`-DDEFER_ACKS`, see `acks`).
+static STEER_ACKS_OBJ: &Aligned<[u8]> =
+    &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/steer_acks.bpf.o")));
+const MAP_ACK_STATE: &str = "ack_state";
+const MAP_ACK_RINGS: &str = "ack_rings";
 
 /// Errors of the steering program loader and of its map updates. Each names
 /// the interface or map and carries the kernel's error.
@@ -249,12 +259,15 @@ pub struct SteerCounters {
     /// For the userspace stack, but no socket registered for the receiving
     /// queue: handed to the kernel instead.
     pub no_socket: u64,
+    /// Pure ACKs put into a sleeping queue's ack ring instead of its socket
+    /// (see [`AckRing`]).
+    pub deferred: u64,
 }
 
 impl SteerCounters {
     /// Every frame the program saw.
     pub fn total(&self) -> u64 {
-        self.steered + self.passed + self.no_socket
+        self.steered + self.passed + self.no_socket + self.deferred
     }
 
     /// `self - earlier`, per field (saturating).
@@ -263,6 +276,7 @@ impl SteerCounters {
             steered: self.steered.saturating_sub(earlier.steered),
             passed: self.passed.saturating_sub(earlier.passed),
             no_socket: self.no_socket.saturating_sub(earlier.no_socket),
+            deferred: self.deferred.saturating_sub(earlier.deferred),
         }
     }
 }
@@ -281,6 +295,9 @@ pub struct Steer {
     tcp_ports: MapHandle,
     cfg: MapHandle,
     counters: MapHandle,
+    /// Deferred ACKs' maps; None when the kernel could not load that
+    /// variant of the program (the plain one runs).
+    acks: Option<AckMaps>,
     /// The bpf_link; closing it (drop, process exit) detaches the program.
     link: OwnedFd,
 }
@@ -306,11 +323,24 @@ impl Steer {
         route_libbpf_logs();
         let ifindex = ifindex_of(ifname)?;
 
-        let obj = ObjectBuilder::default()
-            .name("xsk_steer")
-            .and_then(|b| b.open_memory(&STEER_OBJ.0))
-            .and_then(|open| open.load())
-            .map_err(SteerError::Load)?;
+        let open = |bytes: &[u8]| {
+            ObjectBuilder::default()
+                .name("xsk_steer")
+                .and_then(|b| b.open_memory(bytes))
+                .and_then(|open| open.load())
+        };
+        let (obj, deferred_acks) = match open(&STEER_ACKS_OBJ.0) {
+            Ok(obj) => (obj, true),
+            Err(e) => {
+                // Ring buffers in a map-in-map and mmapable arrays need a
+                // newer kernel than the rest; say so once per process.
+                static ONCE: Once = Once::new();
+                ONCE.call_once(|| {
+                    tracing::warn!("deferred ACKs unavailable (their XDP program did not load: {e}); every pure ACK wakes the stack")
+                });
+                (open(&STEER_OBJ.0).map_err(SteerError::Load)?, false)
+            }
+        };
 
         let prog = obj
             .progs()
@@ -328,6 +358,18 @@ impl Steer {
         let tcp_ports = map(MAP_TCP_PORTS)?;
         let cfg = map(MAP_CFG)?;
         let counters = map(MAP_COUNTERS)?;
+        let acks = if deferred_acks {
+            let state = map(MAP_ACK_STATE)?;
+            let len = (MAX_QUEUES as usize * crate::acks::SLOT_BYTES).next_multiple_of(crate::sys::page_size());
+            let mem = crate::mmap::Mmap::bpf_map(state.as_fd(), len, 0, true).map_err(|e| SteerError::Map {
+                map: MAP_ACK_STATE,
+                op: "mmap".into(),
+                source: libbpf_rs::Error::from(e),
+            })?;
+            Some(AckMaps { state: Arc::new(AtomicMap::new(mem)), rings: Arc::new(map(MAP_ACK_RINGS)?), _state_map: state })
+        } else {
+            None
+        };
 
         let (link, mode) = match mode {
             AttachMode::Skb | AttachMode::Drv => {
@@ -381,7 +423,27 @@ impl Steer {
             tcp_ports,
             cfg,
             counters,
+            acks,
             link,
+        })
+    }
+
+    /// Whether the loaded program defers pure ACKs (see [`AckRing`]).
+    pub fn defers_acks(&self) -> bool {
+        self.acks.is_some()
+    }
+
+    /// Sets up deferred ACKs for `queue_id`: a ring the program fills with
+    /// pure ACKs while the queue's consumer sleeps with
+    /// [`AckRing::set_waiting`] on. `None` if the loaded program has no
+    /// deferred ACKs (an older kernel; [`attach`](Self::attach) said so).
+    pub fn ack_ring(&self, queue_id: u32) -> Result<Option<AckRing>, SteerError> {
+        check_queue(queue_id)?;
+        let Some(a) = &self.acks else { return Ok(None) };
+        AckRing::new(queue_id, a.rings.clone(), a.state.clone()).map(Some).map_err(|e| SteerError::Map {
+            map: MAP_ACK_RINGS,
+            op: format!("set up the ack ring of queue {queue_id}"),
+            source: libbpf_rs::Error::from(e),
         })
     }
 
@@ -500,8 +562,18 @@ impl Steer {
             steered: read(CNT_STEERED, "steered")?,
             passed: read(CNT_PASSED, "passed")?,
             no_socket: read(CNT_NO_SOCKET, "no_socket")?,
+            deferred: read(CNT_DEFERRED, "deferred")?,
         })
     }
+}
+
+/// The deferred-ACK maps of the program: the mapped per-queue state and the
+/// map of per-queue rings.
+#[derive(Debug)]
+struct AckMaps {
+    state: Arc<AtomicMap>,
+    rings: Arc<MapHandle>,
+    _state_map: MapHandle,
 }
 
 impl Drop for Steer {
@@ -814,18 +886,21 @@ mod tests {
             steered: 5,
             passed: 10,
             no_socket: 1,
+            deferred: 4,
         };
-        assert_eq!(c.total(), 16);
+        assert_eq!(c.total(), 20);
         assert_eq!(
             c.delta(&SteerCounters {
                 steered: 2,
                 passed: 10,
-                no_socket: 0
+                no_socket: 0,
+                deferred: 1,
             }),
             SteerCounters {
                 steered: 3,
                 passed: 0,
-                no_socket: 1
+                no_socket: 1,
+                deferred: 3,
             }
         );
     }
@@ -861,32 +936,38 @@ mod tests {
         );
     }
 
-    /// Opening (not loading) the embedded object needs no privileges: check
-    /// that it has the program and the maps the loader expects, with the
-    /// layout the Rust side encodes.
+    /// Opening (not loading) the embedded objects needs no privileges: check
+    /// that they have the program and the maps the loader expects, with the
+    /// layout the Rust side encodes (`acks` for the deferred-ACK maps).
     #[test]
     fn embedded_object_layout() {
-        let obj = ObjectBuilder::default()
-            .open_memory(&STEER_OBJ.0)
-            .expect("open steer.bpf.o");
-        let prog = obj
-            .progs()
-            .find(|p| p.name() == PROG_NAME)
-            .expect("program");
-        assert_eq!(prog.section(), OsStr::new("xdp"));
-        let check = |name: &str, ty: MapType, key: u32, value: u32, max: u32| {
-            let m = obj
-                .maps()
-                .find(|m| m.name() == name)
-                .unwrap_or_else(|| panic!("map {name}"));
-            assert_eq!(m.map_type(), ty, "{name} type");
-            assert_eq!(m.key_size(), key, "{name} key size");
-            assert_eq!(m.value_size(), value, "{name} value size");
-            assert_eq!(m.max_entries(), max, "{name} max entries");
-        };
-        check(MAP_XSKS, MapType::Xskmap, 4, 4, MAX_QUEUES);
-        check(MAP_TCP_PORTS, MapType::Array, 4, 1, 65536);
-        check(MAP_CFG, MapType::Array, 4, 8, 1);
-        check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, 3);
+        for (bytes, acks) in [(&STEER_OBJ.0, false), (&STEER_ACKS_OBJ.0, true)] {
+            let obj = ObjectBuilder::default()
+                .open_memory(bytes)
+                .expect("open the steering object");
+            let prog = obj
+                .progs()
+                .find(|p| p.name() == PROG_NAME)
+                .expect("program");
+            assert_eq!(prog.section(), OsStr::new("xdp"));
+            let find = |name: &str| obj.maps().find(|m| m.name() == name);
+            let check = |name: &str, ty: MapType, key: u32, value: u32, max: u32| {
+                let m = find(name).unwrap_or_else(|| panic!("map {name}"));
+                assert_eq!(m.map_type(), ty, "{name} type");
+                assert_eq!(m.key_size(), key, "{name} key size");
+                assert_eq!(m.value_size(), value, "{name} value size");
+                assert_eq!(m.max_entries(), max, "{name} max entries");
+            };
+            check(MAP_XSKS, MapType::Xskmap, 4, 4, MAX_QUEUES);
+            check(MAP_TCP_PORTS, MapType::Array, 4, 1, 65536);
+            check(MAP_CFG, MapType::Array, 4, 8, 1);
+            check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_DEFERRED + 1);
+            if acks {
+                check(MAP_ACK_STATE, MapType::Array, 4, crate::acks::SLOT_BYTES as u32, MAX_QUEUES);
+                check(MAP_ACK_RINGS, MapType::ArrayOfMaps, 4, 4, MAX_QUEUES);
+            } else {
+                assert!(find(MAP_ACK_STATE).is_none() && find(MAP_ACK_RINGS).is_none());
+            }
+        }
     }
 }

@@ -194,6 +194,21 @@ pub(crate) struct XdpDesc {
     pub options: u32,
 }
 
+/// The page size from the aux vector (`AT_PAGESZ`), without `unsafe`.
+pub(crate) fn page_size() -> usize {
+    const AT_PAGESZ: u64 = 6;
+    if let Ok(auxv) = std::fs::read("/proc/self/auxv") {
+        for pair in auxv.chunks_exact(16) {
+            let key = u64::from_ne_bytes(pair[..8].try_into().unwrap());
+            let val = u64::from_ne_bytes(pair[8..].try_into().unwrap());
+            if key == AT_PAGESZ {
+                return val as usize;
+            }
+        }
+    }
+    4096
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

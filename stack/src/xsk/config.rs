@@ -99,6 +99,11 @@ pub struct XskConfig {
     pub congestion: Congestion,
     /// Frames taken from the RX ring per loop iteration at most.
     pub rx_batch: usize,
+    /// Let the peers' pure ACKs wait, while the stack sleeps and no socket
+    /// needs them promptly, in a ring the XDP program fills without waking
+    /// it (see `xsk_io::acks`); on by default where the kernel can load that
+    /// program, off with fault injection.
+    pub defer_acks: bool,
     /// Fault injection (tests): off by default.
     pub faults: Faults,
 }
@@ -129,6 +134,7 @@ impl XskConfig {
             partial_csum: PartialCsum::Auto,
             congestion: Congestion::Cubic,
             rx_batch: 128,
+            defer_acks: true,
             faults: Faults::default(),
         }
     }

@@ -26,6 +26,8 @@ pub struct DeviceStats {
     /// ARP frames that smoltcp wanted to send in shared-address mode (the
     /// kernel owns ARP there; counted by `arp.rs`).
     pub arp_intercepted: u64,
+    /// Deferred ACKs (all zero when off).
+    pub deferred_acks: super::AckStats,
 }
 
 /// The device's own state, lent to each [`PortLink`].

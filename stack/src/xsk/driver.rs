@@ -11,6 +11,7 @@ use smoltcp::time::Instant as SmolInstant;
 use xsk_io::port::Port;
 use xsk_io::umem::Frame;
 
+use super::acks::DeferredAcks;
 use super::arp::SharedArp;
 use super::claims::Claims;
 use super::device::{DevState, PortLink};
@@ -38,6 +39,8 @@ pub struct XskTransport {
     pub(super) faults: Option<FaultState<Frame>>,
     /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
     pub(super) timer: crate::timer::PreciseTimer,
+    /// Pure ACKs that arrived while asleep (None: off or unavailable).
+    pub(super) acks: Option<DeferredAcks>,
     pub(super) cfg: XskConfig,
 }
 
@@ -82,7 +85,11 @@ impl XskTransport {
         if let Some(f) = &self.faults {
             engine.drops.injected = f.stats.rx_dropped;
         }
-        let device = DeviceStats { arp_intercepted: self.arp.intercepted(), ..self.dev.stats };
+        let device = DeviceStats {
+            arp_intercepted: self.arp.intercepted(),
+            deferred_acks: self.acks.as_ref().map(|a| a.stats).unwrap_or_default(),
+            ..self.dev.stats
+        };
         StackStats { engine, device, port: self.port.stats() }
     }
 
@@ -131,6 +138,19 @@ impl XskTransport {
         }
     }
 
+    /// With the RX ring drained: the pure ACKs that waited in the ack ring
+    /// (deferred ACKs), each after the frames that came before it. Not with
+    /// fault injection (deferred ACKs are off then).
+    fn take_acks(&mut self, now: SmolInstant, wall: std::time::Instant) {
+        let Some(acks) = &mut self.acks else { return };
+        let (engine, arp) = (&mut self.engine, &mut self.arp);
+        let (link, _) = self.dev.link(&mut self.port);
+        let mut link = arp.wrap(link);
+        acks.take(wall, |frame| {
+            let _ = engine.ingest(now, frame, &mut link);
+        });
+    }
+
     /// Shared mode: answers smoltcp's ARP wishes from the kernel's table
     /// (see `arp.rs`).
     fn neighbours(&mut self, now: SmolInstant, wall: std::time::Instant) {
@@ -152,6 +172,9 @@ impl XskTransport {
 
     fn egress(&mut self, now: SmolInstant) -> Result<(), TransportError> {
         with_link!(self, |link| self.engine.egress(now, link));
+        if let Some(a) = &mut self.acks {
+            a.allow(self.engine.acks_can_wait());
+        }
         self.release_ports();
         self.port.flush().map_err(backend_err)
     }
@@ -231,6 +254,12 @@ impl Transport for XskTransport {
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
             self.ingest(&mut batch, now);
             self.rx_batch = batch;
+            if let Some(a) = &mut self.acks {
+                a.received(n);
+                if n < self.cfg.rx_batch {
+                    self.take_acks(now, wall);
+                }
+            }
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (flush() sends
             // both), instead of a bare ACK going out first.
@@ -270,6 +299,10 @@ impl Transport for XskTransport {
             if wait == Some(Duration::ZERO) {
                 continue;
             }
+            let wait = match &self.acks {
+                Some(a) => a.bound_sleep(wait),
+                None => wait,
+            };
             let wait = self.timer.prepare(wait);
             match self.poll.poll(&mut self.mio_events, wait) {
                 Ok(()) => {

@@ -42,6 +42,7 @@
 //! `config.rs`; the ports held in the kernel in shared-address mode in
 //! `claims.rs`.
 
+mod acks;
 mod arp;
 mod claims;
 mod config;
@@ -54,6 +55,7 @@ pub mod faults;
 mod open;
 pub mod testing;
 
+pub use acks::AckStats;
 pub use config::{AddrMode, Congestion, PartialCsum, XskConfig, XskError};
 pub use device::DeviceStats;
 pub use drops::{DropReason, DropStats};

@@ -8,6 +8,7 @@ use smoltcp::time::Instant as SmolInstant;
 use xsk_io::port::{Port, PortError, SteerSpec};
 use xsk_io::steer::SteerFlags;
 
+use super::acks::DeferredAcks;
 use super::claims::Claims;
 use super::device::DevState;
 use super::driver::{TIMER_TOKEN, XSK_TOKEN};
@@ -128,8 +129,21 @@ impl XskTransport {
         poll.registry().register(&mut port, XSK_TOKEN, mio::Interest::READABLE).map_err(iferr)?;
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
+        let acks = if cfg.defer_acks && !cfg.faults.any() {
+            match port.steer().map(|s| s.ack_ring(port.features().queue)) {
+                Some(Ok(Some(ring))) => Some(DeferredAcks::new(ring)),
+                // No program, or one without deferred ACKs (attach said why).
+                None | Some(Ok(None)) => None,
+                Some(Err(e)) => {
+                    tracing::warn!("{ifname}: deferred ACKs off: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         tracing::info!(
-            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes, at most {} connections",
+            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes, at most {} connections, deferred ACKs {}",
             engine.addr(),
             engine.rules().prefix_len,
             if shared { "shared with the kernel" } else { "dedicated" },
@@ -137,6 +151,7 @@ impl XskTransport {
             cfg.rx_buffer,
             cfg.tx_buffer,
             cfg.max_conns,
+            if acks.is_some() { "on" } else { "off" },
         );
         Ok(XskTransport {
             port,
@@ -153,6 +168,7 @@ impl XskTransport {
             claims,
             faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
             timer,
+            acks,
             cfg,
         })
     }

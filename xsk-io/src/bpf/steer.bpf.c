@@ -6,14 +6,32 @@
 // stack (redirect into the AF_XDP socket of the receiving queue) or to the
 // kernel (XDP_PASS). Anything it does not positively recognise goes to the
 // kernel, and a steer decision for a queue without a registered socket also
-// falls back to the kernel: the program never drops.
+// falls back to the kernel: the program never drops (a deferred ACK, below,
+// is delivered through its ring instead).
 //
 // Userspace (src/steer.rs) owns the maps:
 //   xsks_map   rx queue index -> AF_XDP socket
 //   tcp_ports  TCP destination port (host order) -> 1 = steer
 //   cfg        [0] = { addr, flags }, see struct steer_cfg
-//   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET (disjoint: every
-//              frame is counted exactly once)
+//   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED (disjoint:
+//              every frame is counted exactly once)
+//
+// Built twice (build.rs): plain, and with -DDEFER_ACKS, which adds deferred
+// ACKs. Userspace loads the second and falls back to the first on kernels
+// that cannot load it (ring buffers in map-in-map, mmapable arrays).
+//   ack_state  per queue { wait, steered }, mmapped by userspace: `wait` is 1
+//              while the queue's consumer sleeps and takes pure ACKs from its
+//              ack ring; `steered` counts frames redirected into the queue's
+//              socket (only that queue's NAPI context writes it)
+//   ack_rings  rx queue index -> BPF ring buffer
+// A pure ACK (ACK flag only, no payload) for a steered port, arriving while
+// its queue's consumer sleeps with `wait` set, is copied into the queue's
+// ack ring without a wake-up (BPF_RB_NO_WAKEUP) instead of being redirected:
+// kernel TCP takes such ACKs in softirq without waking the application, and
+// a delayed ACK after every response must not cost the stack a second
+// wake-up per request. Each record carries `steered` at that moment, so the
+// consumer can take it after every frame that arrived before it. A full ring
+// or a frame too long for a record is redirected as usual.
 //
 // Deliberately NOT vmlinux.h/CO-RE: only uapi headers, so it builds anywhere.
 
@@ -35,6 +53,7 @@ enum {
 	CNT_STEERED = 0,   /* redirected into an AF_XDP socket */
 	CNT_PASSED = 1,    /* not ours: handed to the kernel */
 	CNT_NO_SOCKET = 2, /* ours, but no socket on this queue: handed to the kernel */
+	CNT_DEFERRED = 3,  /* a pure ACK copied into the queue's ack ring */
 	CNT_MAX,
 };
 
@@ -102,13 +121,126 @@ static __always_inline int pass(void)
 	return XDP_PASS;
 }
 
+#ifdef DEFER_ACKS
+/* Keep in sync with src/acks.rs. */
+struct ack_slot {
+	__u32 wait;    /* written by userspace */
+	__u32 pad;
+	__u64 steered; /* written here, by the queue's NAPI context only */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XSKS_MAX_QUEUES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ack_slot);
+} ack_state SEC(".maps");
+
+struct ack_ring {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, XSKS_MAX_QUEUES);
+	__type(key, __u32);
+	__array(values, struct ack_ring);
+} ack_rings SEC(".maps");
+
+/* Longest frame a record holds: Ethernet + IPv4 and TCP with full options. */
+#define ACK_WORDS 17 /* 136 bytes */
+
+/* Keep in sync with src/acks.rs. */
+struct ack_rec {
+	__u64 seq;  /* ack_slot.steered when the ACK arrived */
+	__u32 len;  /* frame bytes in data */
+	__u32 pad;
+	__u64 data[ACK_WORDS];
+};
+
+/*
+ * Copies a pure ACK into the queue's ack ring if its consumer sleeps with
+ * `wait` set. True if it did (the frame is then dropped here: it is
+ * delivered through the ring).
+ */
+static __always_inline int defer_ack(struct xdp_md *ctx, struct ack_slot *slot)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 q = ctx->rx_queue_index;
+	struct ack_rec *rec;
+	void *ring;
+	__u32 i;
+
+	if (!slot->wait)
+		return 0;
+	if (data + sizeof(rec->data) < data_end)
+		return 0; /* too long for a record */
+	ring = bpf_map_lookup_elem(&ack_rings, &q);
+	if (!ring)
+		return 0;
+	rec = bpf_ringbuf_reserve(ring, sizeof(*rec), 0);
+	if (!rec)
+		return 0; /* ring full: redirect as usual */
+	rec->seq = slot->steered;
+	rec->len = (__u32)(data_end - data);
+	rec->pad = 0;
+	/* Whole words while they fit, then the tail byte by byte. */
+#pragma unroll
+	for (i = 0; i < ACK_WORDS; i++) {
+		__u64 *src = data + i * 8;
+
+		if ((void *)(src + 1) > data_end)
+			break;
+		rec->data[i] = *src;
+	}
+	if (i < ACK_WORDS) {
+		__u8 *dst = (__u8 *)&rec->data[i];
+		__u8 *src = data + i * 8;
+		__u32 k;
+
+		rec->data[i] = 0;
+#pragma unroll
+		for (k = 0; k < 7; k++) {
+			if ((void *)(src + k + 1) > data_end)
+				break;
+			dst[k] = src[k];
+		}
+	}
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	count(CNT_DEFERRED);
+	return 1;
+}
+#endif
+
 static __always_inline int steer(struct xdp_md *ctx)
 {
 	/* Default action XDP_PASS: a queue without a socket falls back to the kernel. */
 	long act = bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
 
 	count(act == XDP_REDIRECT ? CNT_STEERED : CNT_NO_SOCKET);
+#ifdef DEFER_ACKS
+	if (act == XDP_REDIRECT) {
+		__u32 q = ctx->rx_queue_index;
+		struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+
+		if (slot)
+			slot->steered += 1;
+	}
+#endif
 	return (int)act;
+}
+
+/* A TCP segment with the ACK flag alone and no payload. */
+static __always_inline int pure_ack(struct iphdr *ip, struct tcphdr *tcp, __u32 ihl_bytes)
+{
+	__u32 tot = bpf_ntohs(ip->tot_len);
+	__u32 hdrs = ihl_bytes + (__u32)tcp->doff * 4;
+
+	return tcp->ack && !tcp->syn && !tcp->fin && !tcp->rst && !tcp->urg &&
+	       !tcp->psh && tcp->doff >= 5 && tot == hdrs;
 }
 
 SEC("xdp")
@@ -190,9 +322,18 @@ int xsk_steer(struct xdp_md *ctx)
 			return pass();
 		port = bpf_ntohs(tcp->dest);
 		want = bpf_map_lookup_elem(&tcp_ports, &port);
-		if (want && *want == 1)
-			return steer(ctx);
-		return pass();
+		if (!want || *want != 1)
+			return pass();
+#ifdef DEFER_ACKS
+		if (pure_ack(ip, tcp, ihl_bytes)) {
+			__u32 q = ctx->rx_queue_index;
+			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+
+			if (slot && defer_ack(ctx, slot))
+				return XDP_DROP;
+		}
+#endif
+		return steer(ctx);
 	}
 
 	if (ip->protocol == IPPROTO_ICMP && (flags & STEER_ICMP))

@@ -223,19 +223,8 @@ fn nr_cpu_ids() -> u32 {
         })
 }
 
-/// The page size from the aux vector (`AT_PAGESZ`), without `unsafe`.
 fn page_size() -> u32 {
-    const AT_PAGESZ: u64 = 6;
-    if let Ok(auxv) = fs::read("/proc/self/auxv") {
-        for pair in auxv.chunks_exact(16) {
-            let key = u64::from_ne_bytes(pair[..8].try_into().unwrap());
-            let val = u64::from_ne_bytes(pair[8..].try_into().unwrap());
-            if key == AT_PAGESZ {
-                return val as u32;
-            }
-        }
-    }
-    4096
+    crate::sys::page_size() as u32
 }
 
 fn feature_table(ifname: &str) -> (BTreeMap<String, FeatureState>, FeatureSource) {

@@ -50,6 +50,9 @@ pub(super) struct Bucket {
     /// response, costs no heap operation.
     pub(super) queued: Option<Instant>,
     pub(super) dirty: bool,
+    /// A socket here wants the peer's pure ACKs as they come (see
+    /// `Engine::acks_can_wait`), as of its last egress.
+    pub(super) eager: bool,
 }
 
 impl Bucket {
@@ -74,6 +77,7 @@ impl Bucket {
             deadline: None,
             queued: None,
             dirty: false,
+            eager: false,
         }
     }
 }

@@ -7,6 +7,26 @@ use smoltcp::time::Instant;
 use super::link::SmolDev;
 use super::{Engine, Link, SWEEP_EVERY};
 use crate::transport::Event;
+use smoltcp::socket::tcp;
+
+/// A socket with at most this many bytes in its send buffer can let the
+/// peer's ACKs wait: three segments of the smallest MSS (536) cannot raise
+/// the three duplicate ACKs of a fast retransmit, so a lost segment is
+/// recovered by the retransmission timer whether its ACKs wake the stack or
+/// not, and nothing waits behind them. Typical RPC answers fit; a larger
+/// answer keeps ACKs prompt so that the window opens and losses are found
+/// by duplicate ACKs.
+pub(crate) const ACKS_CAN_WAIT_BYTES: usize = 3 * 536;
+
+/// Whether this socket wants the peer's pure ACKs as they arrive.
+fn wants_acks_now(s: &tcp::Socket) -> bool {
+    match s.state() {
+        tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait | tcp::State::FinWait2 => false,
+        tcp::State::Established | tcp::State::CloseWait => s.send_queue() > ACKS_CAN_WAIT_BYTES,
+        // A handshake, or our FIN, waits for an ACK.
+        tcp::State::SynSent | tcp::State::SynReceived | tcp::State::FinWait1 | tcp::State::Closing | tcp::State::LastAck => true,
+    }
+}
 
 impl Engine {
     /// Reports what changed in the buckets touched since the last egress
@@ -75,6 +95,19 @@ impl Engine {
             // Only now: a socket that entered TIME-WAIT has sent its last ACK.
             self.reap_closing(b);
             let bucket = &mut self.buckets[b];
+            let eager = bucket.sockets.iter().any(|(_, s)| match s {
+                smoltcp::socket::Socket::Tcp(t) => wants_acks_now(t),
+                #[allow(unreachable_patterns)]
+                _ => false,
+            });
+            if eager != bucket.eager {
+                bucket.eager = eager;
+                if eager {
+                    self.eager += 1;
+                } else {
+                    self.eager -= 1;
+                }
+            }
             let next = self.iface.poll_at(now, &bucket.sockets);
             bucket.deadline = next;
             if let Some(d) = next {
@@ -89,6 +122,14 @@ impl Engine {
         // the flags need no pass over all buckets.
         self.dirty.clear();
         debug_assert!(self.buckets.iter().all(|b| !b.dirty));
+    }
+
+    /// Whether the peers' pure ACKs may wait until the driver is awake for
+    /// something else (deferred ACKs): true when no socket has more than
+    /// [`ACKS_CAN_WAIT_BYTES`] unacknowledged or unsent, or a handshake or
+    /// a FIN waiting for its ACK, as of each bucket's last egress.
+    pub(crate) fn acks_can_wait(&self) -> bool {
+        self.eager == 0
     }
 
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).

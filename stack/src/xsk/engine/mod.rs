@@ -70,6 +70,8 @@ pub(crate) struct Engine {
     closing: usize,
     /// Peers taught to smoltcp from their frames.
     taught: neighbours::Taught,
+    /// Buckets with `eager` set.
+    eager: usize,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -112,6 +114,7 @@ impl Engine {
             next_sweep: now + SWEEP_EVERY.into(),
             closing: 0,
             taught: neighbours::Taught::default(),
+            eager: 0,
             cfg,
         }
     }

@@ -348,3 +348,41 @@ fn a_transfer_through_the_fault_injector_arrives_intact() {
         assert!(s.rx_dropped > 0 && s.rx_duplicated > 0 && s.rx_reordered > 0 && s.tx_dropped > 0, "{side}: {s:?}");
     }
 }
+
+#[test]
+fn acks_can_wait_only_when_no_socket_needs_them() {
+    let mut p = Pair::new();
+    assert!(p.a.engine.acks_can_wait(), "an idle engine");
+    let (ca, cb) = connected(&mut p);
+    assert!(p.a.engine.acks_can_wait(), "an established idle connection");
+    // A small answer unacknowledged: its ACK may wait (no fast retransmit possible).
+    p.b.send(cb, b"ping").unwrap();
+    p.settle(20);
+    read_all(&mut p.a, ca);
+    p.a.send(ca, &[7u8; 100]).unwrap();
+    p.a.flush().unwrap();
+    assert!(p.a.engine.acks_can_wait(), "100 bytes in flight");
+    p.settle(20);
+    read_all(&mut p.b, cb);
+    // A large answer: ACKs open the window and reveal losses, so they are wanted now.
+    p.a.send(ca, &[7u8; 20_000]).unwrap();
+    p.a.flush().unwrap();
+    assert!(!p.a.engine.acks_can_wait(), "20 kB in the send buffer");
+    for _ in 0..50 {
+        p.settle(20);
+        read_all(&mut p.b, cb);
+    }
+    assert!(p.a.engine.acks_can_wait(), "all acknowledged");
+    // Our FIN waits for its ACK.
+    p.a.close(ca);
+    p.a.flush().unwrap();
+    assert!(!p.a.engine.acks_can_wait(), "FIN sent, not acknowledged");
+    p.settle(20);
+    p.b.close(cb);
+    p.settle(20);
+    assert!(p.a.engine.acks_can_wait(), "closed");
+    // The client side while it connects.
+    p.b.connect(SocketAddrV4::new(Pair::A, 9)).unwrap();
+    p.b.flush().unwrap();
+    assert!(!p.b.engine.acks_can_wait(), "SYN sent");
+}

@@ -1,0 +1,154 @@
+//! Deferred ACKs: the consumer side of the steering program's per-queue ack
+//! rings (see the comment at the top of `src/bpf/steer.bpf.c`).
+//!
+//! Kernel TCP takes a pure ACK in softirq and wakes nobody. A userspace
+//! stack that is woken for every frame pays a whole wake-up for it, and a
+//! request/response client with delayed ACKs sends one after every response
+//! it receives while idle: at light load that doubles the stack's wake-ups.
+//! So while a queue's consumer sleeps with [`AckRing::set_waiting`] on, the
+//! program copies pure ACKs for steered ports into a BPF ring buffer without
+//! a wake-up; the consumer takes them ([`AckRing::take`]) the next time it
+//! is awake anyway: a request, a timer, its own bounded sleep.
+//!
+//! Order: each record carries the number of frames the program had
+//! redirected into the queue's socket before it ([`AckRing::steered`] counts
+//! them too). A record must not be taken before those frames: a newer ACK
+//! taken before an older segment makes the older segment's acknowledgment
+//! look stale, and smoltcp then drops its data. The consumer takes a record
+//! once it has received that many frames from the RX ring.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
+
+use crate::mmap::{AtomicMap, Mmap};
+
+/// Bytes of one queue's ack ring (a power of two, a multiple of the page
+/// size): 64 KiB hold over 400 ACKs.
+pub const RING_BYTES: u32 = 64 * 1024;
+
+/// Size of one `struct ack_slot` in the program's `ack_state` map.
+pub(crate) const SLOT_BYTES: usize = 16;
+const SLOT_WAIT: usize = 0;
+const SLOT_STEERED: usize = 8;
+
+/// `struct ack_rec`: seq (u64), len (u32), pad (u32), then the frame.
+const REC_SEQ: usize = 0;
+const REC_LEN: usize = 8;
+const REC_DATA: usize = 16;
+const REC_DATA_MAX: usize = 17 * 8;
+
+// The kernel's ring buffer record header (include/uapi/linux/bpf.h).
+const BUSY_BIT: u32 = 1 << 31;
+const DISCARD_BIT: u32 = 1 << 30;
+const HDR_BYTES: u64 = 8;
+
+/// One queue's ack ring and its slot in the program's `ack_state` map.
+/// Dropping it takes the ring out of the program's map: pure ACKs on the
+/// queue are redirected into the socket as before.
+#[derive(Debug)]
+pub struct AckRing {
+    queue: u32,
+    /// The consumer position page (ours to write).
+    cons: Mmap,
+    /// The producer position page, then the data pages mapped twice (so a
+    /// record that wraps reads as one slice).
+    data: Mmap,
+    mask: u64,
+    page: usize,
+    /// Our copy of the consumer position.
+    pos: u64,
+    state: Arc<AtomicMap>,
+    /// `steered` when the ring was set up: counts start there.
+    base: u64,
+    rings: Arc<MapHandle>,
+    _ring: MapHandle,
+}
+
+impl AckRing {
+    /// Creates the ring for `queue` and puts it into the program's
+    /// `ack_rings` map (`rings`); `state` is the mapped `ack_state`.
+    pub(crate) fn new(queue: u32, rings: Arc<MapHandle>, state: Arc<AtomicMap>) -> io::Result<AckRing> {
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let ring = MapHandle::create(MapType::RingBuf, Some(format!("xsk_acks_q{queue}")), 0, 0, RING_BYTES, &opts)
+            .map_err(io::Error::other)?;
+        let page = crate::sys::page_size();
+        let cons = Mmap::bpf_map(ring.as_fd(), page, 0, true)?;
+        let data = Mmap::bpf_map(ring.as_fd(), page + 2 * RING_BYTES as usize, page as libc::off_t, false)?;
+        let fd = u32::try_from(std::os::fd::AsRawFd::as_raw_fd(&ring.as_fd())).expect("fd is never negative");
+        rings.update(&queue.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(io::Error::other)?;
+        let slot = queue as usize * SLOT_BYTES;
+        let base = state.u64(slot + SLOT_STEERED).load(Ordering::Acquire);
+        let pos = cons.atomic_u64(0).load(Ordering::Acquire);
+        Ok(AckRing { queue, cons, data, mask: RING_BYTES as u64 - 1, page, pos, state, base, rings, _ring: ring })
+    }
+
+    /// Whether pure ACKs go into the ring (`true`, just before sleeping) or
+    /// into the socket (`false`, as soon as awake).
+    pub fn set_waiting(&self, on: bool) {
+        self.state.u32(self.slot() + SLOT_WAIT).store(u32::from(on), Ordering::SeqCst);
+    }
+
+    /// Frames the program has redirected into the queue's socket since the
+    /// ring was set up (the clock the records' sequence numbers run on).
+    pub fn steered(&self) -> u64 {
+        self.state.u64(self.slot() + SLOT_STEERED).load(Ordering::Acquire).wrapping_sub(self.base)
+    }
+
+    /// Whether a record is waiting.
+    pub fn pending(&self) -> bool {
+        self.producer() != self.pos
+    }
+
+    /// Hands each waiting record to `f` as (frames redirected into the
+    /// socket before it, counted like [`steered`](Self::steered); the
+    /// frame), oldest first, and releases it to the kernel. Stops, keeping
+    /// the record, when `f` returns false. Returns the records taken.
+    pub fn take(&mut self, mut f: impl FnMut(u64, &[u8]) -> bool) -> usize {
+        let prod = self.producer();
+        let mut taken = 0;
+        while self.pos < prod {
+            let off = self.page + (self.pos & self.mask) as usize;
+            let len = self.data.atomic_u32(off).load(Ordering::Acquire);
+            if len & BUSY_BIT != 0 {
+                break; // reserved, not yet submitted
+            }
+            let size = (len & !(BUSY_BIT | DISCARD_BIT)) as u64;
+            let next = self.pos + ((size + HDR_BYTES + 7) & !7);
+            if len & DISCARD_BIT == 0 && size as usize >= REC_DATA {
+                let rec = self.data.bytes(off + HDR_BYTES as usize, size as usize);
+                let seq = u64::from_ne_bytes(rec[REC_SEQ..REC_SEQ + 8].try_into().expect("8 bytes"));
+                let n = u32::from_ne_bytes(rec[REC_LEN..REC_LEN + 4].try_into().expect("4 bytes")) as usize;
+                let frame = &rec[REC_DATA..REC_DATA + n.min(REC_DATA_MAX).min(rec.len() - REC_DATA)];
+                if !f(seq.wrapping_sub(self.base), frame) {
+                    break;
+                }
+                taken += 1;
+            }
+            self.pos = next;
+            self.cons.atomic_u64(0).store(self.pos, Ordering::Release);
+        }
+        taken
+    }
+
+    fn producer(&self) -> u64 {
+        self.data.atomic_u64(0).load(Ordering::Acquire)
+    }
+
+    fn slot(&self) -> usize {
+        self.queue as usize * SLOT_BYTES
+    }
+}
+
+impl Drop for AckRing {
+    fn drop(&mut self) {
+        self.set_waiting(false);
+        let _ = self.rings.delete(&self.queue.to_ne_bytes());
+    }
+}
