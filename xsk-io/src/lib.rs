@@ -107,6 +107,11 @@
 //! IPv4 TCP to the configured address and ports (plus ARP and ICMP for an
 //! address dedicated to the stack, see [`steer::SteerFlags`]) and passes the
 //! rest (`XDP_PASS`), also when no socket is bound to the receiving queue.
+//! Where the kernel can load it (ring buffers in a map-in-map), the program
+//! also defers pure ACKs for a user who asks ([`steer::Steer::ack_ring`]):
+//! it copies them into a ring buffer instead of waking the consumer, which
+//! reads them the next time it is awake ([`acks`]); elsewhere the plain
+//! program is loaded and a warning says so once.
 //!
 //! # Example: bounce every frame back
 //!
@@ -161,6 +166,8 @@
 //! - [`umem`]: the frame memory and the owned [`Frame`](umem::Frame) handle.
 //! - [`socket`]: the AF_XDP socket: ring sizes, errors, option probing.
 //! - [`steer`]: the XDP steering program (C, `src/bpf/steer.bpf.c`) behind a bpf_link.
+//! - [`acks`]: deferred ACKs: a per-queue BPF ring buffer the program fills
+//!   with pure ACKs, without a wake-up, while the queue's consumer sleeps.
 //! - [`tune`]: driver-specific device preparation (virtio_net, veth) via
 //!   ethtool ioctls and sysfs.
 //! - [`state`]: the crash-safe record of what was changed on a device, the
@@ -184,7 +191,9 @@
 //! Only where the kernel, or memory shared with it, is touched; each block has
 //! a SAFETY comment (enforced by `clippy::undocumented_unsafe_blocks`, see
 //! below): the UMEM and ring memory (the crate-internal mapping and ring
-//! modules, and the frame slices of [`umem`]); syscalls with pointers to plain
+//! modules, and the frame slices of [`umem`]), and the BPF map memory that
+//! [`acks`] shares with the program (as atomics and committed records, in
+//! the mapping module); syscalls with pointers to plain
 //! data ([`sys`], [`socket`], [`ifaddr`], the ethtool ioctls of [`tune`],
 //! [`state`]'s `flock`, and the libbpf link and query calls in [`steer`]);
 //! with `lab`, namespace switching and mounts (`lab`), signal handlers
