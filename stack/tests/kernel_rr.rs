@@ -179,7 +179,7 @@ fn kv_set_get_pipelined() {
     let generate = move |conn: usize, seq: u64, out: &mut BytesMut| {
         let key = format!("key-{conn}-{}", seq / 2);
         let value = value_of(conn, seq / 2);
-        let req = if seq % 2 == 0 {
+        let req = if seq.is_multiple_of(2) {
             KvRequest::Set { key: key.as_bytes(), value: value.as_bytes() }
         } else {
             KvRequest::Get { key: key.as_bytes() }

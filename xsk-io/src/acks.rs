@@ -19,7 +19,7 @@
 
 use std::io;
 use std::os::fd::AsFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle, MapType};
@@ -35,16 +35,30 @@ pub(crate) const SLOT_BYTES: usize = 16;
 const SLOT_WAIT: usize = 0;
 const SLOT_STEERED: usize = 8;
 
-/// `struct ack_rec`: seq (u64), len (u32), pad (u32), then the frame.
+/// `struct ack_rec`: seq (u64), arrived (u64), len (u32), pad (u32), then the frame.
 const REC_SEQ: usize = 0;
-const REC_LEN: usize = 8;
-const REC_DATA: usize = 16;
+const REC_ARRIVED: usize = 8;
+const REC_LEN: usize = 16;
+const REC_DATA: usize = 24;
 const REC_DATA_MAX: usize = 17 * 8;
 
 // The kernel's ring buffer record header (include/uapi/linux/bpf.h).
 const BUSY_BIT: u32 = 1 << 31;
 const DISCARD_BIT: u32 = 1 << 30;
 const HDR_BYTES: u64 = 8;
+
+/// One deferred ACK.
+#[derive(Debug)]
+pub struct AckRecord<'a> {
+    /// Frames the program had redirected into the queue's socket before
+    /// this ACK, counted like [`AckRing::steered`].
+    pub seq: u64,
+    /// When the program saw it: `CLOCK_MONOTONIC` nanoseconds
+    /// ([`crate::sys::monotonic_ns`] reads the same clock).
+    pub arrived_ns: u64,
+    /// The frame, Ethernet header first.
+    pub frame: &'a [u8],
+}
 
 /// One queue's ack ring and its slot in the program's `ack_state` map.
 /// Dropping it takes the ring out of the program's map: pure ACKs on the
@@ -106,27 +120,39 @@ impl AckRing {
         self.producer() != self.pos
     }
 
-    /// Hands each waiting record to `f` as (frames redirected into the
-    /// socket before it, counted like [`steered`](Self::steered); the
-    /// frame), oldest first, and releases it to the kernel. Stops, keeping
-    /// the record, when `f` returns false. Returns the records taken.
-    pub fn take(&mut self, mut f: impl FnMut(u64, &[u8]) -> bool) -> usize {
+    /// Hands each waiting record to `f`, oldest first, and releases it to
+    /// the kernel. Stops, keeping the record, when `f` returns false.
+    /// Returns the records taken.
+    pub fn take(&mut self, mut f: impl FnMut(&AckRecord<'_>) -> bool) -> usize {
         let prod = self.producer();
         let mut taken = 0;
         while self.pos < prod {
             let off = self.page + (self.pos & self.mask) as usize;
-            let len = self.data.atomic_u32(off).load(Ordering::Acquire);
+            // A Relaxed load then a fence: the producer side is mapped
+            // read-only, where only Relaxed atomic loads are allowed.
+            let len = self.data.atomic_u32(off).load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
             if len & BUSY_BIT != 0 {
                 break; // reserved, not yet submitted
             }
             let size = (len & !(BUSY_BIT | DISCARD_BIT)) as u64;
             let next = self.pos + ((size + HDR_BYTES + 7) & !7);
             if len & DISCARD_BIT == 0 && size as usize >= REC_DATA {
-                let rec = self.data.bytes(off + HDR_BYTES as usize, size as usize);
-                let seq = u64::from_ne_bytes(rec[REC_SEQ..REC_SEQ + 8].try_into().expect("8 bytes"));
+                // SAFETY: the record is committed (BUSY clear, read with
+                // Acquire order above) and lies inside the double mapping of
+                // the data pages (size <= the ring, which bpf_ringbuf_reserve
+                // guarantees); the kernel does not reuse it before the
+                // consumer position moves past it, which happens only after
+                // `rec` is last used.
+                let rec = unsafe { self.data.bytes(off + HDR_BYTES as usize, size as usize) };
+                let word = |at: usize| u64::from_ne_bytes(rec[at..at + 8].try_into().expect("8 bytes"));
                 let n = u32::from_ne_bytes(rec[REC_LEN..REC_LEN + 4].try_into().expect("4 bytes")) as usize;
-                let frame = &rec[REC_DATA..REC_DATA + n.min(REC_DATA_MAX).min(rec.len() - REC_DATA)];
-                if !f(seq.wrapping_sub(self.base), frame) {
+                let r = AckRecord {
+                    seq: word(REC_SEQ).wrapping_sub(self.base),
+                    arrived_ns: word(REC_ARRIVED),
+                    frame: &rec[REC_DATA..REC_DATA + n.min(REC_DATA_MAX).min(rec.len() - REC_DATA)],
+                };
+                if !f(&r) {
                     break;
                 }
                 taken += 1;
@@ -138,7 +164,9 @@ impl AckRing {
     }
 
     fn producer(&self) -> u64 {
-        self.data.atomic_u64(0).load(Ordering::Acquire)
+        let p = self.data.atomic_u64(0).load(Ordering::Relaxed);
+        fence(Ordering::Acquire);
+        p
     }
 
     fn slot(&self) -> usize {

@@ -57,8 +57,9 @@ impl Mmap {
     pub fn atomic_u32(&self, offset: usize) -> &AtomicU32 {
         assert!(offset.is_multiple_of(4) && offset + 4 <= self.len, "atomic_u32 at {offset} of {}", self.len);
         // SAFETY: in bounds and 4-aligned (checked above; the mapping is
-        // page-aligned); the memory lives as long as `&self`, and every
-        // access to shared words, ours and the kernel's, is atomic.
+        // page-aligned); the memory lives as long as `&self`. Our accesses
+        // are atomic; the kernel's (BPF and ring buffer code) are aligned
+        // word loads and stores or atomic adds, which do not tear.
         unsafe { &*self.ptr.as_ptr().add(offset).cast::<AtomicU32>() }
     }
 
@@ -72,17 +73,19 @@ impl Mmap {
         unsafe { &*self.ptr.as_ptr().add(offset).cast::<AtomicU64>() }
     }
 
-    /// `len` bytes at `offset`, which the kernel does not write while the
-    /// caller holds them (a committed ring buffer record, until the
-    /// consumer position moves past it).
+    /// `len` bytes at `offset`.
+    ///
+    /// # Safety
+    /// Nobody, the kernel included, may write the range while the slice
+    /// lives (a committed ring buffer record qualifies until the consumer
+    /// position moves past it).
     ///
     /// # Panics
     /// If the range is out of the mapping.
-    pub fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+    pub unsafe fn bytes(&self, offset: usize, len: usize) -> &[u8] {
         assert!(offset.checked_add(len).is_some_and(|e| e <= self.len), "bytes {offset}+{len} of {}", self.len);
         // SAFETY: in bounds (checked above) and alive as long as `&self`;
-        // the caller only asks for ranges the producer has finished with
-        // and does not reuse before the consumer releases them.
+        // unchanged while the slice lives (the caller's promise).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(offset), len) }
     }
 

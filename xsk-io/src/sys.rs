@@ -194,6 +194,16 @@ pub(crate) struct XdpDesc {
     pub options: u32,
 }
 
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock of `bpf_ktime_get_ns` and of
+/// `std::time::Instant` on Linux.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on
+    // every Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The page size from the aux vector (`AT_PAGESZ`), without `unsafe`.
 pub(crate) fn page_size() -> usize {
     const AT_PAGESZ: u64 = 6;

@@ -216,7 +216,7 @@ mod tests {
             let mut wire = Vec::new();
             for _ in 0..(next(&mut rng) % 40) {
                 let r = next(&mut rng);
-                if r % 3 == 0 {
+                if r.is_multiple_of(3) {
                     wire.push(r as u8);
                 } else {
                     wire.extend_from_slice(pieces[(r % 12) as usize]);

@@ -13,7 +13,31 @@
 
 use std::time::{Duration, Instant};
 
-use xsk_io::acks::AckRing;
+use xsk_io::acks::{AckRecord, AckRing};
+
+/// What the driver needs of an ack ring: [`AckRing`], or a scripted one in
+/// the tests below.
+pub(super) trait Ring {
+    fn pending(&self) -> bool;
+    fn take(&mut self, f: impl FnMut(&AckRecord<'_>) -> bool) -> usize;
+    fn steered(&self) -> u64;
+    fn set_waiting(&self, on: bool);
+}
+
+impl Ring for AckRing {
+    fn pending(&self) -> bool {
+        AckRing::pending(self)
+    }
+    fn take(&mut self, f: impl FnMut(&AckRecord<'_>) -> bool) -> usize {
+        AckRing::take(self, f)
+    }
+    fn steered(&self) -> u64 {
+        AckRing::steered(self)
+    }
+    fn set_waiting(&self, on: bool) {
+        AckRing::set_waiting(self, on)
+    }
+}
 
 /// The longest sleep while ACKs wait in the ring: a keep-alive probe is
 /// answered within it (the engine's 1 s sweep, when a stall or idle timeout
@@ -24,7 +48,10 @@ pub(super) const SLEEP_MAX: Duration = Duration::from_secs(1);
 /// RX ring publishes a NAPI poll's frames at its end, the ring at once, so
 /// they normally follow within microseconds; frames the socket dropped
 /// (its RX ring full) never come, and after this the count is resynced.
-const HOLD_MAX: Duration = Duration::from_millis(1);
+/// Generous (a preempted vCPU can stall a NAPI poll for milliseconds): a
+/// resync too early would count frames twice for good, and an ACK waiting
+/// here delays nothing else.
+const HOLD_MAX: Duration = Duration::from_millis(20);
 
 /// Counters of deferred ACKs.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -32,7 +59,8 @@ pub struct AckStats {
     /// Pure ACKs taken from the ack ring (each one a wake-up saved, unless
     /// it came in with other work anyway).
     pub taken: u64,
-    /// Times a record waited for frames that arrived before it.
+    /// Records that, with the RX ring drained, still waited for frames that
+    /// arrived before them.
     pub waited: u64,
     /// Times those frames did not come (dropped by the socket) and the
     /// count was resynced.
@@ -42,21 +70,27 @@ pub struct AckStats {
 }
 
 /// The ring and the count that orders it against the RX ring.
-pub(super) struct DeferredAcks {
-    ring: AckRing,
+pub(super) struct DeferredAcks<R: Ring = AckRing> {
+    ring: R,
     /// Frames taken from the RX ring since the ring was set up (plus those
-    /// the socket dropped, once resynced): a record is taken when this
-    /// reaches its sequence number.
+    /// the socket dropped, once resynced): a record is taken right after the
+    /// frame that brings this count to its sequence number.
     received: u64,
-    held_since: Option<Instant>,
+    /// The record waiting for frames that arrived before it, and since when.
+    held: Option<(u64, Instant)>,
     /// The ring is on.
     on: bool,
     pub(super) stats: AckStats,
 }
 
-impl DeferredAcks {
-    pub(super) fn new(ring: AckRing) -> DeferredAcks {
-        DeferredAcks { received: ring.steered(), ring, held_since: None, on: false, stats: AckStats::default() }
+impl<R: Ring> DeferredAcks<R> {
+    pub(super) fn new(ring: R) -> DeferredAcks<R> {
+        DeferredAcks { received: ring.steered(), ring, held: None, on: false, stats: AckStats::default() }
+    }
+
+    /// Whether a record is waiting (one read of the ring's producer position).
+    pub(super) fn pending(&self) -> bool {
+        self.ring.pending()
     }
 
     /// `n` frames were taken from the RX ring.
@@ -64,42 +98,55 @@ impl DeferredAcks {
         self.received += n as u64;
     }
 
-    /// Gives `ingest` every record whose earlier frames have been taken
-    /// from the RX ring; call after the RX ring was drained.
-    pub(super) fn take(&mut self, wall: Instant, mut ingest: impl FnMut(&[u8])) {
-        for _ in 0..2 {
-            if !self.ring.pending() {
-                self.held_since = None;
-                return;
+    /// Gives `ingest` (frame, when it arrived) every record whose earlier
+    /// frames have all been taken from the RX ring, oldest first. Called
+    /// before each RX frame while records are pending, so that a record is
+    /// ingested exactly between the frames it came between.
+    pub(super) fn take_ready(&mut self, wall: Instant, ingest: &mut impl FnMut(&[u8], Instant)) {
+        let received = self.received;
+        let now_ns = xsk_io::sys::monotonic_ns();
+        let n = self.ring.take(|r| {
+            if r.seq > received {
+                return false;
             }
-            let received = self.received;
-            let mut blocked = None;
-            let n = self.ring.take(|seq, frame| {
-                if seq > received {
-                    blocked = Some(seq);
-                    return false;
-                }
-                ingest(frame);
-                true
+            let age = Duration::from_nanos(now_ns.saturating_sub(r.arrived_ns));
+            ingest(r.frame, wall.checked_sub(age).unwrap_or(wall));
+            true
+        });
+        self.stats.taken += n as u64;
+    }
+
+    /// With the RX ring drained: [`take_ready`](Self::take_ready), and a
+    /// record still waiting for earlier frames is held, for at most
+    /// [`HOLD_MAX`]; then those frames are taken as lost.
+    pub(super) fn take_drained(&mut self, wall: Instant, mut ingest: impl FnMut(&[u8], Instant)) {
+        for _ in 0..2 {
+            self.take_ready(wall, &mut ingest);
+            let mut first = None;
+            self.ring.take(|r| {
+                first = Some(r.seq);
+                false
             });
-            self.stats.taken += n as u64;
-            let Some(seq) = blocked else {
-                self.held_since = None;
+            let Some(seq) = first else {
+                self.held = None;
                 return;
             };
-            match self.held_since {
-                None => {
-                    self.held_since = Some(wall);
+            match self.held {
+                Some((s, since)) if s == seq => {
+                    if wall.saturating_duration_since(since) < HOLD_MAX {
+                        return;
+                    }
+                    // The frames before it never came: the socket dropped them.
+                    self.received = seq;
+                    self.stats.resynced += 1;
+                    self.held = None;
+                    // and once more, with the new count
+                }
+                _ => {
+                    self.held = Some((seq, wall));
                     self.stats.waited += 1;
                     return;
                 }
-                Some(t) if wall.saturating_duration_since(t) >= HOLD_MAX => {
-                    self.received = seq;
-                    self.stats.resynced += 1;
-                    self.held_since = None;
-                    // and once more, with the new count
-                }
-                Some(_) => return,
             }
         }
     }
@@ -120,7 +167,7 @@ impl DeferredAcks {
     /// Bounds a sleep: to a held record's wait, or to [`SLEEP_MAX`] while
     /// ACKs may be waiting in the ring.
     pub(super) fn bound_sleep(&self, wait: Option<Duration>) -> Option<Duration> {
-        let cap = if self.held_since.is_some() {
+        let cap = if self.held.is_some() {
             HOLD_MAX
         } else if self.on || self.ring.pending() {
             SLEEP_MAX
@@ -128,5 +175,138 @@ impl DeferredAcks {
             return wait;
         };
         Some(wait.map_or(cap, |w| w.min(cap)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// Records as (seq, arrival ns, frame byte).
+    #[derive(Default)]
+    struct Script {
+        records: VecDeque<(u64, u64, u8)>,
+        waiting: Cell<bool>,
+    }
+
+    impl Ring for Script {
+        fn pending(&self) -> bool {
+            !self.records.is_empty()
+        }
+        fn take(&mut self, mut f: impl FnMut(&AckRecord<'_>) -> bool) -> usize {
+            let mut n = 0;
+            while let Some(&(seq, arrived_ns, b)) = self.records.front() {
+                let frame = [b];
+                if !f(&AckRecord { seq, arrived_ns, frame: &frame }) {
+                    break;
+                }
+                self.records.pop_front();
+                n += 1;
+            }
+            n
+        }
+        fn steered(&self) -> u64 {
+            0
+        }
+        fn set_waiting(&self, on: bool) {
+            self.waiting.set(on);
+        }
+    }
+
+    fn acks(records: &[(u64, u8)]) -> DeferredAcks<Script> {
+        let now = xsk_io::sys::monotonic_ns();
+        DeferredAcks::new(Script { records: records.iter().map(|&(s, b)| (s, now, b)).collect(), ..Script::default() })
+    }
+
+    /// The driver's ingest: RX frames (given as bytes) with records taken
+    /// before each, then the drained take; returns the order seen.
+    fn run(a: &mut DeferredAcks<Script>, rx: &[u8], wall: Instant) -> Vec<u8> {
+        let mut seen = Vec::new();
+        for &f in rx {
+            a.take_ready(wall, &mut |fr, _| seen.push(fr[0]));
+            seen.push(f);
+            a.received(1);
+        }
+        a.take_drained(wall, |fr, _| seen.push(fr[0]));
+        seen
+    }
+
+    #[test]
+    fn records_go_between_the_frames_they_came_between() {
+        // ACK 100 came after frame 1, ACK 101 after frame 3, ACK 102 after frame 4.
+        let mut a = acks(&[(1, 100), (3, 101), (4, 102)]);
+        assert_eq!(run(&mut a, &[1, 2, 3, 4], Instant::now()), [1, 100, 2, 3, 101, 4, 102]);
+        assert_eq!(a.stats.taken, 3);
+    }
+
+    #[test]
+    fn a_record_waits_for_its_frames_then_for_at_most_hold_max() {
+        let t0 = Instant::now();
+        let mut a = acks(&[(2, 100)]);
+        // Only one of the two frames before it has come: it waits.
+        assert_eq!(run(&mut a, &[1], t0), [1]);
+        assert_eq!(a.stats.waited, 1);
+        assert_eq!(a.bound_sleep(None), Some(HOLD_MAX));
+        // The second frame comes: taken right after it.
+        assert_eq!(run(&mut a, &[2], t0 + Duration::from_micros(50)), [2, 100]);
+        assert!(a.held.is_none());
+        // A record whose frames never come (the socket dropped them): held
+        // for HOLD_MAX, then the count moves on and it is taken.
+        a.ring.records.push_back((5, xsk_io::sys::monotonic_ns(), 101));
+        assert_eq!(run(&mut a, &[], t0), Vec::<u8>::new());
+        assert_eq!(run(&mut a, &[], t0 + HOLD_MAX / 2), Vec::<u8>::new());
+        assert_eq!(run(&mut a, &[], t0 + HOLD_MAX), [101]);
+        assert_eq!(a.stats.resynced, 1);
+        assert_eq!(a.received, 5);
+    }
+
+    #[test]
+    fn each_held_record_gets_its_own_wait() {
+        // Records that each wait a little, one after the other, must not
+        // inherit the first one's clock (a resync then would count frames
+        // that are still coming).
+        let t0 = Instant::now();
+        let mut a = acks(&[(1, 100), (3, 101)]);
+        assert_eq!(run(&mut a, &[], t0), Vec::<u8>::new());
+        assert_eq!(run(&mut a, &[1], t0 + HOLD_MAX - Duration::from_millis(1)), [1, 100]);
+        // Record 101 is now the one held, from this moment.
+        assert_eq!(run(&mut a, &[2], t0 + HOLD_MAX + Duration::from_millis(1)), [2]);
+        assert_eq!(a.stats.resynced, 0);
+        assert_eq!(run(&mut a, &[3], t0 + HOLD_MAX + Duration::from_millis(2)), [3, 101]);
+        assert_eq!(a.received, 3);
+    }
+
+    #[test]
+    fn records_are_dated_when_they_arrived() {
+        let now = xsk_io::sys::monotonic_ns();
+        let mut a = DeferredAcks::new(Script {
+            records: [(0, now - 300_000_000, 100u8)].into_iter().collect(),
+            ..Script::default()
+        });
+        let wall = Instant::now();
+        let mut at = None;
+        a.take_drained(wall, |_, t| at = Some(t));
+        let age = wall.duration_since(at.expect("taken"));
+        assert!(age >= Duration::from_millis(299) && age < Duration::from_millis(400), "{age:?}");
+    }
+
+    #[test]
+    fn the_ring_is_switched_and_bounds_sleeps() {
+        let mut a = acks(&[]);
+        assert_eq!(a.bound_sleep(None), None);
+        a.allow(true);
+        assert!(a.ring.waiting.get());
+        assert_eq!(a.bound_sleep(None), Some(SLEEP_MAX));
+        assert_eq!(a.bound_sleep(Some(Duration::from_millis(5))), Some(Duration::from_millis(5)));
+        a.allow(true);
+        a.allow(false);
+        assert!(!a.ring.waiting.get());
+        assert_eq!(a.stats.switches, 2);
+        // Records left in the ring still bound the sleep.
+        a.ring.records.push_back((0, 0, 1));
+        assert_eq!(a.bound_sleep(None), Some(SLEEP_MAX));
     }
 }

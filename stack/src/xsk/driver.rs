@@ -109,20 +109,41 @@ impl XskTransport {
 
     /// The engine's clock for a wall-clock reading: one clock read serves both.
     fn smol_time(&self, wall: std::time::Instant) -> SmolInstant {
-        SmolInstant::from_micros(wall.saturating_duration_since(self.epoch).as_micros() as i64)
+        smol_time(self.epoch, wall)
     }
 
     /// A received batch into the engine, through the fault injector when
     /// one is configured; each UMEM frame goes back to the port once read.
-    fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
-        let (engine, arp) = (&mut self.engine, &mut self.arp);
+    /// Deferred ACKs that came between these frames go in between them.
+    fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant, wall: std::time::Instant) {
+        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch);
         let (link, umem) = self.dev.link(&mut self.port);
         match &mut self.faults {
             None => {
                 let mut link = arp.wrap(link);
-                for f in batch.drain(..) {
-                    let _ = engine.ingest(now, umem.data(&f), &mut link);
-                    link.release(f);
+                match self.acks.as_mut() {
+                    Some(acks) if acks.pending() => {
+                        for f in batch.drain(..) {
+                            acks.take_ready(wall, &mut |frame, at| {
+                                // Dated when it arrived (its RTT sample),
+                                // never before what the engine has seen.
+                                let t = smol_time(epoch, at).max(engine.clock());
+                                let _ = engine.ingest(t, frame, &mut link);
+                            });
+                            let _ = engine.ingest(now, umem.data(&f), &mut link);
+                            link.release(f);
+                            acks.received(1);
+                        }
+                    }
+                    acks => {
+                        if let Some(a) = acks {
+                            a.received(batch.len());
+                        }
+                        for f in batch.drain(..) {
+                            let _ = engine.ingest(now, umem.data(&f), &mut link);
+                            link.release(f);
+                        }
+                    }
                 }
             }
             Some(state) => {
@@ -138,16 +159,20 @@ impl XskTransport {
         }
     }
 
-    /// With the RX ring drained: the pure ACKs that waited in the ack ring
-    /// (deferred ACKs), each after the frames that came before it. Not with
-    /// fault injection (deferred ACKs are off then).
-    fn take_acks(&mut self, now: SmolInstant, wall: std::time::Instant) {
+    /// With the RX ring drained: the deferred ACKs that came after its
+    /// frames (or hold the first one until the frames before it come). Not
+    /// with fault injection (deferred ACKs are off then).
+    fn take_acks(&mut self, wall: std::time::Instant) {
         let Some(acks) = &mut self.acks else { return };
-        let (engine, arp) = (&mut self.engine, &mut self.arp);
+        if !acks.pending() {
+            return;
+        }
+        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch);
         let (link, _) = self.dev.link(&mut self.port);
         let mut link = arp.wrap(link);
-        acks.take(wall, |frame| {
-            let _ = engine.ingest(now, frame, &mut link);
+        acks.take_drained(wall, |frame, at| {
+            let t = smol_time(epoch, at).max(engine.clock());
+            let _ = engine.ingest(t, frame, &mut link);
         });
     }
 
@@ -205,6 +230,11 @@ impl XskTransport {
     }
 }
 
+/// `wall` on the engine's clock, which starts at `epoch`.
+fn smol_time(epoch: std::time::Instant, wall: std::time::Instant) -> SmolInstant {
+    SmolInstant::from_micros(wall.saturating_duration_since(epoch).as_micros() as i64)
+}
+
 impl Transport for XskTransport {
     fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
         if port != 0 {
@@ -252,13 +282,10 @@ impl Transport for XskTransport {
             self.neighbours(now, wall);
             let mut batch = std::mem::take(&mut self.rx_batch);
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
-            self.ingest(&mut batch, now);
+            self.ingest(&mut batch, now, wall);
             self.rx_batch = batch;
-            if let Some(a) = &mut self.acks {
-                a.received(n);
-                if n < self.cfg.rx_batch {
-                    self.take_acks(now, wall);
-                }
+            if n < self.cfg.rx_batch {
+                self.take_acks(wall);
             }
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (flush() sends

@@ -30,8 +30,9 @@
 // kernel TCP takes such ACKs in softirq without waking the application, and
 // a delayed ACK after every response must not cost the stack a second
 // wake-up per request. Each record carries `steered` at that moment, so the
-// consumer can take it after every frame that arrived before it. A full ring
-// or a frame too long for a record is redirected as usual.
+// consumer can take it right after the frames that arrived before it, and its
+// arrival time. A full ring or a frame too long for a record is redirected
+// as usual.
 //
 // Deliberately NOT vmlinux.h/CO-RE: only uapi headers, so it builds anywhere.
 
@@ -126,7 +127,8 @@ static __always_inline int pass(void)
 struct ack_slot {
 	__u32 wait;    /* written by userspace */
 	__u32 pad;
-	__u64 steered; /* written here, by the queue's NAPI context only */
+	__u64 steered; /* written here (atomically: in skb mode, RPS can run
+			* one queue's frames on several CPUs) */
 };
 
 struct {
@@ -154,8 +156,10 @@ struct {
 
 /* Keep in sync with src/acks.rs. */
 struct ack_rec {
-	__u64 seq;  /* ack_slot.steered when the ACK arrived */
-	__u32 len;  /* frame bytes in data */
+	__u64 seq;     /* ack_slot.steered when the ACK arrived */
+	__u64 arrived; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC): the ACK's RTT
+			* sample must not include the time it waited */
+	__u32 len;     /* frame bytes in data */
 	__u32 pad;
 	__u64 data[ACK_WORDS];
 };
@@ -185,6 +189,7 @@ static __always_inline int defer_ack(struct xdp_md *ctx, struct ack_slot *slot)
 	if (!rec)
 		return 0; /* ring full: redirect as usual */
 	rec->seq = slot->steered;
+	rec->arrived = bpf_ktime_get_ns();
 	rec->len = (__u32)(data_end - data);
 	rec->pad = 0;
 	/* Whole words while they fit, then the tail byte by byte. */
@@ -227,7 +232,7 @@ static __always_inline int steer(struct xdp_md *ctx)
 		struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
 
 		if (slot)
-			slot->steered += 1;
+			__sync_fetch_and_add(&slot->steered, 1);
 	}
 #endif
 	return (int)act;

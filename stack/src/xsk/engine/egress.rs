@@ -124,6 +124,11 @@ impl Engine {
         debug_assert!(self.buckets.iter().all(|b| !b.dirty));
     }
 
+    /// The latest time given to the engine.
+    pub(crate) fn clock(&self) -> Instant {
+        self.clock
+    }
+
     /// Whether the peers' pure ACKs may wait until the driver is awake for
     /// something else (deferred ACKs): true when no socket has more than
     /// [`ACKS_CAN_WAIT_BYTES`] unacknowledged or unsent, or a handshake or

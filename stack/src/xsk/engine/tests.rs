@@ -386,3 +386,31 @@ fn acks_can_wait_only_when_no_socket_needs_them() {
     p.b.flush().unwrap();
     assert!(!p.b.engine.acks_can_wait(), "SYN sent");
 }
+
+#[test]
+fn acks_wanted_in_the_handshake_and_the_last_ack() {
+    let mut p = Pair::new();
+    p.a.listen(PORT).unwrap();
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    p.b.flush().unwrap();
+    // The SYN reaches the server, which answers SYN-ACK: the handshake's
+    // last ACK, a pure ACK, is wanted as it comes.
+    p.a.inbox.extend(p.b.take_sent());
+    let mut ev = Vec::new();
+    p.a.poll(&mut ev, Some(Duration::ZERO)).unwrap();
+    p.a.flush().unwrap();
+    assert!(!p.a.engine.acks_can_wait(), "SYN-RECEIVED");
+    let (ea, _) = p.settle(20);
+    let ca = accepted(&ea)[0];
+    assert!(p.a.engine.acks_can_wait(), "established");
+    // The peer closes first: CLOSE-WAIT has nothing waiting for an ACK;
+    // our FIN then waits in LAST-ACK.
+    p.b.close(cb);
+    p.settle(20);
+    assert!(p.a.engine.acks_can_wait(), "CLOSE-WAIT");
+    p.a.close(ca);
+    p.a.flush().unwrap();
+    assert!(!p.a.engine.acks_can_wait(), "LAST-ACK");
+    p.settle(20);
+    assert!(p.a.engine.acks_can_wait(), "closed");
+}
