@@ -592,7 +592,13 @@ fn deferred_acks_wait_but_never_stall() {
     assert_eq!(stats.requests, 51, "{stats:?}");
     assert_eq!(acc.app, 0);
     let d = st.device.deferred_acks;
-    assert!(d.taken >= 20, "the client's ACKs of small answers waited in the ring: {d:?}");
+    if d.enabled {
+        assert!(d.taken >= 20, "the client's ACKs of small answers waited in the ring: {d:?}");
+    } else {
+        // A kernel that cannot load the deferred-ACK program: the stack runs
+        // without (it warned); the rest still holds.
+        eprintln!("deferred ACKs unavailable on this kernel: only checking that nothing stalls");
+    }
     // Waiting for the ring (a mutant that always lets ACKs wait) made these
     // take over 3 s; they take tens of milliseconds.
     assert!(big_took < Duration::from_secs(2), "10 answers of 300 kB took {big_took:?}: ACKs waited");

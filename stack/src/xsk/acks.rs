@@ -56,6 +56,9 @@ const HOLD_MAX: Duration = Duration::from_millis(20);
 /// Counters of deferred ACKs.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct AckStats {
+    /// Deferred ACKs are set up on this queue (false: turned off, or the
+    /// kernel could not load their XDP program).
+    pub enabled: bool,
     /// Pure ACKs taken from the ack ring (each one a wake-up saved, unless
     /// it came in with other work anyway).
     pub taken: u64,
@@ -85,7 +88,8 @@ pub(super) struct DeferredAcks<R: Ring = AckRing> {
 
 impl<R: Ring> DeferredAcks<R> {
     pub(super) fn new(ring: R) -> DeferredAcks<R> {
-        DeferredAcks { received: ring.steered(), ring, held: None, on: false, stats: AckStats::default() }
+        let stats = AckStats { enabled: true, ..AckStats::default() };
+        DeferredAcks { received: ring.steered(), ring, held: None, on: false, stats }
     }
 
     /// Whether a record is waiting (one read of the ring's producer position).
