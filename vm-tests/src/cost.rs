@@ -607,12 +607,18 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
             } else {
                 (st.exit_status != 0).then(|| format!("exit status {}", st.exit_status))
             };
+            if let Some(d) = st.deferred_acks() {
+                eprintln!("vm-tests: cost {label} {backend:6} round {round}: deferred ACKs {d}");
+            }
             rep.server_stops.push(format!(
-                "{label} {backend} round {round}: status {}{}",
+                "{label} {backend} round {round}: status {}{}{}",
                 st.exit_status,
                 st.frame_audit
                     .as_deref()
                     .map(|f| format!(", {f}"))
+                    .unwrap_or_default(),
+                st.deferred_acks()
+                    .map(|d| format!(", deferred ACKs {d}"))
                     .unwrap_or_default()
             ));
             if let Some(e) = failed {

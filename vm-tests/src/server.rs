@@ -182,6 +182,15 @@ impl Stopped {
     }
 
     /// `unclean stop (status N, AUDIT)`, or None after a clean stop.
+    /// The xsk server's deferred-ACK counters (the `deferred_acks` object of
+    /// its `xsk device:` line), e.g. `{"enabled":true,"taken":1790,...}`.
+    pub fn deferred_acks(&self) -> Option<&str> {
+        let line = self.log.lines().find(|l| l.starts_with("xsk device:"))?;
+        let start = line.find("\"deferred_acks\":")? + "\"deferred_acks\":".len();
+        let rest = &line[start..];
+        Some(&rest[..=rest.find('}')?])
+    }
+
     pub fn unclean(&self) -> Option<String> {
         (!self.clean()).then(|| {
             format!(
@@ -220,6 +229,22 @@ pub fn stop(g: &mut Guest, s: &ServerSpec) -> Result<Stopped> {
 
 /// The `frame audit: ...` line; with `--threads N` the server audits each shard (`frame audit
 /// shard I: ...`): all ok reads `frame audit: ok (N shards)`, else the first that is not.
+#[cfg(test)]
+mod deferred_tests {
+    #[test]
+    fn deferred_acks_are_read_from_the_device_line() {
+        let st = super::Stopped {
+            exit_status: 0,
+            frame_audit: None,
+            detached_line: None,
+            summary_tail: String::new(),
+            log: "x\nxsk device: {\"tx_frames\":3,\"deferred_acks\":{\"enabled\":true,\"taken\":7,\"switches\":1}}\n".into(),
+        };
+        assert_eq!(st.deferred_acks(), Some("{\"enabled\":true,\"taken\":7,\"switches\":1}"));
+        assert_eq!(super::Stopped { log: "none".into(), ..st }.deferred_acks(), None);
+    }
+}
+
 pub fn frame_audit(log: &str) -> Option<String> {
     if let Some(l) = log.lines().find(|l| l.starts_with("frame audit:")) {
         return Some(l.to_string());
