@@ -160,6 +160,9 @@ pub struct Counters {
     pub rx_wakeups: u64,
     /// flushes that could not keep the fill ring topped up (no free frames).
     pub fill_short: u64,
+    /// RX descriptors skipped because they named no frame the kernel held
+    /// (never expected: a kernel or accounting bug).
+    pub rx_skipped: u64,
 }
 
 /// Everything a port counts: its own counters and the kernel's for its socket.
@@ -351,6 +354,8 @@ impl Port {
                 let len = (d.len as usize).min(self.umem.frame_size() as usize) as u32;
                 out.push(self.umem.frame(d.addr, len));
                 n += 1;
+            } else {
+                self.counters.rx_skipped += 1;
             }
         }
         if n > 0 {
@@ -363,6 +368,20 @@ impl Port {
             let _ = self.sock.kick_rx();
         }
         n
+    }
+
+    /// Frames waiting in the RX ring (one read of its producer index).
+    pub fn rx_ready(&mut self) -> u32 {
+        self.rx.pending()
+    }
+
+    /// Frames the program redirected to this socket that never reached the
+    /// application: dropped by the kernel (no fill frame, RX ring full; one
+    /// `getsockopt(XDP_STATISTICS)`) or skipped by [`recv`](Self::recv).
+    /// Cumulative.
+    pub fn rx_lost(&self) -> u64 {
+        let k = self.sock.statistics().map(|s| s.rx_dropped + s.rx_ring_full).unwrap_or(0);
+        k + self.counters.rx_skipped
     }
 
     /// Gives a frame back (received or allocated, not sent) to the free list;

@@ -65,8 +65,11 @@ pub struct AckStats {
     /// Records that, with the RX ring drained, still waited for frames that
     /// arrived before them.
     pub waited: u64,
-    /// Times those frames did not come (dropped by the socket) and the
-    /// count was resynced.
+    /// Frames the kernel or the port dropped after the program counted them
+    /// (`Port::rx_lost`): added to the count so that it stays in step.
+    pub lost: u64,
+    /// Times a record waited [`HOLD_MAX`] for frames that never came and
+    /// were not counted as lost either: the count was moved up to it.
     pub resynced: u64,
     /// Times the ring was turned on or off.
     pub switches: u64,
@@ -75,10 +78,17 @@ pub struct AckStats {
 /// The ring and the count that orders it against the RX ring.
 pub(super) struct DeferredAcks<R: Ring = AckRing> {
     ring: R,
-    /// Frames taken from the RX ring since the ring was set up (plus those
-    /// the socket dropped, once resynced): a record is taken right after the
-    /// frame that brings this count to its sequence number.
+    /// Frames taken from the RX ring since the ring was set up, plus those
+    /// lost on the way (see [`account_lost`](Self::account_lost)): a record
+    /// is taken right after the frame that brings this count to its
+    /// sequence number.
     received: u64,
+    /// Added to every record's sequence number: the frames that were in the
+    /// RX ring when the ring was set up (the program had counted them
+    /// already; the count above will count them again).
+    offset: u64,
+    /// `Port::rx_lost` when last looked at.
+    lost_seen: u64,
     /// The record waiting for frames that arrived before it, and since when.
     held: Option<(u64, Instant)>,
     /// The ring is on.
@@ -87,9 +97,17 @@ pub(super) struct DeferredAcks<R: Ring = AckRing> {
 }
 
 impl<R: Ring> DeferredAcks<R> {
-    pub(super) fn new(ring: R) -> DeferredAcks<R> {
+    /// `in_rx_ring`: frames waiting in the RX ring, read after the ring was
+    /// set up; `lost`: `Port::rx_lost` then.
+    pub(super) fn new(ring: R, in_rx_ring: u32, lost: u64) -> DeferredAcks<R> {
         let stats = AckStats { enabled: true, ..AckStats::default() };
-        DeferredAcks { received: ring.steered(), ring, held: None, on: false, stats }
+        // The program's count starts at the ring's set-up (`steered` is 0
+        // relative to it) and ours at 0: the frames already in the RX ring
+        // will be counted by us only. Read after the set-up, a frame that
+        // came in between is counted on both sides: records then wait one
+        // frame too long (a stale ACK is harmless), never too short.
+        let offset = u64::from(in_rx_ring).saturating_sub(ring.steered());
+        DeferredAcks { received: 0, offset, lost_seen: lost, ring, held: None, on: false, stats }
     }
 
     /// Whether a record is waiting (one read of the ring's producer position).
@@ -107,40 +125,51 @@ impl<R: Ring> DeferredAcks<R> {
     /// before each RX frame while records are pending, so that a record is
     /// ingested exactly between the frames it came between.
     pub(super) fn take_ready(&mut self, wall: Instant, ingest: &mut impl FnMut(&[u8], Instant)) {
-        let received = self.received;
-        let now_ns = xsk_io::sys::monotonic_ns();
+        let (received, offset) = (self.received, self.offset);
+        let mut now_ns = None;
+        let mut last = None;
         let n = self.ring.take(|r| {
-            if r.seq > received {
+            let seq = r.seq + offset;
+            if seq > received {
                 return false;
             }
-            let age = Duration::from_nanos(now_ns.saturating_sub(r.arrived_ns));
+            let now = *now_ns.get_or_insert_with(xsk_io::sys::monotonic_ns);
+            let age = Duration::from_nanos(now.saturating_sub(r.arrived_ns));
             ingest(r.frame, wall.checked_sub(age).unwrap_or(wall));
+            last = Some(seq);
             true
         });
         self.stats.taken += n as u64;
+        if let (Some((h, _)), Some(l)) = (self.held, last) {
+            if l >= h {
+                self.held = None; // the held record is in
+            }
+        }
     }
 
-    /// With the RX ring drained: [`take_ready`](Self::take_ready), and a
-    /// record still waiting for earlier frames is held, for at most
-    /// [`HOLD_MAX`]; then those frames are taken as lost.
-    pub(super) fn take_drained(&mut self, wall: Instant, mut ingest: impl FnMut(&[u8], Instant)) {
+    /// With the RX ring drained: [`take_ready`](Self::take_ready); a record
+    /// still waiting for earlier frames is held. True if one is held: the
+    /// caller then looks for lost frames ([`account_lost`](Self::account_lost))
+    /// and calls again if there were. After [`HOLD_MAX`] on the same record
+    /// the count is moved up to it (frames lost without a trace).
+    pub(super) fn take_drained(&mut self, wall: Instant, mut ingest: impl FnMut(&[u8], Instant)) -> bool {
         for _ in 0..2 {
             self.take_ready(wall, &mut ingest);
+            let offset = self.offset;
             let mut first = None;
             self.ring.take(|r| {
-                first = Some(r.seq);
+                first = Some(r.seq + offset);
                 false
             });
             let Some(seq) = first else {
                 self.held = None;
-                return;
+                return false;
             };
             match self.held {
                 Some((s, since)) if s == seq => {
                     if wall.saturating_duration_since(since) < HOLD_MAX {
-                        return;
+                        return true;
                     }
-                    // The frames before it never came: the socket dropped them.
                     self.received = seq;
                     self.stats.resynced += 1;
                     self.held = None;
@@ -149,10 +178,21 @@ impl<R: Ring> DeferredAcks<R> {
                 _ => {
                     self.held = Some((seq, wall));
                     self.stats.waited += 1;
-                    return;
+                    return true;
                 }
             }
         }
+        self.held.is_some()
+    }
+
+    /// `lost`: `Port::rx_lost` now. Frames lost since the last look are
+    /// counted as received (they will never come); true if there were any.
+    pub(super) fn account_lost(&mut self, lost: u64) -> bool {
+        let new = lost.saturating_sub(self.lost_seen);
+        self.lost_seen = lost.max(self.lost_seen);
+        self.received += new;
+        self.stats.lost += new;
+        new > 0
     }
 
     /// Turns the ring on or off: on while no socket wants its ACKs
@@ -171,7 +211,7 @@ impl<R: Ring> DeferredAcks<R> {
     /// Bounds a sleep: to a held record's wait, or to [`SLEEP_MAX`] while
     /// ACKs may be waiting in the ring.
     pub(super) fn bound_sleep(&self, wait: Option<Duration>) -> Option<Duration> {
-        let cap = if self.held.is_some() {
+        let cap = if self.held.is_some() && self.ring.pending() {
             HOLD_MAX
         } else if self.on || self.ring.pending() {
             SLEEP_MAX
@@ -222,19 +262,25 @@ mod tests {
 
     fn acks(records: &[(u64, u8)]) -> DeferredAcks<Script> {
         let now = xsk_io::sys::monotonic_ns();
-        DeferredAcks::new(Script { records: records.iter().map(|&(s, b)| (s, now, b)).collect(), ..Script::default() })
+        DeferredAcks::new(Script { records: records.iter().map(|&(s, b)| (s, now, b)).collect(), ..Script::default() }, 0, 0)
     }
 
     /// The driver's ingest: RX frames (given as bytes) with records taken
-    /// before each, then the drained take; returns the order seen.
+    /// before each while any are pending, then the drained take if any are
+    /// still pending; returns the order seen.
     fn run(a: &mut DeferredAcks<Script>, rx: &[u8], wall: Instant) -> Vec<u8> {
         let mut seen = Vec::new();
+        let pending = a.pending();
         for &f in rx {
-            a.take_ready(wall, &mut |fr, _| seen.push(fr[0]));
+            if pending {
+                a.take_ready(wall, &mut |fr, _| seen.push(fr[0]));
+            }
             seen.push(f);
             a.received(1);
         }
-        a.take_drained(wall, |fr, _| seen.push(fr[0]));
+        if a.pending() {
+            a.take_drained(wall, |fr, _| seen.push(fr[0]));
+        }
         seen
     }
 
@@ -284,12 +330,45 @@ mod tests {
     }
 
     #[test]
+    fn a_held_record_taken_between_frames_stops_bounding_sleeps() {
+        let t0 = Instant::now();
+        let mut a = acks(&[(1, 100)]);
+        assert_eq!(run(&mut a, &[], t0), Vec::<u8>::new());
+        assert_eq!(a.bound_sleep(None), Some(HOLD_MAX));
+        // Its frame and a newer one come in one batch: it is taken between
+        // them, by the per-frame take, and the ring is empty.
+        assert_eq!(run(&mut a, &[1, 2], t0), [1, 100, 2]);
+        assert!(a.held.is_none());
+        assert_eq!(a.bound_sleep(None), None);
+    }
+
+    #[test]
+    fn frames_in_the_rx_ring_at_setup_and_lost_frames_keep_the_count_in_step() {
+        let now = xsk_io::sys::monotonic_ns();
+        // Two frames were in the RX ring when the ring was set up; the ACK
+        // came after one more.
+        let mut a = DeferredAcks::new(Script { records: [(1, now, 100u8)].into_iter().collect(), ..Script::default() }, 2, 5);
+        assert_eq!(run(&mut a, &[1, 2], Instant::now()), [1, 2]);
+        assert_eq!(run(&mut a, &[3], Instant::now()), [3, 100]);
+        // An ACK after two frames the kernel dropped (its loss count 5 -> 7).
+        a.ring.records.push_back((4, now, 101));
+        assert_eq!(run(&mut a, &[4], Instant::now()), [4]);
+        assert!(!a.account_lost(5), "nothing new lost");
+        assert!(a.account_lost(7));
+        let mut seen = Vec::new();
+        assert!(!a.take_drained(Instant::now(), |fr, _| seen.push(fr[0])));
+        assert_eq!(seen, [101]);
+        assert_eq!((a.stats.lost, a.stats.resynced), (2, 0));
+    }
+
+    #[test]
     fn records_are_dated_when_they_arrived() {
         let now = xsk_io::sys::monotonic_ns();
-        let mut a = DeferredAcks::new(Script {
-            records: [(0, now - 300_000_000, 100u8)].into_iter().collect(),
-            ..Script::default()
-        });
+        let mut a = DeferredAcks::new(
+            Script { records: [(0, now - 300_000_000, 100u8)].into_iter().collect(), ..Script::default() },
+            0,
+            0,
+        );
         let wall = Instant::now();
         let mut at = None;
         a.take_drained(wall, |_, t| at = Some(t));

@@ -131,7 +131,7 @@ impl XskTransport {
         timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
             match port.steer().map(|s| s.ack_ring(port.features().queue)) {
-                Some(Ok(Some(ring))) => Some(DeferredAcks::new(ring)),
+                Some(Ok(Some(ring))) => Some(DeferredAcks::new(ring, port.rx_ready(), port.rx_lost())),
                 // No program, or one without deferred ACKs (attach said why).
                 None | Some(Ok(None)) => None,
                 Some(Err(e)) => {
