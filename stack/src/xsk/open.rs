@@ -121,7 +121,7 @@ impl XskTransport {
         let mut dev = DevState::new(mtu);
         ecfg.seed ^= port.features().queue as u64;
         let epoch = std::time::Instant::now();
-        let engine = {
+        let mut engine = {
             let (mut link, _) = dev.link(&mut port);
             Engine::new(ecfg, SmolInstant::from_micros(0), &mut link)
         };
@@ -142,6 +142,9 @@ impl XskTransport {
         } else {
             None
         };
+        if acks.is_some() {
+            engine.track_acks();
+        }
         tracing::info!(
             "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes, at most {} connections, deferred ACKs {}",
             engine.addr(),

@@ -95,11 +95,12 @@ impl Engine {
             // Only now: a socket that entered TIME-WAIT has sent its last ACK.
             self.reap_closing(b);
             let bucket = &mut self.buckets[b];
-            let eager = bucket.sockets.iter().any(|(_, s)| match s {
-                smoltcp::socket::Socket::Tcp(t) => wants_acks_now(t),
-                #[allow(unreachable_patterns)]
-                _ => false,
-            });
+            let eager = self.track_acks
+                && bucket.sockets.iter().any(|(_, s)| match s {
+                    smoltcp::socket::Socket::Tcp(t) => wants_acks_now(t),
+                    #[allow(unreachable_patterns)]
+                    _ => false,
+                });
             if eager != bucket.eager {
                 bucket.eager = eager;
                 if eager {
@@ -134,7 +135,13 @@ impl Engine {
     /// [`ACKS_CAN_WAIT_BYTES`] unacknowledged or unsent, or a handshake or
     /// a FIN waiting for its ACK, as of each bucket's last egress.
     pub(crate) fn acks_can_wait(&self) -> bool {
-        self.eager == 0
+        self.track_acks && self.eager == 0
+    }
+
+    /// Keeps what [`acks_can_wait`](Self::acks_can_wait) needs up to date
+    /// from now on (deferred ACKs are on; before, it answers false).
+    pub(crate) fn track_acks(&mut self) {
+        self.track_acks = true;
     }
 
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).

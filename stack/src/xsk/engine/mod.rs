@@ -72,6 +72,9 @@ pub(crate) struct Engine {
     taught: neighbours::Taught,
     /// Buckets with `eager` set.
     eager: usize,
+    /// Keep `eager` up to date (deferred ACKs are on): a pass over each
+    /// egressed bucket's sockets, which nobody else needs.
+    track_acks: bool,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -115,6 +118,7 @@ impl Engine {
             closing: 0,
             taught: neighbours::Taught::default(),
             eager: 0,
+            track_acks: false,
             cfg,
         }
     }

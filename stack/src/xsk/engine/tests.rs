@@ -352,6 +352,9 @@ fn a_transfer_through_the_fault_injector_arrives_intact() {
 #[test]
 fn acks_can_wait_only_when_no_socket_needs_them() {
     let mut p = Pair::new();
+    assert!(!p.a.engine.acks_can_wait(), "not tracked: deferred ACKs are off");
+    p.a.engine.track_acks();
+    p.b.engine.track_acks();
     assert!(p.a.engine.acks_can_wait(), "an idle engine");
     let (ca, cb) = connected(&mut p);
     assert!(p.a.engine.acks_can_wait(), "an established idle connection");
@@ -390,6 +393,7 @@ fn acks_can_wait_only_when_no_socket_needs_them() {
 #[test]
 fn acks_wanted_in_the_handshake_and_the_last_ack() {
     let mut p = Pair::new();
+    p.a.engine.track_acks();
     p.a.listen(PORT).unwrap();
     let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
     p.b.flush().unwrap();
