@@ -33,6 +33,7 @@ pub const RING_BYTES: u32 = 64 * 1024;
 /// Size of one `struct ack_slot` in the program's `ack_state` map.
 pub(crate) const SLOT_BYTES: usize = 16;
 const SLOT_WAIT: usize = 0;
+const SLOT_ACTIVE: usize = 4;
 const SLOT_STEERED: usize = 8;
 
 /// `struct ack_rec`: seq (u64), arrived (u64), len (u32), pad (u32), then the frame.
@@ -98,6 +99,11 @@ impl AckRing {
         let fd = u32::try_from(std::os::fd::AsRawFd::as_raw_fd(&ring.as_fd())).expect("fd is never negative");
         rings.update(&queue.to_ne_bytes(), &fd.to_ne_bytes(), MapFlags::ANY).map_err(io::Error::other)?;
         let slot = queue as usize * SLOT_BYTES;
+        // The program counts redirected frames only from now on; the base
+        // is read after (frames counted in between are also in the RX ring
+        // and counted by the consumer: records then wait a frame too long,
+        // never too short).
+        state.u32(slot + SLOT_ACTIVE).store(1, Ordering::SeqCst);
         let base = state.u64(slot + SLOT_STEERED).load(Ordering::Acquire);
         let pos = cons.atomic_u64(0).load(Ordering::Acquire);
         Ok(AckRing { queue, cons, data, mask: RING_BYTES as u64 - 1, page, pos, state, base, rings, _ring: ring })
@@ -177,6 +183,7 @@ impl AckRing {
 impl Drop for AckRing {
     fn drop(&mut self) {
         self.set_waiting(false);
+        self.state.u32(self.slot() + SLOT_ACTIVE).store(0, Ordering::SeqCst);
         let _ = self.rings.delete(&self.queue.to_ne_bytes());
     }
 }

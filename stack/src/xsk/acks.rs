@@ -101,11 +101,12 @@ impl<R: Ring> DeferredAcks<R> {
     /// set up; `lost`: `Port::rx_lost` then.
     pub(super) fn new(ring: R, in_rx_ring: u32, lost: u64) -> DeferredAcks<R> {
         let stats = AckStats { enabled: true, ..AckStats::default() };
-        // The program's count starts at the ring's set-up (`steered` is 0
-        // relative to it) and ours at 0: the frames already in the RX ring
-        // will be counted by us only. Read after the set-up, a frame that
-        // came in between is counted on both sides: records then wait one
-        // frame too long (a stale ACK is harmless), never too short.
+        // The program's count starts at the ring's set-up and ours at 0: the
+        // frames that were already in the RX ring will be counted by us
+        // only, those the program counted since are in both counts. Exact
+        // unless frames arrive during these microseconds of set-up; they do
+        // not in practice: the queue's TCP ports are steered only once the
+        // application listens or connects, after this.
         let offset = u64::from(in_rx_ring).saturating_sub(ring.steered());
         DeferredAcks { received: 0, offset, lost_seen: lost, ring, held: None, on: false, stats }
     }

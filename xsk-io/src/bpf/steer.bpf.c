@@ -19,7 +19,7 @@
 // Built twice (build.rs): plain, and with -DDEFER_ACKS, which adds deferred
 // ACKs. Userspace loads the second and falls back to the first on kernels
 // that cannot load it (ring buffers in map-in-map, mmapable arrays).
-//   ack_state  per queue { wait, steered }, mmapped by userspace: `wait` is 1
+//   ack_state  per queue { wait, active, steered }, mmapped by userspace: `wait` is 1
 //              while the queue's consumer sleeps and takes pure ACKs from its
 //              ack ring; `steered` counts frames redirected into the queue's
 //              socket (only that queue's NAPI context writes it)
@@ -126,7 +126,7 @@ static __always_inline int pass(void)
 /* Keep in sync with src/acks.rs. */
 struct ack_slot {
 	__u32 wait;    /* written by userspace */
-	__u32 pad;
+	__u32 active;  /* written by userspace: a ring is set up, count frames */
 	__u64 steered; /* written here (atomically: in skb mode, RPS can run
 			* one queue's frames on several CPUs) */
 };
@@ -231,7 +231,9 @@ static __always_inline int steer(struct xdp_md *ctx)
 		__u32 q = ctx->rx_queue_index;
 		struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
 
-		if (slot)
+		/* Only for a queue with an ack ring: an atomic add per frame is
+		 * not free, and nobody reads the count otherwise. */
+		if (slot && slot->active)
 			__sync_fetch_and_add(&slot->steered, 1);
 	}
 #endif
