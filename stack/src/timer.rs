@@ -36,6 +36,12 @@ impl PreciseTimer {
         registry.register(&mut mio::unix::SourceFd(&self.fd.as_raw_fd()), token, mio::Interest::READABLE)
     }
 
+    /// The timer's descriptor, for a wait that is not mio's (readable on expiry).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+
     /// The timeout to hand to mio for `timeout`: unchanged when it is whole
     /// milliseconds (or none), else rounded up, with the timer armed to
     /// wake epoll at the exact time (or an earlier expiry left armed).

@@ -184,8 +184,10 @@ pub trait Transport {
     /// Graceful close. Frees the id at once and is a no-op for unknown ids.
     fn close(&mut self, conn: ConnId);
 
-    /// Pushes out work queued by `send` calls since the last `flush` (e.g. kick the TX ring).
-    /// The RR layer calls it once per loop iteration.
+    /// Pushes out work queued by `send` calls since the last `flush`. The RR layer calls it
+    /// once per loop iteration. A batching backend may leave the last step to the next `poll`,
+    /// which makes it before it returns or while it sleeps (xsk: the frames are in the TX ring
+    /// and the kernel is told by `poll`'s wait, one syscall for both), so call `poll` after it.
     fn flush(&mut self) -> Result<(), TransportError> {
         Ok(())
     }

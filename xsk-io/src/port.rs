@@ -4,7 +4,9 @@
 //! every UMEM frame is in exactly one place (free, fill, app, tx), and
 //! [`Port::audit`] proves it. The hot path (recv, alloc, send, flush) does no
 //! allocation and at most one syscall per batch: a `sendto` when TX
-//! descriptors were published and the kernel asks to be woken.
+//! descriptors were published and the kernel asks to be woken, or none
+//! when the kick is left to [`Port::wait`], whose poll(2) transmits before
+//! it sleeps.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -142,6 +144,9 @@ pub struct Counters {
     pub completions: u64,
     /// sendto calls.
     pub kicks: u64,
+    /// TX wake-ups made by [`Port::wait`]'s poll(2) instead of a sendto
+    /// (copy mode: the kernel transmits before it sleeps).
+    pub folded_kicks: u64,
     /// sendto answered EAGAIN/ENOBUFS, or EBUSY: the descriptors not yet
     /// taken stay queued and are retried on the next flush.
     pub kick_retries: u64,
@@ -195,6 +200,15 @@ pub struct Accounting {
 }
 
 
+/// What [`Port::wait`] woke for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ready {
+    /// The RX ring has frames.
+    pub rx: bool,
+    /// The other descriptor is readable.
+    pub also: bool,
+}
+
 static SAID_FEATURES: AtomicBool = AtomicBool::new(false);
 
 /// One interface queue as a copy-mode AF_XDP endpoint: a socket, its UMEM
@@ -222,6 +236,8 @@ pub struct Port {
     tx_reserve: u32,
     /// A kick failed with a transient error: retry on the next flush.
     kick_pending: bool,
+    /// [`publish`](Port::publish) left the kick to the next wait or flush.
+    kick_owed: bool,
     /// Since when the link is down (the last kick said ENETDOWN/ENXIO), and
     /// when the kick was last tried.
     link_down: Option<LinkDown>,
@@ -287,6 +303,7 @@ impl Port {
             frames: p.frames,
             tx_reserve: p.tx_reserve,
             kick_pending: false,
+            kick_owed: false,
             link_down: None,
             counters: Counters::default(),
             features: p.features,
@@ -447,7 +464,7 @@ impl Port {
         if published > 0 {
             self.counters.tx_batches += 1;
         }
-        if (published > 0 || self.kick_pending) && self.tx.needs_wakeup() {
+        if (published > 0 || self.kick_pending || self.kick_owed) && self.tx.needs_wakeup() {
             self.kick()?;
         }
         self.reap();
@@ -455,7 +472,66 @@ impl Port {
         Ok(())
     }
 
+    /// As [`flush`](Self::flush), but the kick is left to the next
+    /// [`wait`](Self::wait), which makes it inside its poll(2), or to the
+    /// next `flush` (whichever comes first; [`kick_owed`](Self::kick_owed)
+    /// says one is due). For a loop that sleeps once it has sent: one
+    /// syscall instead of a sendto and a wait, and the peer the frames wake
+    /// (veth: on this CPU) runs once this thread sleeps instead of
+    /// preempting it on its way back from sendto. While the link is down
+    /// the kick is made here, as `flush` makes it (every 10 ms).
+    ///
+    /// # Errors
+    /// As [`flush`](Self::flush) while the link is down; otherwise none.
+    pub fn publish(&mut self) -> Result<(), PortError> {
+        let published = self.tx.publish();
+        if published > 0 {
+            self.counters.tx_batches += 1;
+        }
+        if (published > 0 || self.kick_pending) && self.tx.needs_wakeup() {
+            if self.link_down.is_some() {
+                self.kick()?;
+            } else {
+                self.kick_owed = true;
+            }
+        }
+        self.reap();
+        self.refill();
+        Ok(())
+    }
+
+    /// Whether [`publish`](Self::publish) left a kick that no wait or flush
+    /// has made yet.
+    pub fn kick_owed(&self) -> bool {
+        self.kick_owed
+    }
+
+    /// Sleeps until the RX ring has frames, `also` (e.g. a timerfd) is
+    /// readable, or `timeout` (rounded up to whole milliseconds; None: no
+    /// limit), and makes an owed kick on the way: in copy mode with
+    /// need_wakeup the kernel's poll transmits the TX ring before it sleeps
+    /// (`xsk_poll`: "Poll needs to drive Tx also in copy mode"). A kick is
+    /// owed only when the TX ring asked for a wake-up, so only then.
+    ///
+    /// # Errors
+    /// The OS error of poll(2) (`Interrupted` for a signal); an owed kick
+    /// that the kernel did not finish stays due (the next flush makes it).
+    pub fn wait(&mut self, also: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> io::Result<Ready> {
+        let ms = timeout.map_or(-1, |t| t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32);
+        let folded = std::mem::take(&mut self.kick_owed);
+        let r = self.sock.wait_readable(also, ms);
+        if folded {
+            self.counters.folded_kicks += 1;
+            // Copy mode sends at most the TX budget per call, and a down
+            // link sends nothing: what is left is kicked by the next flush.
+            self.kick_pending = self.tx.in_flight() > 0;
+        }
+        let (rx, also) = r?;
+        Ok(Ready { rx, also })
+    }
+
     fn kick(&mut self) -> Result<(), PortError> {
+        self.kick_owed = false;
         if let Some(d) = &self.link_down {
             // Waiting for the link: try again now and then, not on every flush.
             if d.last_try.elapsed() < LINK_RETRY {

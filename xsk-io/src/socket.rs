@@ -253,6 +253,25 @@ impl XskSocket {
         }
     }
 
+    /// Waits with poll(2) until this socket's RX ring has frames, `also`
+    /// is readable, or `timeout_ms` passes (-1: no limit). Returns
+    /// (socket readable, `also` readable). In copy mode with need_wakeup
+    /// the kernel's `xsk_poll` also transmits what is in the TX ring before
+    /// it sleeps: the wait doubles as the TX kick.
+    pub(crate) fn wait_readable(&self, also: Option<BorrowedFd<'_>>, timeout_ms: i32) -> io::Result<(bool, bool)> {
+        let mut fds = [
+            libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: also.map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: `fds` is a live array of two pollfd and its length is
+        // passed; a negative fd is ignored by poll(2).
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((fds[0].revents != 0, fds[1].revents != 0))
+    }
+
     /// Wakes the RX side (fill-ring need_wakeup, or busy polling).
     #[inline]
     pub(crate) fn kick_rx(&self) -> io::Result<()> {

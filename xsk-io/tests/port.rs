@@ -583,3 +583,74 @@ fn link_flap_under_traffic_is_survived_and_counted() {
     assert_eq!((a.tx, a.comp_ring, a.app), (0, 0, 0), "{a:?}");
     eprintln!("link flap: {st:?}; peer got {udp} datagrams");
 }
+
+/// `publish` leaves the TX kick owed and sends nothing by itself; `wait`
+/// makes it inside its poll(2) (no sendto), and wakes for RX frames and for
+/// the extra descriptor.
+#[test]
+fn the_wait_makes_the_kick_publish_left() {
+    let lab = lab("tpw");
+    let _in_a = lab.ns_a.enter().unwrap();
+    let mut port = Port::open(&steered_cfg(&lab, AttachMode::Drv, 7002)).unwrap();
+    assert!(port.features().need_wakeup, "copy mode on veth binds with need_wakeup");
+    let raw = lab.ns_b.run_in({
+        let ifb = lab.if_b.clone();
+        move || RawSocket::open(&ifb)
+    });
+    let raw = raw.unwrap().unwrap();
+    let mut buf = vec![0u8; 2048];
+    // The peer's frames of ours (UDP to port 9), skipping its own chatter.
+    let mut ours = |timeout: Duration| {
+        let end = Instant::now() + timeout;
+        let mut n = 0;
+        while let Some(got) = raw.recv(&mut buf, end.saturating_duration_since(Instant::now())).unwrap() {
+            if buf[12..14] == [0x08, 0x00] && got >= 42 && buf[23] == 17 {
+                n += 1;
+            }
+            if Instant::now() >= end {
+                break;
+            }
+        }
+        n
+    };
+
+    for i in 0..3u32 {
+        let s = spec(&lab, true, Proto::Udp, 9, 64);
+        let mut f = port.alloc().unwrap();
+        let n = pktgen::build(&s, port.umem().buf_mut(&mut f));
+        stamp(port.umem().buf_mut(&mut f), Proto::Udp, i);
+        f.set_len(n);
+        port.send(f).unwrap();
+    }
+    port.publish().unwrap();
+    assert!(port.kick_owed());
+    assert_eq!(ours(Duration::from_millis(200)), 0, "published frames went out without a kick");
+
+    let t0 = Instant::now();
+    let ready = port.wait(None, Some(Duration::from_millis(50))).unwrap();
+    assert!(!ready.rx && !ready.also, "nothing to read: {ready:?}");
+    assert!(t0.elapsed() >= Duration::from_millis(40), "the wait did not sleep");
+    assert!(!port.kick_owed());
+    assert_eq!(ours(Duration::from_secs(2)), 3, "the wait did not transmit the TX ring");
+    let c = port.stats().port;
+    assert_eq!((c.kicks, c.folded_kicks), (0, 1), "{c:?}");
+    assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
+
+    // A frame for the steered port ends the wait early.
+    let s = spec(&lab, false, Proto::Tcp, 7002, 64);
+    let mut frame = vec![0u8; 64];
+    let n = pktgen::build(&s, &mut frame);
+    raw.send(&frame[..n]).unwrap();
+    let t0 = Instant::now();
+    let ready = port.wait(None, Some(Duration::from_secs(5))).unwrap();
+    assert!(ready.rx && t0.elapsed() < Duration::from_secs(4), "{ready:?} after {:?}", t0.elapsed());
+    let f = recv_one(&mut port, Duration::from_secs(1)).expect("the frame the wait saw");
+    port.release(f);
+
+    // So does the other descriptor.
+    let (mut w, r) = std::os::unix::net::UnixStream::pair().unwrap();
+    w.write_all(b"x").unwrap();
+    let ready = port.wait(Some(std::os::fd::AsFd::as_fd(&r)), Some(Duration::from_secs(5))).unwrap();
+    assert!(ready.also && !ready.rx, "{ready:?}");
+    port.audit().unwrap();
+}

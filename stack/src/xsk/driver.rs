@@ -1,6 +1,14 @@
 //! The driver's loop: frames from the port into the engine, the engine's
-//! frames out through the port, sleeping on epoll and a timerfd in between;
-//! and the [`Transport`] calls, which the engine answers.
+//! frames out through the port, sleeping in the port's poll(2) (and a
+//! timerfd) in between; and the [`Transport`] calls, which the engine answers.
+//!
+//! The TX kick rides on the sleep: `flush` and the loop's egress only
+//! publish the TX ring, and the poll(2) the loop sleeps in transmits it
+//! first (copy mode with need_wakeup). At light load a request then costs
+//! one syscall, not a sendto and an epoll_wait, and the peer the answer
+//! wakes (veth: on this CPU) runs when this thread sleeps instead of
+//! preempting it on its way back from sendto. `poll` never returns with a
+//! kick owed: without a sleep it makes a sendto.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -30,14 +38,12 @@ pub struct XskTransport {
     pub(super) arp: SharedArp,
     pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
     pub(super) rx_batch: Vec<Frame>,
-    pub(super) poll: mio::Poll,
-    pub(super) mio_events: mio::Events,
     pub(super) epoch: std::time::Instant,
     /// Shared-address mode: the ports held from the kernel.
     pub(super) claims: Option<Arc<Claims>>,
     /// Fault injection (tests): the state of the [`Faulty`] link wrapper.
     pub(super) faults: Option<FaultState<Frame>>,
-    /// Wakes epoll for sub-millisecond waits (smoltcp timers, open-loop pacing).
+    /// Ends the port's wait for sub-millisecond timeouts (smoltcp timers, open-loop pacing).
     pub(super) timer: crate::timer::PreciseTimer,
     /// Pure ACKs that arrived while asleep (None: off or unavailable).
     pub(super) acks: Option<DeferredAcks>,
@@ -64,9 +70,6 @@ macro_rules! with_link {
         }
     }};
 }
-
-pub(super) const XSK_TOKEN: mio::Token = mio::Token(0);
-pub(super) const TIMER_TOKEN: mio::Token = mio::Token(1);
 
 impl XskTransport {
     /// The stack's IPv4 address.
@@ -208,7 +211,9 @@ impl XskTransport {
             a.allow(self.engine.acks_can_wait());
         }
         self.release_ports();
-        self.port.flush().map_err(backend_err)
+        // The kick is left to the wait that follows, or made before poll
+        // returns (see `poll`).
+        self.port.publish().map_err(backend_err)
     }
 
     /// Ports of finished connections go back to the kernel.
@@ -217,6 +222,87 @@ impl XskTransport {
         for PortChange::Released(p) in self.engine.port_changes() {
             if let Some(c) = &self.claims {
                 c.release(p, steer);
+            }
+        }
+    }
+
+    /// The loop behind [`Transport::poll`]; the kick it leaves owed is made
+    /// by the caller when it returns without sleeping.
+    fn poll_events(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        let start = std::time::Instant::now();
+        let busy = self.port.features().busy_poll.is_some();
+        let mut first = true;
+        loop {
+            // One clock read per pass (a vDSO call each; at light load every
+            // request costs two passes).
+            let wall = if std::mem::take(&mut first) { start } else { std::time::Instant::now() };
+            let now = self.smol_time(wall);
+            self.neighbours(now, wall);
+            let mut batch = std::mem::take(&mut self.rx_batch);
+            let n = self.port.recv(&mut batch, self.cfg.rx_batch);
+            self.ingest(&mut batch, now, wall);
+            self.rx_batch = batch;
+            if n < self.cfg.rx_batch {
+                self.take_acks(wall);
+            }
+            // Report what arrived before transmitting anything: the
+            // application's answers then ride on the ACKs (its flush()
+            // sends both), instead of a bare ACK going out first.
+            self.engine.scan_dirty();
+            if self.engine.take_events(events) {
+                return Ok(());
+            }
+            // Nothing to send, no timer due: the completions and fill ring
+            // wait for the next flush (a pass before sleeping, at light load
+            // one per request, costs no port work then).
+            if self.engine.egress_due(now) || self.port.tx_pending() {
+                self.egress(now)?;
+                if self.engine.take_events(events) {
+                    return Ok(());
+                }
+            }
+            if n == self.cfg.rx_batch {
+                continue; // more frames waiting: no sleep
+            }
+            let elapsed = wall.saturating_duration_since(start);
+            let left = match timeout {
+                Some(t) if elapsed >= t => return Ok(()),
+                Some(t) => Some(t - elapsed),
+                None => None,
+            };
+            let wait = self.wait_for(now, left);
+            if self.port.tx_pending() || self.arp.has_pending() {
+                // TX left in the ring (budget) or a neighbour being resolved: come back soon.
+                self.port.flush().map_err(backend_err)?;
+                let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
+                std::thread::sleep(w);
+                continue;
+            }
+            if busy || wait == Some(Duration::ZERO) {
+                // No sleep: what this pass queued goes out now.
+                if self.port.kick_owed() {
+                    self.port.flush().map_err(backend_err)?;
+                }
+                if busy {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
+            let wait = match &self.acks {
+                Some(a) => a.bound_sleep(wait),
+                None => wait,
+            };
+            let wait = self.timer.prepare(wait);
+            // Sleeps and makes the kick owed by this pass's egress (or the
+            // application's flush) in one syscall.
+            match self.port.wait(Some(self.timer.fd()), wait) {
+                Ok(ready) => {
+                    if ready.also {
+                        self.timer.clear();
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
+                Err(e) => return Err(TransportError::Io(e)),
             }
         }
     }
@@ -277,78 +363,17 @@ impl Transport for XskTransport {
         Ok(id)
     }
 
+    /// Frames queued since the last wait go out before this returns: in its
+    /// wait (the port's poll(2) transmits before it sleeps), or with a
+    /// sendto when it returns without sleeping.
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
-        let start = std::time::Instant::now();
-        let busy = self.port.features().busy_poll.is_some();
-        let mut first = true;
-        loop {
-            // One clock read per pass (a vDSO call each; at light load every
-            // request costs two passes).
-            let wall = if std::mem::take(&mut first) { start } else { std::time::Instant::now() };
-            let now = self.smol_time(wall);
-            self.neighbours(now, wall);
-            let mut batch = std::mem::take(&mut self.rx_batch);
-            let n = self.port.recv(&mut batch, self.cfg.rx_batch);
-            self.ingest(&mut batch, now, wall);
-            self.rx_batch = batch;
-            if n < self.cfg.rx_batch {
-                self.take_acks(wall);
-            }
-            // Report what arrived before transmitting anything: the
-            // application's answers then ride on the ACKs (flush() sends
-            // both), instead of a bare ACK going out first.
-            self.engine.scan_dirty();
-            if self.engine.take_events(events) {
-                return Ok(());
-            }
-            // Nothing to send, no timer due: the completions and fill ring
-            // wait for the next flush (a pass before sleeping, at light load
-            // one per request, costs no port work then).
-            if self.engine.egress_due(now) || self.port.tx_pending() {
-                self.egress(now)?;
-                if self.engine.take_events(events) {
-                    return Ok(());
-                }
-            }
-            if n == self.cfg.rx_batch {
-                continue; // more frames waiting: no sleep
-            }
-            let elapsed = wall.saturating_duration_since(start);
-            let left = match timeout {
-                Some(t) if elapsed >= t => return Ok(()),
-                Some(t) => Some(t - elapsed),
-                None => None,
-            };
-            let wait = self.wait_for(now, left);
-            if self.port.tx_pending() || self.arp.has_pending() {
-                // TX left in the ring (budget) or a neighbour being resolved: come back soon.
-                let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
-                std::thread::sleep(w);
-                continue;
-            }
-            if busy {
-                std::hint::spin_loop();
-                continue;
-            }
-            if wait == Some(Duration::ZERO) {
-                continue;
-            }
-            let wait = match &self.acks {
-                Some(a) => a.bound_sleep(wait),
-                None => wait,
-            };
-            let wait = self.timer.prepare(wait);
-            match self.poll.poll(&mut self.mio_events, wait) {
-                Ok(()) => {
-                    if self.mio_events.iter().any(|e| e.token() == TIMER_TOKEN) {
-                        self.timer.clear();
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
-                Err(e) => return Err(TransportError::Io(e)),
-            }
+        let r = self.poll_events(events, timeout);
+        if self.port.kick_owed() {
+            self.port.flush().map_err(backend_err)?;
         }
+        r
     }
+
 
     fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
         self.engine.recv(conn, buf)
@@ -390,7 +415,6 @@ impl Drop for XskTransport {
         with_link!(self, |link| self.engine.abort_all(now, link));
         let _ = self.port.flush();
         let _ = self.port.drain_tx(Duration::from_millis(100));
-        let _ = self.poll.registry().deregister(&mut self.port);
         // Placeholders close with `claims` (dropped after this).
     }
 }

@@ -5,8 +5,8 @@
 //! The protocol lives in a sans-IO engine (`engine/`): it does no I/O and
 //! reads no clock, so the whole stack runs in memory in unit tests and the
 //! fuzzer (`testing/`). `XskTransport` is its driver: it opens the port,
-//! moves frames between the port and the engine, sleeps on epoll and a
-//! timerfd, resolves neighbours from the kernel's table and holds the
+//! moves frames between the port and the engine, sleeps in the port's
+//! poll(2) (with a timerfd for sub-millisecond timers), resolves neighbours from the kernel's table and holds the
 //! stack's ports in the kernel.
 //!
 //! # The data path
@@ -33,12 +33,12 @@
 //! | engine | data into the socket's buffer; egress runs smoltcp for touched buckets and due timers | `engine/connections.rs`, `engine/egress.rs` |
 //! | (wrappers) | ARP kept off the wire in shared mode; fault injection | `arp.rs`, `faults.rs` |
 //! | device | smoltcp writes each frame straight into a UMEM frame, queued on the TX ring | `device.rs` |
-//! | port | `Port::flush` publishes the TX ring and kicks the kernel, once per loop iteration | `xsk-io`: `port.rs` |
+//! | port | `Port::publish` publishes the TX ring; the kick is the sleep's poll(2) (`Port::wait`: copy mode transmits before it sleeps), or a sendto when `poll` returns without sleeping | `xsk-io`: `port.rs` |
 //!
 //! The driver's loop (`XskTransport::poll`: receive, ingest, report events,
-//! egress, flush, then sleep until the engine's next timer) and `flush` are
-//! in `driver.rs`; opening (interface, ports, steering, engine
-//! configuration, epoll and timerfd) in `open.rs`; configuration in
+//! egress, then sleep until the engine's next timer, the sleep making the
+//! TX kick) and `flush` are in `driver.rs`; opening (interface, ports,
+//! steering, engine configuration, timerfd) in `open.rs`; configuration in
 //! `config.rs`; the ports held in the kernel in shared-address mode in
 //! `claims.rs`.
 

@@ -1,6 +1,6 @@
 //! Opening the driver: the interface's address and MTU, the ports (and the
 //! steering program with them), the engine's configuration, and the
-//! epoll/timer wait, one `XskTransport` per queue.
+//! timer for its waits, one `XskTransport` per queue.
 
 use std::sync::Arc;
 
@@ -11,7 +11,6 @@ use xsk_io::steer::SteerFlags;
 use super::acks::DeferredAcks;
 use super::claims::Claims;
 use super::device::DevState;
-use super::driver::{TIMER_TOKEN, XSK_TOKEN};
 use super::engine::{Engine, EngineConfig};
 use super::faults::FaultState;
 use super::arp::{self, SharedArp};
@@ -125,10 +124,7 @@ impl XskTransport {
             let (mut link, _) = dev.link(&mut port);
             Engine::new(ecfg, SmolInstant::from_micros(0), &mut link)
         };
-        let poll = mio::Poll::new().map_err(iferr)?;
-        poll.registry().register(&mut port, XSK_TOKEN, mio::Interest::READABLE).map_err(iferr)?;
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
-        timer.register(poll.registry(), TIMER_TOKEN).map_err(iferr)?;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
             match port.steer().map(|s| s.ack_ring(port.features().queue)) {
                 Some(Ok(Some(ring))) => Some(DeferredAcks::new(ring, port.rx_ready(), port.rx_lost())),
@@ -165,8 +161,6 @@ impl XskTransport {
             arp: SharedArp::new(&ifname, shared),
             resolved: Vec::new(),
             rx_batch: Vec::with_capacity(cfg.rx_batch),
-            poll,
-            mio_events: mio::Events::with_capacity(4),
             epoch,
             claims,
             faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
