@@ -116,6 +116,12 @@ impl SharedArp {
         !self.pending.is_empty()
     }
 
+    /// Nothing to resolve and nothing waiting: [`resolve`](Self::resolve)
+    /// would do nothing (the driver then reads no clock for it).
+    pub(crate) fn idle(&self) -> bool {
+        self.wishes.targets.is_empty() && self.pending.is_empty()
+    }
+
     /// Passes smoltcp's new wishes to the kernel, and puts into `found` the
     /// targets the kernel's table now has (with their MACs).
     pub(crate) fn resolve(&mut self, now: Instant, found: &mut Vec<(Ipv4Addr, [u8; 6])>) {

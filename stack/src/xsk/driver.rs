@@ -38,7 +38,11 @@ pub struct XskTransport {
     pub(super) arp: SharedArp,
     pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
     pub(super) rx_batch: Vec<Frame>,
+    /// The engine's time 0, as a wall-clock reading (deferred ACKs are
+    /// dated with these) and in CLOCK_MONOTONIC nanoseconds (the loop's
+    /// clock: one vDSO call and a division per pass).
     pub(super) epoch: std::time::Instant,
+    pub(super) epoch_ns: u64,
     /// Shared-address mode: the ports held from the kernel.
     pub(super) claims: Option<Arc<Claims>>,
     /// Fault injection (tests): the state of the [`Faulty`] link wrapper.
@@ -107,18 +111,18 @@ impl XskTransport {
     }
 
     fn now(&self) -> SmolInstant {
-        self.smol_time(std::time::Instant::now())
+        self.smol_ns(xsk_io::sys::monotonic_ns())
     }
 
-    /// The engine's clock for a wall-clock reading: one clock read serves both.
-    fn smol_time(&self, wall: std::time::Instant) -> SmolInstant {
-        smol_time(self.epoch, wall)
+    /// The engine's clock for a CLOCK_MONOTONIC reading.
+    fn smol_ns(&self, ns: u64) -> SmolInstant {
+        SmolInstant::from_micros((ns.saturating_sub(self.epoch_ns) / 1000) as i64)
     }
 
     /// A received batch into the engine, through the fault injector when
     /// one is configured; each UMEM frame goes back to the port once read.
     /// Deferred ACKs that came between these frames go in between them.
-    fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant, wall: std::time::Instant) {
+    fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
         let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch);
         let (link, umem) = self.dev.link(&mut self.port);
         match &mut self.faults {
@@ -126,6 +130,7 @@ impl XskTransport {
                 let mut link = arp.wrap(link);
                 match self.acks.as_mut() {
                     Some(acks) if acks.pending() => {
+                        let wall = std::time::Instant::now();
                         for f in batch.drain(..) {
                             acks.take_ready(wall, &mut |frame, at| {
                                 // Dated when it arrived (its RTT sample),
@@ -165,11 +170,12 @@ impl XskTransport {
     /// With the RX ring drained: the deferred ACKs that came after its
     /// frames (or hold the first one until the frames before it come). Not
     /// with fault injection (deferred ACKs are off then).
-    fn take_acks(&mut self, wall: std::time::Instant) {
+    fn take_acks(&mut self) {
         let Some(acks) = &mut self.acks else { return };
         if !acks.pending() {
             return;
         }
+        let wall = std::time::Instant::now();
         let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch);
         for round in 0..2 {
             let (link, _) = self.dev.link(&mut self.port);
@@ -188,9 +194,12 @@ impl XskTransport {
 
     /// Shared mode: answers smoltcp's ARP wishes from the kernel's table
     /// (see `arp.rs`).
-    fn neighbours(&mut self, now: SmolInstant, wall: std::time::Instant) {
+    fn neighbours(&mut self, now: SmolInstant) {
+        if self.arp.idle() {
+            return; // the common case: nothing asked, nothing pending
+        }
         let mut found = std::mem::take(&mut self.resolved);
-        self.arp.resolve(wall, &mut found);
+        self.arp.resolve(std::time::Instant::now(), &mut found);
         if found.is_empty() {
             self.resolved = found;
             return;
@@ -229,21 +238,21 @@ impl XskTransport {
     /// The loop behind [`Transport::poll`]; the kick it leaves owed is made
     /// by the caller when it returns without sleeping.
     fn poll_events(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
-        let start = std::time::Instant::now();
+        let start = xsk_io::sys::monotonic_ns();
         let busy = self.port.features().busy_poll.is_some();
         let mut first = true;
         loop {
             // One clock read per pass (a vDSO call each; at light load every
             // request costs two passes).
-            let wall = if std::mem::take(&mut first) { start } else { std::time::Instant::now() };
-            let now = self.smol_time(wall);
-            self.neighbours(now, wall);
+            let wall = if std::mem::take(&mut first) { start } else { xsk_io::sys::monotonic_ns() };
+            let now = self.smol_ns(wall);
+            self.neighbours(now);
             let mut batch = std::mem::take(&mut self.rx_batch);
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
-            self.ingest(&mut batch, now, wall);
+            self.ingest(&mut batch, now);
             self.rx_batch = batch;
             if n < self.cfg.rx_batch {
-                self.take_acks(wall);
+                self.take_acks();
             }
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (its flush()
@@ -264,7 +273,7 @@ impl XskTransport {
             if n == self.cfg.rx_batch {
                 continue; // more frames waiting: no sleep
             }
-            let elapsed = wall.saturating_duration_since(start);
+            let elapsed = Duration::from_nanos(wall.saturating_sub(start));
             let left = match timeout {
                 Some(t) if elapsed >= t => return Ok(()),
                 Some(t) => Some(t - elapsed),

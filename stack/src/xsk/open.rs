@@ -120,6 +120,7 @@ impl XskTransport {
         let mut dev = DevState::new(mtu);
         ecfg.seed ^= port.features().queue as u64;
         let epoch = std::time::Instant::now();
+        let epoch_ns = xsk_io::sys::monotonic_ns();
         let mut engine = {
             let (mut link, _) = dev.link(&mut port);
             Engine::new(ecfg, SmolInstant::from_micros(0), &mut link)
@@ -162,6 +163,7 @@ impl XskTransport {
             resolved: Vec::new(),
             rx_batch: Vec::with_capacity(cfg.rx_batch),
             epoch,
+            epoch_ns,
             claims,
             faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
             timer,
