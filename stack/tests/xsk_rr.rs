@@ -606,3 +606,43 @@ fn deferred_acks_wait_but_never_stall() {
     // take over 3 s; they take tens of milliseconds.
     assert!(big_took < Duration::from_secs(2), "10 answers of 300 kB took {big_took:?}: ACKs waited");
 }
+
+/// At light load an answer leaves with the sleep that follows it: the
+/// loop's poll(2) makes the TX kick (no sendto), and nothing waits for it.
+/// A kick that were owed and never made would hold the answer until the
+/// server's next wake-up (up to 5 s here: the exchange would time out).
+#[test]
+fn light_load_answers_leave_with_the_sleep() {
+    let lab = lab("sxf");
+    let (mode, a) = dedicated(&lab);
+    let mut c = xsk_cfg(&lab, mode);
+    c.timeout = None;
+    let srv = xsk_server_polling(&lab.ns_a, c, 7113, Duration::from_secs(5));
+    let dst = SocketAddrV4::new(a, 7113);
+    let slowest = lab
+        .ns_b
+        .run_in(move || {
+            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+            s.set_nodelay(true).unwrap();
+            let mut slowest = Duration::ZERO;
+            for i in 0..40u32 {
+                let t0 = Instant::now();
+                exchange(&mut s, &i.to_be_bytes());
+                slowest = slowest.max(t0.elapsed());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            slowest
+        })
+        .unwrap();
+    let (stats, st, acc) = srv.finish_all();
+    let p = st.port.port;
+    eprintln!("{p:?}\nslowest exchange {slowest:?}");
+    assert_eq!(stats.requests, 40, "{stats:?}");
+    assert_eq!(acc.app, 0);
+    assert!(slowest < Duration::from_millis(500), "an answer waited {slowest:?}");
+    // Each answer (and the handshake's frames) went out with a sleep; a
+    // sendto is made only when poll returns without sleeping.
+    assert!(p.folded_kicks >= 30, "kicks made by the sleep: {p:?}");
+    assert!(p.kicks < p.folded_kicks / 2, "sendto kicks: {p:?}");
+}

@@ -396,12 +396,19 @@ impl Transport for XskTransport {
         self.engine.close(conn)
     }
 
+    /// The frames go into the TX ring; the kick waits for the next `poll`'s
+    /// sleep unless frames are already waiting in the RX ring (then that
+    /// poll will not sleep, and the answers should not wait for the next
+    /// batch to be taken in: kicked now).
     fn flush(&mut self) -> Result<(), TransportError> {
-        if !self.engine.wants_egress() && !self.port.tx_pending() {
-            return Ok(());
+        if self.engine.wants_egress() || self.port.tx_pending() {
+            let now = self.now();
+            self.egress(now)?;
         }
-        let now = self.now();
-        self.egress(now)
+        if self.port.kick_owed() && self.port.rx_ready() > 0 {
+            self.port.flush().map_err(backend_err)?;
+        }
+        Ok(())
     }
 
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
