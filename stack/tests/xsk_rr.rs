@@ -540,6 +540,33 @@ fn exchange(s: &mut TcpStream, payload: &[u8]) {
     assert!(back == req, "echo differs");
 }
 
+/// A lightly loaded server (dedicated address, no idle timeout, a loop that
+/// sleeps up to 5 s for work) and a kernel TCP client connected to it from
+/// the other namespace, with `read_timeout` and TCP_NODELAY set; `client`
+/// runs there and its result comes back with the server.
+fn light_server<T: Send + 'static>(
+    lab: &Lab,
+    port: u16,
+    read_timeout: Duration,
+    client: impl FnOnce(TcpStream) -> T + Send + 'static,
+) -> (Running, T) {
+    let (mode, a) = dedicated(lab);
+    let mut c = xsk_cfg(lab, mode);
+    c.timeout = None;
+    let srv = xsk_server_polling(&lab.ns_a, c, port, Duration::from_secs(5));
+    let dst = SocketAddrV4::new(a, port);
+    let out = lab
+        .ns_b
+        .run_in(move || {
+            let s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
+            s.set_read_timeout(Some(read_timeout)).unwrap();
+            s.set_nodelay(true).unwrap();
+            client(s)
+        })
+        .unwrap();
+    (srv, out)
+}
+
 /// Deferred ACKs, against an untuned kernel peer: its ACKs of small answers
 /// wait in the ack ring (counted), large answers keep ACKs prompt (no stall
 /// waiting for the ring), and a peer's keep-alive probe, a pure ACK too, is
@@ -547,46 +574,35 @@ fn exchange(s: &mut TcpStream, payload: &[u8]) {
 #[test]
 fn deferred_acks_wait_but_never_stall() {
     let lab = lab("sxk");
-    let (mode, a) = dedicated(&lab);
-    let mut c = xsk_cfg(&lab, mode);
-    c.timeout = None;
-    let srv = xsk_server_polling(&lab.ns_a, c, 7112, Duration::from_secs(5));
-    let dst = SocketAddrV4::new(a, 7112);
-    let big_took = lab
-        .ns_b
-        .run_in(move || {
-            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            s.set_nodelay(true).unwrap();
-            // Small answers at a light pace, each acknowledged at once
-            // (TCP_QUICKACK, which Linux clears after every ACK): pure ACKs.
-            for i in 0..40u32 {
-                set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
-                exchange(&mut s, &i.to_be_bytes());
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            // Large answers need their ACKs as they come (the window opens
-            // with them); a wait for the ring would cost up to 200 ms each time.
-            let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-            let t0 = Instant::now();
-            for _ in 0..10 {
-                exchange(&mut s, &big);
-            }
-            let took = t0.elapsed();
-            // Keep-alive: one probe after 2 s idle; the connection dies if it
-            // is not answered within 2 s. The server's loop sleeps up to 5 s
-            // for work (no stall timeout, so no 1 s sweep; its last timer,
-            // the retransmission timeout of its last answer, fires about
-            // 1 s after it); deferred ACKs bound its sleep to 1 s.
-            set_sockopt_int(&s, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
-            set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 2);
-            set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 2);
-            set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 1);
-            std::thread::sleep(Duration::from_millis(5500));
-            exchange(&mut s, b"still there");
-            took
-        })
-        .unwrap();
+    let (srv, big_took) = light_server(&lab, 7112, Duration::from_secs(10), |mut s| {
+        // Small answers at a light pace, each acknowledged at once
+        // (TCP_QUICKACK, which Linux clears after every ACK): pure ACKs.
+        for i in 0..40u32 {
+            set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1);
+            exchange(&mut s, &i.to_be_bytes());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Large answers need their ACKs as they come (the window opens
+        // with them); a wait for the ring would cost up to 200 ms each time.
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            exchange(&mut s, &big);
+        }
+        let took = t0.elapsed();
+        // Keep-alive: one probe after 2 s idle; the connection dies if it
+        // is not answered within 2 s. The server's loop sleeps up to 5 s
+        // for work (no stall timeout, so no 1 s sweep; its last timer,
+        // the retransmission timeout of its last answer, fires about
+        // 1 s after it); deferred ACKs bound its sleep to 1 s.
+        set_sockopt_int(&s, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+        set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 2);
+        set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 2);
+        set_sockopt_int(&s, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 1);
+        std::thread::sleep(Duration::from_millis(5500));
+        exchange(&mut s, b"still there");
+        took
+    });
     let (stats, st, acc) = srv.finish_all();
     eprintln!("{stats:?}\n{:?}\nlarge answers: {big_took:?}", st.device);
     assert_eq!(stats.requests, 51, "{stats:?}");
@@ -614,27 +630,16 @@ fn deferred_acks_wait_but_never_stall() {
 #[test]
 fn light_load_answers_leave_with_the_sleep() {
     let lab = lab("sxf");
-    let (mode, a) = dedicated(&lab);
-    let mut c = xsk_cfg(&lab, mode);
-    c.timeout = None;
-    let srv = xsk_server_polling(&lab.ns_a, c, 7113, Duration::from_secs(5));
-    let dst = SocketAddrV4::new(a, 7113);
-    let slowest = lab
-        .ns_b
-        .run_in(move || {
-            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-            s.set_nodelay(true).unwrap();
-            let mut slowest = Duration::ZERO;
-            for i in 0..40u32 {
-                let t0 = Instant::now();
-                exchange(&mut s, &i.to_be_bytes());
-                slowest = slowest.max(t0.elapsed());
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            slowest
-        })
-        .unwrap();
+    let (srv, slowest) = light_server(&lab, 7113, Duration::from_secs(3), |mut s| {
+        let mut slowest = Duration::ZERO;
+        for i in 0..40u32 {
+            let t0 = Instant::now();
+            exchange(&mut s, &i.to_be_bytes());
+            slowest = slowest.max(t0.elapsed());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        slowest
+    });
     let (stats, st, acc) = srv.finish_all();
     let p = st.port.port;
     eprintln!("{p:?}\nslowest exchange {slowest:?}");
