@@ -1,9 +1,11 @@
 //! Sub-millisecond poll timeouts.
 //!
-//! epoll_wait (and so mio) takes whole milliseconds, which rounds every
-//! short wait up to 1 ms: an open-loop client that sends every 200 us would
-//! send late and charge the lateness to the server as latency. A one-shot
-//! timerfd registered next to the sockets wakes epoll on time.
+//! epoll_wait (and so mio) and poll(2) take whole milliseconds, which rounds
+//! every short wait up to 1 ms: an open-loop client that sends every 200 us
+//! would send late and charge the lateness to the server as latency. A
+//! one-shot timerfd waited on next to the sockets (registered with mio by the
+//! kernel backend, passed to `Port::wait` by the xsk driver) ends the wait on
+//! time.
 //!
 //! The timer is re-armed only when a wait must end earlier than the expiry
 //! already set: a server with data in flight always has a retransmission
@@ -42,9 +44,10 @@ impl PreciseTimer {
         self.fd.as_fd()
     }
 
-    /// The timeout to hand to mio for `timeout`: unchanged when it is whole
-    /// milliseconds (or none), else rounded up, with the timer armed to
-    /// wake epoll at the exact time (or an earlier expiry left armed).
+    /// The timeout to hand to the millisecond wait (mio, or `Port::wait`)
+    /// for `timeout`: unchanged when it is whole milliseconds (or none),
+    /// else rounded up, with the timer armed to end the wait at the exact
+    /// time (or an earlier expiry left armed).
     pub fn prepare(&self, timeout: Option<Duration>) -> Option<Duration> {
         let t = timeout?;
         if t.is_zero() || t.subsec_nanos() % 1_000_000 == 0 {
@@ -54,7 +57,7 @@ impl PreciseTimer {
         let due = now + t;
         if let Some(armed) = self.armed.get() {
             if armed > now && armed <= due {
-                // An earlier expiry wakes epoll first; the caller loops and asks again.
+                // An earlier expiry ends the wait first; the caller loops and asks again.
                 return Some(t + Duration::from_millis(1));
             }
         }

@@ -629,7 +629,7 @@ fn deferred_acks_wait_but_never_stall() {
 /// server's next wake-up (up to 5 s here: the exchange would time out).
 #[test]
 fn light_load_answers_leave_with_the_sleep() {
-    let lab = lab("sxf");
+    let lab = lab("sxw");
     let (srv, slowest) = light_server(&lab, 7113, Duration::from_secs(3), |mut s| {
         let mut slowest = Duration::ZERO;
         for i in 0..40u32 {

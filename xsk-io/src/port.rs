@@ -246,6 +246,14 @@ pub struct Port {
     iface: Arc<Iface>,
 }
 
+/// At most this many frames in flight (handed to TX, not yet completed)
+/// let [`Port::publish`] leave the kick to the wait: the smallest TX budget
+/// (copy mode before `XDP_MAX_TX_SKB_BUDGET`: 32 per call), so one poll(2)
+/// sends them all, and few enough that the socket's send buffer cannot be
+/// full (the kernel would leave frames in the ring, and nothing wakes a
+/// sleeper for that).
+const FOLD_MAX: u32 = 32;
+
 /// How often a port whose link is down tries the kick again.
 const LINK_RETRY: Duration = Duration::from_millis(10);
 
@@ -475,7 +483,8 @@ impl Port {
     /// As [`flush`](Self::flush), but the kick is left to the next
     /// [`wait`](Self::wait), which makes it inside its poll(2), or to the
     /// next `flush` (whichever comes first; [`kick_owed`](Self::kick_owed)
-    /// says one is due). For a loop that sleeps once it has sent: one
+    /// says one is due), when at most 32 frames are in flight (more, or a
+    /// down link: kicked here, as `flush` does). For a loop that sleeps once it has sent: one
     /// syscall instead of a sendto and a wait, and the peer the frames wake
     /// (veth: on this CPU) runs once this thread sleeps instead of
     /// preempting it on its way back from sendto. While the link is down
@@ -489,7 +498,11 @@ impl Port {
             self.counters.tx_batches += 1;
         }
         if (published > 0 || self.kick_pending) && self.tx.needs_wakeup() {
-            if self.link_down.is_some() {
+            // One poll(2) transmits at most one TX budget (32 before 6.17),
+            // and what it leaves would wait out the sleep: many frames in
+            // flight are kicked now (sendto retries leftovers soon), as is
+            // a down link (rate-limited).
+            if self.link_down.is_some() || self.frames.count(Place::Tx) > FOLD_MAX {
                 self.kick()?;
             } else {
                 self.kick_owed = true;
@@ -522,8 +535,9 @@ impl Port {
         let r = self.sock.wait_readable(also, ms);
         if folded {
             self.counters.folded_kicks += 1;
-            // Copy mode sends at most the TX budget per call, and a down
-            // link sends nothing: what is left is kicked by the next flush.
+            // A link that went down meanwhile sends nothing: what is left
+            // is kicked by the next flush (after this wait; `publish` keeps
+            // the fold to loads one poll sends whole).
             self.kick_pending = self.tx.in_flight() > 0;
         }
         let (rx, also) = r?;

@@ -636,6 +636,22 @@ fn the_wait_makes_the_kick_publish_left() {
     assert_eq!((c.kicks, c.folded_kicks), (0, 1), "{c:?}");
     assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
 
+    // More frames in flight than one poll(2) may send (32 per call before
+    // Linux 6.17): kicked at once, none left for the sleep.
+    for i in 0..64u32 {
+        let s = spec(&lab, true, Proto::Udp, 9, 64);
+        let mut f = port.alloc().unwrap();
+        let n = pktgen::build(&s, port.umem().buf_mut(&mut f));
+        stamp(port.umem().buf_mut(&mut f), Proto::Udp, 100 + i);
+        f.set_len(n);
+        port.send(f).unwrap();
+    }
+    port.publish().unwrap();
+    assert!(!port.kick_owed(), "64 frames in flight left to the wait");
+    assert_eq!(port.stats().port.kicks, 1);
+    assert_eq!(ours(Duration::from_secs(2)), 64, "a burst was not sent whole");
+    assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
+
     // A frame for the steered port ends the wait early.
     let s = spec(&lab, false, Proto::Tcp, 7002, 64);
     let mut frame = vec![0u8; 64];

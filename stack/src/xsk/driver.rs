@@ -8,7 +8,8 @@
 //! one syscall, not a sendto and an epoll_wait, and the peer the answer
 //! wakes (veth: on this CPU) runs when this thread sleeps instead of
 //! preempting it on its way back from sendto. `poll` never returns with a
-//! kick owed: without a sleep it makes a sendto.
+//! kick owed: without a sleep it makes a sendto (what the kernel could not
+//! take then, `Port::tx_pending`, is retried by the next pass or flush).
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -135,7 +136,8 @@ impl XskTransport {
                             acks.take_ready(wall, &mut |frame, at| {
                                 // Dated when it arrived (its RTT sample),
                                 // never before what the engine has seen.
-                                let t = smol_time(epoch, at).max(engine.clock());
+                                // Read after this pass's clock: not after `now`.
+                                let t = smol_time(epoch, at).min(now).max(engine.clock());
                                 let _ = engine.ingest(t, frame, &mut link);
                             });
                             let _ = engine.ingest(now, umem.data(&f), &mut link);
@@ -170,7 +172,7 @@ impl XskTransport {
     /// With the RX ring drained: the deferred ACKs that came after its
     /// frames (or hold the first one until the frames before it come). Not
     /// with fault injection (deferred ACKs are off then).
-    fn take_acks(&mut self) {
+    fn take_acks(&mut self, now: SmolInstant) {
         let Some(acks) = &mut self.acks else { return };
         if !acks.pending() {
             return;
@@ -181,7 +183,7 @@ impl XskTransport {
             let (link, _) = self.dev.link(&mut self.port);
             let mut link = arp.wrap(link);
             let held = acks.take_drained(wall, |frame, at| {
-                let t = smol_time(epoch, at).max(engine.clock());
+                let t = smol_time(epoch, at).min(now).max(engine.clock());
                 let _ = engine.ingest(t, frame, &mut link);
             });
             // A record waits for frames: if the kernel dropped them (one
@@ -252,7 +254,7 @@ impl XskTransport {
             self.ingest(&mut batch, now);
             self.rx_batch = batch;
             if n < self.cfg.rx_batch {
-                self.take_acks();
+                self.take_acks(now);
             }
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (its flush()
@@ -271,7 +273,12 @@ impl XskTransport {
                 }
             }
             if n == self.cfg.rx_batch {
-                continue; // more frames waiting: no sleep
+                // More frames waiting: no sleep, so what this pass queued
+                // goes out now.
+                if self.port.kick_owed() {
+                    self.port.flush().map_err(backend_err)?;
+                }
+                continue;
             }
             let elapsed = Duration::from_nanos(wall.saturating_sub(start));
             let left = match timeout {
@@ -378,7 +385,10 @@ impl Transport for XskTransport {
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let r = self.poll_events(events, timeout);
         if self.port.kick_owed() {
-            self.port.flush().map_err(backend_err)?;
+            let kicked = self.port.flush().map_err(backend_err);
+            // The loop's own error, if any, is the one to report.
+            r?;
+            return kicked;
         }
         r
     }

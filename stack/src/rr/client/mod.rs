@@ -231,7 +231,13 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
             }
         }
         self.index.clear();
-        // Let a batching backend push out the FINs.
+        // Let a batching backend push out the FINs: flush may leave its
+        // last step to the next poll (xsk: the TX kick), so poll once,
+        // without waiting.
         let _ = self.transport.flush();
+        let mut scratch = std::mem::take(&mut self.events);
+        let _ = self.transport.poll(&mut scratch, Some(Duration::ZERO));
+        scratch.clear();
+        self.events = scratch;
     }
 }
