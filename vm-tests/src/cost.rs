@@ -607,7 +607,8 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
             } else {
                 (st.exit_status != 0).then(|| format!("exit status {}", st.exit_status))
             };
-            if let Some(d) = st.deferred_acks() {
+            let deferred = st.deferred_acks();
+            if let Some(d) = &deferred {
                 eprintln!("vm-tests: cost {label} {backend:6} round {round}: deferred ACKs {d}");
             }
             rep.server_stops.push(format!(
@@ -617,7 +618,7 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                     .as_deref()
                     .map(|f| format!(", {f}"))
                     .unwrap_or_default(),
-                st.deferred_acks()
+                deferred
                     .map(|d| format!(", deferred ACKs {d}"))
                     .unwrap_or_default()
             ));

@@ -162,9 +162,7 @@ pub fn parse_stats(dev: &str, out: &str) -> Option<QdiscStats> {
 
 /// `tx_frames` of the `xsk device: {...}` line of an rr-server log.
 pub fn stack_tx_frames(log: &str) -> Option<u64> {
-    let l = log.lines().find_map(|l| l.strip_prefix("xsk device: "))?;
-    let v: serde_json::Value = serde_json::from_str(l.trim()).ok()?;
-    v.get("tx_frames")?.as_u64()
+    server::device_field(log, "tx_frames")?.as_u64()
 }
 
 /// The tap-topology case in an already booted guest (offloads off): xsk server on port 7003,

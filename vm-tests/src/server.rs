@@ -181,16 +181,13 @@ impl Stopped {
                 .is_some_and(|l| l.contains("ok"))
     }
 
-    /// `unclean stop (status N, AUDIT)`, or None after a clean stop.
     /// The xsk server's deferred-ACK counters (the `deferred_acks` object of
     /// its `xsk device:` line), e.g. `{"enabled":true,"taken":1790,...}`.
-    pub fn deferred_acks(&self) -> Option<&str> {
-        let line = self.log.lines().find(|l| l.starts_with("xsk device:"))?;
-        let start = line.find("\"deferred_acks\":")? + "\"deferred_acks\":".len();
-        let rest = &line[start..];
-        Some(&rest[..=rest.find('}')?])
+    pub fn deferred_acks(&self) -> Option<String> {
+        device_field(&self.log, "deferred_acks").map(|v| v.to_string())
     }
 
+    /// `unclean stop (status N, AUDIT)`, or None after a clean stop.
     pub fn unclean(&self) -> Option<String> {
         (!self.clean()).then(|| {
             format!(
@@ -227,8 +224,13 @@ pub fn stop(g: &mut Guest, s: &ServerSpec) -> Result<Stopped> {
     })
 }
 
-/// The `frame audit: ...` line; with `--threads N` the server audits each shard (`frame audit
-/// shard I: ...`): all ok reads `frame audit: ok (N shards)`, else the first that is not.
+/// A field of the `xsk device: {...}` line (JSON) of an rr-server log.
+pub fn device_field(log: &str, key: &str) -> Option<serde_json::Value> {
+    let l = log.lines().find_map(|l| l.strip_prefix("xsk device: "))?;
+    let mut v: serde_json::Value = serde_json::from_str(l.trim()).ok()?;
+    v.get_mut(key).map(serde_json::Value::take)
+}
+
 #[cfg(test)]
 mod deferred_tests {
     #[test]
@@ -240,11 +242,14 @@ mod deferred_tests {
             summary_tail: String::new(),
             log: "x\nxsk device: {\"tx_frames\":3,\"deferred_acks\":{\"enabled\":true,\"taken\":7,\"switches\":1}}\n".into(),
         };
-        assert_eq!(st.deferred_acks(), Some("{\"enabled\":true,\"taken\":7,\"switches\":1}"));
+        let d: serde_json::Value = serde_json::from_str(&st.deferred_acks().unwrap()).unwrap();
+        assert_eq!(d, serde_json::json!({"enabled": true, "taken": 7, "switches": 1}));
         assert_eq!(super::Stopped { log: "none".into(), ..st }.deferred_acks(), None);
     }
 }
 
+/// The `frame audit: ...` line; with `--threads N` the server audits each shard (`frame audit
+/// shard I: ...`): all ok reads `frame audit: ok (N shards)`, else the first that is not.
 pub fn frame_audit(log: &str) -> Option<String> {
     if let Some(l) = log.lines().find(|l| l.starts_with("frame audit:")) {
         return Some(l.to_string());

@@ -126,11 +126,12 @@ impl AckRing {
         self.producer() != self.pos
     }
 
-    /// Hands each waiting record to `f`, oldest first, and releases it to
-    /// the kernel. Stops, keeping the record, when `f` returns false.
-    /// Returns the records taken.
+    /// Hands each waiting record to `f`, oldest first, and releases them to
+    /// the kernel (one store of the consumer position per call). Stops,
+    /// keeping the record, when `f` returns false. Returns the records taken.
     pub fn take(&mut self, mut f: impl FnMut(&AckRecord<'_>) -> bool) -> usize {
         let prod = self.producer();
+        let start = self.pos;
         let mut taken = 0;
         while self.pos < prod {
             let off = self.page + (self.pos & self.mask) as usize;
@@ -148,8 +149,8 @@ impl AckRing {
                 // Acquire order above) and lies inside the double mapping of
                 // the data pages (size <= the ring, which bpf_ringbuf_reserve
                 // guarantees); the kernel does not reuse it before the
-                // consumer position moves past it, which happens only after
-                // `rec` is last used.
+                // consumer position moves past it, which is stored only
+                // after this loop, when `rec` is no longer used.
                 let rec = unsafe { self.data.bytes(off + HDR_BYTES as usize, size as usize) };
                 let word = |at: usize| u64::from_ne_bytes(rec[at..at + 8].try_into().expect("8 bytes"));
                 let n = u32::from_ne_bytes(rec[REC_LEN..REC_LEN + 4].try_into().expect("4 bytes")) as usize;
@@ -164,6 +165,8 @@ impl AckRing {
                 taken += 1;
             }
             self.pos = next;
+        }
+        if self.pos != start {
             self.cons.atomic_u64(0).store(self.pos, Ordering::Release);
         }
         taken

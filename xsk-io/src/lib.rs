@@ -149,9 +149,12 @@
 //!             port.release(frame); // TX ring full: drop this one
 //!         }
 //!     }
-//!     // Publish the batch, kick the kernel if it asks, reap, refill RX.
-//!     port.flush()?;
-//!     // A real loop waits for readiness here: Port is a mio::event::Source.
+//!     // Publish the batch, reap, refill RX; then sleep until frames come,
+//!     // the sleep's poll(2) making the TX kick (one syscall for both). A
+//!     // mio loop can register the port instead (it is a
+//!     // mio::event::Source) and call `flush`, which kicks at once.
+//!     port.publish()?;
+//!     port.wait(None, Some(std::time::Duration::from_secs(1)))?;
 //! }
 //! # }
 //! ```

@@ -428,11 +428,6 @@ impl Steer {
         })
     }
 
-    /// Whether the loaded program defers pure ACKs (see [`AckRing`]).
-    pub fn defers_acks(&self) -> bool {
-        self.acks.is_some()
-    }
-
     /// Sets up deferred ACKs for `queue_id`: a ring the program fills with
     /// pure ACKs while the queue's consumer sleeps with
     /// [`AckRing::set_waiting`] on. `None` if the loaded program has no

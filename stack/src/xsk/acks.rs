@@ -11,7 +11,7 @@
 //! [`SLEEP_MAX`] (keep-alive probes and window updates are pure ACKs too and
 //! must be answered eventually).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use xsk_io::acks::{AckRecord, AckRing};
 
@@ -89,8 +89,9 @@ pub(super) struct DeferredAcks<R: Ring = AckRing> {
     offset: u64,
     /// `Port::rx_lost` when last looked at.
     lost_seen: u64,
-    /// The record waiting for frames that arrived before it, and since when.
-    held: Option<(u64, Instant)>,
+    /// The record waiting for frames that arrived before it, and since when
+    /// (`CLOCK_MONOTONIC` ns).
+    held: Option<(u64, u64)>,
     /// The ring is on.
     on: bool,
     pub(super) stats: AckStats,
@@ -121,22 +122,20 @@ impl<R: Ring> DeferredAcks<R> {
         self.received += n as u64;
     }
 
-    /// Gives `ingest` (frame, when it arrived) every record whose earlier
-    /// frames have all been taken from the RX ring, oldest first. Called
-    /// before each RX frame while records are pending, so that a record is
-    /// ingested exactly between the frames it came between.
-    pub(super) fn take_ready(&mut self, wall: Instant, ingest: &mut impl FnMut(&[u8], Instant)) {
+    /// Gives `ingest` (frame, when it arrived in `CLOCK_MONOTONIC` ns, the
+    /// program's clock) every record whose earlier frames have all been
+    /// taken from the RX ring, oldest first. Called before each RX frame
+    /// while records are pending, so that a record is ingested exactly
+    /// between the frames it came between.
+    pub(super) fn take_ready(&mut self, ingest: &mut impl FnMut(&[u8], u64)) {
         let (received, offset) = (self.received, self.offset);
-        let mut now_ns = None;
         let mut last = None;
         let n = self.ring.take(|r| {
             let seq = r.seq + offset;
             if seq > received {
                 return false;
             }
-            let now = *now_ns.get_or_insert_with(xsk_io::sys::monotonic_ns);
-            let age = Duration::from_nanos(now.saturating_sub(r.arrived_ns));
-            ingest(r.frame, wall.checked_sub(age).unwrap_or(wall));
+            ingest(r.frame, r.arrived_ns);
             last = Some(seq);
             true
         });
@@ -153,9 +152,10 @@ impl<R: Ring> DeferredAcks<R> {
     /// caller then looks for lost frames ([`account_lost`](Self::account_lost))
     /// and calls again if there were. After [`HOLD_MAX`] on the same record
     /// the count is moved up to it (frames lost without a trace).
-    pub(super) fn take_drained(&mut self, wall: Instant, mut ingest: impl FnMut(&[u8], Instant)) -> bool {
+    /// `now`: `CLOCK_MONOTONIC` ns (the hold's clock).
+    pub(super) fn take_drained(&mut self, now: u64, mut ingest: impl FnMut(&[u8], u64)) -> bool {
         for _ in 0..2 {
-            self.take_ready(wall, &mut ingest);
+            self.take_ready(&mut ingest);
             let offset = self.offset;
             let mut first = None;
             self.ring.take(|r| {
@@ -168,7 +168,7 @@ impl<R: Ring> DeferredAcks<R> {
             };
             match self.held {
                 Some((s, since)) if s == seq => {
-                    if wall.saturating_duration_since(since) < HOLD_MAX {
+                    if Duration::from_nanos(now.saturating_sub(since)) < HOLD_MAX {
                         return true;
                     }
                     self.received = seq;
@@ -177,7 +177,7 @@ impl<R: Ring> DeferredAcks<R> {
                     // and once more, with the new count
                 }
                 _ => {
-                    self.held = Some((seq, wall));
+                    self.held = Some((seq, now));
                     self.stats.waited += 1;
                     return true;
                 }
@@ -269,47 +269,56 @@ mod tests {
     /// The driver's ingest: RX frames (given as bytes) with records taken
     /// before each while any are pending, then the drained take if any are
     /// still pending; returns the order seen.
-    fn run(a: &mut DeferredAcks<Script>, rx: &[u8], wall: Instant) -> Vec<u8> {
+    fn run(a: &mut DeferredAcks<Script>, rx: &[u8], now: u64) -> Vec<u8> {
         let mut seen = Vec::new();
         let pending = a.pending();
         for &f in rx {
             if pending {
-                a.take_ready(wall, &mut |fr, _| seen.push(fr[0]));
+                a.take_ready(&mut |fr, _| seen.push(fr[0]));
             }
             seen.push(f);
             a.received(1);
         }
         if a.pending() {
-            a.take_drained(wall, |fr, _| seen.push(fr[0]));
+            a.take_drained(now, |fr, _| seen.push(fr[0]));
         }
         seen
+    }
+
+    fn mono() -> u64 {
+        xsk_io::sys::monotonic_ns()
+    }
+
+    /// `d` in nanoseconds.
+    fn ns(d: Duration) -> u64 {
+        d.as_nanos() as u64
     }
 
     #[test]
     fn records_go_between_the_frames_they_came_between() {
         // ACK 100 came after frame 1, ACK 101 after frame 3, ACK 102 after frame 4.
         let mut a = acks(&[(1, 100), (3, 101), (4, 102)]);
-        assert_eq!(run(&mut a, &[1, 2, 3, 4], Instant::now()), [1, 100, 2, 3, 101, 4, 102]);
+        assert_eq!(run(&mut a, &[1, 2, 3, 4], mono()), [1, 100, 2, 3, 101, 4, 102]);
         assert_eq!(a.stats.taken, 3);
     }
 
     #[test]
     fn a_record_waits_for_its_frames_then_for_at_most_hold_max() {
-        let t0 = Instant::now();
+        let t0 = mono();
         let mut a = acks(&[(2, 100)]);
         // Only one of the two frames before it has come: it waits.
         assert_eq!(run(&mut a, &[1], t0), [1]);
         assert_eq!(a.stats.waited, 1);
         assert_eq!(a.bound_sleep(None), Some(HOLD_MAX));
         // The second frame comes: taken right after it.
-        assert_eq!(run(&mut a, &[2], t0 + Duration::from_micros(50)), [2, 100]);
+        assert_eq!(run(&mut a, &[2], t0 + ns(Duration::from_micros(50))), [2, 100]);
         assert!(a.held.is_none());
         // A record whose frames never come (the socket dropped them): held
         // for HOLD_MAX, then the count moves on and it is taken.
         a.ring.records.push_back((5, xsk_io::sys::monotonic_ns(), 101));
         assert_eq!(run(&mut a, &[], t0), Vec::<u8>::new());
-        assert_eq!(run(&mut a, &[], t0 + HOLD_MAX / 2), Vec::<u8>::new());
-        assert_eq!(run(&mut a, &[], t0 + HOLD_MAX), [101]);
+        assert_eq!(run(&mut a, &[], t0 + ns(HOLD_MAX / 2)), Vec::<u8>::new());
+        assert_eq!(run(&mut a, &[], t0 + ns(HOLD_MAX)), [101]);
         assert_eq!(a.stats.resynced, 1);
         assert_eq!(a.received, 5);
     }
@@ -319,20 +328,20 @@ mod tests {
         // Records that each wait a little, one after the other, must not
         // inherit the first one's clock (a resync then would count frames
         // that are still coming).
-        let t0 = Instant::now();
+        let t0 = mono();
         let mut a = acks(&[(1, 100), (3, 101)]);
         assert_eq!(run(&mut a, &[], t0), Vec::<u8>::new());
-        assert_eq!(run(&mut a, &[1], t0 + HOLD_MAX - Duration::from_millis(1)), [1, 100]);
+        assert_eq!(run(&mut a, &[1], t0 + ns(HOLD_MAX - Duration::from_millis(1))), [1, 100]);
         // Record 101 is now the one held, from this moment.
-        assert_eq!(run(&mut a, &[2], t0 + HOLD_MAX + Duration::from_millis(1)), [2]);
+        assert_eq!(run(&mut a, &[2], t0 + ns(HOLD_MAX + Duration::from_millis(1))), [2]);
         assert_eq!(a.stats.resynced, 0);
-        assert_eq!(run(&mut a, &[3], t0 + HOLD_MAX + Duration::from_millis(2)), [3, 101]);
+        assert_eq!(run(&mut a, &[3], t0 + ns(HOLD_MAX + Duration::from_millis(2))), [3, 101]);
         assert_eq!(a.received, 3);
     }
 
     #[test]
     fn a_held_record_taken_between_frames_stops_bounding_sleeps() {
-        let t0 = Instant::now();
+        let t0 = mono();
         let mut a = acks(&[(1, 100)]);
         assert_eq!(run(&mut a, &[], t0), Vec::<u8>::new());
         assert_eq!(a.bound_sleep(None), Some(HOLD_MAX));
@@ -349,15 +358,15 @@ mod tests {
         // Two frames were in the RX ring when the ring was set up; the ACK
         // came after one more.
         let mut a = DeferredAcks::new(Script { records: [(1, now, 100u8)].into_iter().collect(), ..Script::default() }, 2, 5);
-        assert_eq!(run(&mut a, &[1, 2], Instant::now()), [1, 2]);
-        assert_eq!(run(&mut a, &[3], Instant::now()), [3, 100]);
+        assert_eq!(run(&mut a, &[1, 2], mono()), [1, 2]);
+        assert_eq!(run(&mut a, &[3], mono()), [3, 100]);
         // An ACK after two frames the kernel dropped (its loss count 5 -> 7).
         a.ring.records.push_back((4, now, 101));
-        assert_eq!(run(&mut a, &[4], Instant::now()), [4]);
+        assert_eq!(run(&mut a, &[4], mono()), [4]);
         assert!(!a.account_lost(5), "nothing new lost");
         assert!(a.account_lost(7));
         let mut seen = Vec::new();
-        assert!(!a.take_drained(Instant::now(), |fr, _| seen.push(fr[0])));
+        assert!(!a.take_drained(mono(), |fr, _| seen.push(fr[0])));
         assert_eq!(seen, [101]);
         assert_eq!((a.stats.lost, a.stats.resynced), (2, 0));
     }
@@ -370,10 +379,10 @@ mod tests {
             0,
             0,
         );
-        let wall = Instant::now();
+        let wall = mono();
         let mut at = None;
         a.take_drained(wall, |_, t| at = Some(t));
-        let age = wall.duration_since(at.expect("taken"));
+        let age = Duration::from_nanos(wall - at.expect("taken"));
         assert!(age >= Duration::from_millis(299) && age < Duration::from_millis(400), "{age:?}");
     }
 

@@ -39,10 +39,9 @@ pub struct XskTransport {
     pub(super) arp: SharedArp,
     pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
     pub(super) rx_batch: Vec<Frame>,
-    /// The engine's time 0, as a wall-clock reading (deferred ACKs are
-    /// dated with these) and in CLOCK_MONOTONIC nanoseconds (the loop's
-    /// clock: one vDSO call and a division per pass).
-    pub(super) epoch: std::time::Instant,
+    /// The engine's time 0 in CLOCK_MONOTONIC nanoseconds: the loop's
+    /// clock (one vDSO call and a division per pass) and the clock the XDP
+    /// program dates deferred ACKs with.
     pub(super) epoch_ns: u64,
     /// Shared-address mode: the ports held from the kernel.
     pub(super) claims: Option<Arc<Claims>>,
@@ -117,27 +116,23 @@ impl XskTransport {
 
     /// The engine's clock for a CLOCK_MONOTONIC reading.
     fn smol_ns(&self, ns: u64) -> SmolInstant {
-        SmolInstant::from_micros((ns.saturating_sub(self.epoch_ns) / 1000) as i64)
+        smol_ns(self.epoch_ns, ns)
     }
 
     /// A received batch into the engine, through the fault injector when
     /// one is configured; each UMEM frame goes back to the port once read.
     /// Deferred ACKs that came between these frames go in between them.
     fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
-        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch);
+        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch_ns);
         let (link, umem) = self.dev.link(&mut self.port);
         match &mut self.faults {
             None => {
                 let mut link = arp.wrap(link);
                 match self.acks.as_mut() {
                     Some(acks) if acks.pending() => {
-                        let wall = std::time::Instant::now();
                         for f in batch.drain(..) {
-                            acks.take_ready(wall, &mut |frame, at| {
-                                // Dated when it arrived (its RTT sample),
-                                // never before what the engine has seen.
-                                // Read after this pass's clock: not after `now`.
-                                let t = smol_time(epoch, at).min(now).max(engine.clock());
+                            acks.take_ready(&mut |frame, at| {
+                                let t = ack_time(epoch, at, now, engine.clock());
                                 let _ = engine.ingest(t, frame, &mut link);
                             });
                             let _ = engine.ingest(now, umem.data(&f), &mut link);
@@ -172,18 +167,17 @@ impl XskTransport {
     /// With the RX ring drained: the deferred ACKs that came after its
     /// frames (or hold the first one until the frames before it come). Not
     /// with fault injection (deferred ACKs are off then).
-    fn take_acks(&mut self, now: SmolInstant) {
+    fn take_acks(&mut self, now: SmolInstant, wall: u64) {
         let Some(acks) = &mut self.acks else { return };
         if !acks.pending() {
             return;
         }
-        let wall = std::time::Instant::now();
-        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch);
+        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch_ns);
         for round in 0..2 {
             let (link, _) = self.dev.link(&mut self.port);
             let mut link = arp.wrap(link);
             let held = acks.take_drained(wall, |frame, at| {
-                let t = smol_time(epoch, at).min(now).max(engine.clock());
+                let t = ack_time(epoch, at, now, engine.clock());
                 let _ = engine.ingest(t, frame, &mut link);
             });
             // A record waits for frames: if the kernel dropped them (one
@@ -254,7 +248,7 @@ impl XskTransport {
             self.ingest(&mut batch, now);
             self.rx_batch = batch;
             if n < self.cfg.rx_batch {
-                self.take_acks(now);
+                self.take_acks(now, wall);
             }
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (its flush()
@@ -339,9 +333,16 @@ impl XskTransport {
     }
 }
 
-/// `wall` on the engine's clock, which starts at `epoch`.
-fn smol_time(epoch: std::time::Instant, wall: std::time::Instant) -> SmolInstant {
-    SmolInstant::from_micros(wall.saturating_duration_since(epoch).as_micros() as i64)
+/// A CLOCK_MONOTONIC reading on the engine's clock, which starts at `epoch`.
+fn smol_ns(epoch: u64, ns: u64) -> SmolInstant {
+    SmolInstant::from_micros((ns.saturating_sub(epoch) / 1000) as i64)
+}
+
+/// When a deferred ACK goes in: when it arrived (its RTT sample must not
+/// include its wait in the ring), but not after this pass's `now` (it may
+/// have arrived since) nor before what the engine has seen.
+fn ack_time(epoch: u64, arrived: u64, now: SmolInstant, seen: SmolInstant) -> SmolInstant {
+    smol_ns(epoch, arrived).min(now).max(seen)
 }
 
 impl Transport for XskTransport {

@@ -119,7 +119,6 @@ impl XskTransport {
         let shared = cfg.addr == AddrMode::Shared;
         let mut dev = DevState::new(mtu);
         ecfg.seed ^= port.features().queue as u64;
-        let epoch = std::time::Instant::now();
         let epoch_ns = xsk_io::sys::monotonic_ns();
         let mut engine = {
             let (mut link, _) = dev.link(&mut port);
@@ -162,7 +161,6 @@ impl XskTransport {
             arp: SharedArp::new(&ifname, shared),
             resolved: Vec::new(),
             rx_batch: Vec::with_capacity(cfg.rx_batch),
-            epoch,
             epoch_ns,
             claims,
             faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
