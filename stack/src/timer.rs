@@ -17,10 +17,18 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+/// Waits at least this long are left to the millisecond timeout, rounded
+/// up: at most a tenth late, which no long deadline (retransmission,
+/// keep-alive, the sweep) notices. At light load a server's only deadline
+/// is such a timer, so its sleeps need no timerfd and no clock read.
+const COARSE: Duration = Duration::from_millis(10);
+
 pub struct PreciseTimer {
     fd: OwnedFd,
     /// When the armed expiry fires, if one is armed and not yet consumed.
     armed: Cell<Option<Instant>>,
+    /// Whether the last `prepare` relies on the timer to end the wait.
+    wanted: Cell<bool>,
 }
 
 impl PreciseTimer {
@@ -31,7 +39,7 @@ impl PreciseTimer {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fresh descriptor owned by nobody else.
-        Ok(PreciseTimer { fd: unsafe { OwnedFd::from_raw_fd(fd) }, armed: Cell::new(None) })
+        Ok(PreciseTimer { fd: unsafe { OwnedFd::from_raw_fd(fd) }, armed: Cell::new(None), wanted: Cell::new(false) })
     }
 
     pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {
@@ -44,15 +52,26 @@ impl PreciseTimer {
         self.fd.as_fd()
     }
 
+    /// The descriptor when the last [`prepare`](Self::prepare) relies on the
+    /// timer, else None: each descriptor in a poll(2) costs a wait-queue
+    /// entry added and removed per sleep. An expiry left armed and not
+    /// waited for is harmless: arming again resets it, and a wait that
+    /// includes it early just loops.
+    pub fn wanted_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.wanted.get().then(|| self.fd())
+    }
+
     /// The timeout to hand to the millisecond wait (mio, or `Port::wait`)
     /// for `timeout`: unchanged when it is whole milliseconds (or none),
     /// else rounded up, with the timer armed to end the wait at the exact
     /// time (or an earlier expiry left armed).
     pub fn prepare(&self, timeout: Option<Duration>) -> Option<Duration> {
+        self.wanted.set(false);
         let t = timeout?;
-        if t.is_zero() || t.subsec_nanos() % 1_000_000 == 0 {
+        if t.is_zero() || t.subsec_nanos() % 1_000_000 == 0 || t >= COARSE {
             return Some(t);
         }
+        self.wanted.set(true);
         let now = Instant::now();
         let due = now + t;
         if let Some(armed) = self.armed.get() {
@@ -69,6 +88,7 @@ impl PreciseTimer {
         let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
         if r != 0 {
             self.armed.set(None);
+            self.wanted.set(false);
             return Some(t);
         }
         self.armed.set(Some(due));
@@ -108,6 +128,23 @@ mod tests {
         assert!(best < Duration::from_micros(1000), "best wait {best:?}");
         assert_eq!(t.prepare(Some(Duration::from_millis(2))), Some(Duration::from_millis(2)));
         assert_eq!(t.prepare(None), None);
+    }
+
+    #[test]
+    fn only_short_waits_need_the_timer() {
+        let t = PreciseTimer::new().unwrap();
+        assert_eq!(t.prepare(Some(Duration::from_micros(700))), Some(Duration::from_micros(1700)));
+        assert!(t.wanted_fd().is_some());
+        // Long, or whole milliseconds: the wait's own timeout, no timer.
+        for long in [Duration::from_micros(10_300), Duration::from_millis(3), Duration::from_secs(2)] {
+            assert_eq!(t.prepare(Some(long)), Some(long));
+            assert!(t.wanted_fd().is_none(), "{long:?}");
+        }
+        assert_eq!(t.prepare(None), None);
+        assert!(t.wanted_fd().is_none());
+        // The earlier expiry, still armed, is used again.
+        assert!(t.prepare(Some(Duration::from_micros(900))).is_some());
+        assert!(t.wanted_fd().is_some());
     }
 
     #[test]

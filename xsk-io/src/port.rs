@@ -667,7 +667,8 @@ impl Port {
     // ---- accounting -------------------------------------------------------
 
     fn base(&self, addr: u64) -> u64 {
-        addr - addr % self.umem.frame_size() as u64
+        // Frame sizes are powers of two (`Umem::new`): a mask, not a division.
+        addr & !(self.umem.frame_size() as u64 - 1)
     }
 
     /// Where the frames are now (reads the kernel's ring indices).
@@ -726,7 +727,8 @@ pub struct TxHalf<'a> {
 
 impl TxHalf<'_> {
     fn base(&self, addr: u64) -> u64 {
-        addr - addr % self.umem.frame_size() as u64
+        // Frame sizes are powers of two (`Umem::new`): a mask, not a division.
+        addr & !(self.umem.frame_size() as u64 - 1)
     }
 
     /// Whether a frame could be sent now: a TX slot and a frame are free

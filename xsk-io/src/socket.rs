@@ -263,9 +263,10 @@ impl XskSocket {
             libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: also.map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
         ];
-        // SAFETY: `fds` is a live array of two pollfd and its length is
-        // passed; a negative fd is ignored by poll(2).
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        let n = if also.is_some() { 2 } else { 1 };
+        // SAFETY: `fds` is a live array of two pollfd and `n` is at most its
+        // length.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), n, timeout_ms) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }

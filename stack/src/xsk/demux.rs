@@ -10,7 +10,7 @@
 
 use std::net::Ipv4Addr;
 
-use smoltcp::wire::{checksum, IpProtocol};
+use super::csum;
 
 use super::drops::DropReason;
 
@@ -120,7 +120,7 @@ pub(crate) fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropRe
         return Err(DropReason::Malformed);
     }
     let ip = &ip[..total];
-    if checksum::data(&ip[..ihl]) != 0xffff {
+    if csum::data(&ip[..ihl]) != 0xffff {
         return Err(DropReason::BadChecksum);
     }
     let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
@@ -160,7 +160,7 @@ pub(crate) fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropRe
             Ok(Inspected { flow: Flow::Tcp { src, sport, dport, syn }, src_mac, partial_csum })
         }
         1 => {
-            if payload.len() < 8 || checksum::data(payload) != 0xffff {
+            if payload.len() < 8 || csum::data(payload) != 0xffff {
                 return Err(if payload.len() < 8 { DropReason::Malformed } else { DropReason::BadChecksum });
             }
             Ok(Inspected { flow: Flow::Icmp { src }, src_mac, partial_csum: false })
@@ -199,10 +199,10 @@ enum Csum {
 }
 
 fn tcp_checksum(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> Csum {
-    let pseudo = checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, seg.len() as u32);
-    if checksum::combine(&[pseudo, checksum::data(seg)]) == 0xffff {
+    if csum::tcp_v4(src, dst, seg) == 0xffff {
         return Csum::Valid;
     }
+    let pseudo = csum::tcp_v4_pseudo(src, dst, seg.len());
     let field = u16::from_be_bytes([seg[16], seg[17]]);
     // One's complement has two zeros: compare both spellings.
     let partial = pseudo == field || (pseudo == 0xffff && field == 0) || (pseudo == 0 && field == 0xffff);

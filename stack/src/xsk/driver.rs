@@ -304,8 +304,10 @@ impl XskTransport {
             };
             let wait = self.timer.prepare(wait);
             // Sleeps and makes the kick owed by this pass's egress (or the
-            // application's flush) in one syscall.
-            match self.port.wait(Some(self.timer.fd()), wait) {
+            // application's flush) in one syscall; the timer joins the wait
+            // only for a short timeout (at light load the only deadline is
+            // a retransmission timer, far off).
+            match self.port.wait(self.timer.wanted_fd(), wait) {
                 Ok(ready) => {
                     if ready.also {
                         self.timer.clear();

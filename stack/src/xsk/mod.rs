@@ -19,7 +19,7 @@
 //! | port | `Port::recv` takes a batch off the RX ring (and refills the fill ring) | `xsk-io`: `port.rs` |
 //! | device | each frame's bytes are lent in place from the UMEM, the frame given back once read | `device.rs` |
 //! | (wrappers) | fault injection when configured (tests); shared-mode ARP | `faults.rs`, `arp.rs` |
-//! | engine | checks and classification, then smoltcp in the frame's socket bucket | `engine/ingest.rs`, `demux.rs`, `drops.rs` |
+//! | engine | checks and classification, then smoltcp in the frame's socket bucket | `engine/ingest.rs`, `demux.rs`, `csum.rs`, `drops.rs` |
 //! | engine | socket state becomes events (accept, data, room, close) | `engine/lifecycle.rs`, `engine/egress.rs` |
 //! | transport | `poll` returns the events; `recv` copies the data out | `driver.rs`, `engine/connections.rs` |
 //! | app | the request/response server or the user's loop | `crate::rr`, the application |
@@ -46,6 +46,7 @@ mod acks;
 mod arp;
 mod claims;
 mod config;
+mod csum;
 mod demux;
 mod device;
 mod driver;

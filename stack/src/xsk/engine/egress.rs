@@ -86,12 +86,13 @@ impl Engine {
             let b = self.dirty[i] as usize;
             i += 1;
             self.buckets[b].dirty = false;
-            self.scan(b);
             let mut dev = SmolDev { rx: None, link: &mut *link };
-            let changed = self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
-            if changed == smoltcp::iface::PollResult::SocketStateChanged {
-                self.scan(b);
-            }
+            self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
+            // One scan, after: it sees what came in (a touched bucket) and
+            // what the egress changed (a FIN sent, a timeout, which smoltcp
+            // may apply without sending anything). Before the egress it
+            // would only repeat `scan_dirty`, which ran after the ingest.
+            self.scan(b);
             // Only now: a socket that entered TIME-WAIT has sent its last ACK.
             self.reap_closing(b);
             let bucket = &mut self.buckets[b];
