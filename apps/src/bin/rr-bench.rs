@@ -393,7 +393,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
         r.wait()?;
     }
     if let Some(pid) = args.server_pid {
-        pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading /proc/{pid}/stat"))?;
+        pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading its CPU time from /proc/{pid}"))?;
     }
     let before = CpuSample::now(args.server_pid).context("reading CPU counters")?;
     progress.begin("run");
