@@ -681,7 +681,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     }
     if !lab::interrupted() {
         println!();
-        failures += redis::run(&env, &args, rounds as usize)?;
+        failures += redis::run(&env, args, rounds as usize)?;
     }
     if lab::interrupted() {
         println!("interrupted: partial results");

@@ -6,7 +6,8 @@
 //! reads no clock, so the whole stack runs in memory in unit tests and the
 //! fuzzer (`testing/`). `XskTransport` is its driver: it opens the port,
 //! moves frames between the port and the engine, sleeps in the port's
-//! poll(2) (with a timerfd for sub-millisecond timers), resolves neighbours from the kernel's table and holds the
+//! poll(2) (with a timerfd for waits under 10 ms that need sub-millisecond
+//! precision), resolves neighbours from the kernel's table and holds the
 //! stack's ports in the kernel.
 //!
 //! # The data path
