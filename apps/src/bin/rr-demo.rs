@@ -774,6 +774,43 @@ fn summaries(rows: &[Row], cases: &[Case]) -> BTreeMap<(String, String), Summary
     sums
 }
 
+/// The xsk/kernel server CPU ratio of each round (the two runs of a round
+/// are back to back, so they share the machine's state), summarised.
+#[derive(Debug, PartialEq, Serialize)]
+struct PairedCpu {
+    case: String,
+    rounds: usize,
+    median: f64,
+    min: f64,
+    max: f64,
+    /// Rounds where the stack used at most the kernel's CPU per request.
+    at_most_kernel: usize,
+}
+
+fn paired_cpu(rows: &[Row], case: &str) -> Option<PairedCpu> {
+    let cpu = |backend: &str, round: usize| {
+        rows.iter()
+            .find(|r| r.case == case && r.backend == backend && r.round == round)
+            .map(|r| r.m.cpu_us_per_req)
+            .filter(|c| c.is_finite() && *c > 0.0)
+    };
+    let mut rounds: Vec<usize> = rows.iter().filter(|r| r.case == case).map(|r| r.round).collect();
+    rounds.sort_unstable();
+    rounds.dedup();
+    let ratios: Vec<f64> = rounds.iter().filter_map(|&n| Some(cpu("xsk", n)? / cpu("kernel", n)?)).collect();
+    if ratios.len() < 2 {
+        return None;
+    }
+    Some(PairedCpu {
+        case: case.into(),
+        rounds: ratios.len(),
+        median: median(ratios.clone()),
+        min: ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        max: ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        at_most_kernel: ratios.iter().filter(|&&q| q <= 1.0).count(),
+    })
+}
+
 fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) -> Result<()> {
     let sums = summaries(rows, cases);
     println!();
@@ -831,8 +868,23 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
     );
     println!(" client's; kernel: both ends); both over warm-up, setup and run. mc n/a: /proc/stat counts busy time in ticks,");
     println!(" which miss short wake-ups on an otherwise idle machine, so it read less than the two processes' own CPU time)");
+    let paired: Vec<PairedCpu> = cases.iter().filter_map(|c| paired_cpu(rows, c.name)).collect();
+    if !paired.is_empty() {
+        // The ratio of medians above mixes rounds run minutes apart; on a
+        // noisy machine the per-round ratio is the steadier figure.
+        println!();
+        println!("server CPU, xsk/kernel per round (each round's two runs back to back):");
+        for p in &paired {
+            println!(
+                "  {:<11} median {:.2}  range {:.2}-{:.2}  at most the kernel's in {} of {} rounds",
+                p.case, p.median, p.min, p.max, p.at_most_kernel, p.rounds
+            );
+        }
+    }
     let errors: u64 = sums.values().map(|s| s.errors).sum();
-    let json = serde_json::json!({ "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "runs": rows });
+    let json = serde_json::json!({
+        "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "paired_cpu": paired, "runs": rows
+    });
     apps::write_atomically(&out.join("results.json"), &serde_json::to_vec_pretty(&json)?)?;
     let (svg, png) = (out.join("results.svg"), out.join("results.png"));
     apps::plot::draw_files(&plot_text(cases, meta), &plot_cases(&sums, cases), &svg, &png)?;
@@ -1018,6 +1070,45 @@ mod tests {
         assert!(!counts_agree(&r, 32), "the client cannot get more responses than the server sent");
         r.server_requests = 1100;
         assert!(!counts_agree(&r, 32));
+    }
+
+    #[test]
+    fn paired_cpu_takes_each_rounds_own_ratio() {
+        let row = |backend: &str, case: &str, round: usize, cpu: f64| Row {
+            backend: backend.into(),
+            case: case.into(),
+            round,
+            conns: 1,
+            client_threads: 1,
+            server_threads: 1,
+            m: Metrics { cpu_us_per_req: cpu, ..Metrics::median(&[]) },
+            errors: 0,
+            server_requests: 0,
+            client_requests: 0,
+            server_trouble: BTreeMap::new(),
+            client_tcp: BTreeMap::new(),
+            server_tcp: BTreeMap::new(),
+        };
+        // The machine slows down in round 1: the medians compare 15 with 20
+        // (0.75), the rounds 10/10, 20/20 and 15/14.
+        let rows = vec![
+            row("xsk", "open-5k", 0, 10.0),
+            row("kernel", "open-5k", 0, 10.0),
+            row("kernel", "open-5k", 1, 20.0),
+            row("xsk", "open-5k", 1, 20.0),
+            row("xsk", "open-5k", 2, 15.0),
+            row("kernel", "open-5k", 2, 14.0),
+            row("xsk", "rr-1", 0, 5.0),
+            row("kernel", "rr-1", 0, 4.0),
+            // A round without its kernel run is left out.
+            row("xsk", "rr-1", 1, 1.0),
+        ];
+        let p = paired_cpu(&rows, "open-5k").unwrap();
+        assert_eq!((p.rounds, p.at_most_kernel), (3, 2));
+        assert_eq!((p.median, p.min), (1.0, 1.0));
+        assert!((p.max - 15.0 / 14.0).abs() < 1e-12);
+        assert_eq!(paired_cpu(&rows, "rr-1"), None, "one complete round is no statistic");
+        assert_eq!(paired_cpu(&rows, "same-16"), None);
     }
 
     #[test]
