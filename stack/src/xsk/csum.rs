@@ -22,7 +22,8 @@ pub(crate) fn data(data: &[u8]) -> u16 {
     fold(add(0, data))
 }
 
-/// The sum of the TCP segment `seg` with its IPv4 pseudo-header, folded: 0xffff when the segment's checksum is right.
+/// The sum of the TCP segment `seg` with its IPv4 pseudo-header, folded:
+/// 0xffff when the segment's checksum is right.
 #[inline]
 pub(crate) fn tcp_v4(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
     fold(add(pseudo_v4(src, dst, seg.len()), seg))
@@ -137,15 +138,18 @@ mod tests {
             super::fill_tcp(&mut padded);
             assert_eq!(&padded[..good.len()], &good[..]);
         }
-        // Not TCP/IPv4, or cut short: untouched (and no panic).
+        // Cut short (the IPv4 total length then points past the end), or
+        // garbage: untouched, and no panic.
         let good = tcp(&TcpSpec { flags: 0x02, ..TcpSpec::default() });
         for cut in 0..good.len() {
-            let mut f = good[..cut].to_vec();
-            f.iter_mut().skip(14).for_each(|b| *b = 0xff);
-            let before = f.clone();
-            super::fill_tcp(&mut f);
-            if cut < 14 + 20 + 20 {
-                assert_eq!(f, before, "cut {cut}");
+            for garble in [false, true] {
+                let mut f = good[..cut].to_vec();
+                if garble {
+                    f.iter_mut().skip(14).for_each(|b| *b = 0xff);
+                }
+                let before = f.clone();
+                super::fill_tcp(&mut f);
+                assert_eq!(f, before, "cut {cut} garbled {garble}");
             }
         }
         let mut arp = good.clone();
