@@ -89,9 +89,9 @@ impl Engine {
             let mut dev = SmolDev { rx: None, link: &mut *link };
             self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
             // One scan, after: it sees what came in (a touched bucket) and
-            // what the egress changed (a FIN sent, a timeout, which smoltcp
-            // may apply without sending anything). Before the egress it
-            // would only repeat `scan_dirty`, which ran after the ingest.
+            // what the egress changed (a FIN or an RST sent, TIME-WAIT
+            // ended). Before the egress it would only repeat `scan_dirty`,
+            // which ran after the ingest.
             self.scan(b);
             // Only now: a socket that entered TIME-WAIT has sent its last ACK.
             self.reap_closing(b);
