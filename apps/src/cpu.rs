@@ -1,5 +1,6 @@
 //! CPU-time accounting for benchmarks: what this process or thread used (getrusage), what
-//! another process used (its threads' schedstat run time, or `/proc/<pid>/stat`), and how busy the whole machine was (/proc/stat).
+//! another process used (its threads' schedstat run time, or `/proc/<pid>/stat`), and how
+//! busy the whole machine was (/proc/stat).
 //! The machine view matters for a kernel-bypass stack: softirq work done by the kernel on our
 //! behalf shows up there and in no per-process counter.
 

@@ -222,8 +222,7 @@ pub(crate) struct FrameTable {
     place: Vec<Place>,
     counts: [u32; 4],
     free: Vec<u64>,
-    frame_size: u64,
-    /// log2 of `frame_size` (a power of two, as `Umem::new` checks): the
+    /// log2 of the frame size (a power of two, as `Umem::new` checks): the
     /// frame of an address is a shift and a mask away, not a division,
     /// which on the hot path (several per request) costs tens of cycles each.
     shift: u32,
@@ -240,7 +239,6 @@ impl FrameTable {
             place: vec![Place::Free; frame_count as usize],
             counts: [frame_count, 0, 0, 0],
             free,
-            frame_size: frame_size as u64,
             shift: frame_size.trailing_zeros(),
             errors: 0,
         }
@@ -278,7 +276,7 @@ impl FrameTable {
     /// Returns the frame holding `addr` from `from` to the free list.
     #[inline]
     pub fn free(&mut self, addr: u64, from: Place) -> bool {
-        let base = addr & !(self.frame_size - 1);
+        let base = addr & !((1u64 << self.shift) - 1);
         if self.transition(base, from, Place::Free) {
             self.free.push(base);
             true
@@ -314,10 +312,10 @@ impl FrameTable {
         }
         let mut seen = vec![false; self.place.len()];
         for &a in &self.free {
-            if a % self.frame_size != 0 {
+            if a & ((1u64 << self.shift) - 1) != 0 {
                 return Err(format!("free list entry {a:#x} not frame aligned"));
             }
-            let i = (a / self.frame_size) as usize;
+            let i = (a >> self.shift) as usize;
             if i >= seen.len() || seen[i] || self.place[i] != Place::Free {
                 return Err(format!("free list entry {a:#x} duplicated or not free"));
             }
