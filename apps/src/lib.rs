@@ -15,6 +15,7 @@ use clap::{ArgMatches, Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 pub mod cpu;
+pub mod netrx;
 pub mod plot;
 pub mod stats;
 
@@ -655,13 +656,16 @@ impl<W: Workload> Workload for Progress<W> {
 pub struct CpuSample {
     pub snap: CpuSnapshot,
     pub server: Option<Duration>,
+    /// NET_RX softirq time by context, when the server is watched and [`netrx::install`]ed.
+    pub netrx: Option<netrx::NetRxTimes>,
 }
 
 impl CpuSample {
     pub fn now(server_pid: Option<u32>) -> Option<CpuSample> {
         let snap = CpuSnapshot::now().ok()?;
         let server = server_pid.and_then(|p| pid_cpu(p).ok());
-        Some(CpuSample { snap, server })
+        let netrx = server_pid.and_then(|_| netrx::installed());
+        Some(CpuSample { snap, server, netrx })
     }
 }
 
@@ -731,6 +735,17 @@ impl<W: Workload> Workload for CpuWindow<W> {
 // Results
 // ---------------------------------------------------------------------------------------------
 
+/// NET_RX softirq CPU per request by the process it ran in (microseconds).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct NetRxPerReq {
+    /// In the server's process: on veth, mostly the client's receive of the server's sends.
+    pub in_server: f64,
+    /// In the client's (this) process: the server's receive of its sends.
+    pub in_client: f64,
+    /// Anywhere else (ksoftirqd, interrupts of idle CPUs, other processes): charged to nobody.
+    pub elsewhere: f64,
+}
+
 /// What `rr-bench --json` writes. Latencies are microseconds; CPU figures are CPU time per
 /// request in microseconds (null when unknown) and average cores busy over the measured run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -781,8 +796,16 @@ pub struct BenchResult {
     /// All CPUs of the machine (/proc/stat busy time: includes softirq work and everything
     /// else running).
     pub cpu_us_per_req_machine: Option<f64>,
-    /// The process given by --server-pid (/proc/PID/stat).
+    /// The process given by --server-pid (its threads' run time, /proc/PID/task/*/schedstat).
     pub cpu_us_per_req_server: Option<f64>,
+    /// The same with each side charged its own receive path: minus the NET_RX softirq work
+    /// that ran in the server's process, plus the NET_RX work that ran in this one (see
+    /// [`netrx`]); null without the accountant (not root, --no-netrx).
+    #[serde(default)]
+    pub cpu_us_per_req_server_own_rx: Option<f64>,
+    /// The NET_RX softirq time behind that figure, per request.
+    #[serde(default)]
+    pub netrx_us_per_req: Option<NetRxPerReq>,
     pub cores_client: f64,
     pub cores_machine: f64,
     pub cores_server: Option<f64>,
@@ -863,6 +886,13 @@ impl BenchResult {
             opt(self.cores_server, 2),
             self.cpus
         );
+        if let (Some(own), Some(n)) = (self.cpu_us_per_req_server_own_rx, self.netrx_us_per_req) {
+            let _ = writeln!(
+                s,
+                "  {:<16}{:>10.2}   (server, own receive: NET_RX run in it {:.2}, in the client {:.2}, elsewhere {:.2} us/request)",
+                "  own receive", own, n.in_server, n.in_client, n.elsewhere
+            );
+        }
         s
     }
 }

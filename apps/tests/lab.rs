@@ -135,6 +135,13 @@ fn kernel_server_kernel_and_xsk_clients() {
     let k = run_bench(&lab, &dir, "kernel-client", &args);
     assert_good(&k);
     assert!(k.cpu_us_per_req_server.is_some_and(|c| c > 0.0), "server CPU from /proc/PID/stat: {k:?}");
+    // On veth each side's sends run the other's receive: both processes ran NET_RX work, and
+    // the own-receive figure swaps the two.
+    let n = k.netrx_us_per_req.expect("NET_RX accountant (root)");
+    assert!(n.in_server > 0.0 && n.in_client > 0.0, "{n:?}");
+    let own = k.cpu_us_per_req_server_own_rx.expect("own-receive server CPU");
+    let want = k.cpu_us_per_req_server.unwrap() - n.in_server + n.in_client;
+    assert!((own - want).abs() < 0.01 * want.max(1.0), "{own} vs {want}: {k:?}");
 
     let (_, client_cidr) = dedicated(&lab, 101);
     let mut args = vec![
@@ -251,6 +258,8 @@ fn bench_lab_mode_end_to_end() {
     let r: BenchResult = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_good(&r);
     assert!(r.cpu_us_per_req_server.is_some(), "{r:?}");
+    assert!(r.netrx_us_per_req.is_some_and(|n| n.in_client > 0.0), "the server's receive ran in the client: {r:?}");
+    assert!(r.cpu_us_per_req_server_own_rx.is_some(), "{r:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -19,9 +19,10 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgMatches, Parser};
 
 use apps::cpu::{pid_cpu, CpuUsage};
+use apps::netrx::{own_rx, NetRxTimes};
 use apps::{
     parse_bytes, parse_connect, parse_duration, usage_bail, usage_ensure, warn_ignored, AddrArg, Backend,
-    BenchResult, CpuSample, CpuWindow, KvWorkload, Progress, Service, XskOpts,
+    BenchResult, CpuSample, CpuWindow, KvWorkload, NetRxPerReq, Progress, Service, XskOpts,
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
@@ -133,6 +134,12 @@ struct Args {
     /// /proc/PID/stat. Set automatically in --lab mode.
     #[arg(long, value_name = "PID")]
     server_pid: Option<u32>,
+    /// With --server-pid: do not time the kernel's NET_RX softirqs. By default a tracepoint
+    /// program (needs root) sums them by the process they ran in, to report the server's CPU
+    /// with each side charged its own receive path (`cpu_us_per_req_server_own_rx`): on a
+    /// veth pair the sender's process runs the receiver's whole NET_RX work.
+    #[arg(long)]
+    no_netrx: bool,
     /// Write the results as JSON to this file.
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -394,6 +401,14 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     }
     if let Some(pid) = args.server_pid {
         pid_cpu(pid).with_context(|| format!("--server-pid {pid}: reading its CPU time from /proc/{pid}"))?;
+        if !args.no_netrx {
+            if let Err(e) = apps::netrx::install(pid) {
+                static ONCE: std::sync::Once = std::sync::Once::new();
+                ONCE.call_once(|| {
+                    tracing::warn!("NET_RX accounting unavailable ({e}): no own-receive server CPU figure")
+                });
+            }
+        }
     }
     let before = CpuSample::now(args.server_pid).context("reading CPU counters")?;
     progress.begin("run");
@@ -421,7 +436,8 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     }
     let usage = end.snap.since(&start.snap);
     let server_cpu = start.server.zip(end.server).map(|(a, b)| b.saturating_sub(a));
-    Ok((t, Measured { report, usage, server_cpu, warmup_requests, setup_s: setup.as_secs_f64() }))
+    let netrx = start.netrx.zip(end.netrx).map(|(a, b)| b - a);
+    Ok((t, Measured { report, usage, server_cpu, netrx, warmup_requests, setup_s: setup.as_secs_f64() }))
 }
 
 /// One measured run: the client's report and the CPU counters read around it.
@@ -429,13 +445,15 @@ struct Measured {
     report: ClientReport,
     usage: apps::cpu::CpuUsage,
     server_cpu: Option<Duration>,
+    /// NET_RX softirq time by context over the same window (see `apps::netrx`).
+    netrx: Option<NetRxTimes>,
     warmup_requests: u64,
     setup_s: f64,
 }
 
 impl Measured {
     fn result(&self, args: &Args, plan: &Plan, addr: SocketAddrV4) -> BenchResult {
-        let mut r = make_result(&self.report, args, plan, addr, &self.usage, self.server_cpu);
+        let mut r = make_result(&self.report, args, plan, addr, &self.usage, self.server_cpu, self.netrx);
         r.warmup_requests = self.warmup_requests;
         r.setup_s = self.setup_s;
         r
@@ -558,6 +576,7 @@ fn make_result(
     addr: SocketAddrV4,
     usage: &CpuUsage,
     server_cpu: Option<Duration>,
+    netrx: Option<NetRxTimes>,
 ) -> BenchResult {
     let cores = |d: Duration| {
         let w = usage.wall.as_secs_f64();
@@ -609,6 +628,14 @@ fn make_result(
         cpu_us_per_req_client: per_req(usage.process),
         cpu_us_per_req_machine: per_req(usage.machine.busy),
         cpu_us_per_req_server: server_cpu.and_then(per_req),
+        cpu_us_per_req_server_own_rx: server_cpu.zip(netrx).and_then(|(c, n)| per_req(own_rx(c, n))),
+        netrx_us_per_req: netrx.and_then(|n| {
+            Some(NetRxPerReq {
+                in_server: per_req(n.in_server)?,
+                in_client: per_req(n.in_client)?,
+                elsewhere: per_req(n.elsewhere)?,
+            })
+        }),
         cores_client: cores(usage.process),
         cores_machine: cores(usage.machine.busy),
         cores_server: server_cpu.map(cores),

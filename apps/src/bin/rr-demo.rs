@@ -112,6 +112,13 @@ struct Metrics {
     cpu_us_per_req: f64,
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     cpu_us_per_req_machine: f64,
+    /// Server CPU with each side charged its own receive path (rr-bench's NET_RX accountant:
+    /// on veth the sender's process runs the receiver's softirq work).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    cpu_us_per_req_own_rx: f64,
+    /// The client process (rr-bench, getrusage) over the same window.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    cpu_us_per_req_client: f64,
     /// Cores the client and the server process kept busy (of 2): shows which side saturated.
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     client_cores: f64,
@@ -155,6 +162,8 @@ impl Metrics {
             p999_us: m(|r| r.p999_us),
             cpu_us_per_req: m(|r| r.cpu_us_per_req),
             cpu_us_per_req_machine: m(|r| r.cpu_us_per_req_machine),
+            cpu_us_per_req_own_rx: m(|r| r.cpu_us_per_req_own_rx),
+            cpu_us_per_req_client: m(|r| r.cpu_us_per_req_client),
             client_cores: m(|r| r.client_cores),
             server_cores: m(|r| r.server_cores),
             setup_s: m(|r| r.setup_s),
@@ -481,6 +490,8 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
             p999_us: f("p999_us"),
             cpu_us_per_req: f("cpu_us_per_req_server"),
             cpu_us_per_req_machine: f("cpu_us_per_req_machine"),
+            cpu_us_per_req_own_rx: f("cpu_us_per_req_server_own_rx"),
+            cpu_us_per_req_client: f("cpu_us_per_req_client"),
             client_cores: f("cores_client"),
             server_cores: f("cores_server"),
             setup_s: f("setup_s"),
@@ -662,8 +673,8 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
                     }
                 };
                 println!(
-                    "[{n:>2}/{total}] {:<11} {:<7} {:>8.0} req/s  p50 {:>9.1} us  p99 {:>9.1} us  server cpu {:>5.2} us/req  setup {:>5.2} s  drops {:>5}  retx {:>5}",
-                    row.case, row.backend, row.m.rps, row.m.p50_us, row.m.p99_us, row.m.cpu_us_per_req, row.m.setup_s,
+                    "[{n:>2}/{total}] {:<11} {:<7} {:>8.0} req/s  p50 {:>9.1} us  p99 {:>9.1} us  server cpu {:>5.2} (own rx {:>5.2}) us/req  setup {:>5.2} s  drops {:>5}  retx {:>5}",
+                    row.case, row.backend, row.m.rps, row.m.p50_us, row.m.p99_us, row.m.cpu_us_per_req, row.m.cpu_us_per_req_own_rx, row.m.setup_s,
                     fmt_count(row.m.server_drops), fmt_count(row.m.client_retrans + row.m.server_retrans.max(0.0))
                 );
                 // Every response the client saw was a request the server counted.
@@ -787,11 +798,11 @@ struct PairedCpu {
     at_most_kernel: usize,
 }
 
-fn paired_cpu(rows: &[Row], case: &str) -> Option<PairedCpu> {
+fn paired_cpu(rows: &[Row], case: &str, figure: fn(&Metrics) -> f64) -> Option<PairedCpu> {
     let cpu = |backend: &str, round: usize| {
         rows.iter()
             .find(|r| r.case == case && r.backend == backend && r.round == round)
-            .map(|r| r.m.cpu_us_per_req)
+            .map(|r| figure(&r.m))
             .filter(|c| c.is_finite() && *c > 0.0)
     };
     let mut rounds: Vec<usize> = rows.iter().filter(|r| r.case == case).map(|r| r.round).collect();
@@ -815,9 +826,9 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
     let sums = summaries(rows, cases);
     println!();
     println!(
-        "{:<11} {:>5} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6}",
+        "{:<11} {:>5} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6}",
         "case", "conns", "thr", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9",
-        "xsk cpu", "krn cpu", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx"
+        "xsk cpu", "krn cpu", "ratio", "xsk own", "krn own", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx"
     );
     for case in cases {
         let (Some(x), Some(k)) =
@@ -826,7 +837,7 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
             continue;
         };
         println!(
-            "{:<11} {:>5} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6}",
+            "{:<11} {:>5} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6}",
             case.name,
             case.conns,
             format!("{}/{}", case.client_threads, case.server_threads),
@@ -842,6 +853,9 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
             x.m.cpu_us_per_req,
             k.m.cpu_us_per_req,
             x.m.cpu_us_per_req / k.m.cpu_us_per_req,
+            x.m.cpu_us_per_req_own_rx,
+            k.m.cpu_us_per_req_own_rx,
+            x.m.cpu_us_per_req_own_rx / k.m.cpu_us_per_req_own_rx,
             machine_col(x),
             machine_col(k),
             format!("{:.2}/{:.2}", x.m.client_cores, x.m.server_cores),
@@ -860,6 +874,12 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
         " us per request incl. kernel work in its context, over the measured window (first request to the end of the"
     );
     println!(
+        " duration); own = the same with each side charged its own receive path (server CPU - NET_RX softirq run in"
+    );
+    println!(
+        " it + NET_RX run in the client: on veth the sender's process runs the receiver's softirq; nan without root"
+    );
+    println!(
         " duration); mc = whole machine; c/s = cores kept busy by the client / server process (its CPU time over the"
     );
     println!(" window's wall time, all threads), of {}: a side near its thread count is the bottleneck; s = seconds to set up the connections (not", apps::online_cpus());
@@ -868,13 +888,28 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
     );
     println!(" client's; kernel: both ends); both over warm-up, setup and run. mc n/a: /proc/stat counts busy time in ticks,");
     println!(" which miss short wake-ups on an otherwise idle machine, so it read less than the two processes' own CPU time)");
-    let paired: Vec<PairedCpu> = cases.iter().filter_map(|c| paired_cpu(rows, c.name)).collect();
-    if !paired.is_empty() {
-        // The ratio of medians above mixes rounds run minutes apart; on a
-        // noisy machine the per-round ratio is the steadier figure.
+    let paired: Vec<PairedCpu> =
+        cases.iter().filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req)).collect();
+    let paired_own: Vec<PairedCpu> =
+        cases.iter().filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req_own_rx)).collect();
+    // Whatever either side's kernel does for the other, the two processes together hold it all.
+    let paired_both: Vec<PairedCpu> = cases
+        .iter()
+        .filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req + m.cpu_us_per_req_client))
+        .collect();
+    // The ratio of medians above mixes rounds run minutes apart; on a
+    // noisy machine the per-round ratio is the steadier figure.
+    for (title, list) in [
+        ("server CPU, xsk/kernel per round (each round's two runs back to back):", &paired),
+        ("server CPU with its own receive (own), xsk/kernel per round:", &paired_own),
+        ("server + client processes (the same kernel client for both), xsk/kernel per round:", &paired_both),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
         println!();
-        println!("server CPU, xsk/kernel per round (each round's two runs back to back):");
-        for p in &paired {
+        println!("{title}");
+        for p in list {
             println!(
                 "  {:<11} median {:.2}  range {:.2}-{:.2}  at most the kernel's in {} of {} rounds",
                 p.case, p.median, p.min, p.max, p.at_most_kernel, p.rounds
@@ -883,7 +918,8 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
     }
     let errors: u64 = sums.values().map(|s| s.errors).sum();
     let json = serde_json::json!({
-        "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "paired_cpu": paired, "runs": rows
+        "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "paired_cpu": paired, "paired_cpu_own_rx": paired_own,
+        "paired_cpu_server_and_client": paired_both, "runs": rows
     });
     apps::write_atomically(&out.join("results.json"), &serde_json::to_vec_pretty(&json)?)?;
     let (svg, png) = (out.join("results.svg"), out.join("results.png"));
@@ -1103,12 +1139,15 @@ mod tests {
             // A round without its kernel run is left out.
             row("xsk", "rr-1", 1, 1.0),
         ];
-        let p = paired_cpu(&rows, "open-5k").unwrap();
+        let cpu = |m: &Metrics| m.cpu_us_per_req;
+        let p = paired_cpu(&rows, "open-5k", cpu).unwrap();
         assert_eq!((p.rounds, p.at_most_kernel), (3, 2));
         assert_eq!((p.median, p.min), (1.0, 1.0));
         assert!((p.max - 15.0 / 14.0).abs() < 1e-12);
-        assert_eq!(paired_cpu(&rows, "rr-1"), None, "one complete round is no statistic");
-        assert_eq!(paired_cpu(&rows, "same-16"), None);
+        assert_eq!(paired_cpu(&rows, "rr-1", cpu), None, "one complete round is no statistic");
+        assert_eq!(paired_cpu(&rows, "same-16", cpu), None);
+        // The own-receive figure is unknown in these rows (NaN): no rounds, no statistic.
+        assert_eq!(paired_cpu(&rows, "open-5k", |m| m.cpu_us_per_req_own_rx), None);
     }
 
     #[test]
