@@ -134,7 +134,7 @@ fn kernel_server_kernel_and_xsk_clients() {
     args.extend_from_slice(LOAD);
     let k = run_bench(&lab, &dir, "kernel-client", &args);
     assert_good(&k);
-    assert!(k.cpu_us_per_req_server.is_some_and(|c| c > 0.0), "server CPU from /proc/PID/stat: {k:?}");
+    assert!(k.cpu_us_per_req_server.is_some_and(|c| c > 0.0), "server CPU from its schedstat: {k:?}");
     // On veth each side's sends run the other's receive: both processes ran NET_RX work, and
     // the own-receive figure swaps the two.
     let n = k.netrx_us_per_req.expect("NET_RX accountant (root)");

@@ -130,11 +130,11 @@ struct Args {
     /// kv: keys per connection.
     #[arg(long, value_name = "N", default_value_t = 16)]
     kv_keys: u64,
-    /// Also report the CPU time of this process (the server) per request, from
-    /// /proc/PID/stat. Set automatically in --lab mode.
+    /// Also report the CPU time of this process (the server) per request, from its
+    /// threads' schedstat run time. Set automatically in --lab mode.
     #[arg(long, value_name = "PID")]
     server_pid: Option<u32>,
-    /// With --server-pid: do not time the kernel's NET_RX softirqs. By default a tracepoint
+    /// With --server-pid: do not time the kernel's NET_RX softirqs. By default a raw tracepoint
     /// program (needs root) sums them by the process they ran in, to report the server's CPU
     /// with each side charged its own receive path (`cpu_us_per_req_server_own_rx`): on a
     /// veth pair the sender's process runs the receiver's whole NET_RX work.
