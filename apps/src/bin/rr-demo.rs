@@ -35,6 +35,12 @@ Prints one line per run, then a table of medians with the xsk/kernel ratios, and
 plot), and logs/ with each server's and client's output and JSON per run. A server that
 fails to start is reported with the last lines of its log.
 
+CPU: `cpu` is the server process's CPU time per request; on veth that holds the client's
+receive path (veth runs the receiver's softirq in the sender's send call) and not the
+server's own. `own` charges each side its own receive (rr-bench times NET_RX softirqs by
+the process they ran in; root). Per-round xsk/kernel ratios follow the table for both, and
+for the server and client processes together.
+
 Exit status: 0 ok, 1 a run failed or the counters disagree, 2 bad command line.
 
 Logging: each server's setup log (device tuning, XDP attach, kernel knobs; level info) is in
