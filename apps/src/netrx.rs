@@ -15,10 +15,10 @@
 //! and charged to nobody.
 
 use std::ops::Sub;
-use std::sync::{Mutex, Once, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, PrintLevel};
+use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
 /// The compiled program, 8-byte aligned for libelf.
 #[repr(C, align(8))]
@@ -62,7 +62,8 @@ impl NetRx {
     /// Load and attach the program, counting NET_RX time in `server`'s and `client`'s
     /// processes (tgids). Needs CAP_BPF and CAP_PERFMON (root).
     pub fn attach(server: u32, client: u32) -> Result<NetRx, libbpf_rs::Error> {
-        quiet_libbpf();
+        // libbpf prints its progress on stderr by default: to tracing, as xsk-io does.
+        xsk_io::steer::route_libbpf_logs();
         let obj = ObjectBuilder::default()
             .name("netrx")
             .and_then(|b| b.open_memory(&NETRX_OBJ.0))
@@ -118,20 +119,6 @@ fn ns(value: &[u8]) -> u64 {
 
 fn missing(what: &str) -> libbpf_rs::Error {
     libbpf_rs::Error::from(std::io::Error::new(std::io::ErrorKind::NotFound, format!("netrx.bpf.o has no {what}")))
-}
-
-/// libbpf prints its own progress on stderr by default; keep it at debug level.
-fn quiet_libbpf() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        fn to_tracing(level: PrintLevel, msg: String) {
-            match level {
-                PrintLevel::Warn | PrintLevel::Info => tracing::debug!(target: "libbpf", "{}", msg.trim_end()),
-                PrintLevel::Debug => tracing::trace!(target: "libbpf", "{}", msg.trim_end()),
-            }
-        }
-        libbpf_rs::set_print(Some((PrintLevel::Debug, to_tracing)));
-    });
 }
 
 #[cfg(test)]

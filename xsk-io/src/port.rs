@@ -667,8 +667,7 @@ impl Port {
     // ---- accounting -------------------------------------------------------
 
     fn base(&self, addr: u64) -> u64 {
-        // Frame sizes are powers of two (`Umem::new`): a mask, not a division.
-        addr & !(self.umem.frame_size() as u64 - 1)
+        self.umem.frame_base(addr)
     }
 
     /// Where the frames are now (reads the kernel's ring indices).
@@ -727,8 +726,7 @@ pub struct TxHalf<'a> {
 
 impl TxHalf<'_> {
     fn base(&self, addr: u64) -> u64 {
-        // Frame sizes are powers of two (`Umem::new`): a mask, not a division.
-        addr & !(self.umem.frame_size() as u64 - 1)
+        self.umem.frame_base(addr)
     }
 
     /// Whether a frame could be sent now: a TX slot and a frame are free

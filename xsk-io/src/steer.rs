@@ -786,8 +786,9 @@ fn driver_name(ifname: &str) -> Option<String> {
 // libbpf logging
 
 /// Route libbpf's messages to `tracing` (debug level, target `libbpf`)
-/// instead of stderr. Process-wide; installed once.
-fn route_libbpf_logs() {
+/// instead of stderr. Process-wide; installed once. Public for the other
+/// BPF programs of the workspace (the benchmarks' NET_RX accountant).
+pub fn route_libbpf_logs() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         fn to_tracing(level: PrintLevel, msg: String) {

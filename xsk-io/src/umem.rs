@@ -169,10 +169,17 @@ impl Umem {
         f.addr
     }
 
+    /// Start of the UMEM frame holding offset `addr`. Frame sizes are powers
+    /// of two (`Umem::new` checks): a mask, not a division.
+    #[inline]
+    pub fn frame_base(&self, addr: u64) -> u64 {
+        addr & !(self.cfg.frame_size as u64 - 1)
+    }
+
     /// Bytes from the frame's data start ([`Frame::addr`]) to the end of its
     /// UMEM frame: the most a frame built in [`buf_mut`](Self::buf_mut) can hold.
     pub fn capacity(&self, f: &Frame) -> usize {
-        (self.cfg.frame_size as u64 - (f.addr & (self.cfg.frame_size as u64 - 1))) as usize
+        (self.frame_base(f.addr) + self.cfg.frame_size as u64 - f.addr) as usize
     }
 
     fn check(&self, f: &Frame) {
