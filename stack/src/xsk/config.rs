@@ -7,6 +7,7 @@ use std::time::Duration;
 use xsk_io::port::{PortConfig, PortError};
 
 use super::faults::Faults;
+use super::recovery::Recovery;
 
 /// Which IPv4 address the stack uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +98,8 @@ pub struct XskConfig {
     pub partial_csum: PartialCsum,
     /// Congestion control.
     pub congestion: Congestion,
+    /// Loss recovery: retransmission timeout bounds, tail-loss probe.
+    pub recovery: Recovery,
     /// Frames taken from the RX ring per loop iteration at most.
     pub rx_batch: usize,
     /// Let the peers' pure ACKs wait, while the stack sleeps and no socket
@@ -133,6 +136,7 @@ impl XskConfig {
             half_open_bytes: 64 << 20,
             partial_csum: PartialCsum::Auto,
             congestion: Congestion::Cubic,
+            recovery: Recovery::default(),
             rx_batch: 128,
             defer_acks: true,
             faults: Faults::default(),

@@ -55,6 +55,7 @@ mod drops;
 mod engine;
 pub mod faults;
 mod open;
+mod recovery;
 pub mod testing;
 
 pub use acks::AckStats;
@@ -63,6 +64,7 @@ pub use device::DeviceStats;
 pub use drops::{DropReason, DropStats};
 pub use engine::EngineStats;
 pub use faults::Faults;
+pub use recovery::{Recovery, RecoveryStats};
 
 pub use driver::XskTransport;
 

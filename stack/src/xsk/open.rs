@@ -98,6 +98,7 @@ impl XskTransport {
             fin_timeout: cfg.fin_timeout,
             half_open_bytes: cfg.half_open_bytes,
             congestion: cfg.congestion,
+            recovery: cfg.recovery,
             accept_partial_csum: accept_partial,
             seed: seed(),
         };

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::xsk::config::Congestion;
 use crate::xsk::drops::DropStats;
+use crate::xsk::recovery::{Recovery, RecoveryStats};
 
 /// What the engine is configured with (the protocol part of `XskConfig`).
 #[derive(Clone, Debug)]
@@ -37,6 +38,7 @@ pub(crate) struct EngineConfig {
     /// Memory that half-open connections may hold (their socket buffers).
     pub(crate) half_open_bytes: usize,
     pub(crate) congestion: Congestion,
+    pub(crate) recovery: Recovery,
     /// Accept TCP checksums left partial by a local sender's offload.
     pub(crate) accept_partial_csum: bool,
     pub(crate) seed: u64,
@@ -51,6 +53,8 @@ pub struct EngineStats {
     pub rx_partial_csum: u64,
     /// Frames not given to a socket, by reason.
     pub drops: DropStats,
+    /// Retransmissions, tail-loss probes, and those found spurious.
+    pub recovery: RecoveryStats,
     /// Incoming connections accepted.
     pub accepted: u64,
     /// Outgoing connections established.

@@ -47,6 +47,7 @@ impl Engine {
         let lport = lport.ok_or(TransportError::Exhausted("ephemeral ports the kernel does not use"))?;
         let b = bucket_of(*addr.ip(), addr.port(), lport, self.buckets.len());
         let mut s = self.new_socket();
+        self.seed_ack_delay(&mut s, *addr.ip());
         let remote = IpEndpoint::new((*addr.ip()).into(), addr.port());
         if let Err(e) = s.connect(self.iface.context(), remote, (self.cfg.addr, lport)) {
             self.ports.release(lport);
@@ -138,6 +139,7 @@ impl Engine {
         let Some(c) = self.conns.remove(conn) else { return };
         let b = c.bucket as usize;
         let bucket = &mut self.buckets[b];
+        Self::note_delayer(&mut self.delayers, &self.cfg, bucket.sockets.get::<tcp::Socket>(c.handle));
         if let Some(i) = bucket.members.iter().position(|m| *m == conn) {
             bucket.members.swap_remove(i);
         }

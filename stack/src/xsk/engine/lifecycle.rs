@@ -4,7 +4,8 @@ use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 
-use super::{Conn, Engine};
+use super::delayers::Delayers;
+use super::{Conn, Engine, EngineConfig};
 use crate::transport::Event;
 use crate::xsk::config::Congestion;
 use crate::xsk::drops::DropReason;
@@ -39,10 +40,36 @@ impl Engine {
             Congestion::Reno => tcp::CongestionControl::Reno,
             Congestion::Cubic => tcp::CongestionControl::Cubic,
         });
+        // Kept by smoltcp across reuse, so pooled sockets have them too.
+        s.set_rto_config(self.cfg.recovery.rto_config());
+        s.set_tail_loss_probe(self.cfg.recovery.tail_loss_probe());
         s
     }
 
+    /// A connection to `ip` starts with the allowance an earlier one learned
+    /// (see `delayers`).
+    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::Ipv4Addr) {
+        if self.delayers.delays(ip) {
+            s.set_tail_loss_probe_ack_delay(self.cfg.recovery.ack_delay_max.into());
+        }
+    }
+
+    /// Remembers the peer of `s` if the connection learned that it delays
+    /// its ACKs. Called while the socket still knows its peer: when the
+    /// application closes it, and when it is recycled.
+    pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineConfig, s: &tcp::Socket<'static>) {
+        if let (Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }), Some(d)) =
+            (s.remote_endpoint(), s.tail_loss_probe_ack_delay())
+        {
+            if d > cfg.recovery.ack_delay.into() {
+                delayers.remember(ip);
+            }
+        }
+    }
+
     pub(super) fn recycle(&mut self, mut s: tcp::Socket<'static>) {
+        Self::note_delayer(&mut self.delayers, &self.cfg, &s);
+        self.stats.recovery.add(s.take_recovery_stats());
         s.abort();
         self.stats.recycled += 1;
         if self.pool.len() < POOL_MAX {
@@ -138,6 +165,14 @@ impl Engine {
                 _ => {
                     self.buckets[b].embryos.swap_remove(k);
                     self.embryos -= 1;
+                    if let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) =
+                        self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint()
+                    {
+                        if self.delayers.delays(ip) {
+                            let d = self.cfg.recovery.ack_delay_max.into();
+                            self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
+                        }
+                    }
                     let conn = Conn {
                         bucket: b as u32,
                         handle: h,

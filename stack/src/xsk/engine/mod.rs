@@ -14,6 +14,7 @@
 mod bucket;
 mod config;
 mod connections;
+mod delayers;
 mod egress;
 mod ingest;
 mod lifecycle;
@@ -75,6 +76,8 @@ pub(crate) struct Engine {
     /// Keep `eager` up to date (deferred ACKs are on): a pass over each
     /// egressed bucket's sockets, which nobody else needs.
     track_acks: bool,
+    /// Peers known to delay their ACKs (tail-loss probe allowance).
+    delayers: delayers::Delayers,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -119,6 +122,7 @@ impl Engine {
             taught: neighbours::Taught::default(),
             eager: 0,
             track_acks: false,
+            delayers: delayers::Delayers::default(),
             cfg,
         }
     }
@@ -143,6 +147,15 @@ impl Engine {
         s.listening = self.buckets.iter().map(|b| b.listeners.len()).sum();
         s.half_open = self.embryos;
         s.connections = self.conns.len();
+        // Live sockets' counters; recycled ones were added as they went.
+        for b in &self.buckets {
+            for (_, sock) in b.sockets.iter() {
+                #[allow(irrefutable_let_patterns)]
+                if let smoltcp::socket::Socket::Tcp(t) = sock {
+                    s.recovery.add(t.recovery_stats());
+                }
+            }
+        }
         s
     }
 
@@ -160,5 +173,7 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod recovery_tests;
 #[cfg(test)]
 mod tests;

@@ -101,6 +101,7 @@ pub(crate) fn config(addr: Ipv4Addr) -> EngineConfig {
         fin_timeout: Duration::from_secs(60),
         half_open_bytes: 64 << 20,
         congestion: Congestion::Cubic,
+        recovery: crate::xsk::Recovery::default(),
         accept_partial_csum: false,
         seed: 1,
     }

@@ -138,25 +138,106 @@ impl fmt::Display for State {
     }
 }
 
+// [xsk-stack patch: rto-us] The estimator keeps microseconds (was milliseconds), so
+// sub-millisecond RTTs count; the defaults below are unchanged, only their unit.
+
 /// RFC 6298: (2.1) Until a round-trip time (RTT) measurement has been made for a
 /// segment sent between the sender and receiver, the sender SHOULD
 /// set RTO <- 1 second,
-const RTTE_INITIAL_RTO: u32 = 1000;
+const RTTE_INITIAL_RTO: u32 = 1_000_000;
 
 // Minimum "safety margin" for the RTO that kicks in when the
 // variance gets very low.
-const RTTE_MIN_MARGIN: u32 = 5;
+const RTTE_MIN_MARGIN: u32 = 5_000;
 
 /// K, according to RFC 6298
 const RTTE_K: u32 = 4;
 
 // RFC 6298 (2.4): Whenever RTO is computed, if it is less than 1 second, then the
 // RTO SHOULD be rounded up to 1 second.
-const RTTE_MIN_RTO: u32 = 1000;
+const RTTE_MIN_RTO: u32 = 1_000_000;
 
 // RFC 6298 (2.5) A maximum value MAY be placed on RTO provided it is at least 60
 // seconds
-const RTTE_MAX_RTO: u32 = 60_000;
+const RTTE_MAX_RTO: u32 = 60_000_000;
+
+/// [xsk-stack patch: rto-bounds] Bounds and start value of a socket's retransmission
+/// timeout. The default is RFC 6298's (and smoltcp's): 1 s to 60 s, starting at 1 s.
+/// Links with sub-millisecond round trips want a far lower floor (Linux: 200 ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RtoConfig {
+    /// The RTO is never below this.
+    pub min: Duration,
+    /// Nor above this, also when backing off.
+    pub max: Duration,
+    /// The RTO before the first RTT sample (clamped to `min..=max`).
+    pub initial: Duration,
+}
+
+impl Default for RtoConfig {
+    fn default() -> Self {
+        Self {
+            min: Duration::from_micros(RTTE_MIN_RTO as u64),
+            max: Duration::from_micros(RTTE_MAX_RTO as u64),
+            initial: Duration::from_micros(RTTE_INITIAL_RTO as u64),
+        }
+    }
+}
+
+fn duration_to_micros_u32(d: Duration) -> u32 {
+    d.total_micros().min(u32::MAX as u64) as u32
+}
+
+/// [xsk-stack patch: tail-loss-probe] A tail-loss probe (RFC 8985, section 7): when the
+/// last segment of a flight has gone unacknowledged for PTO = 2 SRTT plus an
+/// allowance, it is sent again once, without backing off the RTO or counting a
+/// congestion loss, so that a lone lost segment (one no duplicate ACK can reveal) is
+/// recovered in about two round trips instead of an RTO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TailLossProbe {
+    /// Added to 2 SRTT when at most one segment is in flight, which a peer may hold
+    /// its ACK for (delayed ACK). Used until the peer shows a probe was spurious.
+    pub ack_delay: Duration,
+    /// The allowance after a probe was found spurious (D-SACK, or an ACK sent before
+    /// the probe could have arrived): the peer delays its ACKs. RFC 8985's WCDelAckT
+    /// is 200 ms.
+    pub ack_delay_max: Duration,
+}
+
+/// PTO allowance when more than one segment is in flight (RFC 8985: 2 ms).
+const TLP_MULTI_SEGMENT_ALLOWANCE: Duration = Duration::from_millis(2);
+
+/// [xsk-stack patch: recovery-stats] What a socket's loss recovery did. Not cleared by
+/// `abort`, `close` or a new `listen`/`connect`: read it with
+/// [`Socket::take_recovery_stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RecoveryStats {
+    /// Retransmission timeouts.
+    pub rto_retransmits: u32,
+    /// Fast retransmits (three duplicate ACKs).
+    pub fast_retransmits: u32,
+    /// Tail-loss probes sent.
+    pub tail_probes: u32,
+    /// Timeouts and fast retransmits the peer showed were not needed: a D-SACK for
+    /// their range, or an ACK of it sent before they could have arrived.
+    pub spurious_retransmits: u32,
+    /// Tail-loss probes the peer showed were not needed, likewise.
+    pub spurious_probes: u32,
+}
+
+/// A retransmitted range and when it was sent, kept to tell later whether it was
+/// needed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+struct Resent {
+    start: TcpSeqNumber,
+    end: TcpSeqNumber,
+    at: Instant,
+    probe: bool,
+}
 
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -173,38 +254,77 @@ struct RttEstimator {
     timestamp: Option<(Instant, TcpSeqNumber)>,
     max_seq_sent: Option<TcpSeqNumber>,
     rto_count: u8,
+    /// [xsk-stack patch: rto-bounds] this socket's RTO bounds, microseconds.
+    min_rto: u32,
+    max_rto: u32,
+    /// The smallest RTT sample, microseconds (u32::MAX before the first).
+    min_rtt: u32,
 }
 
 impl Default for RttEstimator {
     fn default() -> Self {
-        Self {
-            have_measurement: false,
-            srtt: 0,   // ignored, will be overwritten on first measurement.
-            rttvar: 0, // ignored, will be overwritten on first measurement.
-            rto: RTTE_INITIAL_RTO,
-            timestamp: None,
-            max_seq_sent: None,
-            rto_count: 0,
-        }
+        Self::new(RtoConfig::default())
     }
 }
 
 impl RttEstimator {
-    fn retransmission_timeout(&self) -> Duration {
-        Duration::from_millis(self.rto as _)
+    fn new(config: RtoConfig) -> Self {
+        let min_rto = duration_to_micros_u32(config.min).max(1);
+        let max_rto = duration_to_micros_u32(config.max).max(min_rto);
+        Self {
+            have_measurement: false,
+            srtt: 0,   // ignored, will be overwritten on first measurement.
+            rttvar: 0, // ignored, will be overwritten on first measurement.
+            rto: duration_to_micros_u32(config.initial).clamp(min_rto, max_rto),
+            timestamp: None,
+            max_seq_sent: None,
+            rto_count: 0,
+            min_rto,
+            max_rto,
+            min_rtt: u32::MAX,
+        }
     }
 
+    /// New bounds; the RTO is computed again from what was measured (or starts over).
+    fn set_config(&mut self, config: RtoConfig) {
+        let mut fresh = Self::new(config);
+        if self.have_measurement {
+            fresh.have_measurement = true;
+            fresh.srtt = self.srtt;
+            fresh.rttvar = self.rttvar;
+            fresh.min_rtt = self.min_rtt;
+            fresh.rto = (self.srtt + RTTE_MIN_MARGIN.max(self.rttvar * RTTE_K))
+                .clamp(fresh.min_rto, fresh.max_rto);
+        }
+        fresh.timestamp = self.timestamp;
+        fresh.max_seq_sent = self.max_seq_sent;
+        *self = fresh;
+    }
+
+    fn retransmission_timeout(&self) -> Duration {
+        Duration::from_micros(self.rto as _)
+    }
+
+    /// Smoothed RTT in milliseconds (0 before the first sample).
     #[cfg(feature = "socket-tcp-cubic")]
     fn smoothed_rtt(&self) -> u32 {
-        if self.have_measurement { self.srtt } else { 0 }
+        if self.have_measurement { self.srtt / 1000 } else { 0 }
+    }
+
+    /// Smoothed RTT, if measured.
+    fn srtt(&self) -> Option<Duration> {
+        self.have_measurement
+            .then(|| Duration::from_micros(self.srtt as u64))
     }
 
     fn sample(&mut self, new_rtt: u32) {
+        self.min_rtt = self.min_rtt.min(new_rtt);
         if self.have_measurement {
             // RFC 6298 (2.3) When a subsequent RTT measurement R' is made, a host MUST set (...)
-            let diff = (self.srtt as i32 - new_rtt as i32).unsigned_abs();
-            self.rttvar = (self.rttvar * 3 + diff).div_ceil(4);
-            self.srtt = (self.srtt * 7 + new_rtt).div_ceil(8);
+            // u64: microsecond values times 7 can pass u32 (RTTs over ~10 minutes).
+            let diff = (self.srtt as i64 - new_rtt as i64).unsigned_abs();
+            self.rttvar = ((self.rttvar as u64 * 3 + diff).div_ceil(4)).min(u32::MAX as u64) as u32;
+            self.srtt = ((self.srtt as u64 * 7 + new_rtt as u64).div_ceil(8)) as u32;
         } else {
             // RFC 6298 (2.2) When the first RTT measurement R is made, the host MUST set (...)
             self.have_measurement = true;
@@ -213,8 +333,8 @@ impl RttEstimator {
         }
 
         // RFC 6298 (2.2), (2.3)
-        let margin = RTTE_MIN_MARGIN.max(self.rttvar * RTTE_K);
-        self.rto = (self.srtt + margin).clamp(RTTE_MIN_RTO, RTTE_MAX_RTO);
+        let margin = RTTE_MIN_MARGIN.max(self.rttvar.saturating_mul(RTTE_K));
+        self.rto = self.srtt.saturating_add(margin).clamp(self.min_rto, self.max_rto);
 
         self.rto_count = 0;
 
@@ -245,7 +365,8 @@ impl RttEstimator {
         if let Some((sent_timestamp, sent_seq)) = self.timestamp
             && seq >= sent_seq
         {
-            self.sample((timestamp - sent_timestamp).total_millis() as u32);
+            let rtt = (timestamp - sent_timestamp).total_micros();
+            self.sample(rtt.min(u32::MAX as u64) as u32);
             self.timestamp = None;
         }
     }
@@ -254,7 +375,7 @@ impl RttEstimator {
         // RFC 6298 (5.5) The host MUST set RTO <- RTO * 2 ("back off the timer").  The
         // maximum value discussed in (2.5) above may be used to provide
         // an upper bound to this doubling operation.
-        self.rto = (self.rto * 2).min(RTTE_MAX_RTO);
+        self.rto = self.rto.saturating_mul(2).min(self.max_rto);
         tcp_trace!("rtte: doubling rto to {:?}", self.rto);
 
         // RFC 6298: a TCP implementation MAY clear SRTT and RTTVAR after
@@ -406,7 +527,7 @@ impl Timer {
 
     fn rewind_zero_window_probe(&mut self, timestamp: Instant) {
         if let Timer::ZeroWindowProbe { mut delay, .. } = *self {
-            delay = (delay * 2).min(Duration::from_millis(RTTE_MAX_RTO as _));
+            delay = (delay * 2).min(Duration::from_micros(RTTE_MAX_RTO as _));
             *self = Timer::ZeroWindowProbe {
                 expires_at: timestamp + delay,
                 delay,
@@ -524,6 +645,22 @@ pub struct Socket<'a> {
     /// If a fast retransmit needs to occur
     pending_fast_retransmit: bool,
 
+    // [xsk-stack patch] Loss recovery settings, kept across `reset`, and state.
+    rto_config: RtoConfig,
+    tail_probe: Option<TailLossProbe>,
+    /// The PTO allowance for one segment in flight: `tail_probe.ack_delay`, raised to
+    /// `ack_delay_max` once a probe was found spurious.
+    tlp_ack_delay: Duration,
+    /// When the tail-loss probe fires, if armed.
+    tlp_at: Option<Instant>,
+    /// A probe is out: the highest sequence number sent when it was sent. No other
+    /// probe until an ACK reaches it (RFC 8985 7.3).
+    tlp_high: Option<TcpSeqNumber>,
+    /// The last retransmission (timeout, fast retransmit or probe), to tell whether it
+    /// was needed.
+    resent: Option<Resent>,
+    recovery_stats: RecoveryStats,
+
     /// Duration for Delayed ACK. If None no ACKs will be delayed.
     ack_delay: Option<Duration>,
     /// Delayed ack timer. If set, packets containing exclusively
@@ -614,6 +751,13 @@ impl<'a> Socket<'a> {
             local_rx_last_seq: None,
             local_rx_dup_acks: 0,
             pending_fast_retransmit: false,
+            rto_config: RtoConfig::default(),
+            tail_probe: None,
+            tlp_ack_delay: Duration::ZERO,
+            tlp_at: None,
+            tlp_high: None,
+            resent: None,
+            recovery_stats: RecoveryStats::default(),
             ack_delay: Some(ACK_DELAY_DEFAULT),
             ack_delay_timer: AckDelayTimer::Idle,
             challenge_ack_timer: Instant::from_secs(0),
@@ -630,6 +774,70 @@ impl<'a> Socket<'a> {
             #[cfg(feature = "socket-tcp-pause-synack")]
             synack_paused: false,
         }
+    }
+
+    /// [xsk-stack patch: rto-bounds] Sets the bounds and the start value of the
+    /// retransmission timeout (default: [`RtoConfig::default`], RFC 6298's 1 s to 60 s).
+    /// Kept when the socket is reused; an RTO already measured is clamped anew.
+    pub fn set_rto_config(&mut self, config: RtoConfig) {
+        self.rto_config = config;
+        self.rtte.set_config(config);
+    }
+
+    /// Returns the retransmission timeout's bounds and start value.
+    pub fn rto_config(&self) -> RtoConfig {
+        self.rto_config
+    }
+
+    /// Returns the current retransmission timeout.
+    pub fn retransmission_timeout(&self) -> Duration {
+        self.rtte.retransmission_timeout()
+    }
+
+    /// Returns the smoothed round-trip time, once measured.
+    pub fn smoothed_rtt(&self) -> Option<Duration> {
+        self.rtte.srtt()
+    }
+
+    /// [xsk-stack patch: tail-loss-probe] Enables (`Some`) or disables (`None`, the
+    /// default) the tail-loss probe. Kept when the socket is reused; the allowance
+    /// starts again at `ack_delay` then.
+    pub fn set_tail_loss_probe(&mut self, probe: Option<TailLossProbe>) {
+        self.tail_probe = probe;
+        self.tlp_ack_delay = probe.map_or(Duration::ZERO, |p| p.ack_delay);
+        if probe.is_none() {
+            self.tlp_at = None;
+        }
+    }
+
+    /// Returns the tail-loss probe's settings, if enabled.
+    pub fn tail_loss_probe(&self) -> Option<TailLossProbe> {
+        self.tail_probe
+    }
+
+    /// Returns the allowance this connection now adds for one segment in flight: the
+    /// configured `ack_delay`, or `ack_delay_max` once a probe was found spurious.
+    pub fn tail_loss_probe_ack_delay(&self) -> Option<Duration> {
+        self.tail_probe.map(|_| self.tlp_ack_delay)
+    }
+
+    /// Sets this connection's allowance (for example what an earlier connection to
+    /// the same peer learned), at most `ack_delay_max`.
+    pub fn set_tail_loss_probe_ack_delay(&mut self, ack_delay: Duration) {
+        if let Some(p) = self.tail_probe {
+            self.tlp_ack_delay = ack_delay.min(p.ack_delay_max);
+        }
+    }
+
+    /// [xsk-stack patch: recovery-stats] Returns what loss recovery did since the last
+    /// [`take_recovery_stats`](Self::take_recovery_stats).
+    pub fn recovery_stats(&self) -> RecoveryStats {
+        self.recovery_stats
+    }
+
+    /// Returns what loss recovery did and clears the counters.
+    pub fn take_recovery_stats(&mut self) -> RecoveryStats {
+        mem::take(&mut self.recovery_stats)
     }
 
     /// Enable or disable TCP Timestamp.
@@ -907,7 +1115,11 @@ impl<'a> Socket<'a> {
 
         self.state = State::Closed;
         self.timer = Timer::new();
-        self.rtte = RttEstimator::default();
+        self.rtte = RttEstimator::new(self.rto_config);
+        self.tlp_ack_delay = self.tail_probe.map_or(Duration::ZERO, |p| p.ack_delay);
+        self.tlp_at = None;
+        self.tlp_high = None;
+        self.resent = None;
         self.assembler = Assembler::new();
         self.tx_buffer.clear();
         self.rx_buffer.clear();
@@ -1398,6 +1610,86 @@ impl<'a> Socket<'a> {
         self.remote_last_seq - self.local_seq_no
     }
 
+    /// [xsk-stack patch] The largest payload a segment carries (as `seq_to_transmit`
+    /// and `dispatch` compute it).
+    fn effective_mss(&self, cx: &mut Context) -> usize {
+        let ip_header_len = match self.tuple.map(|t| t.local.addr) {
+            #[cfg(feature = "proto-ipv6")]
+            Some(IpAddress::Ipv6(_)) => crate::wire::IPV6_HEADER_LEN,
+            #[cfg(feature = "proto-ipv4")]
+            _ => crate::wire::IPV4_HEADER_LEN,
+            #[cfg(not(feature = "proto-ipv4"))]
+            _ => crate::wire::IPV6_HEADER_LEN,
+        };
+        let options_len = if self.tsval_generator.is_some() { 12 } else { 0 };
+        let local_mss = cx.ip_mtu() - ip_header_len - TCP_HEADER_LEN;
+        local_mss.min(self.remote_mss).saturating_sub(options_len).max(1)
+    }
+
+    /// [xsk-stack patch: tail-loss-probe] (Re)arms the probe for the current flight:
+    /// PTO = 2 SRTT + the allowance, if that comes before the RTO (RFC 8985 7.2).
+    fn arm_tail_probe(&mut self, cx: &mut Context) {
+        self.tlp_at = None;
+        if self.tail_probe.is_none() || self.tlp_high.is_some() {
+            return;
+        }
+        if !matches!(
+            self.state,
+            State::Established | State::CloseWait | State::FinWait1 | State::Closing | State::LastAck
+        ) {
+            return;
+        }
+        let in_flight = self.flight_size();
+        // Before the first RTT sample the RTO (its start value) does the job.
+        let (true, Some(srtt)) = (in_flight > 0, self.rtte.srtt()) else {
+            return;
+        };
+        let Timer::Retransmit { expires_at } = self.timer else {
+            return;
+        };
+        let allowance = if in_flight <= self.effective_mss(cx) {
+            self.tlp_ack_delay
+        } else {
+            TLP_MULTI_SEGMENT_ALLOWANCE
+        };
+        let at = cx.now() + srtt + srtt + allowance;
+        if at < expires_at {
+            self.tlp_at = Some(at);
+        }
+    }
+
+    /// [xsk-stack patch: recovery-stats] Whether this ACK shows that the last
+    /// retransmission was not needed: a D-SACK for its range (RFC 2883), or an ACK
+    /// of all of it that arrived sooner than half the smallest RTT after it was
+    /// sent (so the peer sent it before the retransmission could reach it).
+    fn check_spurious(&mut self, now: Instant, ack_number: TcpSeqNumber, repr: &TcpRepr) {
+        let Some(resent) = self.resent else { return };
+        let dsack = repr.sack_ranges[0].is_some_and(|(left, right)| {
+            let (left, right) = (TcpSeqNumber(left as i32), TcpSeqNumber(right as i32));
+            let below_ack = right <= ack_number;
+            let inside_second = repr.sack_ranges[1].is_some_and(|(l2, r2)| {
+                TcpSeqNumber(l2 as i32) <= left && right <= TcpSeqNumber(r2 as i32)
+            });
+            (below_ack || inside_second) && left < resent.end && resent.start < right
+        });
+        let early = ack_number >= resent.end
+            && self.rtte.min_rtt != u32::MAX
+            && now < resent.at + Duration::from_micros(self.rtte.min_rtt as u64 / 2);
+        if !(dsack || early) {
+            return;
+        }
+        self.resent = None;
+        if resent.probe {
+            self.recovery_stats.spurious_probes += 1;
+            // The peer held its ACK longer than the allowance: it delays ACKs.
+            if let Some(p) = self.tail_probe {
+                self.tlp_ack_delay = self.tlp_ack_delay.max(p.ack_delay_max);
+            }
+        } else {
+            self.recovery_stats.spurious_retransmits += 1;
+        }
+    }
+
     fn cwnd_remaining(&self) -> usize {
         self.congestion_controller
             .inner()
@@ -1824,7 +2116,17 @@ impl<'a> Socket<'a> {
                             TcpControl::None | TcpControl::Psh | TcpControl::Fin
                         )
                     {
-                        return Some(self.ack_reply(ip_repr, repr));
+                        let (mut ip_reply, mut reply) = self.ack_reply(ip_repr, repr);
+                        // [xsk-stack patch: dsack] A segment we already have is reported
+                        // in the first SACK block (D-SACK, RFC 2883), so that its sender
+                        // can tell the retransmission was not needed.
+                        if self.remote_has_sack && segment_end <= window_start {
+                            let r = reply.sack_ranges;
+                            reply.sack_ranges =
+                                [Some((segment_start.0 as u32, segment_end.0 as u32)), r[0], r[1]];
+                            ip_reply.set_payload_len(reply.buffer_len());
+                        }
+                        return Some((ip_reply, reply));
                     }
 
                     return self.challenge_ack_reply(cx, ip_repr, repr);
@@ -2089,6 +2391,12 @@ impl<'a> Socket<'a> {
         }
 
         if let Some(ack_number) = repr.ack_number {
+            // [xsk-stack patch] Was the last retransmission needed? Is the probe answered?
+            self.check_spurious(cx.now(), ack_number, repr);
+            if self.tlp_high.is_some_and(|high| ack_number >= high) {
+                self.tlp_high = None;
+            }
+
             // TODO: When flow control is implemented,
             // refractor the following block within that implementation
 
@@ -2187,6 +2495,15 @@ impl<'a> Socket<'a> {
                 self.timer.set_for_idle(cx.now(), self.keep_alive);
             }
             _ => {}
+        }
+
+        // [xsk-stack patch: tail-loss-probe] The probe follows the retransmission timer:
+        // off once everything is acknowledged, re-armed from now when an ACK moves the
+        // flight along (RFC 8985 7.2).
+        if ack_all || !self.timer.is_retransmit() {
+            self.tlp_at = None;
+        } else if ack_len > 0 || ack_of_fin {
+            self.arm_tail_probe(cx);
         }
 
         // start/stop the Zero Window Probe timer.
@@ -2471,6 +2788,31 @@ impl<'a> Socket<'a> {
             // If a timeout expires, we should abort the connection.
             net_debug!("timeout exceeded");
             self.set_state(State::Closed);
+        } else if self.tlp_at.is_some_and(|at| cx.now() >= at)
+            && !matches!(self.timer, Timer::FastRetransmit)
+        {
+            // [xsk-stack patch: tail-loss-probe] Send the last segment of the flight
+            // again (RFC 8985 7.3): rewind to its start; the code below sends from there.
+            // No RTO backoff, no congestion response; the RTO starts again from now.
+            self.tlp_at = None;
+            let in_flight = self.flight_size();
+            if in_flight > 0 && self.tlp_high.is_none() {
+                let start = self.remote_last_seq - in_flight.min(self.effective_mss(cx));
+                self.resent = Some(Resent {
+                    start,
+                    end: self.remote_last_seq,
+                    at: cx.now(),
+                    probe: true,
+                });
+                self.tlp_high = Some(self.remote_last_seq);
+                self.remote_last_seq = start;
+                self.recovery_stats.tail_probes += 1;
+                net_debug!("tail-loss probe from {}", start);
+                // Karn: no RTT sample from a segment sent twice.
+                self.rtte.on_retransmit();
+                let rto = self.rtte.retransmission_timeout();
+                self.timer.set_for_retransmit(cx.now(), rto);
+            }
         } else if self.timer.should_retransmit(cx.now()) {
             if let Timer::Retransmit { .. } = self.timer {
                 // If a retransmit timer expired, we should resend data starting at the last ACK.
@@ -2481,6 +2823,18 @@ impl<'a> Socket<'a> {
                 self.congestion_controller
                     .inner_mut()
                     .on_rto(cx.now(), in_flight);
+
+                // [xsk-stack patch: recovery-stats] Counted, and remembered to tell
+                // whether it was needed; a probe in flight is superseded.
+                self.recovery_stats.rto_retransmits += 1;
+                self.resent = Some(Resent {
+                    start: self.local_seq_no,
+                    end: self.remote_last_seq,
+                    at: cx.now(),
+                    probe: false,
+                });
+                self.tlp_at = None;
+                self.tlp_high = None;
 
                 // Rewind "last sequence number sent", as if we never
                 // had sent them. This will cause all data in the queue
@@ -2500,6 +2854,17 @@ impl<'a> Socket<'a> {
                     .on_loss(cx.now(), in_flight);
 
                 self.pending_fast_retransmit = true;
+
+                // [xsk-stack patch: recovery-stats]
+                self.recovery_stats.fast_retransmits += 1;
+                let len = self.effective_mss(cx).min(self.tx_buffer.len());
+                self.resent = Some(Resent {
+                    start: self.local_seq_no,
+                    end: self.local_seq_no + len,
+                    at: cx.now(),
+                    probe: false,
+                });
+                self.tlp_at = None;
             }
 
             // Clear the `should_retransmit` state. If we can't retransmit right
@@ -2827,6 +3192,13 @@ impl<'a> Socket<'a> {
         self.remote_last_ack = repr.ack_number;
         self.remote_last_win = repr.window_len;
 
+        // [xsk-stack patch: tail-loss-probe] New data (past the highest sequence
+        // number sent before) arms the probe; a retransmission does not.
+        let new_data = repr.segment_len() > 0
+            && self
+                .rtte
+                .max_seq_sent
+                .is_none_or(|max| repr.seq_number + repr.segment_len() > max);
         if repr.segment_len() > 0 {
             self.rtte
                 .on_send(cx.now(), repr.seq_number + repr.segment_len());
@@ -2841,6 +3213,9 @@ impl<'a> Socket<'a> {
             // so that it will expire after RTO seconds.
             let rto = self.rtte.retransmission_timeout();
             self.timer.set_for_retransmit(cx.now(), rto);
+        }
+        if new_data {
+            self.arm_tail_probe(cx);
         }
 
         if self.state == State::Closed {
@@ -2892,11 +3267,19 @@ impl<'a> Socket<'a> {
                 (_, _) => PollAt::Ingress,
             };
 
+            // [xsk-stack patch: tail-loss-probe]
+            let probe_poll_at = self.tlp_at.map_or(PollAt::Ingress, PollAt::Time);
+
             // We wait for the earliest of our timers to fire.
-            *[self.timer.poll_at(), timeout_poll_at, delayed_ack_poll_at]
-                .iter()
-                .min()
-                .unwrap_or(&PollAt::Ingress)
+            *[
+                self.timer.poll_at(),
+                timeout_poll_at,
+                delayed_ack_poll_at,
+                probe_poll_at,
+            ]
+            .iter()
+            .min()
+            .unwrap_or(&PollAt::Ingress)
         }
     }
 }

@@ -1,0 +1,289 @@
+//! Loss recovery through the engine, in memory with a scripted wire: the
+//! tail-loss probe, the retransmission timer's floor and backoff, Karn's
+//! rule, microsecond RTT samples, a peer that delays its ACKs, and the
+//! spurious-retransmission counters (the peer engine sends D-SACKs).
+
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use smoltcp::socket::tcp;
+
+use crate::transport::{ConnId, Event, Transport};
+use crate::xsk::testing::frames::parse_tcp;
+use crate::xsk::testing::{config, Pair};
+use crate::xsk::{Recovery, RecoveryStats};
+
+const PORT: u16 = 7;
+
+fn pair(server: Recovery) -> Pair {
+    let mut a = config(Pair::A);
+    a.recovery = server;
+    Pair::with(a, config(Pair::B))
+}
+
+fn connect(p: &mut Pair) -> (ConnId, ConnId) {
+    p.a.listen(PORT).unwrap();
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    let (ea, eb) = p.settle(20);
+    assert!(eb.contains(&Event::Connected(cb)), "client events {eb:?}");
+    let ca = ea
+        .iter()
+        .find_map(|e| if let Event::Accepted { conn, .. } = e { Some(*conn) } else { None })
+        .expect("accepted");
+    (ca, cb)
+}
+
+fn read_all(t: &mut impl Transport, c: ConnId) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    while t.recv(c, &mut b).unwrap() > 0 {}
+    b.to_vec()
+}
+
+fn srtt(p: &Pair, c: ConnId) -> Option<Duration> {
+    let conn = p.a.engine.conns.get(c).unwrap();
+    let s = p.a.engine.buckets[conn.bucket as usize].sockets.get::<tcp::Socket>(conn.handle);
+    s.smoothed_rtt().map(Into::into)
+}
+
+fn stats(p: &Pair) -> RecoveryStats {
+    p.a.engine.stats().recovery
+}
+
+/// Segments with payload among `frames`.
+fn data(frames: &[Vec<u8>]) -> usize {
+    frames.iter().filter_map(|f| parse_tcp(f)).filter(|s| !s.payload.is_empty()).count()
+}
+
+/// The client sends a request and the server answers, its answer reaching the
+/// client `rtt` later; the client's ACK comes straight back.
+fn exchange(p: &mut Pair, ca: ConnId, cb: ConnId, rtt: Duration) {
+    p.b.send(cb, b"request").unwrap();
+    p.settle(10);
+    assert_eq!(read_all(&mut p.a, ca), b"request");
+    p.a.send(ca, b"response").unwrap();
+    p.a.flush().unwrap();
+    p.advance(rtt);
+    p.settle(10);
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+}
+
+/// The server answers a request and the answer is lost on the wire.
+fn lost_response(p: &mut Pair, ca: ConnId, cb: ConnId) {
+    p.b.send(cb, b"request").unwrap();
+    p.settle(10);
+    assert_eq!(read_all(&mut p.a, ca), b"request");
+    p.a.send(ca, b"response").unwrap();
+    p.a.flush().unwrap();
+    assert_eq!(data(&p.a.take_sent()), 1, "the response");
+}
+
+/// Runs the server's timers in `step`s until it sends data, at most `limit`;
+/// returns how long that took and what it sent.
+fn until_server_sends(p: &mut Pair, step: Duration, limit: Duration) -> Option<(Duration, Vec<Vec<u8>>)> {
+    let mut waited = Duration::ZERO;
+    while waited < limit {
+        p.advance(step);
+        waited += step;
+        p.a.tick();
+        let out = p.a.take_sent();
+        if data(&out) > 0 {
+            return Some((waited, out));
+        }
+        assert!(out.is_empty() || data(&out) == 0);
+    }
+    None
+}
+
+fn recovery(ack_delay_ms: u64) -> Recovery {
+    Recovery { ack_delay: Duration::from_millis(ack_delay_ms), ..Recovery::default() }
+}
+
+#[test]
+fn sub_millisecond_rtt_samples_count() {
+    let mut p = pair(Recovery::default());
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(200));
+    }
+    let s = srtt(&p, ca).expect("measured");
+    // In whole milliseconds every sample was 0.
+    assert!(s >= Duration::from_micros(150) && s <= Duration::from_micros(250), "srtt {s:?}");
+}
+
+#[test]
+fn a_lost_response_is_recovered_by_the_probe_at_the_pto() {
+    let mut p = pair(recovery(5));
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(200));
+    }
+    let srtt = srtt(&p, ca).unwrap();
+    lost_response(&mut p, ca, cb);
+    let (at, out) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
+    let pto = srtt * 2 + Duration::from_millis(5);
+    assert!(at >= pto && at <= pto + Duration::from_micros(200), "probe after {at:?}, PTO {pto:?}");
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() });
+    // The probe carries the response; the client's ACK ends the episode.
+    p.b.inbox.extend(out);
+    p.settle(10);
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() }, "not spurious");
+    // And nothing more is sent: the RTO was disarmed by the ACK.
+    assert!(until_server_sends(&mut p, Duration::from_millis(10), Duration::from_secs(3)).is_none());
+}
+
+#[test]
+fn a_lost_probe_is_recovered_by_the_rto_which_backs_off() {
+    let r = recovery(5);
+    let mut p = pair(r);
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(200));
+    }
+    lost_response(&mut p, ca, cb);
+    let step = Duration::from_micros(100);
+    let (_, _) = until_server_sends(&mut p, step, Duration::from_secs(2)).expect("probe, lost");
+    // The RTO restarted at the probe: the floor (srtt + 4 rttvar is far below it).
+    let (first, _) = until_server_sends(&mut p, step, Duration::from_secs(2)).expect("RTO, lost");
+    assert!(first >= r.rto_min && first <= r.rto_min + Duration::from_millis(1), "first RTO after {first:?}");
+    let (second, out) = until_server_sends(&mut p, step, Duration::from_secs(2)).expect("backed-off RTO");
+    assert!(second >= first * 2 && second <= first * 2 + Duration::from_millis(1), "{first:?} then {second:?}");
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, rto_retransmits: 2, ..Default::default() });
+    p.b.inbox.extend(out);
+    p.settle(10);
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+}
+
+#[test]
+fn the_rto_floor_and_karns_rule_hold() {
+    let r = Recovery { tail_probe: false, ..Recovery::default() };
+    let mut p = pair(r);
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    let before = srtt(&p, ca).unwrap();
+    lost_response(&mut p, ca, cb);
+    let step = Duration::from_micros(100);
+    let (at, out) = until_server_sends(&mut p, step, Duration::from_secs(2)).expect("RTO");
+    assert!(at >= r.rto_min && at <= r.rto_min + step * 2, "RTO after {at:?}, floor {:?}", r.rto_min);
+    // The retransmission's ACK comes 30 ms later: ambiguous, so no sample.
+    p.advance(Duration::from_millis(30));
+    p.b.inbox.extend(out);
+    p.settle(10);
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    assert_eq!(srtt(&p, ca).unwrap(), before, "Karn: no sample from a retransmitted segment");
+    assert_eq!(stats(&p), RecoveryStats { rto_retransmits: 1, ..Default::default() });
+}
+
+/// The client holds its ACK of each response for `delay` (as Linux does when
+/// it has nothing to send); returns the server's data segments sent meanwhile.
+fn delayed_ack_exchange(p: &mut Pair, ca: ConnId, cb: ConnId, delay: Duration) -> usize {
+    p.b.send(cb, b"request").unwrap();
+    p.settle(10);
+    assert_eq!(read_all(&mut p.a, ca), b"request");
+    p.a.send(ca, b"response").unwrap();
+    p.a.flush().unwrap();
+    let resp = p.a.take_sent();
+    p.b.inbox.extend(resp);
+    let mut ev = Vec::new();
+    p.b.poll(&mut ev, None).unwrap();
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    p.b.flush().unwrap();
+    let ack = p.b.take_sent();
+    // Meanwhile the server's timers run; whatever it sends reaches the client.
+    let mut sent = 0;
+    let step = Duration::from_millis(1);
+    let mut waited = Duration::ZERO;
+    while waited < delay {
+        p.advance(step);
+        waited += step;
+        p.a.tick();
+        let out = p.a.take_sent();
+        sent += data(&out);
+        p.b.inbox.extend(out);
+        p.b.poll(&mut ev, None).unwrap();
+        p.b.flush().unwrap();
+        // The client's answers to a probe (a D-SACK) go back at once.
+        let back = p.b.take_sent();
+        p.a.inbox.extend(back);
+        p.a.poll(&mut ev, None).unwrap();
+    }
+    p.a.inbox.extend(ack);
+    p.settle(10);
+    sent
+}
+
+#[test]
+fn a_delayed_ack_peer_draws_no_probe_under_the_default_allowance() {
+    let mut p = pair(Recovery::default());
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    // Linux's delayed ACK at small RTTs: 40 ms, a few more with timer slack.
+    for i in 0..30 {
+        let sent = delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(44));
+        assert_eq!(sent, 0, "exchange {i}: the server sent data while the ACK was delayed");
+    }
+    assert_eq!(stats(&p), RecoveryStats::default());
+}
+
+#[test]
+fn a_spurious_probe_is_counted_and_raises_the_allowance_for_the_peer() {
+    let mut p = pair(recovery(2));
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    let sent = delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40));
+    assert_eq!(sent, 1, "one probe");
+    // The client had the response: its D-SACK says so.
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, spurious_probes: 1, ..Default::default() });
+    for i in 0..10 {
+        assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40)), 0, "exchange {i}");
+    }
+    // A new connection to the same peer starts with what this one learned.
+    p.b.close(cb);
+    p.settle(20);
+    p.a.close(ca);
+    p.settle(20);
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    let (ea, _) = p.settle(20);
+    let ca = ea
+        .iter()
+        .find_map(|e| if let Event::Accepted { conn, .. } = e { Some(*conn) } else { None })
+        .expect("accepted");
+    for _ in 0..4 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40)), 0);
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, spurious_probes: 1, ..Default::default() });
+}
+
+#[test]
+fn a_spurious_rto_is_counted() {
+    let r = Recovery { tail_probe: false, ..Recovery::default() };
+    let mut p = pair(r);
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    // The ACK is held past the RTO (50 ms): the retransmission was not needed.
+    assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(60)), 1);
+    assert_eq!(stats(&p), RecoveryStats { rto_retransmits: 1, spurious_retransmits: 1, ..Default::default() });
+}
+
+#[test]
+fn upstream_smoltcp_behaviour_is_one_second() {
+    let r = Recovery::smoltcp();
+    let mut p = pair(r);
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..4 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    lost_response(&mut p, ca, cb);
+    let (at, _) = until_server_sends(&mut p, Duration::from_millis(1), Duration::from_secs(3)).expect("RTO");
+    assert!(at >= Duration::from_secs(1) && at <= Duration::from_millis(1002), "{at:?}");
+}

@@ -1,0 +1,145 @@
+//! Loss recovery settings: the retransmission timer's bounds and the
+//! tail-loss probe, set on every socket the engine creates (smoltcp's
+//! defaults, RFC 6298's 1 s floor and no probe, make every lost one-segment
+//! response cost a second).
+
+use std::time::Duration;
+
+/// How the stack recovers lost segments. [`Recovery::default`] is tuned for
+/// request/response traffic at microsecond round-trip times; see the field
+/// docs for what each default protects against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovery {
+    /// The retransmission timeout's floor. The probe (below) recovers a
+    /// lost tail long before this; the timeout is the backstop when the
+    /// probe or its answer is lost too. 50 ms stays above Linux's 40 ms
+    /// delayed ACK (its floor at small RTTs), so a peer that merely delays
+    /// its ACK does not draw a timeout that backs off the timer and resets
+    /// the congestion window. Linux: 200 ms; smoltcp: 1 s.
+    pub rto_min: Duration,
+    /// The retransmission timeout's ceiling (RFC 6298: at least 60 s).
+    pub rto_max: Duration,
+    /// The timeout before the first RTT sample: a lost SYN-ACK, SYN or
+    /// first segment. Linux and RFC 6298: 1 s; a kernel client retransmits
+    /// its own SYN after 1 s anyway.
+    pub rto_initial: Duration,
+    /// Send a tail-loss probe (RFC 8985 section 7): when the last segment
+    /// of a flight is unacknowledged for PTO = 2 SRTT + an allowance, send
+    /// it again once, without backing off the timer or counting a
+    /// congestion loss.
+    pub tail_probe: bool,
+    /// The allowance added to 2 SRTT when at most one segment is in flight,
+    /// which a peer may hold its ACK of (delayed ACK). 50 ms covers Linux's
+    /// delayed ACK at small RTTs (40 ms, a little more with timer slack), so
+    /// a kernel client with nothing to send draws no probe; a connection
+    /// whose probe the peer shows was spurious (a D-SACK, or an ACK too
+    /// early to answer it) moves to [`ack_delay_max`](Self::ack_delay_max),
+    /// and the engine remembers the peer for its next connections. Peers
+    /// that ACK at once (the stack's own client) are served better by a
+    /// few milliseconds: a lost response then costs that, not 50 ms. The
+    /// probe never fires later than the RTO would.
+    pub ack_delay: Duration,
+    /// The allowance for a peer known to delay its ACKs (RFC 8985's
+    /// WCDelAckT; Linux's probe adds 200 ms too). Linux delays at most
+    /// 40 ms at small RTTs, Windows 200 ms.
+    pub ack_delay_max: Duration,
+}
+
+impl Default for Recovery {
+    fn default() -> Recovery {
+        Recovery {
+            rto_min: Duration::from_millis(50),
+            rto_max: Duration::from_secs(60),
+            rto_initial: Duration::from_millis(1000),
+            tail_probe: true,
+            ack_delay: Duration::from_millis(50),
+            ack_delay_max: Duration::from_millis(200),
+        }
+    }
+}
+
+impl Recovery {
+    /// smoltcp 0.14's own behaviour: RTO in [1 s, 60 s], starting at 1 s,
+    /// no probe (for comparisons).
+    pub fn smoltcp() -> Recovery {
+        Recovery {
+            rto_min: Duration::from_secs(1),
+            rto_max: Duration::from_secs(60),
+            rto_initial: Duration::from_secs(1),
+            tail_probe: false,
+            ack_delay: Duration::from_millis(200),
+            ack_delay_max: Duration::from_millis(200),
+        }
+    }
+
+    /// Checks the bounds are ordered and nonzero.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rto_min.is_zero() {
+            return Err("the minimum RTO must be above zero".into());
+        }
+        if self.rto_min > self.rto_max {
+            return Err(format!("minimum RTO {:?} above the maximum {:?}", self.rto_min, self.rto_max));
+        }
+        if self.rto_initial < self.rto_min || self.rto_initial > self.rto_max {
+            return Err(format!(
+                "initial RTO {:?} outside [{:?}, {:?}]",
+                self.rto_initial, self.rto_min, self.rto_max
+            ));
+        }
+        if self.ack_delay > self.ack_delay_max {
+            return Err(format!("ACK-delay allowance {:?} above its maximum {:?}", self.ack_delay, self.ack_delay_max));
+        }
+        // smoltcp keeps times in u32 microseconds.
+        if self.rto_max > Duration::from_secs(3600) {
+            return Err("the maximum RTO must be at most an hour".into());
+        }
+        Ok(())
+    }
+}
+
+impl Recovery {
+    /// smoltcp's retransmission timeout settings.
+    pub(crate) fn rto_config(&self) -> smoltcp::socket::tcp::RtoConfig {
+        smoltcp::socket::tcp::RtoConfig {
+            min: self.rto_min.into(),
+            max: self.rto_max.into(),
+            initial: self.rto_initial.into(),
+        }
+    }
+
+    /// smoltcp's tail-loss probe settings (`None`: off).
+    pub(crate) fn tail_loss_probe(&self) -> Option<smoltcp::socket::tcp::TailLossProbe> {
+        self.tail_probe.then(|| smoltcp::socket::tcp::TailLossProbe {
+            ack_delay: self.ack_delay.into(),
+            ack_delay_max: self.ack_delay_max.into(),
+        })
+    }
+}
+
+/// What loss recovery did, summed over every connection the engine has had.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RecoveryStats {
+    /// Retransmission timeouts (each resends the flight from the first
+    /// unacknowledged byte).
+    pub rto_retransmits: u64,
+    /// Fast retransmits (three duplicate ACKs).
+    pub fast_retransmits: u64,
+    /// Tail-loss probes sent.
+    pub tail_probes: u64,
+    /// Timeouts and fast retransmits the peer showed were not needed
+    /// (D-SACK, or an ACK sent before the retransmission could arrive).
+    pub spurious_retransmits: u64,
+    /// Probes the peer showed were not needed (it had the segment).
+    pub spurious_probes: u64,
+}
+
+impl RecoveryStats {
+    /// Adds one socket's counters.
+    pub(crate) fn add(&mut self, s: smoltcp::socket::tcp::RecoveryStats) {
+        self.rto_retransmits += u64::from(s.rto_retransmits);
+        self.fast_retransmits += u64::from(s.fast_retransmits);
+        self.tail_probes += u64::from(s.tail_probes);
+        self.spurious_retransmits += u64::from(s.spurious_retransmits);
+        self.spurious_probes += u64::from(s.spurious_probes);
+    }
+}
