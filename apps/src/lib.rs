@@ -21,7 +21,7 @@ pub mod stats;
 
 use crate::cpu::{pid_cpu, CpuSnapshot};
 use stack::rr::{KvRequest, KvResponse, KvStatus, Workload};
-use stack::xsk::{AddrMode, PartialCsum, XskConfig};
+use stack::xsk::{AddrMode, Faults, PartialCsum, Recovery, RecoveryStats, XskConfig};
 use xsk_io::port::{BusyPoll, Knob};
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
@@ -271,6 +271,10 @@ pub struct XskOpts {
     /// in softirq; they are read on the next wake-up, 1 s later at most.
     #[arg(long)]
     pub no_defer_acks: bool,
+    #[command(flatten)]
+    pub loss_recovery: RecoveryOpts,
+    #[command(flatten)]
+    pub faults: FaultOpts,
 }
 
 /// `--partial-csum`.
@@ -301,6 +305,15 @@ impl XskOpts {
         "idle_timeout",
         "fin_timeout",
         "no_defer_acks",
+        "recovery",
+        "rto_min",
+        "rto_max",
+        "rto_initial",
+        "no_tail_probe",
+        "ack_delay",
+        "ack_delay_max",
+        "fault_rx_drop",
+        "fault_tx_drop",
     ];
 
     /// The stack configuration these options describe. `max_conns` sizes the socket buckets,
@@ -344,7 +357,250 @@ impl XskOpts {
         c.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
         c.fin_timeout = self.fin_timeout;
         c.defer_acks = !self.no_defer_acks;
+        c.recovery = self.loss_recovery.settings().map_err(UsageError)?;
+        c.faults = self.faults.faults();
         Ok(c)
+    }
+}
+
+/// `--recovery`: where the loss-recovery settings start from, before the individual options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RecoveryPreset {
+    /// Tuned for request/response at microsecond round trips: a low RTO floor and a tail-loss
+    /// probe, so a lost response costs milliseconds, not a second.
+    Default,
+    /// smoltcp 0.14 as released: RTO in [1s, 60s] starting at 1s, no tail-loss probe (for
+    /// comparisons).
+    Smoltcp,
+}
+
+impl RecoveryPreset {
+    pub fn settings(self) -> Recovery {
+        match self {
+            RecoveryPreset::Default => Recovery::default(),
+            RecoveryPreset::Smoltcp => Recovery::smoltcp(),
+        }
+    }
+}
+
+/// `[default: 50ms; --recovery smoltcp: 1s]` for one of the preset durations, from the presets
+/// themselves, so the help cannot drift from the code.
+fn preset_defaults(f: fn(&Recovery) -> Duration) -> String {
+    let fmt = |d: Duration| humantime::format_duration(d).to_string();
+    format!(
+        "[default: {}; --recovery smoltcp: {}]",
+        fmt(f(&RecoveryPreset::Default.settings())),
+        fmt(f(&RecoveryPreset::Smoltcp.settings()))
+    )
+}
+
+/// Loss recovery of the userspace stack's TCP (`XskConfig.recovery`): the retransmission
+/// timer's bounds and the tail-loss probe, set on every socket. `--recovery` picks the preset;
+/// each option given overrides its field. Only with `--backend xsk`.
+#[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "Loss recovery (--backend xsk only)")]
+pub struct RecoveryOpts {
+    // The help texts are built at run time (the defaults come from the presets), so the fields
+    // carry plain comments: a doc comment would become a second, static help text.
+    #[arg(
+        long,
+        value_name = "default|smoltcp",
+        default_value = "default",
+        help = "Loss-recovery preset; each option below that is given overrides its part."
+    )]
+    pub recovery: RecoveryPreset,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        help = format!(
+            "Floor of the retransmission timeout (RTO): the backstop when a segment, or its tail-loss \
+             probe, is lost. Lower recovers such double losses sooner; too low fires at peers that only \
+             delay their ACK (Linux: 40ms) and backs the timer off for nothing {}",
+            preset_defaults(|r| r.rto_min)
+        )
+    )]
+    pub rto_min: Option<Duration>,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        help = format!(
+            "Ceiling of the RTO as it doubles with each retry: bounds the wait between retries of a \
+             connection whose peer stopped answering (RFC 6298: at least 60s) {}",
+            preset_defaults(|r| r.rto_max)
+        )
+    )]
+    pub rto_max: Option<Duration>,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        help = format!(
+            "RTO before the first round-trip sample: how long a lost SYN, SYN-ACK or first segment \
+             waits; high enough not to retransmit into a slow first answer {}",
+            preset_defaults(|r| r.rto_initial)
+        )
+    )]
+    pub rto_initial: Option<Duration>,
+    #[arg(
+        long,
+        help = "No tail-loss probe. By default, when the last segment of a flight (a response) stays \
+                unacknowledged for 2 SRTT + the ACK-delay allowance, it is sent once more, without \
+                backing off the timer: a lost response then costs about that instead of the RTO (no \
+                duplicate ACKs come for a one-segment flight). The smoltcp preset has no probe."
+    )]
+    pub no_tail_probe: bool,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        help = format!(
+            "ACK-delay allowance added to the probe timeout while one segment is in flight: keeps the \
+             probe from firing at a peer that holds its ACK a little; small, since most request/response \
+             peers answer at once. A connection whose probe the peer shows was spurious switches to \
+             --ack-delay-max {}",
+            preset_defaults(|r| r.ack_delay)
+        )
+    )]
+    pub ack_delay: Option<Duration>,
+    #[arg(
+        long,
+        value_name = "DURATION",
+        value_parser = parse_duration,
+        help = format!(
+            "The allowance for peers known to delay their ACKs (Linux 40ms, Windows 200ms): protects \
+             them from spurious probes {}",
+            preset_defaults(|r| r.ack_delay_max)
+        )
+    )]
+    pub ack_delay_max: Option<Duration>,
+}
+
+impl RecoveryOpts {
+    /// The preset with the options given applied, validated (the error names the options).
+    pub fn settings(&self) -> Result<Recovery, String> {
+        let mut r = self.recovery.settings();
+        let set = |field: &mut Duration, v: Option<Duration>| {
+            if let Some(v) = v {
+                *field = v;
+            }
+        };
+        set(&mut r.rto_min, self.rto_min);
+        set(&mut r.rto_max, self.rto_max);
+        set(&mut r.rto_initial, self.rto_initial);
+        set(&mut r.ack_delay, self.ack_delay);
+        set(&mut r.ack_delay_max, self.ack_delay_max);
+        if self.no_tail_probe {
+            r.tail_probe = false;
+        }
+        r.validate().map_err(|e| format!("loss recovery: {e} (see --rto-min, --rto-max, --rto-initial, --ack-delay, --ack-delay-max)"))?;
+        Ok(r)
+    }
+}
+
+/// One line for logs: `RTO 50ms..1m (initial 1s), tail-loss probe after 2 SRTT + 10ms (200ms for
+/// peers that delay their ACKs)`.
+pub fn describe_recovery(r: &Recovery) -> String {
+    let f = |d: Duration| humantime::format_duration(d).to_string();
+    let probe = if r.tail_probe {
+        format!(
+            "tail-loss probe after 2 SRTT + {} ({} for peers that delay their ACKs)",
+            f(r.ack_delay),
+            f(r.ack_delay_max)
+        )
+    } else {
+        "no tail-loss probe".to_string()
+    };
+    format!("RTO {}..{} (initial {}), {probe}", f(r.rto_min), f(r.rto_max), f(r.rto_initial))
+}
+
+/// Fault injection in the userspace stack (`XskConfig.faults`): frames dropped at random as they
+/// enter or leave the stack, like a lossy link at this end. For tests and loss experiments on a
+/// host without netem; nftables and tc cannot drop AF_XDP frames (XDP takes them before
+/// netfilter, and AF_XDP sends bypass it).
+#[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "Fault injection (tests; --backend xsk only)")]
+pub struct FaultOpts {
+    /// Drop this fraction of the received frames before the stack sees them, e.g. 0.01 or 1%
+    /// (0 = off). Any fault turns --no-defer-acks on.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction, default_value = "0")]
+    pub fault_rx_drop: f64,
+    /// Drop this fraction of the frames the stack sends, e.g. 0.01 or 1% (0 = off).
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction, default_value = "0")]
+    pub fault_tx_drop: f64,
+}
+
+impl FaultOpts {
+    pub fn faults(&self) -> Faults {
+        Faults { rx_drop: self.fault_rx_drop, tx_drop: self.fault_tx_drop, ..Faults::default() }
+    }
+}
+
+/// Parses a fraction in [0, 1]: `0.01` or `1%`.
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), 100.0),
+        None => (t, 1.0),
+    };
+    let v = num.parse::<f64>().map_err(|_| format!("invalid fraction {s:?} (examples: 0.01, 1%)"))? / scale;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("fraction {s:?} outside 0..1 (0%..100%)"));
+    }
+    Ok(v)
+}
+
+/// The stack's loss-recovery counters (`stack::xsk::RecoveryStats`) in a form the result files
+/// can be read back from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RecoveryCounts {
+    /// Retransmission timeouts (each resends from the first unacknowledged byte).
+    pub rto_retransmits: u64,
+    /// Fast retransmits (three duplicate ACKs).
+    pub fast_retransmits: u64,
+    /// Tail-loss probes sent.
+    pub tail_probes: u64,
+    /// Timeouts and fast retransmits the peer showed were not needed.
+    pub spurious_retransmits: u64,
+    /// Probes the peer showed were not needed.
+    pub spurious_probes: u64,
+}
+
+impl From<RecoveryStats> for RecoveryCounts {
+    fn from(s: RecoveryStats) -> Self {
+        RecoveryCounts {
+            rto_retransmits: s.rto_retransmits,
+            fast_retransmits: s.fast_retransmits,
+            tail_probes: s.tail_probes,
+            spurious_retransmits: s.spurious_retransmits,
+            spurious_probes: s.spurious_probes,
+        }
+    }
+}
+
+impl RecoveryCounts {
+    /// Sums two (shards of one server).
+    pub fn add(&mut self, o: &RecoveryCounts) {
+        self.rto_retransmits += o.rto_retransmits;
+        self.fast_retransmits += o.fast_retransmits;
+        self.tail_probes += o.tail_probes;
+        self.spurious_retransmits += o.spurious_retransmits;
+        self.spurious_probes += o.spurious_probes;
+    }
+
+    /// Everything sent again: timeouts, fast retransmits and probes.
+    pub fn resent(&self) -> u64 {
+        self.rto_retransmits + self.fast_retransmits + self.tail_probes
+    }
+
+    /// `RTO retransmits 1, fast retransmits 0, tail probes 5 (2 spurious), spurious retransmits 0`.
+    pub fn line(&self) -> String {
+        format!(
+            "RTO retransmits {}, fast retransmits {}, tail probes {} ({} spurious), spurious retransmits {}",
+            self.rto_retransmits, self.fast_retransmits, self.tail_probes, self.spurious_probes, self.spurious_retransmits
+        )
     }
 }
 
@@ -813,6 +1069,9 @@ pub struct BenchResult {
     pub server_pid: Option<u32>,
     /// xsk client only: stack counters and frame audit.
     pub xsk: Option<serde_json::Value>,
+    /// xsk client only: its loss recovery (also in `xsk.stats.recovery`).
+    #[serde(default)]
+    pub recovery: Option<RecoveryCounts>,
 }
 
 /// Groups digits: 1234567 -> "1,234,567".
@@ -886,6 +1145,9 @@ impl BenchResult {
             opt(self.cores_server, 2),
             self.cpus
         );
+        if let Some(r) = &self.recovery {
+            let _ = writeln!(s, "  {:<16}{}", "loss recovery", r.line());
+        }
         if let (Some(own), Some(n)) = (self.cpu_us_per_req_server_own_rx, self.netrx_us_per_req) {
             let _ = writeln!(
                 s,
@@ -915,6 +1177,9 @@ pub struct ServerSummary {
     pub cpu_s: f64,
     /// xsk only: stack counters, port features and the frame audit.
     pub xsk: Option<serde_json::Value>,
+    /// xsk only: loss recovery, summed over the shards (also in `xsk.stats.recovery`).
+    #[serde(default)]
+    pub recovery: Option<RecoveryCounts>,
 }
 
 #[cfg(test)]
@@ -1009,6 +1274,186 @@ mod tests {
         assert!(p.check(0, &out, &out));
         assert!(!p.check(0, &out, b"x"));
         assert_eq!(p.counts(), (2, 1));
+    }
+
+    /// The shared xsk options alone, as both binaries flatten them.
+    #[derive(clap::Parser, Debug)]
+    struct XskOnly {
+        #[command(flatten)]
+        xsk: XskOpts,
+    }
+
+    fn xsk_opts(args: &[&str]) -> Result<XskOpts, clap::Error> {
+        use clap::Parser;
+        XskOnly::try_parse_from(std::iter::once("t").chain(args.iter().copied())).map(|a| a.xsk)
+    }
+
+    fn recovery(args: &[&str]) -> Result<Recovery, String> {
+        xsk_opts(args).map_err(|e| e.to_string())?.loss_recovery.settings()
+    }
+
+    #[test]
+    fn recovery_presets_and_overrides() {
+        use clap::CommandFactory;
+        XskOnly::command().debug_assert();
+        assert_eq!(recovery(&[]), Ok(Recovery::default()));
+        assert_eq!(recovery(&["--recovery", "default"]), Ok(Recovery::default()));
+        assert_eq!(recovery(&["--recovery", "smoltcp"]), Ok(Recovery::smoltcp()));
+        // The options override the preset, whichever it is, field by field.
+        let r = recovery(&["--recovery", "smoltcp", "--rto-min", "200ms"]).unwrap();
+        assert_eq!(r, Recovery { rto_min: Duration::from_millis(200), ..Recovery::smoltcp() });
+        let r = recovery(&[
+            "--rto-min",
+            "5ms",
+            "--rto-max",
+            "10s",
+            "--rto-initial",
+            "300ms",
+            "--ack-delay",
+            "1ms",
+            "--ack-delay-max",
+            "40ms",
+            "--no-tail-probe",
+        ])
+        .unwrap();
+        assert_eq!(
+            r,
+            Recovery {
+                rto_min: Duration::from_millis(5),
+                rto_max: Duration::from_secs(10),
+                rto_initial: Duration::from_millis(300),
+                tail_probe: false,
+                ack_delay: Duration::from_millis(1),
+                ack_delay_max: Duration::from_millis(40),
+            }
+        );
+        assert!(!recovery(&["--recovery", "default", "--no-tail-probe"]).unwrap().tail_probe);
+        // Sub-millisecond values are durations too.
+        assert_eq!(recovery(&["--ack-delay", "500us"]).unwrap().ack_delay, Duration::from_micros(500));
+    }
+
+    #[test]
+    fn recovery_bad_values() {
+        // Refused by the parser (clap: exit status 2 with the usage).
+        for bad in [
+            &["--rto-min", "50"][..],
+            &["--rto-min", "soon"],
+            &["--recovery", "linux"],
+            &["--no-tail-probe", "yes"],
+            &["--ack-delay"],
+        ] {
+            assert!(xsk_opts(bad).is_err(), "{bad:?}");
+        }
+        // Parsed, refused by Recovery::validate (whose message is passed on).
+        for bad in [
+            &["--rto-min", "0s"][..],
+            &["--rto-min", "2s", "--rto-initial", "1s"],
+            &["--rto-min", "2m", "--rto-max", "1m", "--rto-initial", "2m"],
+            &["--rto-min", "1ms", "--rto-max", "1s", "--rto-initial", "2s"],
+            &["--rto-min", "1ms", "--rto-max", "2h", "--rto-initial", "1s"],
+            &["--ack-delay", "300ms", "--ack-delay-max", "200ms"],
+            &["--recovery", "smoltcp", "--ack-delay", "300ms", "--ack-delay-max", "100ms"],
+        ] {
+            let e = recovery(bad).expect_err(&format!("{bad:?}"));
+            assert!(e.starts_with("loss recovery: "), "{bad:?}: {e}");
+        }
+        let why = Recovery { rto_min: Duration::ZERO, ..Recovery::default() }.validate().unwrap_err();
+        assert!(recovery(&["--rto-min", "0s"]).unwrap_err().contains(&why));
+        // XskOpts::config reports it as a usage error (exit status 2), before touching the device.
+        let e = xsk_opts(&["--iface", "lo", "--rto-min", "0s"]).unwrap().config(1024, None).unwrap_err();
+        assert!(e.chain().any(|c| c.downcast_ref::<UsageError>().is_some()), "{e:#}");
+    }
+
+    #[test]
+    fn config_takes_recovery_and_faults() {
+        let c = xsk_opts(&["--iface", "lo"]).unwrap().config(1024, None).unwrap();
+        assert_eq!(c.recovery, Recovery::default());
+        assert!(!c.faults.any());
+        let c = xsk_opts(&["--iface", "lo", "--recovery", "smoltcp", "--fault-rx-drop", "1%", "--fault-tx-drop", "0.02"])
+            .unwrap()
+            .config(1024, None)
+            .unwrap();
+        assert_eq!(c.recovery, Recovery::smoltcp());
+        assert_eq!((c.faults.rx_drop, c.faults.tx_drop), (0.01, 0.02));
+        for bad in [&["--fault-rx-drop", "2"][..], &["--fault-tx-drop", "-1%"], &["--fault-rx-drop", "x"]] {
+            assert!(xsk_opts(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn fractions() {
+        assert_eq!(parse_fraction("0.01"), Ok(0.01));
+        assert_eq!(parse_fraction("1%"), Ok(0.01));
+        assert_eq!(parse_fraction(" 100 % "), Ok(1.0));
+        assert_eq!(parse_fraction("0"), Ok(0.0));
+        for bad in ["", "%", "1.5", "101%", "-0.1", "nan", "one"] {
+            assert!(parse_fraction(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn recovery_help_names_both_presets() {
+        use clap::CommandFactory;
+        let help = XskOnly::command().render_help().to_string();
+        let f = |d: Duration| humantime::format_duration(d).to_string();
+        let (d, s) = (Recovery::default(), Recovery::smoltcp());
+        for (opt, a, b) in [
+            ("--rto-min", d.rto_min, s.rto_min),
+            ("--rto-max", d.rto_max, s.rto_max),
+            ("--rto-initial", d.rto_initial, s.rto_initial),
+            ("--ack-delay ", d.ack_delay, s.ack_delay),
+            ("--ack-delay-max", d.ack_delay_max, s.ack_delay_max),
+        ] {
+            let want = format!("[default: {}; --recovery smoltcp: {}]", f(a), f(b));
+            let at = help.find(opt).unwrap_or_else(|| panic!("{opt} missing:\n{help}"));
+            let entry = &help[at..];
+            let entry = &entry[..entry[2..].find("\n  -").map_or(entry.len(), |e| e + 2)];
+            assert!(entry.contains(&want), "{opt}: {want} not in {entry}");
+        }
+        assert!(help.contains("Loss recovery (--backend xsk only)"), "{help}");
+        assert!(help.contains("--no-tail-probe") && help.contains("--recovery <default|smoltcp>"), "{help}");
+    }
+
+    #[test]
+    fn recovery_described() {
+        let d = describe_recovery(&Recovery::smoltcp());
+        assert_eq!(d, "RTO 1s..1m (initial 1s), no tail-loss probe");
+        let r = Recovery {
+            rto_min: Duration::from_millis(50),
+            rto_max: Duration::from_secs(60),
+            rto_initial: Duration::from_secs(1),
+            tail_probe: true,
+            ack_delay: Duration::from_millis(10),
+            ack_delay_max: Duration::from_millis(200),
+        };
+        assert_eq!(
+            describe_recovery(&r),
+            "RTO 50ms..1m (initial 1s), tail-loss probe after 2 SRTT + 10ms (200ms for peers that delay their ACKs)"
+        );
+    }
+
+    #[test]
+    fn recovery_counts() {
+        let s = RecoveryStats {
+            rto_retransmits: 1,
+            fast_retransmits: 2,
+            tail_probes: 3,
+            spurious_retransmits: 4,
+            spurious_probes: 5,
+        };
+        let mut c = RecoveryCounts::from(s);
+        // Field for field the stack's struct, under the same JSON names.
+        assert_eq!(serde_json::to_value(c).unwrap(), serde_json::to_value(s).unwrap());
+        assert_eq!(c.resent(), 6);
+        c.add(&RecoveryCounts::from(s));
+        assert_eq!((c.tail_probes, c.spurious_probes), (6, 10));
+        assert_eq!(
+            RecoveryCounts::from(s).line(),
+            "RTO retransmits 1, fast retransmits 2, tail probes 3 (5 spurious), spurious retransmits 4"
+        );
+        // Read back leniently: missing counters are zero.
+        let back: RecoveryCounts = serde_json::from_str(r#"{"tail_probes": 7}"#).unwrap();
+        assert_eq!(back, RecoveryCounts { tail_probes: 7, ..RecoveryCounts::default() });
     }
 
     #[test]

@@ -92,7 +92,9 @@ pub fn is_drop(name: &str) -> bool {
 }
 
 /// One line for `--stats-interval`: rates over the interval for requests, RX/TX frames and
-/// kicks, the open connections, and every trouble counter that moved (`name+delta`).
+/// kicks, the open connections, the stack's retransmissions and tail-loss probes in the interval
+/// (`retx N (S spurious) probes N (S spurious)`), and every trouble counter that moved
+/// (`name+delta`).
 pub fn interval_line(prev: &Snapshot, cur: &Snapshot) -> String {
     let dt = cur.at.saturating_duration_since(prev.at).as_secs_f64().max(1e-9);
     let delta = |k: &str| Some(cur.get(k)? - prev.get(k).unwrap_or(0.0));
@@ -108,6 +110,28 @@ pub fn interval_line(prev: &Snapshot, cur: &Snapshot) -> String {
         if let Some(k) = cur.values.keys().find(|k| k.ends_with(suffix)) {
             let _ = write!(s, " {:>8} {label}/s", crate::group_digits(rate(k).unwrap_or(0.0).round() as u64));
         }
+    }
+    // Loss recovery (xsk): retransmissions (timeouts and fast) and tail-loss probes sent in the
+    // interval, with the ones the peers showed were not needed. Counts, not rates: they are rare.
+    let moved_by = |suffixes: &[&str]| {
+        let keys: Vec<&String> = cur.values.keys().filter(|k| suffixes.iter().any(|s| k.ends_with(s))).collect();
+        (!keys.is_empty()).then(|| keys.iter().filter_map(|k| delta(k)).sum::<f64>())
+    };
+    let retx = moved_by(&["recovery_rto_retransmits", "recovery_fast_retransmits"]);
+    let probes = moved_by(&["recovery_tail_probes"]);
+    if let (Some(retx), Some(probes)) = (retx, probes) {
+        let spurious = |n: Option<f64>| match n {
+            Some(n) if n > 0.0 => format!(" ({} spurious)", fmt_num(n)),
+            _ => String::new(),
+        };
+        let _ = write!(
+            s,
+            "  retx {}{} probes {}{}",
+            fmt_num(retx),
+            spurious(moved_by(&["recovery_spurious_retransmits"])),
+            fmt_num(probes),
+            spurious(moved_by(&["recovery_spurious_probes"]))
+        );
     }
     let moved: Vec<String> = cur
         .values
@@ -272,8 +296,38 @@ mod tests {
         assert!(line.contains("16 conns"), "{line}");
         assert!(line.contains("2,000 rx/s") && line.contains("1,000 tx/s") && line.contains("100 kicks/s"), "{line}");
         assert!(line.ends_with("drops/errors: xsk_rx_fill_ring_empty_descs+7"), "{line}");
+        assert!(!line.contains("retx") && !line.contains("probes"), "no recovery counters, no field: {line}");
         let quiet = interval_line(&b, &snap(b.values.iter().map(|(k, v)| (k.clone(), json!(v))).collect(), t0));
         assert!(quiet.ends_with("drops/errors: none"), "{quiet}");
+    }
+
+    #[test]
+    fn interval_line_shows_recovery() {
+        let t0 = Instant::now();
+        let rec = |rto: u64, fast: u64, tlp: u64, sr: u64, sp: u64| {
+            json!({"requests": 0, "uptime_s": 1.0, "xsk": {"rx_frames": 0, "recovery": {
+                "rto_retransmits": rto, "fast_retransmits": fast, "tail_probes": tlp,
+                "spurious_retransmits": sr, "spurious_probes": sp}}})
+        };
+        let a = snap(rec(1, 1, 10, 0, 2), t0);
+        let b = snap(rec(3, 2, 15, 0, 3), t0 + Duration::from_secs(1));
+        let line = interval_line(&a, &b);
+        assert!(line.contains("  retx 3 probes 5 (1 spurious)  drops/errors: none"), "{line}");
+        let c = snap(rec(3, 2, 15, 1, 3), t0 + Duration::from_secs(2));
+        assert!(interval_line(&b, &c).contains("  retx 0 (1 spurious) probes 0  drops/errors"));
+        // Not trouble: retransmissions are the recovery working, not a drop or an error.
+        for k in b.values.keys() {
+            assert!(!is_trouble(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn prometheus_names_recovery_counters() {
+        let s = Snapshot::new(&json!({"xsk": {"recovery": {"tail_probes": 4, "spurious_probes": 1}}}));
+        let t = prometheus("rr_server", &[("backend", "xsk")], &s);
+        assert!(t.contains("# TYPE rr_server_xsk_recovery_tail_probes untyped\n"), "{t}");
+        assert!(t.contains("rr_server_xsk_recovery_tail_probes{backend=\"xsk\"} 4\n"), "{t}");
+        assert!(t.contains("rr_server_xsk_recovery_spurious_probes{backend=\"xsk\"} 1\n"), "{t}");
     }
 
     #[test]

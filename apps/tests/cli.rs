@@ -49,6 +49,15 @@ fn help_explains_every_option() {
         "--no-tune",
         "--stats-interval",
         "--metrics",
+        "--recovery",
+        "--rto-min",
+        "--rto-max",
+        "--rto-initial",
+        "--no-tail-probe",
+        "--ack-delay",
+        "--ack-delay-max",
+        "--fault-rx-drop",
+        "--fault-tx-drop",
     ];
     let bench = [
         "--backend",
@@ -75,6 +84,15 @@ fn help_explains_every_option() {
         "--lab",
         "--bind",
         "--quiet",
+        "--recovery",
+        "--rto-min",
+        "--rto-max",
+        "--rto-initial",
+        "--no-tail-probe",
+        "--ack-delay",
+        "--ack-delay-max",
+        "--fault-rx-drop",
+        "--fault-tx-drop",
     ];
     let demo = ["--quick", "--rounds", "--duration", "--attach", "--out", "--only", "--peer-napi-thread", "--from-json"];
     for (exe, opts) in [(SERVER, &server[..]), (BENCH, &bench[..]), (DEMO, &demo[..])] {
@@ -146,6 +164,14 @@ fn bad_input_fails_cleanly() {
         (SERVER, &["--attach", "sideways"], 2, "unknown attach mode"),
         (SERVER, &["--stats-interval", "0s", "--port", "0"], 2, "--stats-interval must be positive"),
         (SERVER, &["--metrics", "9100"], 2, "ADDR:PORT"),
+        // Loss recovery: durations as everywhere, then Recovery::validate (before the device is touched).
+        (SERVER, &["--backend", "xsk", "--iface", "lo", "--rto-min", "5"], 2, "invalid duration"),
+        (SERVER, &["--backend", "xsk", "--iface", "lo", "--recovery", "linux"], 2, "invalid value"),
+        (SERVER, &["--backend", "xsk", "--iface", "lo", "--rto-min", "0s"], 2, "loss recovery"),
+        (SERVER, &["--backend", "xsk", "--iface", "lo", "--rto-max", "1ms"], 2, "loss recovery"),
+        (SERVER, &["--backend", "xsk", "--iface", "lo", "--fault-rx-drop", "2"], 2, "outside 0..1"),
+        (BENCH, &["--connect", "127.0.0.1:1", "--backend", "xsk", "--iface", "lo", "--ack-delay", "1m"], 2, "loss recovery"),
+        (BENCH, &["--lab", "xsk", "--backend", "xsk", "--rto-max", "1ms"], 2, "loss recovery"),
         (DEMO, &["--rounds", "0"], 2, "--rounds"),
         (DEMO, &["--only", "no-such-case"], 2, "matches no case"),
         (DEMO, &["--attach", "sideways"], 2, "unknown attach mode"),

@@ -321,6 +321,11 @@ fn xsk_server_live_figures_and_metrics() {
         "rr_server_xsk_port_xdp_rx_dropped",
         "rr_server_xsk_drops_syn_backlog",
         "rr_server_connections",
+        "rr_server_xsk_recovery_rto_retransmits",
+        "rr_server_xsk_recovery_fast_retransmits",
+        "rr_server_xsk_recovery_tail_probes",
+        "rr_server_xsk_recovery_spurious_retransmits",
+        "rr_server_xsk_recovery_spurious_probes",
     ] {
         assert!(sample(&body, name).is_some(), "{name} missing:\n{body}");
     }
@@ -330,7 +335,9 @@ fn xsk_server_live_figures_and_metrics() {
     let line = out.lines().find(|l| l.starts_with("stats:") && !l.contains(" 0 req/s"));
     let line = line.unwrap_or_else(|| panic!("no stats line with requests:\n{}", server.output()));
     assert!(line.contains("rx/s") && line.contains("tx/s") && line.contains("kicks/s"), "{line}");
+    assert!(line.contains(" retx ") && line.contains(" probes "), "{line}");
     let summary = stop_server(&lab, server, libc::SIGINT);
+    assert!(summary.recovery.is_some(), "the xsk server's summary has its loss recovery: {summary:?}");
     assert!(summary.requests >= sample(&body, "rr_server_requests").unwrap() as u64, "{summary:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -22,7 +22,7 @@ use apps::cpu::{pid_cpu, CpuUsage};
 use apps::netrx::{own_rx, NetRxTimes};
 use apps::{
     parse_bytes, parse_connect, parse_duration, usage_bail, usage_ensure, warn_ignored, AddrArg, Backend,
-    BenchResult, CpuSample, CpuWindow, KvWorkload, NetRxPerReq, Progress, Service, XskOpts,
+    BenchResult, CpuSample, CpuWindow, KvWorkload, NetRxPerReq, Progress, Service, UsageError, XskOpts,
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
@@ -244,6 +244,10 @@ fn main() -> ExitCode {
 fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
     lab::install_signal_handlers();
     let plan = Plan::new(args)?;
+    if args.backend == Backend::Xsk {
+        // Before a --lab is built: the client's stack is configured only inside it.
+        args.xsk.loss_recovery.settings().map_err(UsageError)?;
+    }
     if args.rate.is_some() {
         warn_ignored(matches, &["depth"], "with --rate (open loop has no fixed depth)");
     }
@@ -307,10 +311,12 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
         Backend::Xsk => {
             let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
+            let recovery = apps::describe_recovery(&xcfg.recovery);
             let t = XskTransport::new(xcfg)
                 .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             eprintln!("xsk port: {}", t.port().features());
             eprintln!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
+            eprintln!("xsk loss recovery: {recovery}");
             let (mut t, m) = drive(t, addr, args, plan, None)?;
             let mut result = m.result(args, plan, addr);
             let stats = t.stats();
@@ -325,6 +331,7 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 "stats": stats,
                 "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
             }));
+            result.recovery = Some(stats.recovery.into());
             Ok(Outcome { result, audit_error: audit.err() })
         }
     }
@@ -642,6 +649,7 @@ fn make_result(
         cpus: apps::online_cpus(),
         server_pid: args.server_pid,
         xsk: None,
+        recovery: None,
     }
 }
 
@@ -887,6 +895,11 @@ mod tests {
         assert!(parse(&["--addr", "1.2.3.4"]).is_err());
         assert!(parse(&["--attach", "sideways"]).is_err());
         assert!(parse(&["--tx-budget", "lots"]).is_err());
+        assert!(parse(&["--rto-min", "50"]).is_err(), "durations need a unit");
+        assert!(parse(&["--recovery", "linux"]).is_err());
+        let a = parse(&["--backend", "xsk", "--recovery", "smoltcp", "--ack-delay", "5ms"]).unwrap();
+        let r = a.xsk.loss_recovery.settings().unwrap();
+        assert_eq!(r, stack::xsk::Recovery { ack_delay: Duration::from_millis(5), ..stack::xsk::Recovery::smoltcp() });
         let a = Args::try_parse_from(["rr-bench", "--lab", "kernel", "--server-arg", "--busy-poll", "--server-arg=50"])
             .unwrap();
         assert_eq!(a.server_arg, ["--busy-poll", "50"]);

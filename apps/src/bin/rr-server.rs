@@ -17,7 +17,10 @@ use clap::{ArgMatches, Parser};
 
 use apps::cpu::process_cpu;
 use apps::stats::{self, MetricsEndpoint, Snapshot};
-use apps::{parse_bytes, parse_duration, usage_ensure, warn_ignored, Backend, ServerSummary, Service, XskOpts};
+use apps::{
+    describe_recovery, parse_bytes, parse_duration, usage_ensure, warn_ignored, Backend, RecoveryCounts, ServerSummary,
+    Service, XskOpts,
+};
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::resp::{Resp, RespCodec, RespLimits};
@@ -225,13 +228,16 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)");
             let xcfg = args.xsk.config(args.max_conns, args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
+            let recovery = describe_recovery(&xcfg.recovery);
             if args.threads > 1 {
+                println!("xsk loss recovery: {recovery}");
                 return threads::xsk(xcfg, args, cfg, &ready);
             }
             let t = XskTransport::new(xcfg)
                 .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             println!("xsk port: {}", t.port().features());
             println!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
+            println!("xsk loss recovery: {recovery}");
             let (mut t, mut summary) = serve(t, args, cfg, &ready.notifier(), &NEVER)?;
             let stats = t.stats();
             let audit = t.audit();
@@ -243,6 +249,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 "features": features,
                 "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
             }));
+            summary.recovery = Some(stats.recovery.into());
             print_summary(&summary);
             println!(
                 "xsk stack: accepted {} connected {} closed {} recycled {} live sockets {} pooled {}",
@@ -255,6 +262,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 stats.rx_frames,
                 serde_json::to_string(&stats.drops).unwrap_or_default()
             );
+            println!("xsk loss recovery: {}", RecoveryCounts::from(stats.recovery).line());
             println!("xsk port counters: {}", serde_json::to_string(&stats.port.port).unwrap_or_default());
             println!("xsk xdp statistics: {}", serde_json::to_string(&stats.port.xdp).unwrap_or_default());
             match &audit {
@@ -442,6 +450,7 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
             io_errors: stats.io_errors,
             cpu_s: cpu.as_secs_f64(),
             xsk: None,
+            recovery: None,
         },
         handler,
     ))
@@ -547,6 +556,7 @@ mod threads {
         let (ts, mut summary) = serve_all(ts, args, cfg, ready)?;
         let mut shards = Vec::new();
         let mut failed = None;
+        let mut recovery = RecoveryCounts::default();
         for (i, mut t) in ts.into_iter().enumerate() {
             let stats = t.stats();
             let audit = t.audit();
@@ -557,6 +567,9 @@ mod threads {
                 stats.live_sockets,
                 serde_json::to_string(&stats.device).unwrap_or_default()
             );
+            let r = RecoveryCounts::from(stats.recovery);
+            println!("xsk shard {i} loss recovery: {}", r.line());
+            recovery.add(&r);
             match &audit {
                 Ok(a) => println!("frame audit shard {i}: ok {a:?}"),
                 Err(e) => {
@@ -571,6 +584,7 @@ mod threads {
             drop(t);
         }
         summary.xsk = Some(serde_json::json!({ "shards": shards }));
+        summary.recovery = Some(recovery);
         print_summary(&summary);
         println!("xdp program detached from {iface}");
         write_json(args, &summary)?;
@@ -618,6 +632,24 @@ mod tests {
         assert_eq!(a.metrics.map(|m| m.port()), Some(9100));
         assert!(Args::try_parse_from(["rr-server", "--stats-interval", "5"]).is_err());
         assert!(Args::try_parse_from(["rr-server", "--metrics", "9100"]).is_err());
+    }
+
+    #[test]
+    fn recovery_options() {
+        let a = Args::try_parse_from(["rr-server", "--backend", "xsk", "--no-tail-probe", "--rto-min", "20ms"]).unwrap();
+        let r = a.xsk.loss_recovery.settings().unwrap();
+        assert_eq!(
+            r,
+            stack::xsk::Recovery {
+                rto_min: Duration::from_millis(20),
+                tail_probe: false,
+                ..stack::xsk::Recovery::default()
+            }
+        );
+        // A bad combination is a usage error (exit status 2) from XskOpts::config.
+        let a = Args::try_parse_from(["rr-server", "--backend", "xsk", "--iface", "lo", "--rto-initial", "1us"]).unwrap();
+        let e = a.xsk.config(a.max_conns, None).unwrap_err();
+        assert!(e.downcast_ref::<apps::UsageError>().is_some(), "{e:#}");
     }
 
     #[test]
