@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use apps::plot::{Bars, PlotCase, PlotText};
 use apps::stats::{is_drop, Snapshot};
-use apps::{parse_duration, usage_bail, usage_ensure};
+use apps::{parse_duration, usage_bail, usage_ensure, RecoveryCounts};
 use clap::{ArgMatches, Parser};
 use serde::Serialize;
 use xsk_io::lab::{self, Lab, LabConfig, Netns};
@@ -25,7 +25,7 @@ use xsk_io::AttachMode;
     name = "rr-demo",
     version,
     about = "Compare the AF_XDP stack with kernel TCP on request/response work, side by side",
-    after_help = "\
+    after_help = format!("\
 Builds its own lab (two network namespaces joined by veth, addresses in 198.18.0.0/15; needs
 root), runs every case against rr-server --backend xsk and --backend kernel, alternating which
 goes first, and removes the lab again (also on Ctrl-C).
@@ -34,6 +34,19 @@ Prints one line per run, then a table of medians with the xsk/kernel ratios, and
 --out: results.json (metadata, medians, every run), results.svg and results.png (the same
 plot), and logs/ with each server's and client's output and JSON per run. A server that
 fails to start is reported with the last lines of its log.
+
+Cases (--only picks them): rr-1, rr-16, rr-256: that many connections, one request in
+flight on each; rr-256-t2 and rr-256-s2: 2 client threads, and 2 server threads too;
+same-16, busy-1, busy-same-1: the client on the server's stack (stack to stack, kernel to
+kernel), busy polling; open-5k and idle-100: open loop at 5,000 and 100 requests/s over 16
+connections (idle-100: every response waits for the kernel client's delayed ACK, the case
+for spurious tail-loss probes); loss1-16: 1% of the frames dropped each way at the client
+with nftables; loss1-same-16: the same against same- clients (nftables cannot see AF_XDP
+frames, so the stack client drops its 1% with its own fault injector, rr-bench
+--fault-rx-drop --fault-tx-drop); lossburst-16: outages, one in {} TCP frames at the
+client starts a {OUTAGE_MS} ms outage in which nftables drops every TCP frame either way;
+rr-1000 and rr-10000 (not with --quick). The loss cases need nft. After them,
+redis-benchmark cases (--only redis).
 
 CPU: `cpu` is the server process's CPU time per request; on veth that holds the client's
 receive path (veth runs the receiver's softirq in the sender's send call) and not the
@@ -45,7 +58,9 @@ Exit status: 0 ok, 1 a run failed or the counters disagree, 2 bad command line.
 
 Logging: each server's setup log (device tuning, XDP attach, kernel knobs; level info) is in
 OUT/logs/CASE-rROUND-BACKEND.server.log. rr-demo itself prints warnings only; RUST_LOG=info
-shows its lab steps too, RUST_LOG=debug everything."
+shows its lab steps too, RUST_LOG=debug everything.",
+        apps::group_digits(u64::from(OUTAGE_ONE_IN))
+    )
 )]
 struct Args {
     /// Short runs (about a minute in all) for CI: one round of 1s per case, no 1,000 and
@@ -92,8 +107,8 @@ struct Case {
     busy_poll: bool,
     /// Open loop at this rate instead of closed loop.
     rate: Option<u64>,
-    /// Drop 1% of the frames in each direction at the client (nftables in its namespace).
-    loss: bool,
+    /// Frames dropped at the client (see [`LossKind`]).
+    loss: Option<LossKind>,
     /// Only in full runs, not with --quick.
     full_only: bool,
     /// rr-bench --threads (kernel client): so the load generator is not the bound.
@@ -143,6 +158,25 @@ struct Metrics {
     /// The same in the server's namespace (kernel server only; the stack keeps no such count).
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     server_retrans: f64,
+    /// Everything either end sent again over the same span: kernel TCP's RetransSegs in both
+    /// namespaces (tail-loss probes included) plus a stack client's and a stack server's RTO
+    /// retransmits, fast retransmits and tail-loss probes (the stack counts events, the kernel
+    /// segments: the same for one-segment responses).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    retrans_total: f64,
+    /// The xsk server's loss recovery (its `recovery` counters, over its life; NaN for the
+    /// kernel server, whose TCPLossProbes and TCPTimeouts are in `server_tcp`).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    server_rto_retransmits: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    server_fast_retransmits: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    server_tail_probes: f64,
+    /// Retransmissions and probes the client showed were not needed (D-SACK, or an ACK too early).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    server_spurious_retransmits: f64,
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    server_spurious_probes: f64,
 }
 
 /// NaN (an unknown figure) is written as null in JSON; read it back as NaN.
@@ -176,6 +210,22 @@ impl Metrics {
             server_drops: m(|r| r.server_drops),
             client_retrans: m(|r| r.client_retrans),
             server_retrans: m(|r| r.server_retrans),
+            retrans_total: m(|r| r.retrans_total),
+            server_rto_retransmits: m(|r| r.server_rto_retransmits),
+            server_fast_retransmits: m(|r| r.server_fast_retransmits),
+            server_tail_probes: m(|r| r.server_tail_probes),
+            server_spurious_retransmits: m(|r| r.server_spurious_retransmits),
+            server_spurious_probes: m(|r| r.server_spurious_probes),
+        }
+    }
+
+    /// The retx columns: `retrans_total`, or for files written before it existed what the
+    /// column counted then (kernel TCP's RetransSegs: the client's, and a kernel server's).
+    fn retx(&self) -> f64 {
+        if self.retrans_total.is_nan() {
+            self.client_retrans + self.server_retrans.max(0.0)
+        } else {
+            self.retrans_total
         }
     }
 }
@@ -208,6 +258,14 @@ struct Row {
     client_tcp: BTreeMap<String, f64>,
     #[serde(default)]
     server_tcp: BTreeMap<String, f64>,
+    /// A stack client's loss recovery (rr-bench's `recovery`); none for a kernel client.
+    #[serde(default)]
+    client_recovery: Option<RecoveryCounts>,
+    /// Loss cases: what the loss mechanism counted over the run (nftables: `nft_frames` TCP
+    /// frames seen at the client, `nft_dropped`, `nft_outages`; a stack client's fault injector:
+    /// `injected_rx_dropped`, the received frames it dropped).
+    #[serde(default)]
+    loss_counters: BTreeMap<String, f64>,
 }
 
 /// `--only`: whether `name` is selected by the comma-separated `only`. An
@@ -235,7 +293,7 @@ fn cases() -> Vec<Case> {
         same_client,
         busy_poll,
         rate,
-        loss: false,
+        loss: None,
         full_only: false,
         client_threads: 1,
         server_threads: 1,
@@ -251,30 +309,106 @@ fn cases() -> Vec<Case> {
         c("busy-1", 1, false, true, None),
         c("busy-same-1", 1, true, true, None),
         c("open-5k", 16, false, false, Some(5000)),
-        Case { loss: true, ..c("loss1-16", 16, false, false, None) },
+        // Light load with idle gaps: about 160 ms between one connection's requests, so the
+        // kernel client acknowledges every response with a delayed ACK (40 ms or more), the
+        // case where a tail-loss probe may fire for nothing.
+        c("idle-100", 16, false, false, Some(100)),
+        Case { loss: Some(LossKind::Random1), ..c("loss1-16", 16, false, false, None) },
+        Case { loss: Some(LossKind::Random1), ..c("loss1-same-16", 16, true, false, None) },
+        Case { loss: Some(LossKind::Outages), ..c("lossburst-16", 16, false, false, None) },
         Case { full_only: true, ..c("rr-1000", 1000, false, false, None) },
         Case { full_only: true, ..c("rr-10000", 10000, false, false, None) },
     ]
 }
 
-/// 1% random loss each way for the client's namespace, with nftables
-/// (the host kernel has no netem). Removed again by `Drop`.
+/// How the loss cases drop frames at the client.
+///
+/// nftables in the client's namespace (the host kernel has no netem) sees a kernel client's
+/// frames only: XDP hands the AF_XDP stack's frames to its socket before netfilter, and AF_XDP
+/// sends bypass it. So a stack client (the xsk run of a same- case) drops its 1% with its own
+/// fault injector (rr-bench --fault-rx-drop/--fault-tx-drop), at the same place: as frames
+/// enter and leave the client's TCP. The nftables rules are in place for that run too; their
+/// counters show they saw none of its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LossKind {
+    /// 1% of the frames each way, each frame on its own (`numgen random`).
+    Random1,
+    /// Outages: one in [`OUTAGE_ONE_IN`] TCP frames at the client starts an outage of
+    /// [`OUTAGE_MS`] in which every TCP frame in either direction is dropped (a dynamic nftables
+    /// set whose one element times out). The outage is on time, not on frames: it also takes
+    /// the retransmissions and probes sent into it. Starting per frame keeps the number of
+    /// outages per request the same whatever the rate; kernel client only.
+    Outages,
+}
+
+/// Outage length of [`LossKind::Outages`]: longer than the stack's tail-loss probe timeout
+/// for a lone segment (2 SRTT + its ACK-delay allowance), shorter than kernel TCP's 200 ms
+/// minimum RTO.
+const OUTAGE_MS: u32 = 100;
+/// One in this many TCP frames at the client starts an outage.
+const OUTAGE_ONE_IN: u32 = 5000;
+
+/// The nftables ruleset for a loss case, with counters (`frames`, `dropped`, `outages`).
+fn loss_rules(kind: LossKind) -> String {
+    let chain = |name: &str, hook: &str| {
+        let drops = match kind {
+            LossKind::Random1 => "numgen random mod 100 < 1 counter name \"dropped\" drop".to_string(),
+            LossKind::Outages => format!(
+                "meta l4proto @outage counter name \"dropped\" drop\n    \
+                 meta l4proto tcp numgen random mod {OUTAGE_ONE_IN} < 1 add @outage {{ meta l4proto }} \
+                 counter name \"outages\" counter name \"dropped\" drop"
+            ),
+        };
+        format!(
+            "  chain {name} {{\n    type filter hook {hook} priority 0;\n    meta l4proto tcp counter name \"frames\"\n    {drops}\n  }}\n"
+        )
+    };
+    let set = match kind {
+        LossKind::Random1 => String::new(),
+        LossKind::Outages => {
+            format!("  set outage {{ type inet_proto; flags dynamic,timeout; timeout {OUTAGE_MS}ms; size 4; }}\n")
+        }
+    };
+    format!(
+        "table inet rrdemo_loss {{\n  counter frames {{}}\n  counter dropped {{}}\n  counter outages {{}}\n{set}{}{}}}\n",
+        chain("in", "input"),
+        chain("out", "output")
+    )
+}
+
+/// Loss for the client's namespace with nftables. Removed again by `Drop`.
 struct Loss<'a> {
     lab: &'a Lab,
 }
 
 impl<'a> Loss<'a> {
-    fn add(lab: &'a Lab) -> Result<Loss<'a>> {
-        let rules = "table inet rrdemo_loss {\n\
-            chain in { type filter hook input priority 0; numgen random mod 100 < 1 drop; }\n\
-            chain out { type filter hook output priority 0; numgen random mod 100 < 1 drop; }\n}\n";
+    fn add(lab: &'a Lab, kind: LossKind) -> Result<Loss<'a>> {
         let f = std::env::temp_dir().join(format!("rr-demo-loss-{}.nft", std::process::id()));
-        std::fs::write(&f, rules)?;
+        std::fs::write(&f, loss_rules(kind))?;
         let r = lab.ns_b.run(&["nft", "-f", &f.to_string_lossy()]);
         let _ = std::fs::remove_file(&f);
-        r.context("adding the 1% loss rules (needs nftables: apt-get install nftables)")?;
+        r.context("adding the loss rules (needs nftables: apt-get install nftables)")?;
         Ok(Loss { lab })
     }
+
+    /// The rules' counters: `nft_frames`, `nft_dropped`, `nft_outages` (packets).
+    fn counters(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        for name in ["frames", "dropped", "outages"] {
+            let text = self.lab.ns_b.run(&["nft", "list", "counter", "inet", "rrdemo_loss", name]).unwrap_or_default();
+            if let Some(n) = nft_packets(&text) {
+                out.insert(format!("nft_{name}"), n);
+            }
+        }
+        out
+    }
+}
+
+/// The `packets N` of `nft list counter` output.
+fn nft_packets(text: &str) -> Option<f64> {
+    let mut words = text.split_whitespace();
+    words.find(|w| *w == "packets")?;
+    words.next()?.parse().ok()
 }
 
 impl Drop for Loss<'_> {
@@ -438,6 +572,14 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     if client_backend == "xsk" {
         c.args(["--iface", &env.lab.if_b, "--attach", &env.attach.to_string()]);
         c.args(["--addr", &format!("{}/{}", env.xsk_client_addr, env.lab.prefix_len)]);
+        match case.loss {
+            None => {}
+            // nftables cannot see the stack's frames (see LossKind): its own injector drops them.
+            Some(LossKind::Random1) => {
+                c.args(["--fault-rx-drop", "0.01", "--fault-tx-drop", "0.01"]);
+            }
+            Some(k @ LossKind::Outages) => bail!("{}: {k:?} loss needs a kernel client (nftables)", case.name),
+        }
     } else {
         c.args(["--bind", &env.lab.addr_b.to_string()]);
     }
@@ -463,8 +605,9 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     c.arg("--json").arg(&json);
     let out = File::create(&blog).with_context(|| format!("creating {}", blog.display()))?;
     let err = out.try_clone()?;
-    let loss = if case.loss { Some(Loss::add(&env.lab)?) } else { None };
+    let loss = case.loss.map(|k| Loss::add(&env.lab, k)).transpose()?;
     let status = c.stdin(Stdio::null()).stdout(out).stderr(err).status().context("running rr-bench")?;
+    let mut loss_counters = loss.as_ref().map(Loss::counters).unwrap_or_default();
     drop(loss);
     let summary = server.stop();
     let tcp1 = (tcp_counters(&env.lab.ns_b), tcp_counters(&env.lab.ns_a));
@@ -476,6 +619,23 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json)?)?;
     let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let counters = xsk_counters(&summary);
+    let client_recovery: Option<RecoveryCounts> = serde_json::from_value(v["recovery"].clone()).unwrap_or(None);
+    if let Some(n) = v["xsk"]["stats"]["drops"]["injected"].as_f64().filter(|_| case.loss.is_some()) {
+        loss_counters.insert("injected_rx_dropped".into(), n);
+    }
+    // The xsk server's recovery counters (summed over shards); NaN for the kernel server.
+    let server_rec = |name: &str| counters.get(&format!("recovery_{name}")).unwrap_or(f64::NAN);
+    let client_retrans = client_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN);
+    let server_retrans =
+        if backend == "kernel" { server_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN) } else { f64::NAN };
+    // Both ends: kernel TCP's segments where it runs, the stack's own counts where it does.
+    let stack_server = ["rto_retransmits", "fast_retransmits", "tail_probes"].iter().map(|n| server_rec(n));
+    let retrans_total = [client_retrans, server_retrans]
+        .into_iter()
+        .chain(stack_server)
+        .chain(client_recovery.map(|r| r.resent() as f64))
+        .filter(|x| x.is_finite())
+        .sum::<f64>();
     let server_trouble: BTreeMap<String, f64> = counters
         .values
         .iter()
@@ -507,12 +667,14 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
             } else {
                 counters.values.iter().filter(|(k, _)| is_drop(k)).map(|(_, v)| v).fold(0.0, |a, b| a + b)
             },
-            client_retrans: client_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN),
-            server_retrans: if backend == "kernel" {
-                server_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN)
-            } else {
-                f64::NAN
-            },
+            client_retrans,
+            server_retrans,
+            retrans_total,
+            server_rto_retransmits: server_rec("rto_retransmits"),
+            server_fast_retransmits: server_rec("fast_retransmits"),
+            server_tail_probes: server_rec("tail_probes"),
+            server_spurious_retransmits: server_rec("spurious_retransmits"),
+            server_spurious_probes: server_rec("spurious_probes"),
         },
         errors: v["errors"].as_u64().unwrap_or(0) + v["lost"].as_u64().unwrap_or(0),
         server_requests: summary["requests"].as_u64().unwrap_or(0),
@@ -520,6 +682,8 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
         server_trouble,
         client_tcp,
         server_tcp,
+        client_recovery,
+        loss_counters,
     })
 }
 
@@ -619,10 +783,10 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("rr-demo builds network namespaces and attaches XDP programs: run it as root");
     }
-    if !have_nft {
-        println!("note: nft not found: skipping the 1% loss case (apt-get install nftables)");
+    if !have_nft && cases.iter().any(|c| c.loss.is_some()) {
+        println!("note: nft not found: skipping the loss cases (apt-get install nftables)");
     }
-    let cases: Vec<Case> = cases.into_iter().filter(|c| have_nft || !c.loss).collect();
+    let cases: Vec<Case> = cases.into_iter().filter(|c| have_nft || c.loss.is_none()).collect();
     lab::install_signal_handlers();
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let logs = args.out.join("logs");
@@ -673,15 +837,16 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
                     Ok(row) => row,
                     Err(e) => {
                         // Keep going: one broken case must not hide the others.
-                        println!("[{n:>2}/{total}] {:<11} {:<7} FAILED: {e:#}", case.name, backend);
+                        println!("[{n:>2}/{total}] {:<13} {:<7} FAILED: {e:#}", case.name, backend);
                         failures += 1;
                         continue;
                     }
                 };
                 println!(
-                    "[{n:>2}/{total}] {:<11} {:<7} {:>8.0} req/s  p50 {:>9.1} us  p99 {:>9.1} us  server cpu {:>5.2} (own rx {:>5.2}) us/req  setup {:>5.2} s  drops {:>5}  retx {:>5}",
+                    "[{n:>2}/{total}] {:<13} {:<7} {:>8.0} req/s  p50 {:>9.1} us  p99 {:>9.1} us  server cpu {:>5.2} (own rx {:>5.2}) us/req  setup {:>5.2} s  drops {:>5}  retx {:>5}  tlp {:>5} (spurious {:>4})  rto {:>5}{}",
                     row.case, row.backend, row.m.rps, row.m.p50_us, row.m.p99_us, row.m.cpu_us_per_req, row.m.cpu_us_per_req_own_rx, row.m.setup_s,
-                    fmt_count(row.m.server_drops), fmt_count(row.m.client_retrans + row.m.server_retrans.max(0.0))
+                    fmt_count(row.m.server_drops), fmt_count(row.m.retx()), fmt_count(row.m.server_tail_probes),
+                    fmt_count(row.m.server_spurious_probes), fmt_count(row.m.server_rto_retransmits), loss_note(&row.loss_counters)
                 );
                 // Every response the client saw was a request the server counted.
                 let bound = row.errors + 2 * case.conns as u64 * case.depth as u64;
@@ -742,6 +907,21 @@ fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf) -> Result<En
         attach: args.attach,
         lab,
     })
+}
+
+/// `  lost 41 of 4,093 frames (nft, 3 outages)` for a loss run's per-run line.
+fn loss_note(c: &BTreeMap<String, f64>) -> String {
+    let mut s = String::new();
+    if let (Some(d), Some(f)) = (c.get("nft_dropped"), c.get("nft_frames")) {
+        s += &format!("  nft dropped {} of {} frames", apps::group_digits(*d as u64), apps::group_digits(*f as u64));
+        if let Some(o) = c.get("nft_outages").filter(|o| **o > 0.0) {
+            s += &format!(" in {o:.0} outages");
+        }
+    }
+    if let Some(i) = c.get("injected_rx_dropped") {
+        s += &format!("  injector dropped {i:.0} received");
+    }
+    s
 }
 
 fn fmt_count(v: f64) -> String {
@@ -832,9 +1012,10 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
     let sums = summaries(rows, cases);
     println!();
     println!(
-        "{:<11} {:>5} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6}",
+        "{:<13} {:>5} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6} | {:>6} {:>6} {:>6}",
         "case", "conns", "thr", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9",
-        "xsk cpu", "krn cpu", "ratio", "xsk own", "krn own", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx"
+        "xsk cpu", "krn cpu", "ratio", "xsk own", "krn own", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx",
+        "x tlp", "x sptl", "x rto"
     );
     for case in cases {
         let (Some(x), Some(k)) =
@@ -843,7 +1024,7 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
             continue;
         };
         println!(
-            "{:<11} {:>5} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6}",
+            "{:<13} {:>5} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6} | {:>6} {:>6} {:>6}",
             case.name,
             case.conns,
             format!("{}/{}", case.client_threads, case.server_threads),
@@ -869,8 +1050,11 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
             x.m.setup_s,
             k.m.setup_s,
             fmt_count(x.m.server_drops),
-            fmt_count(x.m.client_retrans),
-            fmt_count(k.m.client_retrans + k.m.server_retrans.max(0.0)),
+            fmt_count(x.m.retx()),
+            fmt_count(k.m.retx()),
+            fmt_count(x.m.server_tail_probes),
+            fmt_count(x.m.server_spurious_probes),
+            fmt_count(x.m.server_rto_retransmits),
         );
     }
     println!(
@@ -883,17 +1067,26 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
         " duration); own = the same with each side charged its own receive path (server CPU - NET_RX softirq run in"
     );
     println!(
-        " it + NET_RX run in the client: on veth the sender's process runs the receiver's softirq; nan without root"
+        " it + NET_RX run in the client: on veth the sender's process runs the receiver's softirq; nan without root);"
     );
     println!(
-        " duration); mc = whole machine; c/s = cores kept busy by the client / server process (its CPU time over the"
+        " mc = whole machine; c/s = cores kept busy by the client / server process (its CPU time over the"
     );
     println!(" window's wall time, all threads), of {}: a side near its thread count is the bottleneck; s = seconds to set up the connections (not", apps::online_cpus());
     println!(
-        " measured); drops = the xsk server's drop counters; retx = kernel TCP retransmitted segments (xsk: the kernel"
+        " measured); drops = the xsk server's drop counters; retx = everything both ends sent again: kernel TCP's retransmitted"
     );
-    println!(" client's; kernel: both ends); both over warm-up, setup and run. mc n/a: /proc/stat counts busy time in ticks,");
-    println!(" which miss short wake-ups on an otherwise idle machine, so it read less than the two processes' own CPU time)");
+    println!(
+        " segments (RetransSegs, its loss probes included) where kernel TCP runs, and the stack's RTO and fast retransmits and"
+    );
+    println!(
+        " tail-loss probes where the stack runs (client and server); x tlp / x sptl / x rto = the xsk server's tail-loss probes,"
+    );
+    println!(
+        " the probes the client showed were spurious, and its RTO retransmits; all over warm-up, setup and run. mc n/a:"
+    );
+    println!(" /proc/stat counts busy time in ticks, which miss short wake-ups on an otherwise idle machine, so it read less than");
+    println!(" the two processes' own CPU time)");
     let paired: Vec<PairedCpu> =
         cases.iter().filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req)).collect();
     let paired_own: Vec<PairedCpu> =
@@ -917,7 +1110,7 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
         println!("{title}");
         for p in list {
             println!(
-                "  {:<11} median {:.2}  range {:.2}-{:.2}  at most the kernel's in {} of {} rounds",
+                "  {:<13} median {:.2}  range {:.2}-{:.2}  at most the kernel's in {} of {} rounds",
                 p.case, p.median, p.min, p.max, p.at_most_kernel, p.rounds
             );
         }
@@ -990,8 +1183,8 @@ fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
         meta["cpu_model"].as_str().unwrap_or("?"),
     );
     let has = |f: &dyn Fn(&Case) -> bool| cases.iter().any(f);
-    let mut legend = vec!["Cases: the client is the kernel's TCP unless the name says same-; one request in flight per connection (closed loop) unless open-.".to_string()];
-    if has(&|c| !c.same_client && !c.busy_poll && c.rate.is_none() && !c.loss) {
+    let mut legend = vec!["Cases: the client is the kernel's TCP unless the name says same-; one request in flight per connection (closed loop) unless open- or idle-.".to_string()];
+    if has(&|c| !c.same_client && !c.busy_poll && c.rate.is_none() && c.loss.is_none()) {
         legend.push("rr-N: N connections.".into());
     }
     if has(&|c| c.client_threads > 1) {
@@ -1003,13 +1196,35 @@ fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
     if has(&|c| c.busy_poll) {
         legend.push("busy-: busy polling in server and client (each spins a core).".into());
     }
-    if has(&|c| c.rate.is_some()) {
-        legend.push("open-5k: open loop, 5,000 requests/s in total over 16 connections; latency counts from each request's scheduled time.".into());
-    }
-    if has(&|c| c.loss) {
-        legend.push(
-            "loss1-16: 16 connections, 1% of the frames dropped in each direction at the client (nftables).".into(),
+    let open: Vec<String> = cases
+        .iter()
+        .filter_map(|c| c.rate.map(|r| format!("{}: {} requests/s", c.name, apps::group_digits(r))))
+        .collect();
+    if !open.is_empty() {
+        let mut line = format!(
+            "Open loop ({}) in total over the connections; latency counts from each request's scheduled time.",
+            open.join(", ")
         );
+        if has(&|c| c.name == "idle-100") {
+            line += " idle-100: each connection idles ~160 ms between requests, so the client ACKs every response late (delayed ACK).";
+        }
+        legend.push(line);
+    }
+    let mut loss = Vec::new();
+    if has(&|c| c.loss == Some(LossKind::Random1) && !c.same_client) {
+        loss.push("loss1-16: 1% of the frames dropped each way at the client (nftables)".to_string());
+    }
+    if has(&|c| c.loss == Some(LossKind::Random1) && c.same_client) {
+        loss.push("loss1-same-16: the same, same- clients (the stack client's own fault injector: nftables cannot see AF_XDP frames)".into());
+    }
+    if has(&|c| c.loss == Some(LossKind::Outages)) {
+        loss.push(format!(
+            "lossburst-16: one in {} TCP frames at the client starts a {OUTAGE_MS} ms outage dropping every frame either way (nftables)",
+            apps::group_digits(u64::from(OUTAGE_ONE_IN))
+        ));
+    }
+    if !loss.is_empty() {
+        legend.push(format!("{}; 16 connections.", loss.join("; ")));
     }
     PlotText {
         title: "Userspace TCP/IP over AF_XDP (xsk) against kernel TCP: request/response".into(),
@@ -1050,6 +1265,70 @@ mod tests {
             .case_legend
             .iter()
             .any(|l| l.starts_with("same-: ") && l.contains("stack client against stack server")));
+    }
+
+    #[test]
+    fn loss_and_idle_cases() {
+        let all = cases();
+        let get = |n: &str| all.iter().find(|c| c.name == n).unwrap_or_else(|| panic!("{n} missing")).clone();
+        let (l1, ls, lb, idle) = (get("loss1-16"), get("loss1-same-16"), get("lossburst-16"), get("idle-100"));
+        assert_eq!((l1.loss, l1.same_client, l1.conns), (Some(LossKind::Random1), false, 16));
+        // loss1-same-16 is loss1-16 with same- clients, as same-16 is rr-16.
+        assert_eq!((ls.loss, ls.same_client, ls.conns, ls.rate), (Some(LossKind::Random1), true, 16, None));
+        // Outages are nftables only: a kernel client.
+        assert_eq!((lb.loss, lb.same_client, lb.conns), (Some(LossKind::Outages), false, 16));
+        assert_eq!((idle.rate, idle.conns, idle.same_client, idle.loss), (Some(100), 16, false, None));
+        assert!(all.iter().filter(|c| c.loss.is_some()).all(|c| !c.full_only && !c.busy_poll), "CI runs them");
+        let names = case_names();
+        let picked = |o: &str| names.iter().copied().filter(|n| only_matches(o, n, &names)).collect::<Vec<_>>();
+        assert_eq!(picked("loss"), vec!["loss1-16", "loss1-same-16", "lossburst-16"]);
+        assert_eq!(picked("loss1-16"), vec!["loss1-16"]);
+        assert_eq!(picked("loss1-same-16,idle-100"), vec!["idle-100", "loss1-same-16"]);
+    }
+
+    #[test]
+    fn help_and_legend_name_every_case() {
+        let help = Args::command().render_long_help().to_string();
+        let words: Vec<&str> = help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).collect();
+        for c in cases() {
+            assert!(words.contains(&c.name), "rr-demo --help does not name {}", c.name);
+        }
+        assert!(help.contains(&format!("{OUTAGE_MS} ms outage")), "{help}");
+        let m = metadata(&Args::try_parse_from(["rr-demo"]).unwrap(), 1, Duration::from_secs(1));
+        let legend = plot_text(&cases(), &m).case_legend.join("\n");
+        for name in ["idle-100", "open-5k", "loss1-16", "loss1-same-16", "lossburst-16"] {
+            assert!(legend.contains(name), "{name} not in the legend:\n{legend}");
+        }
+        assert!(legend.contains("fault injector") && legend.contains("delayed ACK"), "{legend}");
+        // A selection's legend names only its own cases.
+        let some: Vec<Case> = cases().into_iter().filter(|c| c.name == "idle-100").collect();
+        let legend = plot_text(&some, &m).case_legend.join("\n");
+        assert!(legend.contains("idle-100: 100 requests/s") && !legend.contains("open-5k") && !legend.contains("loss"));
+    }
+
+    #[test]
+    fn loss_rules_and_counters() {
+        let r = loss_rules(LossKind::Random1);
+        assert!(r.starts_with("table inet rrdemo_loss {"), "{r}");
+        assert!(r.contains("hook input") && r.contains("hook output"), "{r}");
+        assert_eq!(r.matches("numgen random mod 100 < 1 counter name \"dropped\" drop").count(), 2, "{r}");
+        assert_eq!(r.matches("meta l4proto tcp counter name \"frames\"").count(), 2, "{r}");
+        assert!(!r.contains("@outage"), "{r}");
+        let b = loss_rules(LossKind::Outages);
+        assert!(b.contains(&format!("flags dynamic,timeout; timeout {OUTAGE_MS}ms;")), "{b}");
+        assert_eq!(b.matches("meta l4proto @outage counter name \"dropped\" drop").count(), 2, "{b}");
+        assert_eq!(b.matches(&format!("numgen random mod {OUTAGE_ONE_IN} < 1 add @outage")).count(), 2, "{b}");
+        // Braces balance: one table, its set and two chains.
+        for t in [&r, &b] {
+            assert_eq!(t.matches('{').count(), t.matches('}').count(), "{t}");
+        }
+        let listing = "table inet rrdemo_loss {\n\tcounter dropped {\n\t\tpackets 41 bytes 2952\n\t}\n}\n";
+        assert_eq!(nft_packets(listing), Some(41.0));
+        assert_eq!(nft_packets("Error: No such file or directory"), None);
+        let c: BTreeMap<String, f64> =
+            [("nft_frames", 4093.0), ("nft_dropped", 41.0), ("nft_outages", 3.0)].map(|(k, v)| (k.to_string(), v)).into();
+        assert_eq!(loss_note(&c), "  nft dropped 41 of 4,093 frames in 3 outages");
+        assert_eq!(loss_note(&BTreeMap::new()), "");
     }
 
     #[test]
@@ -1104,6 +1383,8 @@ mod tests {
             server_trouble: BTreeMap::new(),
             client_tcp: BTreeMap::new(),
             server_tcp: BTreeMap::new(),
+            client_recovery: None,
+            loss_counters: BTreeMap::new(),
         };
         assert!(counts_agree(&r, 32));
         r.server_requests = 1020;
@@ -1130,6 +1411,8 @@ mod tests {
             server_trouble: BTreeMap::new(),
             client_tcp: BTreeMap::new(),
             server_tcp: BTreeMap::new(),
+            client_recovery: None,
+            loss_counters: BTreeMap::new(),
         };
         // The machine slows down in round 1: the medians compare 15 with 20
         // (0.75), the rounds 10/10, 20/20 and 15/14.
@@ -1173,6 +1456,8 @@ mod tests {
             server_trouble: BTreeMap::new(),
             client_tcp: BTreeMap::new(),
             server_tcp: BTreeMap::new(),
+            client_recovery: None,
+            loss_counters: BTreeMap::new(),
         };
         let text = serde_json::to_string(&serde_json::json!({ "runs": [&r] })).unwrap();
         assert!(text.contains("\"server_drops\":null"), "{text}");
@@ -1186,6 +1471,26 @@ mod tests {
         let back: Vec<Row> = serde_json::from_str(old).unwrap();
         assert!(back[0].m.setup_s.is_nan() && back[0].m.cpu_us_per_req_machine.is_nan());
         assert_eq!((back[0].client_threads, back[0].server_threads), (1, 1), "files from before --threads");
+        // ... and before the loss-recovery figures: unknown, and the retx column as it was.
+        let m = &back[0].m;
+        assert!(m.server_tail_probes.is_nan() && m.server_spurious_probes.is_nan() && m.server_rto_retransmits.is_nan());
+        assert!(m.retrans_total.is_nan() && back[0].client_recovery.is_none() && back[0].loss_counters.is_empty());
+        let old = r#"[{"backend":"kernel","case":"loss1-16","round":0,"conns":16,"errors":0,
+            "client_retrans":30.0,"server_retrans":12.0}]"#;
+        let back: Vec<Row> = serde_json::from_str(old).unwrap();
+        assert_eq!(back[0].m.retx(), 42.0, "old files: RetransSegs of the client and a kernel server");
+        // New rows keep their recovery figures.
+        let r = Row {
+            m: Metrics { retrans_total: 7.0, server_tail_probes: 3.0, server_spurious_probes: 1.0, ..r.m.clone() },
+            client_recovery: Some(RecoveryCounts { tail_probes: 2, ..RecoveryCounts::default() }),
+            loss_counters: [("nft_dropped".to_string(), 5.0)].into(),
+            ..r
+        };
+        let back: Row = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!((back.m.retx(), back.m.server_tail_probes, back.m.server_spurious_probes), (7.0, 3.0, 1.0));
+        assert_eq!(back.client_recovery.map(|c| c.tail_probes), Some(2));
+        assert_eq!(back.loss_counters.get("nft_dropped"), Some(&5.0));
+        assert!(back.m.server_rto_retransmits.is_nan());
     }
 }
 
