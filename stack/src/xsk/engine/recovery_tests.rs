@@ -287,3 +287,17 @@ fn upstream_smoltcp_behaviour_is_one_second() {
     let (at, _) = until_server_sends(&mut p, Duration::from_millis(1), Duration::from_secs(3)).expect("RTO");
     assert!(at >= Duration::from_secs(1) && at <= Duration::from_millis(1002), "{at:?}");
 }
+
+#[test]
+fn with_the_default_allowance_the_probe_goes_out_instead_of_the_rto() {
+    let r = Recovery::default();
+    let mut p = pair(r);
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    lost_response(&mut p, ca, cb);
+    let (at, _) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
+    assert!(at <= r.rto_min + Duration::from_millis(1), "{at:?}");
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() });
+}

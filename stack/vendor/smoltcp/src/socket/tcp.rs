@@ -1627,7 +1627,8 @@ impl<'a> Socket<'a> {
     }
 
     /// [xsk-stack patch: tail-loss-probe] (Re)arms the probe for the current flight:
-    /// PTO = 2 SRTT + the allowance, if that comes before the RTO (RFC 8985 7.2).
+    /// PTO = 2 SRTT + the allowance, or the RTO's expiry if that comes first, where the
+    /// probe then goes out instead of the timeout (RFC 8985 7.2, as Linux does).
     fn arm_tail_probe(&mut self, cx: &mut Context) {
         self.tlp_at = None;
         if self.tail_probe.is_none() || self.tlp_high.is_some() {
@@ -1652,10 +1653,7 @@ impl<'a> Socket<'a> {
         } else {
             TLP_MULTI_SEGMENT_ALLOWANCE
         };
-        let at = cx.now() + srtt + srtt + allowance;
-        if at < expires_at {
-            self.tlp_at = Some(at);
-        }
+        self.tlp_at = Some((cx.now() + srtt + srtt + allowance).min(expires_at));
     }
 
     /// [xsk-stack patch: recovery-stats] Whether this ACK shows that the last
