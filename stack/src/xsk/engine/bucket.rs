@@ -44,10 +44,11 @@ pub(super) struct Bucket {
     /// When smoltcp wants this bucket polled next (its `poll_at`).
     pub(super) deadline: Option<Instant>,
     /// The bucket's earliest entry in the engine's timer heap. Kept at or
-    /// before `deadline`: a later deadline pushes nothing (the entry fires
-    /// early, once, and queues the real one), so a request/response
+    /// before `deadline`: a later deadline pushes nothing (when the entry
+    /// comes first, `Engine::poll_at` queues the real one before the driver
+    /// sleeps, or egress does when it fires), so a request/response
     /// exchange, which moves the retransmission deadline later with every
-    /// response, costs no heap operation.
+    /// response, costs no heap operation and no early wake-up.
     pub(super) queued: Option<Instant>,
     pub(super) dirty: bool,
     /// A socket here wants the peer's pure ACKs as they come (see

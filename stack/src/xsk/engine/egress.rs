@@ -148,10 +148,29 @@ impl Engine {
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).
     pub(crate) fn poll_at(&mut self) -> Option<Instant> {
         while let Some(&Reverse((d, b))) = self.timers.peek() {
-            if self.buckets[b as usize].queued == Some(d) {
-                break;
+            let bucket = &mut self.buckets[b as usize];
+            if bucket.queued != Some(d) {
+                self.timers.pop(); // stale
+                continue;
             }
-            self.timers.pop();
+            // The earliest entry is live, but its bucket's deadline may have moved
+            // later since it was queued (each response pushes the retransmission
+            // timer on): queue the real deadline now, once before a sleep, rather
+            // than wake for nothing at the old one. With timers tens of
+            // milliseconds out (the tail-loss probe), every busy bucket would
+            // otherwise wake the driver that often.
+            match bucket.deadline {
+                Some(x) if x > d => {
+                    self.timers.pop();
+                    bucket.queued = Some(x);
+                    self.timers.push(Reverse((x, b)));
+                }
+                Some(_) => break,
+                None => {
+                    self.timers.pop();
+                    bucket.queued = None;
+                }
+            }
         }
         let timer = self.timers.peek().map(|&Reverse((d, _))| d);
         let sweep = self.needs_sweep().then_some(self.next_sweep);

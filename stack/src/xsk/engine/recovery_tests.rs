@@ -301,3 +301,69 @@ fn with_the_default_allowance_the_probe_goes_out_instead_of_the_rto() {
     assert!(at <= r.rto_min + Duration::from_millis(1), "{at:?}");
     assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() });
 }
+
+#[test]
+fn a_probe_made_spurious_by_a_lost_request_does_not_raise_the_allowance() {
+    let mut p = pair(recovery(5));
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    // The response arrives; the client's next request, which carries its ACK, is lost.
+    p.b.send(cb, b"request").unwrap();
+    p.settle(10);
+    assert_eq!(read_all(&mut p.a, ca), b"request");
+    p.a.send(ca, b"response").unwrap();
+    p.a.flush().unwrap();
+    let resp = p.a.take_sent();
+    p.b.inbox.extend(resp);
+    let mut ev = Vec::new();
+    p.b.poll(&mut ev, None).unwrap();
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    p.b.send(cb, b"next").unwrap();
+    p.b.flush().unwrap();
+    assert_eq!(data(&p.b.take_sent()), 1, "the lost request");
+    // The server probes; the client answers with a D-SACK, past the hole its request left.
+    let (_, probe) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(1)).expect("probe");
+    p.b.inbox.extend(probe);
+    p.b.poll(&mut ev, None).unwrap();
+    p.b.flush().unwrap();
+    let back = p.b.take_sent();
+    assert_eq!(data(&back), 0);
+    p.a.inbox.extend(back);
+    p.a.poll(&mut ev, None).unwrap();
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, spurious_probes: 1, ..Default::default() });
+    // A lost ACK, not a delaying peer: the allowance stays at 5 ms.
+    let conn = p.a.engine.conns.get(ca).unwrap();
+    let s = p.a.engine.buckets[conn.bucket as usize].sockets.get::<tcp::Socket>(conn.handle);
+    assert_eq!(s.tail_loss_probe_ack_delay(), Some(smoltcp::time::Duration::from_millis(5)));
+}
+
+#[test]
+fn a_deadline_moved_later_is_not_a_wake_up_at_the_old_one() {
+    let mut p = pair(Recovery::default());
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    // A response whose ACK has not come arms the probe (at most the RTO, 50 ms, out).
+    p.b.send(cb, b"request").unwrap();
+    p.settle(10);
+    read_all(&mut p.a, ca);
+    p.a.send(ca, b"response").unwrap();
+    p.a.flush().unwrap();
+    let first = p.a.engine.poll_at().expect("a timer");
+    // 20 ms later the ACK and the next request come, and the next response goes out:
+    // the deadline moved 20 ms later.
+    p.advance(Duration::from_millis(20));
+    p.settle(10);
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    p.b.send(cb, b"request").unwrap();
+    p.settle(10);
+    read_all(&mut p.a, ca);
+    p.a.send(ca, b"response").unwrap();
+    p.a.flush().unwrap();
+    let next = p.a.engine.poll_at().expect("a timer");
+    let moved: Duration = (next - first).into();
+    assert!(moved >= Duration::from_millis(19), "the driver would wake at the old deadline: {first} then {next}");
+}

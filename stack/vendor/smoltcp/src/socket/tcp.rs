@@ -1679,8 +1679,12 @@ impl<'a> Socket<'a> {
         self.resent = None;
         if resent.probe {
             self.recovery_stats.spurious_probes += 1;
-            // The peer held its ACK longer than the allowance: it delays ACKs.
-            if let Some(p) = self.tail_probe {
+            // The peer had the segment but its ACK did not come within the allowance:
+            // either it delays ACKs, or its ACK was lost. A lost ACK usually rode on
+            // data (a request), which then shows as a hole before this segment; only
+            // without one is it the peer's delay, worth a longer allowance.
+            let hole = repr.seq_number > self.remote_seq_no + self.rx_buffer.len();
+            if let (Some(p), false) = (self.tail_probe, hole) {
                 self.tlp_ack_delay = self.tlp_ack_delay.max(p.ack_delay_max);
             }
         } else {
