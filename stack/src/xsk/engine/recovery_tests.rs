@@ -237,10 +237,12 @@ fn a_spurious_probe_is_counted_and_raises_the_allowance_for_the_peer() {
     for _ in 0..16 {
         exchange(&mut p, ca, cb, Duration::from_micros(100));
     }
-    let sent = delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40));
-    assert_eq!(sent, 1, "one probe");
-    // The client had the response: its D-SACK says so.
-    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, spurious_probes: 1, ..Default::default() });
+    // Three probes in a row the client had the response for (its D-SACKs say so):
+    // only a streak is taken for a peer that delays its ACKs.
+    for i in 0..3 {
+        assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40)), 1, "probe {i}");
+    }
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 3, spurious_probes: 3, ..Default::default() });
     for i in 0..10 {
         assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40)), 0, "exchange {i}");
     }
@@ -259,7 +261,7 @@ fn a_spurious_probe_is_counted_and_raises_the_allowance_for_the_peer() {
         exchange(&mut p, ca, cb, Duration::from_micros(100));
     }
     assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40)), 0);
-    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, spurious_probes: 1, ..Default::default() });
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 3, spurious_probes: 3, ..Default::default() });
 }
 
 #[test]
@@ -366,4 +368,29 @@ fn a_deadline_moved_later_is_not_a_wake_up_at_the_old_one() {
     let next = p.a.engine.poll_at().expect("a timer");
     let moved: Duration = (next - first).into();
     assert!(moved >= Duration::from_millis(19), "the driver would wake at the old deadline: {first} then {next}");
+}
+
+#[test]
+fn a_probe_that_recovers_a_loss_resets_the_spurious_streak() {
+    let mut p = pair(recovery(2));
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    // Two spurious probes, then one that recovers a lost response, then two spurious
+    // again: never three in a row, so the allowance stays short.
+    for round in 0..2 {
+        for i in 0..2 {
+            assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40)), 1, "{round}/{i}");
+        }
+        lost_response(&mut p, ca, cb);
+        let (_, out) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(1)).expect("probe");
+        p.b.inbox.extend(out);
+        p.settle(10);
+        assert_eq!(read_all(&mut p.b, cb), b"response");
+    }
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 6, spurious_probes: 4, ..Default::default() });
+    let conn = p.a.engine.conns.get(ca).unwrap();
+    let s = p.a.engine.buckets[conn.bucket as usize].sockets.get::<tcp::Socket>(conn.handle);
+    assert_eq!(s.tail_loss_probe_ack_delay(), Some(smoltcp::time::Duration::from_millis(2)));
 }

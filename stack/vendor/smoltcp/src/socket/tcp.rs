@@ -206,6 +206,11 @@ pub struct TailLossProbe {
     pub ack_delay_max: Duration,
 }
 
+/// Spurious probes in a row (no probe that recovered a loss between them) before the
+/// peer is taken to delay its ACKs: under loss, a lost ACK makes an occasional probe
+/// spurious too, and one such verdict must not slow every later recovery.
+const TLP_SPURIOUS_TO_LEARN: u8 = 3;
+
 /// PTO allowance when more than one segment is in flight (RFC 8985: 2 ms).
 const TLP_MULTI_SEGMENT_ALLOWANCE: Duration = Duration::from_millis(2);
 
@@ -659,6 +664,8 @@ pub struct Socket<'a> {
     /// The last retransmission (timeout, fast retransmit or probe), to tell whether it
     /// was needed.
     resent: Option<Resent>,
+    /// Spurious probes since the last one that was needed.
+    tlp_spurious_streak: u8,
     recovery_stats: RecoveryStats,
 
     /// Duration for Delayed ACK. If None no ACKs will be delayed.
@@ -757,6 +764,7 @@ impl<'a> Socket<'a> {
             tlp_at: None,
             tlp_high: None,
             resent: None,
+            tlp_spurious_streak: 0,
             recovery_stats: RecoveryStats::default(),
             ack_delay: Some(ACK_DELAY_DEFAULT),
             ack_delay_timer: AckDelayTimer::Idle,
@@ -1120,6 +1128,7 @@ impl<'a> Socket<'a> {
         self.tlp_at = None;
         self.tlp_high = None;
         self.resent = None;
+        self.tlp_spurious_streak = 0;
         self.assembler = Assembler::new();
         self.tx_buffer.clear();
         self.rx_buffer.clear();
@@ -1683,8 +1692,10 @@ impl<'a> Socket<'a> {
             // either it delays ACKs, or its ACK was lost. A lost ACK usually rode on
             // data (a request), which then shows as a hole before this segment; only
             // without one is it the peer's delay, worth a longer allowance.
+            // And one verdict alone may be a lost ACK too: learn from a streak.
             let hole = repr.seq_number > self.remote_seq_no + self.rx_buffer.len();
-            if let (Some(p), false) = (self.tail_probe, hole) {
+            self.tlp_spurious_streak = if hole { 0 } else { self.tlp_spurious_streak.saturating_add(1) };
+            if let (Some(p), true) = (self.tail_probe, self.tlp_spurious_streak >= TLP_SPURIOUS_TO_LEARN) {
                 self.tlp_ack_delay = self.tlp_ack_delay.max(p.ack_delay_max);
             }
         } else {
@@ -2397,6 +2408,12 @@ impl<'a> Socket<'a> {
             self.check_spurious(cx.now(), ack_number, repr);
             if self.tlp_high.is_some_and(|high| ack_number >= high) {
                 self.tlp_high = None;
+                // The probe's flight is acknowledged and no D-SACK said it was not
+                // needed (that verdict came first and cleared `resent`): it recovered a
+                // loss, so the peer's ACKs are not merely late.
+                if self.resent.is_some_and(|r| r.probe) {
+                    self.tlp_spurious_streak = 0;
+                }
             }
 
             // TODO: When flow control is implemented,
