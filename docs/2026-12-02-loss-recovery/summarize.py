@@ -54,6 +54,18 @@ def light_table():
                   f"{med(r, case, 'xsk', 'server_tail_probes'):>7.0f} {med(r, case, 'xsk', 'server_spurious_probes'):>6.0f}")
 
 
+def streak_table():
+    d = load("streak")
+    r = d["runs"]
+    print("\nAfter the streak rule (streak, 2 rounds; the final build)")
+    for case in ("loss1-16", "loss1-same-16", "idle-100"):
+        print(f"  {case:<14} xsk {med(r, case, 'xsk', 'rps'):>8.0f} req/s p99 {med(r, case, 'xsk', 'p99_us') / 1e3:7.1f} ms"
+              f" p99.9 {med(r, case, 'xsk', 'p999_us') / 1e3:7.1f} ms | kernel {med(r, case, 'kernel', 'rps'):>6.0f} req/s"
+              f" p99 {med(r, case, 'kernel', 'p99_us') / 1e3:7.1f} ms p99.9 {med(r, case, 'kernel', 'p999_us') / 1e3:7.1f} ms"
+              f" | probes {med(r, case, 'xsk', 'server_tail_probes'):.0f} (spurious {med(r, case, 'xsk', 'server_spurious_probes'):.0f})")
+
+
 if __name__ == "__main__":
     loss_table()
     light_table()
+    streak_table()
