@@ -32,8 +32,9 @@ pub struct Recovery {
     /// which a peer may hold its ACK of (delayed ACK). 50 ms covers Linux's
     /// delayed ACK at small RTTs (40 ms, a little more with timer slack), so
     /// a kernel client with nothing to send draws no probe; a connection
-    /// whose probe the peer shows was spurious (a D-SACK, or an ACK too
-    /// early to answer it) moves to [`ack_delay_max`](Self::ack_delay_max),
+    /// whose probes the peer shows were spurious three times in a row (a
+    /// D-SACK, or an ACK too early to answer one) moves to
+    /// [`ack_delay_max`](Self::ack_delay_max),
     /// and the engine remembers the peer for its next connections. Peers
     /// that ACK at once (the stack's own client) are served better by a
     /// few milliseconds: a lost response then costs that, not 50 ms. The
