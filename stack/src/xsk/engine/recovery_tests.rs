@@ -95,17 +95,23 @@ fn until_server_sends(p: &mut Pair, step: Duration, limit: Duration) -> Option<(
     None
 }
 
+/// A connected pair whose server has measured 16 round trips of `rtt`.
+fn warmed(server: Recovery, rtt: Duration) -> (Pair, ConnId, ConnId) {
+    let mut p = pair(server);
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, rtt);
+    }
+    (p, ca, cb)
+}
+
 fn recovery(ack_delay_ms: u64) -> Recovery {
     Recovery { ack_delay: Duration::from_millis(ack_delay_ms), ..Recovery::default() }
 }
 
 #[test]
 fn sub_millisecond_rtt_samples_count() {
-    let mut p = pair(Recovery::default());
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(200));
-    }
+    let (p, ca, _) = warmed(Recovery::default(), Duration::from_micros(200));
     let s = srtt(&p, ca).expect("measured");
     // In whole milliseconds every sample was 0.
     assert!(s >= Duration::from_micros(150) && s <= Duration::from_micros(250), "srtt {s:?}");
@@ -113,11 +119,7 @@ fn sub_millisecond_rtt_samples_count() {
 
 #[test]
 fn a_lost_response_is_recovered_by_the_probe_at_the_pto() {
-    let mut p = pair(recovery(5));
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(200));
-    }
+    let (mut p, ca, cb) = warmed(recovery(5), Duration::from_micros(200));
     let srtt = srtt(&p, ca).unwrap();
     lost_response(&mut p, ca, cb);
     let (at, out) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
@@ -136,11 +138,7 @@ fn a_lost_response_is_recovered_by_the_probe_at_the_pto() {
 #[test]
 fn a_lost_probe_is_recovered_by_the_rto_which_backs_off() {
     let r = recovery(5);
-    let mut p = pair(r);
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(200));
-    }
+    let (mut p, ca, cb) = warmed(r, Duration::from_micros(200));
     lost_response(&mut p, ca, cb);
     let step = Duration::from_micros(100);
     let (_, _) = until_server_sends(&mut p, step, Duration::from_secs(2)).expect("probe, lost");
@@ -158,11 +156,7 @@ fn a_lost_probe_is_recovered_by_the_rto_which_backs_off() {
 #[test]
 fn the_rto_floor_and_karns_rule_hold() {
     let r = Recovery { tail_probe: false, ..Recovery::default() };
-    let mut p = pair(r);
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(r, Duration::from_micros(100));
     let before = srtt(&p, ca).unwrap();
     lost_response(&mut p, ca, cb);
     let step = Duration::from_micros(100);
@@ -217,11 +211,7 @@ fn delayed_ack_exchange(p: &mut Pair, ca: ConnId, cb: ConnId, delay: Duration) -
 
 #[test]
 fn a_delayed_ack_peer_draws_no_probe_under_the_default_allowance() {
-    let mut p = pair(Recovery::default());
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(Recovery::default(), Duration::from_micros(100));
     // Linux's delayed ACK at small RTTs: 40 ms, a few more with timer slack.
     for i in 0..30 {
         let sent = delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(44));
@@ -232,11 +222,7 @@ fn a_delayed_ack_peer_draws_no_probe_under_the_default_allowance() {
 
 #[test]
 fn a_spurious_probe_is_counted_and_raises_the_allowance_for_the_peer() {
-    let mut p = pair(recovery(2));
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(recovery(2), Duration::from_micros(100));
     // Three probes in a row the client had the response for (its D-SACKs say so):
     // only a streak is taken for a peer that delays its ACKs.
     for i in 0..3 {
@@ -267,11 +253,7 @@ fn a_spurious_probe_is_counted_and_raises_the_allowance_for_the_peer() {
 #[test]
 fn a_spurious_rto_is_counted() {
     let r = Recovery { tail_probe: false, ..Recovery::default() };
-    let mut p = pair(r);
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(r, Duration::from_micros(100));
     // The ACK is held past the RTO (50 ms): the retransmission was not needed.
     assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(60)), 1);
     assert_eq!(stats(&p), RecoveryStats { rto_retransmits: 1, spurious_retransmits: 1, ..Default::default() });
@@ -293,11 +275,7 @@ fn upstream_smoltcp_behaviour_is_one_second() {
 #[test]
 fn with_the_default_allowance_the_probe_goes_out_instead_of_the_rto() {
     let r = Recovery::default();
-    let mut p = pair(r);
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(r, Duration::from_micros(100));
     lost_response(&mut p, ca, cb);
     let (at, _) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
     assert!(at <= r.rto_min + Duration::from_millis(1), "{at:?}");
@@ -306,11 +284,7 @@ fn with_the_default_allowance_the_probe_goes_out_instead_of_the_rto() {
 
 #[test]
 fn a_probe_made_spurious_by_a_lost_request_does_not_raise_the_allowance() {
-    let mut p = pair(recovery(5));
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(recovery(5), Duration::from_micros(100));
     // The response arrives; the client's next request, which carries its ACK, is lost.
     p.b.send(cb, b"request").unwrap();
     p.settle(10);
@@ -343,11 +317,7 @@ fn a_probe_made_spurious_by_a_lost_request_does_not_raise_the_allowance() {
 
 #[test]
 fn a_deadline_moved_later_is_not_a_wake_up_at_the_old_one() {
-    let mut p = pair(Recovery::default());
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(Recovery::default(), Duration::from_micros(100));
     // A response whose ACK has not come arms the probe (at most the RTO, 50 ms, out).
     p.b.send(cb, b"request").unwrap();
     p.settle(10);
@@ -372,11 +342,7 @@ fn a_deadline_moved_later_is_not_a_wake_up_at_the_old_one() {
 
 #[test]
 fn a_probe_that_recovers_a_loss_resets_the_spurious_streak() {
-    let mut p = pair(recovery(2));
-    let (ca, cb) = connect(&mut p);
-    for _ in 0..16 {
-        exchange(&mut p, ca, cb, Duration::from_micros(100));
-    }
+    let (mut p, ca, cb) = warmed(recovery(2), Duration::from_micros(100));
     // Two spurious probes, then one that recovers a lost response, then two spurious
     // again: never three in a row, so the allowance stays short.
     for round in 0..2 {
