@@ -171,9 +171,9 @@ fn the_rto_floor_and_karns_rule_hold() {
     assert_eq!(stats(&p), RecoveryStats { rto_retransmits: 1, ..Default::default() });
 }
 
-/// The client holds its ACK of each response for `delay` (as Linux does when
-/// it has nothing to send); returns the server's data segments sent meanwhile.
-fn delayed_ack_exchange(p: &mut Pair, ca: ConnId, cb: ConnId, delay: Duration) -> usize {
+/// A request goes to the server and its response to the client, whose
+/// answer (an ACK, or a request carrying it) has not left yet.
+fn response_reaches_client(p: &mut Pair, ca: ConnId, cb: ConnId) {
     p.b.send(cb, b"request").unwrap();
     p.settle(10);
     assert_eq!(read_all(&mut p.a, ca), b"request");
@@ -184,6 +184,13 @@ fn delayed_ack_exchange(p: &mut Pair, ca: ConnId, cb: ConnId, delay: Duration) -
     let mut ev = Vec::new();
     p.b.poll(&mut ev, None).unwrap();
     assert_eq!(read_all(&mut p.b, cb), b"response");
+}
+
+/// The client holds its ACK of each response for `delay` (as Linux does when
+/// it has nothing to send); returns the server's data segments sent meanwhile.
+fn delayed_ack_exchange(p: &mut Pair, ca: ConnId, cb: ConnId, delay: Duration) -> usize {
+    let mut ev = Vec::new();
+    response_reaches_client(p, ca, cb);
     p.b.flush().unwrap();
     let ack = p.b.take_sent();
     // Meanwhile the server's timers run; whatever it sends reaches the client.
@@ -286,16 +293,8 @@ fn with_the_default_allowance_the_probe_goes_out_instead_of_the_rto() {
 fn a_probe_made_spurious_by_a_lost_request_does_not_raise_the_allowance() {
     let (mut p, ca, cb) = warmed(recovery(5), Duration::from_micros(100));
     // The response arrives; the client's next request, which carries its ACK, is lost.
-    p.b.send(cb, b"request").unwrap();
-    p.settle(10);
-    assert_eq!(read_all(&mut p.a, ca), b"request");
-    p.a.send(ca, b"response").unwrap();
-    p.a.flush().unwrap();
-    let resp = p.a.take_sent();
-    p.b.inbox.extend(resp);
     let mut ev = Vec::new();
-    p.b.poll(&mut ev, None).unwrap();
-    assert_eq!(read_all(&mut p.b, cb), b"response");
+    response_reaches_client(&mut p, ca, cb);
     p.b.send(cb, b"next").unwrap();
     p.b.flush().unwrap();
     assert_eq!(data(&p.b.take_sent()), 1, "the lost request");
