@@ -6,69 +6,20 @@
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+use std::sync::mpsc;
+use std::thread::{self};
 use std::time::{Duration, Instant};
 
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::rr::{Client, ClientConfig, ClientReport, Echo, EchoWorkload, LoadMode, Server, ServerConfig};
+use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::transport::{Transport, TransportError};
 use stack::xsk::testing::frames::{tcp, TcpSpec};
-use stack::xsk::{AddrMode, StackStats, XskConfig, XskTransport};
-use xsk_io::lab::{Lab, LabConfig, Netns};
-use xsk_io::AttachMode;
+use stack::xsk::{AddrMode, XskTransport};
+use xsk_io::lab::{Lab, Netns};
 
-fn lab(tag: &str) -> Lab {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale(tag);
-    // Default offloads on both ends, as a user's veth or container has.
-    Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("lab")
-}
-
-fn xsk_cfg(lab: &Lab, mode: AddrMode) -> XskConfig {
-    // `auto`, as a user gets: native mode on veth, where veth keeps a peer
-    // with default offloads from sending GSO packets larger than a frame
-    // (generic mode would pass them whole and the copy-mode socket drop
-    // them; the port warns about that at startup).
-    let mut c = XskConfig::new(&lab.if_a, mode);
-    c.port.attach = AttachMode::Auto;
-    c
-}
-
-struct Running {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<StackStats>,
-}
-
-impl Running {
-    fn finish(self) -> StackStats {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().expect("server thread panicked")
-    }
-}
-
-/// An echo server on the stack in `ns`; `Err` if it cannot start.
-fn xsk_server(ns: &Netns, cfg: XskConfig, port: u16) -> Running {
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let ns = ns.clone();
-    let (tx, rx) = mpsc::channel();
-    let handle = thread::spawn(move || {
-        let _in = ns.enter().unwrap();
-        let t = XskTransport::new(cfg).expect("xsk transport");
-        let scfg = ServerConfig { port, poll_timeout: Some(Duration::from_millis(5)), ..ServerConfig::default() };
-        let mut server = Server::new(t, LengthPrefixed::new(1 << 20), Echo, scfg).unwrap();
-        tx.send(()).unwrap();
-        let limit = Instant::now() + Duration::from_secs(90);
-        server.run_until(|| stop2.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
-        server.transport().stats()
-    });
-    rx.recv_timeout(Duration::from_secs(10)).expect("xsk server did not start");
-    Running { stop, handle }
-}
+mod common;
+use common::{lab, xsk_cfg, xsk_server};
 
 fn kernel_client(ns: &Netns, addr: SocketAddrV4, n: u64) -> ClientReport {
     ns.run_in(move || {
@@ -111,7 +62,7 @@ fn a_syn_from_0_0_0_0_is_dropped_and_offloading_peers_are_served() {
     // The peer's kernel TCP keeps veth's TX checksum offload: partial checksums.
     let r = kernel_client(&lab.ns_b, SocketAddrV4::new(lab.addr_a, 7200), 300);
     assert_clean(&r, 300);
-    let st = srv.finish();
+    let (_, st) = srv.finish();
     assert!(st.drops.bad_source >= 5, "{st:?}");
     assert!(st.rx_partial_csum > 0, "the peer's frames should carry partial checksums: {st:?}");
     assert_eq!(st.drops.bad_checksum, 0, "{st:?}");
@@ -254,7 +205,7 @@ fn syns_beyond_the_connection_limit_are_refused_at_once() {
     assert_eq!(held, 8);
     assert_eq!(refused.0, std::io::ErrorKind::ConnectionRefused, "{refused:?}");
     assert!(refused.1 < Duration::from_secs(1), "refused slowly: {refused:?}");
-    let st = srv.finish();
+    let (_, st) = srv.finish();
     assert!(st.drops.conn_limit >= 1, "{st:?}");
 }
 
@@ -277,7 +228,7 @@ fn idle_connections_are_closed() {
         })
         .unwrap();
     assert!(closed_after >= Duration::from_millis(900) && closed_after < Duration::from_secs(5), "{closed_after:?}");
-    let st = srv.finish();
+    let (_, st) = srv.finish();
     assert_eq!(st.idle_closed, 1, "{st:?}");
 }
 

@@ -8,21 +8,20 @@
 //! Needs root and `nft`.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::net::{SocketAddrV4, TcpStream};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+use std::sync::Arc;
+use std::thread::{self};
 use std::time::{Duration, Instant};
 
-use stack::codec::LengthPrefixed;
-use stack::rr::{Echo, Server, ServerConfig, ServerStats};
-use stack::transport::Transport;
-use stack::xsk::{AddrMode, Recovery, StackStats, XskConfig, XskTransport};
-use xsk_io::lab::{Lab, LabConfig, Netns};
+use stack::rr::ServerStats;
+use stack::xsk::{Recovery, StackStats, XskConfig};
+use xsk_io::lab::Netns;
 use xsk_io::AttachMode;
 
-const MAX_FRAME: usize = 1 << 20;
+mod common;
+use common::{dedicated, lab, xsk_server};
 
 /// Share of the server's frames the client's namespace drops, in percent.
 /// At 5%, 400 exchanges lose about 20 responses (the probe's work), one
@@ -42,69 +41,6 @@ const RECOVERED_BOUND: Duration = Duration::from_millis(500);
 /// for the 1 s RTO floor (the timer starts when the response leaves, after
 /// the client started its clock; a little slack for timer granularity).
 const OLD_FLOOR: Duration = Duration::from_millis(950);
-
-fn lab(tag: &str) -> Lab {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale(tag);
-    // Peers keep veth's default offloads: the untuned kernel peer.
-    Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("lab")
-}
-
-/// The stack's own address on the lab's subnet (the kernel does not have it).
-fn dedicated(lab: &Lab) -> (AddrMode, Ipv4Addr) {
-    let o = lab.addr_a.octets();
-    let a = Ipv4Addr::new(o[0], o[1], o[2], 100);
-    (AddrMode::Dedicated { addr: a, prefix_len: lab.prefix_len }, a)
-}
-
-/// An echo server on the stack in `ns`, stopped by `finish` or, on a panic,
-/// by `Drop` (which does not wait for it).
-struct Running {
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<(ServerStats, StackStats)>>,
-}
-
-impl Running {
-    fn start(ns: &Netns, cfg: XskConfig, port: u16) -> Running {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let ns = ns.clone();
-        let (tx, rx) = mpsc::channel();
-        let handle = thread::spawn(move || {
-            let _in = ns.enter().unwrap();
-            let t = XskTransport::new(cfg).expect("xsk transport");
-            let scfg = ServerConfig { port, poll_timeout: Some(Duration::from_millis(5)), ..ServerConfig::default() };
-            let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
-            tx.send(()).unwrap();
-            let limit = Instant::now() + Duration::from_secs(60);
-            server.run_until(|| stop2.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
-            let stats = server.stats();
-            let (mut t, _) = server.into_parts();
-            // Let the closes finish (their FINs and ACKs) before counting.
-            let end = Instant::now() + Duration::from_secs(2);
-            let mut ev = Vec::new();
-            while Instant::now() < end && t.stats().live_sockets != t.listening_sockets() {
-                let _ = t.poll(&mut ev, Some(Duration::from_millis(10)));
-                ev.clear();
-            }
-            (stats, t.stats())
-        });
-        rx.recv_timeout(Duration::from_secs(10)).expect("xsk server did not start");
-        Running { stop, handle: Some(handle) }
-    }
-
-    fn finish(mut self) -> (ServerStats, StackStats) {
-        self.stop.store(true, Ordering::Relaxed);
-        self.handle.take().unwrap().join().expect("server thread panicked")
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
 
 /// nftables in the client's namespace dropping `percent`% of the TCP frames
 /// from `server` (responses and the server's ACKs: what the stack must
@@ -221,7 +157,7 @@ fn run(tag: &str, port: u16, recovery: Recovery, conns: usize, per_conn: usize, 
     let mut cfg = XskConfig::new(&lab.if_a, mode);
     cfg.port.attach = AttachMode::Auto;
     cfg.recovery = recovery;
-    let srv = Running::start(&lab.ns_a, cfg, port);
+    let srv = xsk_server(&lab.ns_a, cfg, port);
     let dst = SocketAddrV4::new(a, port);
     // Connected before the loss starts: a lost SYN-ACK costs a second
     // either way (the kernel client's SYN timer, the stack's initial RTO).

@@ -11,95 +11,14 @@ use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Client, ClientConfig, ClientReport, Echo, EchoWorkload, LoadMode, Server, ServerConfig, ServerStats};
 use stack::xsk::faults::Faults;
-use stack::xsk::{AddrMode, StackStats, XskConfig, XskTransport};
+use stack::xsk::{AddrMode, XskConfig, XskTransport};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use xsk_io::lab::{Lab, LabConfig, Netns};
 use xsk_io::AttachMode;
 
-const MAX_FRAME: usize = 2 << 20;
-
-fn lab(tag: &str) -> Lab {
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale(tag);
-    let lab = Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("lab");
-    // Peers keep veth's default offloads (TX checksum on), as in every
-    // container: the stack must serve their partial checksums.
-    lab
-}
-
-fn dedicated(lab: &Lab) -> (AddrMode, Ipv4Addr) {
-    let o = lab.addr_a.octets();
-    let a = Ipv4Addr::new(o[0], o[1], o[2], 100);
-    (AddrMode::Dedicated { addr: a, prefix_len: lab.prefix_len }, a)
-}
-
-fn xsk_cfg(lab: &Lab, mode: AddrMode) -> XskConfig {
-    // `auto`, as a user gets: native mode on veth, where veth keeps a peer
-    // with default offloads from sending GSO packets larger than a frame
-    // (generic mode would pass them whole and the copy-mode socket drop
-    // them; the port warns about that at startup).
-    let mut c = XskConfig::new(&lab.if_a, mode);
-    c.port.attach = AttachMode::Auto;
-    c
-}
-
-struct Running {
-    stop: Arc<AtomicBool>,
-    handle: JoinHandle<(ServerStats, StackStats, Result<xsk_io::port::Accounting, String>)>,
-}
-
-impl Running {
-    fn finish(self) -> (ServerStats, xsk_io::port::Accounting) {
-        let (s, _, a) = self.finish_all();
-        (s, a)
-    }
-    fn finish_all(self) -> (ServerStats, StackStats, xsk_io::port::Accounting) {
-        self.stop.store(true, Ordering::Relaxed);
-        let (s, st, a) = self.handle.join().expect("server thread panicked");
-        (s, st, a.expect("frame accounting"))
-    }
-}
-
-fn xsk_server(ns: &Netns, cfg: XskConfig, port: u16) -> Running {
-    xsk_server_polling(ns, cfg, port, Duration::from_millis(5))
-}
-
-/// `xsk_server` whose loop waits up to `poll_timeout` for work (the stop
-/// flag is seen after that).
-fn xsk_server_polling(ns: &Netns, cfg: XskConfig, port: u16, poll_timeout: Duration) -> Running {
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let ns = ns.clone();
-    let (tx, rx) = mpsc::channel();
-    let handle = thread::spawn(move || {
-        let _in = ns.enter().unwrap();
-        let t = XskTransport::new(cfg).expect("xsk transport");
-        let scfg = ServerConfig { port, poll_timeout: Some(poll_timeout), ..ServerConfig::default() };
-        let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
-        tx.send(()).unwrap();
-        let limit = Instant::now() + Duration::from_secs(120);
-        server.run_until(|| stop2.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
-        let stats = server.stats();
-        let (mut t, _) = server.into_parts();
-        // Let closing connections finish before counting sockets.
-        let end = Instant::now() + Duration::from_secs(2);
-        let mut ev = Vec::new();
-        while Instant::now() < end {
-            use stack::transport::Transport;
-            let _ = t.poll(&mut ev, Some(Duration::from_millis(10)));
-            ev.clear();
-            if t.stats().live_sockets == t.listening_sockets() {
-                break;
-            }
-        }
-        let audit = t.audit();
-        (stats, t.stats(), audit)
-    });
-    rx.recv_timeout(Duration::from_secs(10)).expect("xsk server did not start");
-    Running { stop, handle }
-}
+mod common;
+use common::{dedicated, lab, xsk_cfg, xsk_server, xsk_server_polling, XskServer, MAX_FRAME};
 
 fn kernel_client(ns: &Netns, bind: Ipv4Addr, cfg: ClientConfig, min: usize, max: usize) -> ClientReport {
     ns.run_in(move || {
@@ -134,7 +53,7 @@ fn echo_random_sizes_stack_server_kernel_client_dedicated() {
     let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode), 7100);
     let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7100), 4, 1, 200), 1, 1 << 20);
     assert_clean(&r, 200);
-    let (stats, acc) = srv.finish();
+    let (stats, _, acc) = srv.finish_all();
     assert_eq!(stats.requests, 200);
     assert_eq!(acc.app, 0);
 }
@@ -145,7 +64,7 @@ fn echo_random_sizes_stack_server_kernel_client_shared() {
     let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, AddrMode::Shared), 7101);
     let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(lab.addr_a, 7101), 4, 1, 200), 1, 1 << 20);
     assert_clean(&r, 200);
-    srv.finish();
+    srv.finish_all();
 }
 
 #[test]
@@ -159,7 +78,7 @@ fn thousand_connections_hundred_requests_each() {
     let srv = xsk_server(&lab.ns_a, c, 7102);
     let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7102), 1000, 1, 100_000), 16, 256);
     assert_clean(&r, 100_000);
-    let (stats, _) = srv.finish();
+    let (stats, _, _) = srv.finish_all();
     assert_eq!(stats.accepted, 1000);
 }
 
@@ -549,7 +468,7 @@ fn light_server<T: Send + 'static>(
     port: u16,
     read_timeout: Duration,
     client: impl FnOnce(TcpStream) -> T + Send + 'static,
-) -> (Running, T) {
+) -> (XskServer, T) {
     let (mode, a) = dedicated(lab);
     let mut c = xsk_cfg(lab, mode);
     c.timeout = None;
