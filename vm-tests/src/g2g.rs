@@ -52,6 +52,10 @@ pub struct G2gOpts {
     /// netem parameters in the client guest (egress and, via ifb0, ingress); "off" skips it.
     #[arg(long, value_name = "SPEC", default_value = DEFAULT_NETEM)]
     pub netem: String,
+    /// Extra arguments for the xsk rr-server, split on whitespace (for example
+    /// "--recovery smoltcp" to compare loss recovery within one build).
+    #[arg(long, value_name = "ARGS", default_value = "", allow_hyphen_values = true)]
+    pub xsk_args: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -180,7 +184,8 @@ fn body(
     r: &mut G2g,
     problems: &mut Vec<String>,
 ) -> Result<()> {
-    let xs = ServerSpec::xsk("gx", &o.attach, "shared", XSK_PORT);
+    let mut xs = ServerSpec::xsk("gx", &o.attach, "shared", XSK_PORT);
+    xs.extra = o.xsk_args.split_whitespace().map(String::from).collect();
     let ks = ServerSpec::kernel("gk", KERNEL_PORT);
     match server::start(sg, &xs)? {
         Ok(st) => r.port_line = st.port_line,

@@ -27,6 +27,7 @@ pub struct LoadResult {
     pub rps: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    pub p999_us: f64,
     pub duration_s: f64,
     /// The command or a description of the run.
     pub command: String,
@@ -171,6 +172,7 @@ pub fn parse_rr_bench_json(
         rps: f("rps"),
         p50_us: f("p50_us"),
         p99_us: f("p99_us"),
+        p999_us: f("p999_us"),
         duration_s: f("duration_s"),
         command,
         note,
@@ -396,6 +398,7 @@ fn echo_check_here(
         rps: done as f64 / dur.max(1e-9),
         p50_us: pct(0.5),
         p99_us: pct(0.99),
+        p999_us: pct(0.999),
         duration_s: dur,
         command: format!("built-in echo client: {requests} requests to {server}, sizes {sizes:?}"),
         note: first_error,

@@ -335,6 +335,7 @@ fn body(env: &Env, args: &MatrixArgs, rep: &mut MatrixReport) -> Result<()> {
                 run_secs: args.run_secs,
                 attach: "drv".into(),
                 netem: args.netem_spec.clone(),
+                xsk_args: String::new(),
             };
             match g2g::scenario(env, ks, &o) {
                 Ok(g) => {

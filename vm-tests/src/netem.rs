@@ -334,16 +334,17 @@ pub fn run(args: &NetemArgs) -> Result<bool> {
 pub fn grid(runs: &[NetemRun]) -> String {
     let mut g = Grid::new(&[
         "kernel", "topology", "server", "netem at", "outcome", "requests", "req/s", "p99us",
-        "impaired", "detail",
+        "p99.9us", "impaired", "detail",
     ]);
     for r in runs {
-        let (reqs, rps, p99) = match &r.load {
+        let (reqs, rps, p99, p999) = match &r.load {
             Some(l) => (
                 format!("{}/{}", l.requests, r.requests),
                 thousands(l.rps),
                 format!("{:.0}", l.p99_us),
+                format!("{:.0}", l.p999_us),
             ),
-            None => ("-".into(), "-".into(), "-".into()),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
         };
         g.row(vec![
             r.kernel.clone(),
@@ -354,6 +355,7 @@ pub fn grid(runs: &[NetemRun]) -> String {
             reqs,
             rps,
             p99,
+            p999,
             if r.impaired { "yes" } else { "no" }.into(),
             r.detail.clone(),
         ]);
