@@ -65,7 +65,73 @@ def streak_table():
               f" | probes {med(r, case, 'xsk', 'server_tail_probes'):.0f} (spurious {med(r, case, 'xsk', 'server_spurious_probes'):.0f})")
 
 
+def light_table_2():
+    print("\nLight load, second set: alternating new / old three times (l2new1, l2old1, ... l2old3),"
+          " while other builds ran on the machine")
+    print(f"{'case':<10} {'run':<7} {'xsk us/req':>10} {'krn us/req':>10} {'xsk/krn per round: median (range)':>34}"
+          f" {'probes':>7}")
+    for case in ("open-5k", "idle-100"):
+        for i in (1, 2, 3):
+            for tag in ("new", "old"):
+                name = f"l2{tag}{i}"
+                d = load(name)
+                r = d["runs"]
+                p = next((p for p in d["paired_cpu"] if p["case"] == case), None)
+                pc = f"{p['median']:.2f} ({p['min']:.2f}-{p['max']:.2f})" if p else "-"
+                print(f"{case:<10} {name:<7} {med(r, case, 'xsk', 'cpu_us_per_req'):>10.2f} "
+                      f"{med(r, case, 'kernel', 'cpu_us_per_req'):>10.2f} {pc:>34} "
+                      f"{med(r, case, 'xsk', 'server_tail_probes'):>7.0f}")
+
+
+def g2g_table():
+    print("\nvm-tests g2g, netem 'delay 1ms reorder 5% 50% loss 1%' in the client guest (egress and ingress),"
+          " 10,000 checked requests per server, TCG; new / old alternating")
+    print(f"{'run':<5} {'server':<7} {'req/s':>7} {'p50 ms':>7} {'p99 ms':>8} {'p99.9 ms':>9} {'netem drops (eth0, ifb0)':>26}")
+    for name in ("new1", "old1", "new2", "old2"):
+        with open(os.path.join(HERE, "g2g", name + ".json")) as f:
+            g = json.load(f)["g2g"]
+        for n in g["netem"]:
+            l = n["load"]
+            drops = ", ".join(str(q["dropped"]) for q in n["qdiscs"])
+            print(f"{name:<5} {n['backend']:<7} {l['rps']:>7.0f} {l['p50_us'] / 1e3:>7.2f} {l['p99_us'] / 1e3:>8.1f} "
+                  f"{l['p999_us'] / 1e3:>9.1f} {drops:>26}")
+
+
+def syscall_table():
+    # bpftrace (syscalls.bt) over a whole one-round rr-demo run of the case; the xsk rr-server is
+    # the process that made the bpf() calls (it sets up its XDP maps), syscall numbers are x86_64.
+    import re
+    print("\nSyscalls and wake-ups of the xsk rr-server over a one-round rr-demo run (bpftrace, syscalls.bt)")
+    print(f"{'file':<20} {'case':<9} {'recovery':<8} {'poll':>6} {'sendto':>7} {'recvfrom':>9} {'wake-ups':>9}")
+    for name, case, rec in (("syscalls-new.txt", "open-5k", "new"), ("syscalls-old.txt", "open-5k", "old"),
+                            ("syscalls-inew.txt", "idle-100", "new"), ("syscalls-iold.txt", "idle-100", "old")):
+        sys, wake = {}, {}
+        with open(os.path.join(HERE, name)) as f:
+            for line in f:
+                m = re.match(r"@sys\[(\d+), (\d+)\]: (\d+)", line)
+                if m:
+                    sys[(int(m[1]), int(m[2]))] = int(m[3])
+                m = re.match(r"@wake\[(\d+)\]: (\d+)", line)
+                if m:
+                    wake[int(m[1])] = int(m[2])
+        pid = max((p for p, n in sys if n == 321), key=lambda p: sys[(p, 321)])
+        g = lambda n: sys.get((pid, n), 0)
+        print(f"{name:<20} {case:<9} {rec:<8} {g(7):>6} {g(44):>7} {g(45):>9} {wake.get(pid, 0):>9}")
+
+
+def ui_100():
+    print("\ncallgrind, user-space instructions per request at 100 req/s over 16 connections (8 s)")
+    for name in ("new1", "old1", "new2", "old2"):
+        with open(os.path.join(HERE, f"user-instructions-100-{name}.txt")) as f:
+            xsk = next(l.split()[1] for l in f if l.startswith("xsk "))
+        print(f"  {name}: xsk {xsk}")
+
+
 if __name__ == "__main__":
     loss_table()
     light_table()
     streak_table()
+    light_table_2()
+    syscall_table()
+    ui_100()
+    g2g_table()
