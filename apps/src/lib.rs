@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod netrx;
 pub mod plot;
 pub mod stats;
+pub mod table;
 
 use crate::cpu::{pid_cpu, CpuSnapshot};
 use stack::rr::{KvRequest, KvResponse, KvStatus, Workload};

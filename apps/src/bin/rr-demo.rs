@@ -46,7 +46,9 @@ frames, so the stack client drops its 1% with its own fault injector, rr-bench
 --fault-rx-drop --fault-tx-drop; both ends --ack-delay 5ms, as both ACK at once); lossburst-16: outages, one in {} TCP frames at the
 client starts a {OUTAGE_MS} ms outage in which nftables drops every TCP frame either way;
 rr-1000 and rr-10000 (not with --quick). The loss cases need nft. After them,
-redis-benchmark cases (--only redis).
+redis-benchmark cases (--only redis; with --full and --quick too).
+
+Without --full, --quick or --only the demo runs the headline cases: {}.
 
 CPU: `cpu` is the server process's CPU time per request; on veth that holds the client's
 receive path (veth runs the receiver's softirq in the sender's send call) and not the
@@ -59,14 +61,28 @@ Exit status: 0 ok, 1 a run failed or the counters disagree, 2 bad command line.
 Logging: each server's setup log (device tuning, XDP attach, kernel knobs; level info) is in
 OUT/logs/CASE-rROUND-BACKEND.server.log. rr-demo itself prints warnings only; RUST_LOG=info
 shows its lab steps too, RUST_LOG=debug everything.",
-        apps::group_digits(u64::from(OUTAGE_ONE_IN))
+        apps::group_digits(u64::from(OUTAGE_ONE_IN)),
+        cases().iter().filter(|c| c.headline).map(|c| c.name).collect::<Vec<_>>().join(", ")
     )
 )]
 struct Args {
-    /// Short runs (about a minute in all) for CI: one round of 1s per case, no 1,000 and
-    /// 10,000 connection cases.
+    /// Short runs (about a minute in all) for CI: every case but the 1,000 and 10,000
+    /// connection ones, one round of 1s each, and the Redis cases.
     #[arg(long)]
     quick: bool,
+    /// Every case, rr-1000 and rr-10000 too, then the Redis cases: about 15 minutes on a
+    /// 2-core machine. Without --full, --quick or --only: the headline cases (see below),
+    /// about 3 minutes.
+    #[arg(long, conflicts_with_all = ["quick", "only"])]
+    full: bool,
+    /// Print every column of the table (about 250 characters wide) and the full run lines; by
+    /// default the key columns, which fit 100 characters.
+    #[arg(long)]
+    wide: bool,
+    /// Print the table as Markdown, for the studies in docs/. With --from-json: print only the
+    /// Markdown (table, legend, per-round CPU ratios) and write no files.
+    #[arg(long)]
+    markdown: bool,
     /// Rounds of alternating runs per case (the table shows medians).
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
@@ -116,6 +132,8 @@ struct Case {
     loss: Option<LossKind>,
     /// Only in full runs, not with --quick.
     full_only: bool,
+    /// In the default demo (no --full, --quick or --only): the rows a newcomer reads first.
+    headline: bool,
     /// rr-bench --threads (kernel client): so the load generator is not the bound.
     client_threads: usize,
     /// rr-server --threads on both backends (xsk: one stack shard per RX queue; the case runs
@@ -288,6 +306,21 @@ fn only_matches(only: &str, name: &str, all: &[&str]) -> bool {
     })
 }
 
+/// Whether a run with `args` runs case `c`: --only's cases, --quick's, --full's, or the
+/// headline.
+fn selected(args: &Args, c: &Case) -> bool {
+    match &args.only {
+        Some(o) => only_matches(o, c.name, &case_names()) && !(args.quick && c.full_only),
+        None if args.quick => !c.full_only,
+        None => args.full || c.headline,
+    }
+}
+
+/// The Redis cases run with --full, --quick, or an --only that names them (redis::run picks).
+fn runs_redis(args: &Args) -> bool {
+    args.full || args.quick || args.only.is_some()
+}
+
 fn case_names() -> Vec<&'static str> {
     cases().iter().map(|c| c.name).collect()
 }
@@ -302,26 +335,30 @@ fn cases() -> Vec<Case> {
         rate,
         loss: None,
         full_only: false,
+        headline: false,
         client_threads: 1,
         server_threads: 1,
         xsk_args: &[],
     };
+    // The headline: throughput at moderate and high connection counts, stack to stack, the
+    // busy-polled latency floor, light load, and loss.
+    let h = |c: Case| Case { headline: true, ..c };
     vec![
         c("rr-1", 1, false, false, None),
-        c("rr-16", 16, false, false, None),
-        c("rr-256", 256, false, false, None),
+        h(c("rr-16", 16, false, false, None)),
+        h(c("rr-256", 256, false, false, None)),
         Case { client_threads: 2, ..c("rr-256-t2", 256, false, false, None) },
         // The same with two server threads: rr-256-t2 against rr-256-s2 is the 1 -> 2 scaling.
         Case { client_threads: 2, server_threads: 2, ..c("rr-256-s2", 256, false, false, None) },
-        c("same-16", 16, true, false, None),
+        h(c("same-16", 16, true, false, None)),
         c("busy-1", 1, false, true, None),
-        c("busy-same-1", 1, true, true, None),
-        c("open-5k", 16, false, false, Some(5000)),
+        h(c("busy-same-1", 1, true, true, None)),
+        h(c("open-5k", 16, false, false, Some(5000))),
         // Light load with idle gaps: about 160 ms between one connection's requests, so the
         // kernel client acknowledges every response with a delayed ACK (40 ms or more), the
         // case where a tail-loss probe may fire for nothing.
         c("idle-100", 16, false, false, Some(100)),
-        Case { loss: Some(LossKind::Random1), ..c("loss1-16", 16, false, false, None) },
+        h(Case { loss: Some(LossKind::Random1), ..c("loss1-16", 16, false, false, None) }),
         // Both ends are the stack, and it ACKs at once: an operator who knows that sets a small
         // probe allowance (the default, 50 ms, waits out Linux's delayed ACK).
         Case {
@@ -768,6 +805,7 @@ fn metadata(args: &Args, rounds: u32, dur: Duration) -> serde_json::Value {
         "attach": args.attach.to_string(),
         "peer_napi_thread": args.peer_napi_thread,
         "quick": args.quick,
+        "full": args.full,
     })
 }
 
@@ -777,17 +815,16 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
             serde_json::from_slice(&std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)?;
         let rows: Vec<Row> = serde_json::from_value(v["runs"].clone()).context("no \"runs\" rows in that file")?;
         let cases: Vec<Case> = cases().into_iter().filter(|c| rows.iter().any(|r| r.case == c.name)).collect();
-        std::fs::create_dir_all(&args.out)?;
-        return report(&rows, &cases, &args.out, &v["metadata"]);
+        let show = Show { wide: args.wide, markdown: args.markdown, write: !args.markdown };
+        if show.write {
+            std::fs::create_dir_all(&args.out)?;
+        }
+        return report(&rows, &cases, &args.out, &v["metadata"], show);
     }
     let (rounds, dur) = if args.quick { (1, Duration::from_secs(1)) } else { (args.rounds, args.duration) };
     usage_ensure!(dur >= Duration::from_millis(100), "--duration must be at least 100ms");
     let have_nft = Command::new("nft").arg("--version").output().is_ok_and(|o| o.status.success());
-    let cases: Vec<Case> = cases()
-        .into_iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| only_matches(o, c.name, &case_names())))
-        .filter(|c| !(args.quick && c.full_only))
-        .collect();
+    let cases: Vec<Case> = cases().into_iter().filter(|c| selected(args, c)).collect();
     if cases.is_empty() {
         let names: Vec<&str> = self::cases().iter().filter(|c| !(args.quick && c.full_only)).map(|c| c.name).collect();
         usage_bail!(
@@ -841,6 +878,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     let total = cases.len() * rounds as usize * 2;
     let mut n = 0;
     let mut failures = 0;
+    let started = Instant::now();
     'outer: for case in &cases {
         for round in 0..rounds as usize {
             // Alternate which backend goes first, so drift hits both alike.
@@ -851,21 +889,19 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
                 }
                 n += 1;
                 let site = if case.server_threads > 1 { env_mq.as_ref().unwrap_or(&env) } else { &env };
-                let row = match run_case(site, backend, case, round, dur) {
+                let result = run_case(site, backend, case, round, dur);
+                let head = format!("[{n:>2}/{total}] {:<13} round {}/{rounds} {:<6}", case.name, round + 1, backend);
+                let left = time_left(started.elapsed(), n, total);
+                let row = match result {
                     Ok(row) => row,
                     Err(e) => {
                         // Keep going: one broken case must not hide the others.
-                        println!("[{n:>2}/{total}] {:<13} {:<7} FAILED: {e:#}", case.name, backend);
+                        println!("{head} FAILED ({left}): {e:#}");
                         failures += 1;
                         continue;
                     }
                 };
-                println!(
-                    "[{n:>2}/{total}] {:<13} {:<7} {:>8.0} req/s  p50 {:>9.1} us  p99 {:>9.1} us  server cpu {:>5.2} (own rx {:>5.2}) us/req  setup {:>5.2} s  drops {:>5}  retx {:>5}  tlp {:>5} (spurious {:>4})  rto {:>5}{}",
-                    row.case, row.backend, row.m.rps, row.m.p50_us, row.m.p99_us, row.m.cpu_us_per_req, row.m.cpu_us_per_req_own_rx, row.m.setup_s,
-                    fmt_count(row.m.server_drops), fmt_count(row.m.retx()), fmt_count(row.m.server_tail_probes),
-                    fmt_count(row.m.server_spurious_probes), fmt_count(row.m.server_rto_retransmits), loss_note(&row.loss_counters)
-                );
+                println!("{head} {}  {left}", run_line(&row, args.wide));
                 // Every response the client saw was a request the server counted.
                 let bound = row.errors + 2 * case.conns as u64 * case.depth as u64;
                 if !counts_agree(&row, bound) {
@@ -879,7 +915,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
             }
         }
     }
-    if !lab::interrupted() {
+    if !lab::interrupted() && runs_redis(args) {
         println!();
         failures += redis::run(&env, args, rounds as usize)?;
     }
@@ -888,11 +924,48 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     }
     drop(env_mq);
     drop(env);
-    report(&rows, &cases, &args.out, &meta)?;
+    report(&rows, &cases, &args.out, &meta, Show { wide: args.wide, markdown: args.markdown, write: true })?;
     if failures > 0 {
         bail!("{failures} run(s) failed or disagreed with the server's counters (see above)");
     }
     Ok(())
+}
+
+/// A run's figures after its progress head: the key ones, or all with --wide.
+fn run_line(row: &Row, wide: bool) -> String {
+    use apps::table::latency;
+    let m = &row.m;
+    let mut s = format!(
+        "{:>7.0} req/s  p50 {:>7}  p99 {:>7}  cpu {:>5.2} us/req",
+        m.rps,
+        latency(m.p50_us),
+        latency(m.p99_us),
+        m.cpu_us_per_req
+    );
+    if wide {
+        s += &format!(
+            " (own rx {:>5.2})  setup {:>5.2} s  drops {:>5}  retx {:>5}  tlp {:>5} (spurious {:>4})  rto {:>5}{}",
+            m.cpu_us_per_req_own_rx,
+            m.setup_s,
+            fmt_count(m.server_drops),
+            fmt_count(m.retx()),
+            fmt_count(m.server_tail_probes),
+            fmt_count(m.server_spurious_probes),
+            fmt_count(m.server_rto_retransmits),
+            loss_note(&row.loss_counters)
+        );
+    }
+    s
+}
+
+/// "~1m 20s left" after `done` of `total` runs took `elapsed` (the runs are alike in length).
+fn time_left(elapsed: Duration, done: usize, total: usize) -> String {
+    if done >= total {
+        return "done".into();
+    }
+    let per = elapsed.as_secs_f64() / done.max(1) as f64;
+    let secs = (per * (total - done) as f64).round() as u64;
+    format!("~{} left", humantime::format_duration(Duration::from_secs(secs)))
 }
 
 /// A veth lab (`queues` queue pairs on both ends) with the client namespace prepared as every
@@ -1027,85 +1100,180 @@ fn paired_cpu(rows: &[Row], case: &str, figure: fn(&Metrics) -> f64) -> Option<P
     })
 }
 
-fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) -> Result<()> {
-    let sums = summaries(rows, cases);
-    println!();
-    println!(
-        "{:<13} {:>5} {:>5} | {:>10} {:>10} {:>6} | {:>8} {:>8} | {:>8} {:>8} | {:>9} {:>9} | {:>7} {:>7} {:>6} | {:>7} {:>7} {:>6} | {:>7} {:>7} | {:>9} {:>9} | {:>5} {:>5} | {:>6} | {:>6} {:>6} | {:>6} {:>6} {:>6}",
-        "case", "conns", "thr", "xsk req/s", "krn req/s", "ratio", "xsk p50", "krn p50", "xsk p99", "krn p99", "xsk p99.9", "krn p99.9",
-        "xsk cpu", "krn cpu", "ratio", "xsk own", "krn own", "ratio", "xsk mc", "krn mc", "xsk c/s", "krn c/s", "xsk s", "krn s", "drops", "x retx", "k retx",
-        "x tlp", "x sptl", "x rto"
-    );
+/// How the tables are printed: --wide, --markdown, and whether files are written (not for
+/// --from-json --markdown).
+#[derive(Clone, Copy, Debug, Default)]
+struct Show {
+    wide: bool,
+    markdown: bool,
+    write: bool,
+}
+
+/// One column of the medians table: its group (the columns of one measure), its head, whether
+/// only --wide shows it, and its cell from the case and its xsk and kernel summaries.
+struct Col {
+    group: &'static str,
+    head: &'static str,
+    wide_only: bool,
+    cell: fn(&Case, &Summary, &Summary) -> String,
+}
+
+fn columns() -> Vec<Col> {
+    use apps::table::{fixed, latency};
+    let col = |group, head, wide_only, cell| Col {
+        group,
+        head,
+        wide_only,
+        cell,
+    };
+    vec![
+        col("case", "case", false, |c, _, _| c.name.to_string()),
+        col("conns", "conns", true, |c, _, _| c.conns.to_string()),
+        col("conns", "thr", true, |c, _, _| {
+            format!("{}/{}", c.client_threads, c.server_threads)
+        }),
+        col("rps", "xsk req/s", false, |_, x, _| fixed(x.m.rps, 0)),
+        col("rps", "krn req/s", false, |_, _, k| fixed(k.m.rps, 0)),
+        col("rps", "x/k", false, |_, x, k| fixed(x.m.rps / k.m.rps, 2)),
+        col("p50", "xsk p50", false, |_, x, _| latency(x.m.p50_us)),
+        col("p50", "krn p50", false, |_, _, k| latency(k.m.p50_us)),
+        col("p99", "xsk p99", false, |_, x, _| latency(x.m.p99_us)),
+        col("p99", "krn p99", false, |_, _, k| latency(k.m.p99_us)),
+        col("p999", "xsk p99.9", true, |_, x, _| latency(x.m.p999_us)),
+        col("p999", "krn p99.9", true, |_, _, k| latency(k.m.p999_us)),
+        col("cpu", "xsk cpu", false, |_, x, _| {
+            fixed(x.m.cpu_us_per_req, 2)
+        }),
+        col("cpu", "krn cpu", false, |_, _, k| {
+            fixed(k.m.cpu_us_per_req, 2)
+        }),
+        col("cpu", "x/k", false, |_, x, k| {
+            fixed(x.m.cpu_us_per_req / k.m.cpu_us_per_req, 2)
+        }),
+        col("own", "xsk own", true, |_, x, _| {
+            fixed(x.m.cpu_us_per_req_own_rx, 2)
+        }),
+        col("own", "krn own", true, |_, _, k| {
+            fixed(k.m.cpu_us_per_req_own_rx, 2)
+        }),
+        col("own", "x/k", true, |_, x, k| {
+            fixed(x.m.cpu_us_per_req_own_rx / k.m.cpu_us_per_req_own_rx, 2)
+        }),
+        col("mc", "xsk mc", true, |_, x, _| machine_col(x)),
+        col("mc", "krn mc", true, |_, _, k| machine_col(k)),
+        col("cores", "xsk c/s", true, |_, x, _| {
+            format!("{:.2}/{:.2}", x.m.client_cores, x.m.server_cores)
+        }),
+        col("cores", "krn c/s", true, |_, _, k| {
+            format!("{:.2}/{:.2}", k.m.client_cores, k.m.server_cores)
+        }),
+        col("setup", "xsk s", true, |_, x, _| fixed(x.m.setup_s, 2)),
+        col("setup", "krn s", true, |_, _, k| fixed(k.m.setup_s, 2)),
+        col("drops", "drops", true, |_, x, _| {
+            fmt_count(x.m.server_drops)
+        }),
+        col("retx", "x retx", true, |_, x, _| fmt_count(x.m.retx())),
+        col("retx", "k retx", true, |_, _, k| fmt_count(k.m.retx())),
+        col("tlp", "x tlp", true, |_, x, _| {
+            fmt_count(x.m.server_tail_probes)
+        }),
+        col("tlp", "x sptl", true, |_, x, _| {
+            fmt_count(x.m.server_spurious_probes)
+        }),
+        col("tlp", "x rto", true, |_, x, _| {
+            fmt_count(x.m.server_rto_retransmits)
+        }),
+    ]
+}
+
+/// The medians, one row per case that has both an xsk and a kernel summary.
+fn medians_table(
+    cases: &[Case],
+    sums: &BTreeMap<(String, String), Summary>,
+    wide: bool,
+) -> apps::table::Table {
+    let cols: Vec<Col> = columns()
+        .into_iter()
+        .filter(|c| wide || !c.wide_only)
+        .collect();
+    let mut groups: Vec<Vec<&str>> = Vec::new();
+    for (i, c) in cols.iter().enumerate() {
+        if i == 0 || cols[i - 1].group != c.group {
+            groups.push(Vec::new());
+        }
+        groups.last_mut().expect("pushed above").push(c.head);
+    }
+    let mut t = apps::table::Table::grouped(&groups);
     for case in cases {
-        let (Some(x), Some(k)) =
-            (sums.get(&(case.name.into(), "xsk".into())), sums.get(&(case.name.into(), "kernel".into())))
-        else {
+        let (Some(x), Some(k)) = (
+            sums.get(&(case.name.into(), "xsk".into())),
+            sums.get(&(case.name.into(), "kernel".into())),
+        ) else {
             continue;
         };
-        println!(
-            "{:<13} {:>5} {:>5} | {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} | {:>8.1} {:>8.1} | {:>9.1} {:>9.1} | {:>7.2} {:>7.2} {:>6.2} | {:>7.2} {:>7.2} {:>6.2} | {:>7} {:>7} | {:>9} {:>9} | {:>5.2} {:>5.2} | {:>6} | {:>6} {:>6} | {:>6} {:>6} {:>6}",
-            case.name,
-            case.conns,
-            format!("{}/{}", case.client_threads, case.server_threads),
-            x.m.rps,
-            k.m.rps,
-            x.m.rps / k.m.rps,
-            x.m.p50_us,
-            k.m.p50_us,
-            x.m.p99_us,
-            k.m.p99_us,
-            x.m.p999_us,
-            k.m.p999_us,
-            x.m.cpu_us_per_req,
-            k.m.cpu_us_per_req,
-            x.m.cpu_us_per_req / k.m.cpu_us_per_req,
-            x.m.cpu_us_per_req_own_rx,
-            k.m.cpu_us_per_req_own_rx,
-            x.m.cpu_us_per_req_own_rx / k.m.cpu_us_per_req_own_rx,
-            machine_col(x),
-            machine_col(k),
-            format!("{:.2}/{:.2}", x.m.client_cores, x.m.server_cores),
-            format!("{:.2}/{:.2}", k.m.client_cores, k.m.server_cores),
-            x.m.setup_s,
-            k.m.setup_s,
-            fmt_count(x.m.server_drops),
-            fmt_count(x.m.retx()),
-            fmt_count(k.m.retx()),
-            fmt_count(x.m.server_tail_probes),
-            fmt_count(x.m.server_spurious_probes),
-            fmt_count(x.m.server_rto_retransmits),
-        );
+        t.row(cols.iter().map(|c| (c.cell)(case, x, k)).collect());
     }
-    println!(
-        "(medians; thr = client/server threads (rr-bench/rr-server --threads); latencies in us; cpu = server process CPU"
-    );
-    println!(
-        " us per request incl. kernel work in its context, over the measured window (first request to the end of the"
-    );
-    println!(
-        " duration); own = the same with each side charged its own receive path (server CPU - NET_RX softirq run in"
-    );
-    println!(
-        " it + NET_RX run in the client: on veth the sender's process runs the receiver's softirq; nan without root);"
-    );
-    println!(
-        " mc = whole machine; c/s = cores kept busy by the client / server process (its CPU time over the"
-    );
-    println!(" window's wall time, all threads), of {}: a side near its thread count is the bottleneck; s = seconds to set up the connections (not", apps::online_cpus());
-    println!(
-        " measured); drops = the xsk server's drop counters; retx = everything both ends sent again: kernel TCP's retransmitted"
-    );
-    println!(
-        " segments (RetransSegs, its loss probes included) where kernel TCP runs, and the stack's RTO and fast retransmits and"
-    );
-    println!(
-        " tail-loss probes where the stack runs (client and server); x tlp / x sptl / x rto = the xsk server's tail-loss probes,"
-    );
-    println!(
-        " the probes the client showed were spurious, and its RTO retransmits; all over warm-up, setup and run. mc n/a:"
-    );
-    println!(" /proc/stat counts busy time in ticks, which miss short wake-ups on an otherwise idle machine, so it read less than");
-    println!(" the two processes' own CPU time)");
+    t
+}
+
+/// What the table's columns mean, as sentences.
+fn legend(wide: bool) -> Vec<String> {
+    let mut l = vec![
+        "Medians over the rounds. xsk = the AF_XDP stack, krn = kernel TCP, x/k = their ratio; req/s = requests per second; p50, p99 = latency percentiles.".to_string(),
+        "cpu = the server process's CPU time per request in us, kernel work in its context included (on veth that holds the client's receive path, and not the server's own).".into(),
+    ];
+    if wide {
+        l.extend([
+            "thr = client/server threads (rr-bench/rr-server --threads).".to_string(),
+            "own = the same with each side charged its own receive path (server CPU - NET_RX softirq run in it + NET_RX run in the client: on veth the sender's process runs the receiver's softirq; - without root).".into(),
+            format!("mc = whole machine; c/s = cores kept busy by the client / server process (its CPU time over the window's wall time, all threads), of {}: a side near its thread count is the bottleneck; mc n/a: /proc/stat counts busy time in ticks, which miss short wake-ups on an otherwise idle machine, so it read less than the two processes' own CPU time.", apps::online_cpus()),
+            "s = seconds to set up the connections (not measured); drops = the xsk server's drop counters.".into(),
+            "retx = everything both ends sent again: kernel TCP's retransmitted segments (RetransSegs, its loss probes included) where kernel TCP runs, and the stack's RTO and fast retransmits and tail-loss probes where the stack runs (client and server); x tlp / x sptl / x rto = the xsk server's tail-loss probes, the probes the client showed were spurious, and its RTO retransmits; all over warm-up, setup and run.".into(),
+        ]);
+    } else {
+        l.push("--wide shows every column (p99.9, own receive path, cores, setup, drops, retransmissions, probes).".into());
+    }
+    l
+}
+
+/// Words wrapped to lines of at most `width` characters.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    for w in text.split_whitespace() {
+        let cur = lines.last_mut().expect("never empty");
+        if !cur.is_empty() && cur.len() + 1 + w.len() > width {
+            lines.push(w.to_string());
+        } else {
+            if !cur.is_empty() {
+                cur.push(' ');
+            }
+            cur.push_str(w);
+        }
+    }
+    lines
+}
+
+fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value, show: Show) -> Result<()> {
+    let sums = summaries(rows, cases);
+    let table = medians_table(cases, &sums, show.wide);
+    println!();
+    if show.markdown {
+        // Where the figures come from, for a study that quotes them.
+        let args: Vec<&str> = meta["args"].as_array().map_or(vec![], |a| a.iter().filter_map(|v| v.as_str()).collect());
+        println!("{}; command: `{}`", plot_text(cases, meta).subtitle, args.join(" "));
+        println!();
+        print!("{}", table.markdown());
+        println!();
+        println!("{}", legend(show.wide).join(" "));
+    } else {
+        print!("{}", table.text());
+        let width = if show.wide { 120 } else { 100 };
+        for sentence in legend(show.wide) {
+            for line in wrap(&sentence, width) {
+                println!("{line}");
+            }
+        }
+    }
     let paired: Vec<PairedCpu> =
         cases.iter().filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req)).collect();
     let paired_own: Vec<PairedCpu> =
@@ -1117,15 +1285,32 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
         .collect();
     // The ratio of medians above mixes rounds run minutes apart; on a
     // noisy machine the per-round ratio is the steadier figure.
-    for (title, list) in [
+    // The two other views are --wide's.
+    let views = [
         ("server CPU, xsk/kernel per round (each round's two runs back to back):", &paired),
         ("server CPU with its own receive (own), xsk/kernel per round:", &paired_own),
         ("server + client processes (the same kernel client for both), xsk/kernel per round:", &paired_both),
-    ] {
+    ];
+    for (title, list) in views.into_iter().take(if show.wide { 3 } else { 1 }) {
         if list.is_empty() {
             continue;
         }
         println!();
+        if show.markdown {
+            let mut t = apps::table::Table::new(&["case", "median", "range", "rounds at most the kernel's"]);
+            for p in list {
+                t.row(vec![
+                    p.case.clone(),
+                    format!("{:.2}", p.median),
+                    format!("{:.2}-{:.2}", p.min, p.max),
+                    format!("{} of {}", p.at_most_kernel, p.rounds),
+                ]);
+            }
+            println!("{}", title.trim_end_matches(':'));
+            println!();
+            print!("{}", t.markdown());
+            continue;
+        }
         println!("{title}");
         for p in list {
             println!(
@@ -1139,10 +1324,14 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value) ->
         "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "paired_cpu": paired, "paired_cpu_own_rx": paired_own,
         "paired_cpu_server_and_client": paired_both, "runs": rows
     });
-    apps::write_atomically(&out.join("results.json"), &serde_json::to_vec_pretty(&json)?)?;
-    let (svg, png) = (out.join("results.svg"), out.join("results.png"));
-    apps::plot::draw_files(&plot_text(cases, meta), &plot_cases(&sums, cases), &svg, &png)?;
-    println!("wrote {}, {} and {}", out.join("results.json").display(), svg.display(), png.display());
+    if show.write {
+        apps::write_atomically(&out.join("results.json"), &serde_json::to_vec_pretty(&json)?)?;
+        let (svg, png) = (out.join("results.svg"), out.join("results.png"));
+        apps::plot::draw_files(&plot_text(cases, meta), &plot_cases(&sums, cases), &svg, &png)?;
+        // On stderr with --markdown, so stdout is the document.
+        let wrote = format!("wrote {}, {} and {}", out.join("results.json").display(), svg.display(), png.display());
+        if show.markdown { eprintln!("{wrote}") } else { println!("{wrote}") }
+    }
     if errors > 0 {
         bail!("{errors} requests failed or were lost");
     }
@@ -1412,6 +1601,132 @@ mod tests {
         assert!(!counts_agree(&r, 32), "the client cannot get more responses than the server sent");
         r.server_requests = 1100;
         assert!(!counts_agree(&r, 32));
+    }
+
+    #[test]
+    fn the_default_demo_runs_the_headline_and_full_runs_everything() {
+        let names = |argv: &[&str]| -> Vec<&'static str> {
+            let a = Args::try_parse_from(["rr-demo"].iter().chain(argv)).unwrap();
+            cases()
+                .into_iter()
+                .filter(|c| selected(&a, c))
+                .map(|c| c.name)
+                .collect()
+        };
+        let headline = names(&[]);
+        assert_eq!(
+            headline,
+            [
+                "rr-16",
+                "rr-256",
+                "same-16",
+                "busy-same-1",
+                "open-5k",
+                "loss1-16"
+            ]
+        );
+        assert_eq!(names(&["--full"]).len(), cases().len());
+        let quick = names(&["--quick"]);
+        assert!(
+            quick.len() > headline.len() && !quick.contains(&"rr-10000"),
+            "{quick:?}"
+        );
+        assert_eq!(names(&["--only", "rr-10000"]), ["rr-10000"]);
+        assert_eq!(names(&["--only", "busy"]), ["busy-1", "busy-same-1"]);
+        // Redis runs with --full, --quick or --only (which picks), not in the default demo.
+        let redis = |argv: &[&str]| {
+            runs_redis(&Args::try_parse_from(["rr-demo"].iter().chain(argv)).unwrap())
+        };
+        assert!(
+            !redis(&[]) && redis(&["--full"]) && redis(&["--quick"]) && redis(&["--only", "redis"])
+        );
+        assert!(Args::try_parse_from(["rr-demo", "--full", "--quick"]).is_err());
+    }
+
+    /// Every case with both backends, its figures as wide as they get in practice.
+    fn worst_case_summaries() -> BTreeMap<(String, String), Summary> {
+        let rows: Vec<Row> = cases()
+            .iter()
+            .flat_map(|c| {
+                ["xsk", "kernel"].map(|backend| Row {
+                    backend: backend.into(),
+                    case: c.name.into(),
+                    round: 0,
+                    conns: c.conns,
+                    client_threads: c.client_threads,
+                    server_threads: c.server_threads,
+                    m: Metrics {
+                        rps: 1_234_567.0,
+                        p50_us: 999.96,
+                        p99_us: 207_392.6,
+                        p999_us: 1_500_800.0,
+                        cpu_us_per_req: 123.45,
+                        ..Metrics::median(&[])
+                    },
+                    errors: 0,
+                    server_requests: 0,
+                    client_requests: 0,
+                    server_trouble: BTreeMap::new(),
+                    client_tcp: BTreeMap::new(),
+                    server_tcp: BTreeMap::new(),
+                    client_recovery: None,
+                    loss_counters: BTreeMap::new(),
+                })
+            })
+            .collect();
+        summaries(&rows, &cases())
+    }
+
+    #[test]
+    fn the_key_table_fits_100_columns() {
+        let sums = worst_case_summaries();
+        let t = medians_table(&cases(), &sums, false);
+        let text = t.text();
+        assert_eq!(text.lines().count(), cases().len() + 1, "{text}");
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap();
+        assert!(widest <= 100, "{widest} columns:\n{text}");
+        assert!(
+            text.starts_with("case ") && text.contains("xsk p99") && text.contains("1234567"),
+            "{text}"
+        );
+        for sentence in legend(false) {
+            assert!(wrap(&sentence, 100).iter().all(|l| l.len() <= 100));
+        }
+        // --wide has every column: the p99.9 and the recovery counters too.
+        let wide = medians_table(&cases(), &sums, true).text();
+        assert!(
+            wide.contains("xsk p99.9") && wide.contains("x rto") && wide.contains("1.50s"),
+            "{wide}"
+        );
+    }
+
+    #[test]
+    fn markdown_table_matches_the_text_one() {
+        let sums = worst_case_summaries();
+        let md = medians_table(&cases(), &sums, false).markdown();
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines.len(), cases().len() + 2, "{md}");
+        assert!(
+            lines[0].starts_with("| case | xsk req/s | krn req/s | x/k |"),
+            "{md}"
+        );
+        assert!(lines[1].starts_with("| --- | ---: |"), "{md}");
+        // Every row has as many cells as the heads, and the figures the text table shows.
+        let cells = |l: &str| l.matches(" | ").count();
+        assert!(lines.iter().all(|l| cells(l) == cells(lines[0])), "{md}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("| loss1-same-16 | 1234567 | 1234567 | 1.00 | 1.00ms |")),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn time_left_extrapolates_from_the_runs_so_far() {
+        assert_eq!(time_left(Duration::from_secs(10), 2, 6), "~20s left");
+        assert_eq!(time_left(Duration::from_secs(90), 1, 3), "~3m left");
+        assert_eq!(time_left(Duration::from_secs(9), 3, 3), "done");
     }
 
     #[test]
