@@ -12,29 +12,9 @@
 //!
 //! # The data path
 //!
-//! A frame goes one way per direction, one step per file. In:
-//!
-//! | step | what happens | where |
-//! |---|---|---|
-//! | ring | the steering program sends the stack's frames to the socket's RX ring | `xsk-io`: `bpf/`, `steer.rs`, `ring.rs` |
-//! | port | `Port::recv` takes a batch off the RX ring (and refills the fill ring) | `xsk-io`: `port.rs` |
-//! | device | each frame's bytes are lent in place from the UMEM, the frame given back once read | `device.rs` |
-//! | (wrappers) | fault injection when configured (tests); shared-mode ARP | `faults.rs`, `arp.rs` |
-//! | engine | checks and classification, then smoltcp in the frame's socket bucket | `engine/ingest.rs`, `demux.rs`, `csum.rs`, `drops.rs` |
-//! | engine | socket state becomes events (accept, data, room, close) | `engine/lifecycle.rs`, `engine/egress.rs` |
-//! | transport | `poll` returns the events; `recv` copies the data out | `driver.rs`, `engine/connections.rs` |
-//! | app | the request/response server or the user's loop | `crate::rr`, the application |
-//!
-//! And back:
-//!
-//! | step | what happens | where |
-//! |---|---|---|
-//! | app | `send`, `close` | the application |
-//! | transport | passed to the engine; `flush` (or the next `poll`) runs egress | `driver.rs` |
-//! | engine | data into the socket's buffer; egress runs smoltcp for touched buckets and due timers | `engine/connections.rs`, `engine/egress.rs` |
-//! | (wrappers) | ARP kept off the wire in shared mode; fault injection | `arp.rs`, `faults.rs` |
-//! | device | smoltcp writes each frame straight into a UMEM frame, queued on the TX ring | `device.rs` |
-//! | port | `Port::publish` publishes the TX ring; the kick is the sleep's poll(2) (`Port::wait`: copy mode transmits before it sleeps), or a sendto when `poll` returns without sleeping | `xsk-io`: `port.rs` |
+//! A frame goes one way per direction, one step per file; the table of those
+//! steps is in the repository's `README.md`, section "Data path" (one copy,
+//! so it cannot drift).
 //!
 //! The driver's loop (`XskTransport::poll`: receive, ingest, report events,
 //! egress, then sleep until the engine's next timer, the sleep making the
