@@ -119,6 +119,18 @@ def syscall_table():
         print(f"{name:<20} {case:<9} {rec:<8} {g(7):>6} {g(44):>7} {g(45):>9} {wake.get(pid, 0):>9}")
 
 
+def idle_ab():
+    print("\nrr-bench --lab xsk at 100 req/s over 16 connections, 20 s per run, new / old alternating five times"
+          " (idle-ab/run.sh): the server's CPU per request from its threads' schedstat run time")
+    v = {"new": [], "old": []}
+    for i in range(1, 6):
+        for tag in ("new", "old"):
+            with open(os.path.join(HERE, "idle-ab", f"ab-{tag}{i}.json")) as f:
+                v[tag].append(json.load(f)["cpu_us_per_req_server"])
+    for tag in ("new", "old"):
+        print(f"  {tag}: " + ", ".join(f"{x:.1f}" for x in v[tag]) + f" us; median {statistics.median(v[tag]):.1f}")
+
+
 def ui_100():
     print("\ncallgrind, user-space instructions per request at 100 req/s over 16 connections (8 s)")
     for name in ("new1", "old1", "new2", "old2"):
@@ -127,11 +139,34 @@ def ui_100():
         print(f"  {name}: xsk {xsk}")
 
 
+def rr10000():
+    print("\nrr-10000 (10,000 connections at once, kernel client, no loss), one round each unless said,"
+          " while other sessions built on the machine; --xsk-args as named (rr10000/*/results.json)")
+    print(f"{'run':<14} {'xsk req/s':>9} {'krn req/s':>9} {'probes':>7} {'RTOs':>6} {'spurious':>9} {'drops':>6}  note")
+    for name, note in (("smoltcp", "--recovery smoltcp (upstream: 1 s floor, no probe)"),
+                       ("def", "defaults, commit 8f3bc82"),
+                       ("rto200", "--rto-min 200ms"),
+                       ("notlp", "--no-tail-probe (RTO floor 50 ms alone)"),
+                       ("spurious-rtt", "defaults with the spurious-rtt patch, 2 rounds")):
+        d = load(os.path.join("rr10000", name))
+        r = d["runs"]
+        xs = [q for q in r if q["case"] == "rr-10000" and q["backend"] == "xsk"]
+        spur = [(q.get("server_spurious_probes") or 0) + (q.get("server_spurious_retransmits") or 0) for q in xs]
+        if not xs:
+            print(f"{name:<14} {'failed':>9} {med(r, 'rr-10000', 'kernel', 'rps'):>9.0f}  (the xsk run failed: see rr-demo.log)  {note}")
+            continue
+        print(f"{name:<14} {med(r, 'rr-10000', 'xsk', 'rps'):>9.0f} {med(r, 'rr-10000', 'kernel', 'rps'):>9.0f} "
+              f"{med(r, 'rr-10000', 'xsk', 'server_tail_probes'):>7.0f} {med(r, 'rr-10000', 'xsk', 'server_rto_retransmits'):>6.0f} "
+              f"{statistics.median(spur):>9.0f} {med(r, 'rr-10000', 'xsk', 'server_drops'):>6.0f}  {note}")
+
+
 if __name__ == "__main__":
     loss_table()
     light_table()
     streak_table()
     light_table_2()
     syscall_table()
+    idle_ab()
     ui_100()
     g2g_table()
+    rr10000()

@@ -359,3 +359,31 @@ fn a_probe_that_recovers_a_loss_resets_the_spurious_streak() {
     let s = p.a.engine.buckets[conn.bucket as usize].sockets.get::<tcp::Socket>(conn.handle);
     assert_eq!(s.tail_loss_probe_ack_delay(), Some(smoltcp::time::Duration::from_millis(2)));
 }
+
+/// A client that ACKs every response `delay` late (an overloaded Linux peer: its
+/// delayed ACK can reach 200 ms) after a handshake and warm-up at 100 us: the
+/// server's data segments sent while it waited, per exchange.
+fn late_acks(server: Recovery, delay: Duration, exchanges: usize) -> (Vec<usize>, RecoveryStats) {
+    let (mut p, ca, cb) = warmed(server, Duration::from_micros(100));
+    let sent = (0..exchanges).map(|_| delayed_ack_exchange(&mut p, ca, cb, delay)).collect();
+    (sent, stats(&p))
+}
+
+#[test]
+fn a_peer_whose_acks_come_late_stops_drawing_probes() {
+    // Karn's rule keeps no sample of a segment sent twice, so if every response is
+    // probed before its ACK the RTT never learns the delay and every response is
+    // sent twice for good. A retransmission found spurious shows the RTT was at
+    // least as long as the wait before it: that lower bound is a sample.
+    let (sent, st) = late_acks(Recovery::default(), Duration::from_millis(150), 30);
+    assert!(sent[20..].iter().all(|&n| n == 0), "still retransmitting: {sent:?} {st:?}");
+    assert!(st.tail_probes + st.rto_retransmits <= 8, "{sent:?} {st:?}");
+}
+
+#[test]
+fn a_peer_whose_acks_come_late_stops_drawing_rtos() {
+    let r = Recovery { tail_probe: false, ..Recovery::default() };
+    let (sent, st) = late_acks(r, Duration::from_millis(150), 30);
+    assert!(sent[20..].iter().all(|&n| n == 0), "still retransmitting: {sent:?} {st:?}");
+    assert!(st.rto_retransmits <= 8, "{sent:?} {st:?}");
+}

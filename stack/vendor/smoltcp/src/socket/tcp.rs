@@ -242,6 +242,10 @@ struct Resent {
     end: TcpSeqNumber,
     at: Instant,
     probe: bool,
+    /// [xsk-stack patch: spurious-rtt] When the RTT sample in progress was started,
+    /// if its segment is among those sent again: a verdict of "not needed" then says
+    /// the round trip took at least `at` minus this.
+    sampling_since: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -394,6 +398,12 @@ impl RttEstimator {
             self.have_measurement = false;
             tcp_trace!("rtte: too many retransmissions, clearing srtt, rttvar.");
         }
+    }
+
+    /// [xsk-stack patch: spurious-rtt] When the sample in progress started, if its
+    /// segment ends at or before `end` (so it is among what is sent again).
+    fn sampling_since(&self, end: TcpSeqNumber) -> Option<Instant> {
+        self.timestamp.filter(|&(_, seq)| seq <= end).map(|(at, _)| at)
     }
 
     fn on_retransmit(&mut self) {
@@ -1686,14 +1696,24 @@ impl<'a> Socket<'a> {
             return;
         }
         self.resent = None;
+        // The peer had the segment but its ACK did not come in time: either it
+        // delays ACKs, or its ACK was lost. A lost ACK usually rode on data (a
+        // request), which then shows as a hole before this segment; only without
+        // one is it the peer's delay.
+        let hole = repr.seq_number > self.remote_seq_no + self.rx_buffer.len();
+        // [xsk-stack patch: spurious-rtt] Karn's rule keeps no sample of a segment
+        // sent twice; if every segment is resent before its late ACK comes, the RTT
+        // never learns the delay and every segment goes twice for good. A delay shown
+        // this way is a sample: the round trip took at least until the resend (an
+        // early ACK answered the original, so it is the whole round trip), as RFC
+        // 4015 adapts the timer after a spurious timeout.
+        if let (false, Some(since)) = (hole, resent.sampling_since) {
+            let until = if early { now } else { resent.at };
+            self.rtte.sample((until - since).total_micros().min(u32::MAX as u64) as u32);
+        }
         if resent.probe {
             self.recovery_stats.spurious_probes += 1;
-            // The peer had the segment but its ACK did not come within the allowance:
-            // either it delays ACKs, or its ACK was lost. A lost ACK usually rode on
-            // data (a request), which then shows as a hole before this segment; only
-            // without one is it the peer's delay, worth a longer allowance.
-            // And one verdict alone may be a lost ACK too: learn from a streak.
-            let hole = repr.seq_number > self.remote_seq_no + self.rx_buffer.len();
+            // One verdict alone may be a lost ACK too: learn from a streak.
             self.tlp_spurious_streak = if hole { 0 } else { self.tlp_spurious_streak.saturating_add(1) };
             if let (Some(p), true) = (self.tail_probe, self.tlp_spurious_streak >= TLP_SPURIOUS_TO_LEARN) {
                 self.tlp_ack_delay = self.tlp_ack_delay.max(p.ack_delay_max);
@@ -2822,6 +2842,7 @@ impl<'a> Socket<'a> {
                     end: self.remote_last_seq,
                     at: cx.now(),
                     probe: true,
+                    sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                 });
                 self.tlp_high = Some(self.remote_last_seq);
                 self.remote_last_seq = start;
@@ -2851,6 +2872,7 @@ impl<'a> Socket<'a> {
                     end: self.remote_last_seq,
                     at: cx.now(),
                     probe: false,
+                    sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                 });
                 self.tlp_at = None;
                 self.tlp_high = None;
@@ -2882,6 +2904,7 @@ impl<'a> Socket<'a> {
                     end: self.local_seq_no + len,
                     at: cx.now(),
                     probe: false,
+                    sampling_since: self.rtte.sampling_since(self.local_seq_no + len),
                 });
                 self.tlp_at = None;
             }
