@@ -1,12 +1,13 @@
-//! Running one command: upper-casing and dispatching the name, the data commands (strings,
-//! counters, expiry), and the error replies Redis gives for each way a command can fail.
+//! Running one command: upper-casing and dispatching the name (or queuing it inside MULTI), the
+//! string commands (strings, counters, expiry), and the error replies Redis gives for each way a
+//! command can fail.
 
 use std::fmt::Write as _;
 
 use bytes::{BufMut, BytesMut};
 
 use super::args::Args;
-use super::store::cost;
+use super::store::{cost, Value};
 use super::wire::{array, bulk, int, nil, num, parse_i64, put_sanitized, simple};
 use super::Resp;
 use crate::rr::Reply;
@@ -21,9 +22,12 @@ pub(super) enum Fail {
     InvalidExpire(&'static str),
     Oom,
     TooManyKeys,
-    NoProto,
+    WrongType,
     Unknown,
+    /// `-ERR ` and the message.
     Msg(&'static str),
+    /// A whole error line (code and message) built at run time, without CRLF.
+    Line(String),
 }
 
 pub(super) type CmdResult = Result<Reply, Fail>;
@@ -47,10 +51,25 @@ impl Resp {
             // An empty inline line or `*0`: Redis answers nothing.
             return Reply::Done;
         }
+        // Connections that never sent HELLO 3, CLIENT SETNAME or MULTI have no session.
+        let (r3, queuing) = match self.sessions.get(&conn) {
+            Some(s) => (s.resp3, s.multi.is_some()),
+            None => (false, false),
+        };
+        self.r3 = r3;
+        if queuing && !["EXEC", "DISCARD", "MULTI", "WATCH", "QUIT"].iter().any(|c| a.is(0, c)) {
+            return self.queue(conn, a, out);
+        }
+        self.run(conn, a, out)
+    }
+
+    /// Runs one command now (not queued) and writes its reply or its error.
+    pub(super) fn run(&mut self, conn: ConnId, a: &Args<'_>, out: &mut BytesMut) -> Reply {
         self.stats.commands += 1;
         let name = a.get(0);
         let mut up = [0u8; 16];
         let n = name.len();
+        let start = out.len();
         let result = if n > up.len() {
             Err(Fail::Unknown)
         } else {
@@ -62,9 +81,11 @@ impl Resp {
             Ok(reply) => reply,
             Err(fail) => {
                 self.stats.errors += 1;
+                // Whatever the command wrote before failing is not part of its reply.
+                out.truncate(start);
                 match fail {
                     Fail::Unknown => unknown_command(a, out),
-                    f => write_fail(f, out),
+                    f => f.write(out),
                 }
                 Reply::Done
             }
@@ -73,12 +94,13 @@ impl Resp {
 
     /// Runs the command `name` (upper-cased) and writes its reply; on `Err` nothing is written.
     fn dispatch(&mut self, conn: ConnId, name: &[u8], a: &Args<'_>, out: &mut BytesMut) -> Result<Reply, Fail> {
+        let r3 = self.r3;
         match name {
             b"GET" => {
                 arity(a, 2, "get")?;
-                match self.get(a.get(1)) {
-                    Some(e) => bulk(out, &e.value),
-                    None => nil(out),
+                match self.get_str(a.get(1))? {
+                    Some(v) => bulk(out, v),
+                    None => nil(out, r3),
                 }
             }
             b"SET" => return self.cmd_set(a, out),
@@ -107,8 +129,8 @@ impl Resp {
                     }
                 };
                 let key = a.get(1);
-                let cur = match self.get(key) {
-                    Some(e) => parse_i64(&e.value).ok_or(Fail::NotInt)?,
+                let cur = match self.get_str(key)? {
+                    Some(v) => parse_i64(v).ok_or(Fail::NotInt)?,
                     None => 0,
                 };
                 let v = cur.checked_add(by).ok_or(Fail::Overflow)?;
@@ -122,9 +144,10 @@ impl Resp {
                 arity(a, -2, "mget")?;
                 array(out, a.len() - 1);
                 for i in 1..a.len() {
+                    // A key holding another type reads as missing, as in Redis.
                     match self.get(a.get(i)) {
-                        Some(e) => bulk(out, &e.value),
-                        None => nil(out),
+                        Some(super::store::Entry { value: Value::Str(v), .. }) => bulk(out, v),
+                        _ => nil(out, r3),
                     }
                 }
             }
@@ -137,7 +160,7 @@ impl Resp {
                 for i in (1..a.len()).step_by(2) {
                     let (k, v) = (a.get(i), a.get(i + 1));
                     match self.map.get(k) {
-                        Some(e) => delta += v.len() as isize - e.value.len() as isize,
+                        Some(e) => delta += v.len() as isize - e.value.size() as isize,
                         None => {
                             new_keys += 1;
                             delta += cost(k, v.len()) as isize;
@@ -176,31 +199,30 @@ impl Resp {
             b"GETSET" => {
                 arity(a, 3, "getset")?;
                 let (k, v) = (a.get(1), a.get(2));
-                self.alive(k);
-                self.fits(k, v.len())?;
-                match self.map.get(k) {
-                    Some(e) => bulk(out, &e.value),
-                    None => nil(out),
+                match self.get_str(k)? {
+                    Some(old) => bulk(out, old),
+                    None => nil(out, r3),
                 }
+                self.fits(k, v.len())?;
                 self.store(k, v, Some(None));
             }
             b"APPEND" => {
                 arity(a, 3, "append")?;
                 let (k, v) = (a.get(1), a.get(2));
-                let len = self.get(k).map_or(0, |e| e.value.len()) + v.len();
+                let len = self.get_str(k)?.map_or(0, Vec::len) + v.len();
                 self.fits(k, len)?;
-                match self.map.get_mut(k) {
-                    Some(e) => {
-                        e.value.extend_from_slice(v);
+                match self.map.get_mut(k).map(|e| &mut e.value) {
+                    Some(Value::Str(old)) => {
+                        old.extend_from_slice(v);
                         self.used += v.len();
                     }
-                    None => self.store(k, v, None),
+                    _ => self.store(k, v, None),
                 }
                 int(out, len as i64);
             }
             b"STRLEN" => {
                 arity(a, 2, "strlen")?;
-                int(out, self.get(a.get(1)).map_or(0, |e| e.value.len() as i64));
+                int(out, self.get_str(a.get(1))?.map_or(0, |v| v.len() as i64));
             }
             b"EXPIRE" => return self.cmd_expire(a, 1000, "expire", out),
             b"PEXPIRE" => return self.cmd_expire(a, 1, "pexpire", out),
@@ -242,14 +264,34 @@ impl Resp {
                 }
                 simple(out, "OK");
             }
+            b"TYPE" => {
+                arity(a, 2, "type")?;
+                simple(
+                    out,
+                    match self.get(a.get(1)) {
+                        None => "none",
+                        Some(e) => match e.value {
+                            Value::Str(_) => "string",
+                            Value::Hash(_) => "hash",
+                        },
+                    },
+                );
+            }
             b"QUIT" => {
                 simple(out, "OK");
                 return Ok(Reply::Close);
+            }
+            b"HSET" | b"HMSET" | b"HSETNX" | b"HGET" | b"HMGET" | b"HGETALL" | b"HDEL" | b"HINCRBY" | b"HLEN"
+            | b"HEXISTS" | b"HKEYS" | b"HVALS" | b"HSTRLEN" => self.cmd_hash(name, a, out)?,
+            b"MULTI" | b"EXEC" | b"DISCARD" | b"WATCH" | b"UNWATCH" => {
+                return self.cmd_transaction(conn, name, a, out);
             }
             b"COMMAND" => self.cmd_command(a, out)?,
             b"CONFIG" => self.cmd_config(a, out)?,
             b"INFO" => self.cmd_info(a, out),
             b"HELLO" => self.cmd_hello(conn, a, out)?,
+            b"AUTH" => self.cmd_auth(a, out)?,
+            b"CLIENT" => self.cmd_client(conn, a, out)?,
             _ => return Err(Fail::Unknown),
         }
         Ok(Reply::Done)
@@ -290,24 +332,18 @@ impl Resp {
         };
         let exists = self.alive(k);
         if get {
-            match self.map.get(k) {
-                Some(e) => bulk(out, &e.value),
-                None => nil(out),
+            match self.get_str(k)? {
+                Some(old) => bulk(out, old),
+                None => nil(out, self.r3),
             }
         }
         if (nx && exists) || (xx && !exists) {
             if !get {
-                nil(out);
+                nil(out, self.r3);
             }
             return Ok(Reply::Done);
         }
-        if let Err(f) = self.fits(k, v.len()) {
-            if get {
-                // The old value is already in `out`: replace it with the error alone.
-                out.clear();
-            }
-            return Err(f);
-        }
+        self.fits(k, v.len())?;
         self.store(k, v, deadline);
         if !get {
             simple(out, "OK");
@@ -361,7 +397,7 @@ impl Resp {
     }
 }
 
-fn unknown_command(a: &Args<'_>, out: &mut BytesMut) {
+pub(super) fn unknown_command(a: &Args<'_>, out: &mut BytesMut) {
     out.extend_from_slice(b"-ERR unknown command '");
     put_sanitized(out, a.get(0));
     out.extend_from_slice(b"', with args beginning with: ");
@@ -373,21 +409,33 @@ fn unknown_command(a: &Args<'_>, out: &mut BytesMut) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn write_fail(f: Fail, out: &mut BytesMut) {
-    let _ = match f {
-        Fail::Arity(name) => write!(out, "-ERR wrong number of arguments for '{name}' command\r\n"),
-        Fail::Syntax => write!(out, "-ERR syntax error\r\n"),
-        Fail::NotInt => write!(out, "-ERR value is not an integer or out of range\r\n"),
-        Fail::Overflow => write!(out, "-ERR increment or decrement would overflow\r\n"),
-        Fail::InvalidExpire(name) => {
-            write!(out, "-ERR invalid expire time in '{name}' command\r\n")
-        }
-        Fail::Oom => write!(out, "-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
-        Fail::TooManyKeys => write!(out, "-OOM command not allowed: the store holds its maximum number of keys\r\n"),
-        Fail::NoProto => write!(out, "-NOPROTO unsupported protocol version\r\n"),
-        Fail::Unknown => write!(out, "-ERR unknown command\r\n"),
-        Fail::Msg(m) => write!(out, "-ERR {m}\r\n"),
-    };
+/// Peer bytes made fit for an error line (see [`put_sanitized`]).
+pub(super) fn sanitized(b: &[u8]) -> String {
+    let mut out = BytesMut::new();
+    put_sanitized(&mut out, b);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Fail {
+    pub(super) fn write(self, out: &mut BytesMut) {
+        let _ = match self {
+            Fail::Arity(name) => write!(out, "-ERR wrong number of arguments for '{name}' command\r\n"),
+            Fail::Syntax => write!(out, "-ERR syntax error\r\n"),
+            Fail::NotInt => write!(out, "-ERR value is not an integer or out of range\r\n"),
+            Fail::Overflow => write!(out, "-ERR increment or decrement would overflow\r\n"),
+            Fail::InvalidExpire(name) => {
+                write!(out, "-ERR invalid expire time in '{name}' command\r\n")
+            }
+            Fail::Oom => write!(out, "-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
+            Fail::TooManyKeys => {
+                write!(out, "-OOM command not allowed: the store holds its maximum number of keys\r\n")
+            }
+            Fail::WrongType => write!(out, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+            Fail::Unknown => write!(out, "-ERR unknown command\r\n"),
+            Fail::Msg(m) => write!(out, "-ERR {m}\r\n"),
+            Fail::Line(l) => write!(out, "-{l}\r\n"),
+        };
+    }
 }
 
 #[cfg(test)]
