@@ -104,6 +104,28 @@ impl Resp {
                 }
             }
             b"SET" => return self.cmd_set(a, out),
+            b"SETEX" | b"PSETEX" => {
+                let (unit, cmd) = if name == b"SETEX" { (1000, "setex") } else { (1, "psetex") };
+                arity(a, 4, cmd)?;
+                let n = int_arg(a.get(2))?;
+                let ms = n.checked_mul(unit).filter(|_| n > 0).ok_or(Fail::InvalidExpire(cmd))?;
+                let deadline = self.now().checked_add(ms as u64).ok_or(Fail::InvalidExpire(cmd))?;
+                let (k, v) = (a.get(1), a.get(3));
+                self.alive(k);
+                self.fits(k, v.len())?;
+                self.store(k, v, Some(Some(deadline)));
+                simple(out, "OK");
+            }
+            b"SETNX" => {
+                arity(a, 3, "setnx")?;
+                let (k, v) = (a.get(1), a.get(2));
+                let exists = self.alive(k);
+                if !exists {
+                    self.fits(k, v.len())?;
+                    self.store(k, v, Some(None));
+                }
+                int(out, i64::from(!exists));
+            }
             b"PING" => match a.len() {
                 1 => simple(out, "PONG"),
                 2 => bulk(out, a.get(1)),
@@ -478,6 +500,14 @@ mod tests {
         assert_eq!(cmd(h, &["SET", "x", "2", "NX", "XX"]), "-ERR syntax error\r\n");
         assert_eq!(cmd(h, &["SET", "x", "2", "EX"]), "-ERR syntax error\r\n");
         assert_eq!(cmd(h, &["SET", "x", "2", "EX", "0"]), "-ERR invalid expire time in 'set' command\r\n");
+        assert_eq!(cmd(h, &["SETNX", "x", "3"]), ":0\r\n");
+        assert_eq!(cmd(h, &["SETNX", "y", "3"]), ":1\r\n");
+        assert_eq!(cmd(h, &["SETEX", "y", "10", "4"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["TTL", "y"]), ":10\r\n");
+        assert_eq!(cmd(h, &["PSETEX", "y", "0", "4"]), "-ERR invalid expire time in 'psetex' command\r\n");
+        assert_eq!(cmd(h, &["PSETEX", "y", "1500", "5"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["PTTL", "y"]), ":1500\r\n");
+        assert_eq!(cmd(h, &["GET", "y"]), "$1\r\n5\r\n");
         assert_eq!(cmd(h, &["FLUSHALL"]), "+OK\r\n");
         assert_eq!(cmd(h, &["DBSIZE"]), ":0\r\n");
         assert_eq!(h.used_memory(), 0);

@@ -59,8 +59,8 @@ impl Resp {
     /// Queues a command inside MULTI, checking what Redis checks at queue time: the command
     /// exists and has a valid number of arguments. A refused command marks the transaction
     /// failed (EXEC answers EXECABORT), as Redis does.
+    /// Like Redis, a queued command counts as executed when EXEC runs it, not here.
     pub(super) fn queue(&mut self, conn: ConnId, a: &Args<'_>, out: &mut BytesMut) -> Reply {
-        self.stats.commands += 1;
         let (max_n, max_bytes) = (self.limits.max_queued, self.limits.max_queued_bytes);
         let check = match lookup(a.get(0)) {
             None => Err(None),
