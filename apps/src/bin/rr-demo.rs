@@ -45,8 +45,9 @@ with nftables; loss1-same-16: the same against same- clients (nftables cannot se
 frames, so the stack client drops its 1% with its own fault injector, rr-bench
 --fault-rx-drop --fault-tx-drop; both ends --ack-delay 5ms, as both ACK at once); lossburst-16: outages, one in {} TCP frames at the
 client starts a {OUTAGE_MS} ms outage in which nftables drops every TCP frame either way;
-rr-1000 and rr-10000 (not with --quick). The loss cases need nft. After them,
-redis-benchmark cases (--only redis).
+rr-1000 and rr-10000 (not with --quick). The loss cases need nft. After them, the
+Redis cases (--only redis): redis-benchmark SET/GET (redis-c1, redis-c16, redis-c16-P16) and
+HSET (redis-hset-c16), redis-py pipelines (redis-py-P100).
 
 CPU: `cpu` is the server process's CPU time per request; on veth that holds the client's
 receive path (veth runs the receiver's softirq in the sender's send call) and not the
@@ -788,7 +789,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
         .filter(|c| args.only.as_deref().is_none_or(|o| only_matches(o, c.name, &case_names())))
         .filter(|c| !(args.quick && c.full_only))
         .collect();
-    if cases.is_empty() {
+    if cases.is_empty() && !redis::selected(args.only.as_deref()) {
         let names: Vec<&str> = self::cases().iter().filter(|c| !(args.quick && c.full_only)).map(|c| c.name).collect();
         usage_bail!(
             "--only {:?} matches no case{}; cases: {}",

@@ -1,14 +1,73 @@
-//! redis-benchmark (Debian's redis-tools) against `rr-server --service resp` on each backend
-//! and, where installed, against Debian's redis-server, all on ns_a, the client in ns_b on
-//! kernel TCP: the same client for every server, alternating servers per round. Results go to
-//! their own table, `redis.json` and `redis.svg`, since the client reports different metrics
-//! (no client CPU, latency in redis-benchmark's own histogram).
+//! redis-benchmark (Debian's redis-tools) and redis-py against `rr-server --service resp` on
+//! each backend and, where installed, against Debian's redis-server, all on ns_a, the client in
+//! ns_b on kernel TCP: the same client for every server, alternating servers per round. Results
+//! go to their own table, `redis.json` and `redis.svg`, since the clients report different
+//! metrics (no client CPU, latency in redis-benchmark's own histogram).
 
 use super::*;
 
-/// (case name, clients, pipeline depth).
-const CASES: &[(&str, usize, usize)] = &[("redis-c1", 1, 1), ("redis-c16", 16, 1), ("redis-c16-P16", 16, 16)];
+/// What loads the server in a case.
+#[derive(Clone, Copy, Debug)]
+enum Load {
+    /// redis-benchmark with these `-t` tests (`-d 64 -r 10000`).
+    Benchmark(&'static str),
+    /// redis-py (default settings: RESP3) sending SET/GET pairs through `pipeline()`, one
+    /// connection, `pipeline` commands per round trip (the script below).
+    RedisPy,
+}
+
+/// (case name, load, clients, pipeline depth).
+const CASES: &[(&str, Load, usize, usize)] = &[
+    ("redis-c1", Load::Benchmark("set,get"), 1, 1),
+    ("redis-c16", Load::Benchmark("set,get"), 16, 1),
+    ("redis-c16-P16", Load::Benchmark("set,get"), 16, 16),
+    ("redis-hset-c16", Load::Benchmark("hset"), 16, 1),
+    ("redis-py-P100", Load::RedisPy, 1, 100),
+];
 const PORT: u16 = 6380;
+
+/// The redis-py load: `n` commands as SET/GET pairs on 10,000 keys (64-byte values), `depth`
+/// per pipeline; prints requests/s and the round-trip time of one pipeline (p50, p99) as JSON.
+const REDIS_PY_LOAD: &str = r#"
+import json, sys, time, redis
+host, port, n, depth = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+r = redis.Redis(host=host, port=port)
+val = b"x" * 64
+keys = [b"key:%012d" % i for i in range(10000)]
+lat, done, i = [], 0, 0
+t0 = time.perf_counter()
+while done < n:
+    p = r.pipeline(transaction=False)
+    for j in range(depth // 2):
+        k = keys[(i + j) % len(keys)]
+        p.set(k, val)
+        p.get(k)
+    s = time.perf_counter()
+    res = p.execute()
+    lat.append(time.perf_counter() - s)
+    if res[1] != val:
+        sys.exit("wrong reply: %r" % (res[1],))
+    done += 2 * (depth // 2)
+    i += depth // 2
+el = time.perf_counter() - t0
+lat.sort()
+print(json.dumps({"requests": done, "rps": done / el, "p50_us": lat[len(lat) // 2] * 1e6,
+                  "p99_us": lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1e6}))
+"#;
+
+/// The interpreter with redis-py: `REDIS_PY_PYTHON`, else the venv `scripts/setup` makes
+/// (target/redis-py next to the binary's profile folder, or in this source tree).
+fn redis_py() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS_PY_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let near = exe.parent()?.parent()?.join("redis-py/bin/python");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/redis-py/bin/python");
+    [near, src]
+        .into_iter()
+        .find(|p| Command::new(p).args(["-c", "import redis"]).output().is_ok_and(|o| o.status.success()))
+}
 
 #[derive(Clone, Debug, Serialize)]
 struct RedisRow {
@@ -72,17 +131,26 @@ fn start(env: &Env, server: &str) -> Result<(Server, std::net::Ipv4Addr)> {
     }
 }
 
-fn run_one(env: &Env, server: &str, case: (&str, usize, usize), round: usize, n: usize) -> Result<Vec<RedisRow>> {
+fn run_one(env: &Env, server: &str, case: (&str, Load, usize, usize), round: usize, n: usize) -> Result<Vec<RedisRow>> {
+    let (name, load, clients, pipeline) = case;
     let (s, addr) = start(env, server)?;
     let pid = s.child.id();
     let cpu0 = apps::cpu::pid_cpu(pid)?;
-    let out = Command::new("ip")
-        .args(["netns", "exec", &env.lab.ns_b.name, "redis-benchmark", "-h", &addr.to_string()])
-        .args(["-p", &PORT.to_string(), "-t", "set,get", "-d", "64", "-r", "10000", "--csv"])
-        .args(["-n", &n.to_string(), "-c", &case.1.to_string(), "-P", &case.2.to_string()])
-        .stdin(Stdio::null())
-        .output()
-        .context("running redis-benchmark")?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &env.lab.ns_b.name]);
+    match load {
+        Load::Benchmark(tests) => {
+            cmd.args(["redis-benchmark", "-h", &addr.to_string(), "-p", &PORT.to_string(), "-t", tests]);
+            cmd.args(["-d", "64", "-r", "10000", "--csv", "-n", &n.to_string()]);
+            cmd.args(["-c", &clients.to_string(), "-P", &pipeline.to_string()]);
+        }
+        Load::RedisPy => {
+            let py = redis_py().context("redis-py not found")?;
+            cmd.arg(py).args(["-c", REDIS_PY_LOAD, &addr.to_string(), &PORT.to_string()]);
+            cmd.args([n.to_string(), pipeline.to_string()]);
+        }
+    }
+    let out = cmd.stdin(Stdio::null()).output().context("running the client")?;
     let cpu = apps::cpu::pid_cpu(pid)?.saturating_sub(cpu0);
     if server == "redis" {
         // redis-server exits 0 on SIGINT too, but does not need our clean-exit checks.
@@ -91,44 +159,63 @@ fn run_one(env: &Env, server: &str, case: (&str, usize, usize), round: usize, n:
         s.stop()?;
     }
     if !out.status.success() {
-        bail!("redis-benchmark against {server}: {}", String::from_utf8_lossy(&out.stderr));
+        bail!("client against {server}: {}", String::from_utf8_lossy(&out.stderr));
     }
     let text = String::from_utf8_lossy(&out.stdout);
+    let row = |test: &str, rps: f64, p50_us: f64, p99_us: f64, requests: usize| RedisRow {
+        server: server.into(),
+        case: name.into(),
+        test: test.into(),
+        round,
+        clients,
+        pipeline,
+        rps,
+        p50_us,
+        p99_us,
+        // Every test of the case ran against this process: split its CPU evenly per request.
+        server_cpu_us_per_req: cpu.as_secs_f64() * 1e6 / requests as f64,
+    };
     let mut rows = Vec::new();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split("\",\"").map(|f| f.trim_matches('"')).collect();
-        let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
-        if f.len() < 7 {
-            continue;
+    match load {
+        Load::Benchmark(tests) => {
+            let expect = tests.split(',').count();
+            for line in text.lines().skip(1) {
+                let f: Vec<&str> = line.split("\",\"").map(|f| f.trim_matches('"')).collect();
+                let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+                if f.len() >= 7 {
+                    rows.push(row(f[0], num(1), num(4) * 1000.0, num(6) * 1000.0, expect * n));
+                }
+            }
+            if rows.len() != expect {
+                bail!("unexpected redis-benchmark output:\n{text}");
+            }
         }
-        rows.push(RedisRow {
-            server: server.into(),
-            case: case.0.into(),
-            test: f[0].into(),
-            round,
-            clients: case.1,
-            pipeline: case.2,
-            rps: num(1),
-            p50_us: num(4) * 1000.0,
-            p99_us: num(6) * 1000.0,
-            // Both tests ran against this process: split its CPU evenly per request.
-            server_cpu_us_per_req: cpu.as_secs_f64() * 1e6 / (2 * n) as f64,
-        });
-    }
-    if rows.len() != 2 {
-        bail!("unexpected redis-benchmark output:\n{text}");
+        Load::RedisPy => {
+            let v: serde_json::Value = serde_json::from_str(text.trim()).context("redis-py load output")?;
+            let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+            rows.push(row("PIPE", f("rps"), f("p50_us"), f("p99_us"), f("requests") as usize));
+        }
     }
     Ok(rows)
 }
 
+/// Whether `--only` selects any Redis case.
+pub(super) fn selected(only: Option<&str>) -> bool {
+    only.is_none_or(|o| o.split(',').any(|i| "redis".contains(i) || i.contains("redis")))
+}
+
 /// Runs the cases (unless `--only` excludes them or redis-tools is missing) and reports.
 pub(super) fn run(env: &Env, args: &Args, rounds: usize) -> Result<usize> {
-    if args.only.as_deref().is_some_and(|o| !o.split(',').any(|i| "redis".contains(i) || i.contains("redis"))) {
+    if !selected(args.only.as_deref()) {
         return Ok(0);
     }
     if !have("redis-benchmark") {
         println!("note: redis-benchmark not found: skipping the redis cases (apt-get install redis-tools)");
         return Ok(0);
+    }
+    let have_py = redis_py().is_some();
+    if !have_py {
+        println!("note: redis-py not found: skipping redis-py-P100 (scripts/setup installs it in target/redis-py)");
     }
     let mut servers = vec!["xsk", "kernel"];
     if have("redis-server") {
@@ -142,7 +229,10 @@ pub(super) fn run(env: &Env, args: &Args, rounds: usize) -> Result<usize> {
     let names: Vec<&str> = CASES.iter().map(|c| c.0).collect();
     for case in CASES
         .iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| o.split(',').any(|i| i == "redis") || only_matches(o, c.0, &names)))
+        .filter(|c| {
+            args.only.as_deref().is_none_or(|o| o.split(',').any(|i| i == "redis") || only_matches(o, c.0, &names))
+        })
+        .filter(|c| have_py || !matches!(c.1, Load::RedisPy))
     {
         for round in 0..rounds {
             // Rotate the order each round so drift hits every server alike.
@@ -155,14 +245,14 @@ pub(super) fn run(env: &Env, args: &Args, rounds: usize) -> Result<usize> {
                     Ok(r) => {
                         for row in &r {
                             println!(
-                                "{:<14} {:<4} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
+                                "{:<15} {:<4} {:<7} {:>10.0} req/s  p50 {:>7.1} us  p99 {:>7.1} us  server cpu {:>5.2} us/req",
                                 row.case, row.test, row.server, row.rps, row.p50_us, row.p99_us, row.server_cpu_us_per_req
                             );
                         }
                         rows.extend(r);
                     }
                     Err(e) => {
-                        println!("{:<14} {:<7} FAILED: {e:#}", case.0, server);
+                        println!("{:<15} {:<7} FAILED: {e:#}", case.0, server);
                         failures += 1;
                     }
                 }
@@ -187,9 +277,22 @@ fn report(rows: &[RedisRow], servers: &[&str], out: &Path) -> Result<()> {
     };
     println!();
     println!(
-        "{:<14} {:<4} | {:>10} {:>10} {:>10} {:>6} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7}",
-        "redis case", "test", "xsk req/s", "krn req/s", "redis r/s", "x/k", "xsk p50", "krn p50", "rds p50", "xsk p99",
-        "krn p99", "rds p99", "xsk cpu", "krn cpu", "rds cpu"
+        "{:<15} {:<4} | {:>10} {:>10} {:>10} {:>6} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7}",
+        "redis case",
+        "test",
+        "xsk req/s",
+        "krn req/s",
+        "redis r/s",
+        "x/k",
+        "xsk p50",
+        "krn p50",
+        "rds p50",
+        "xsk p99",
+        "krn p99",
+        "rds p99",
+        "xsk cpu",
+        "krn cpu",
+        "rds cpu"
     );
     let mut summary = Vec::new();
     for (case, test) in &keys {
@@ -198,7 +301,7 @@ fn report(rows: &[RedisRow], servers: &[&str], out: &Path) -> Result<()> {
             (col(|r| r.rps), col(|r| r.p50_us), col(|r| r.p99_us), col(|r| r.server_cpu_us_per_req));
         let third = |v: &Vec<f64>| v.get(2).copied().unwrap_or(f64::NAN);
         println!(
-            "{case:<14} {test:<4} | {:>10.0} {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} {:>8.1} | {:>8.1} {:>8.1} {:>8.1} | {:>7.2} {:>7.2} {:>7.2}",
+            "{case:<15} {test:<4} | {:>10.0} {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} {:>8.1} | {:>8.1} {:>8.1} {:>8.1} | {:>7.2} {:>7.2} {:>7.2}",
             rps[0], rps[1], third(&rps), rps[0] / rps[1], p50[0], p50[1], third(&p50), p99[0], p99[1], third(&p99),
             cpu[0], cpu[1], third(&cpu)
         );
@@ -209,10 +312,11 @@ fn report(rows: &[RedisRow], servers: &[&str], out: &Path) -> Result<()> {
             }));
         }
     }
-    println!("(medians; redis-benchmark -t set,get -d 64 -r 10000 from ns_b on kernel TCP; xsk/krn = rr-server");
-    println!(" --service resp on the AF_XDP stack / kernel TCP, redis = Debian's redis-server on kernel TCP;");
-    println!(" cpu = server process CPU us per request; latencies from redis-benchmark, whose histogram");
-    println!(" rounds to its own resolution; veth charges the client's receive work to the server's CPU)");
+    println!("(medians; redis-benchmark -t TESTS -d 64 -r 10000 from ns_b on kernel TCP, redis-py-P100: redis-py");
+    println!(" pipelines of 50 SET + 50 GET, latency per pipeline; xsk/krn = rr-server --service resp on the");
+    println!(" AF_XDP stack / kernel TCP, redis = Debian's redis-server on kernel TCP; cpu = server process CPU");
+    println!(" us per request; redis-benchmark's histogram rounds to its own resolution; veth charges the");
+    println!(" client's receive work to the server's CPU)");
     let json = serde_json::json!({ "summary": summary, "runs": rows });
     std::fs::write(out.join("redis.json"), serde_json::to_vec_pretty(&json)?)?;
     std::fs::write(out.join("redis.svg"), svg(&keys, servers, rows))?;
@@ -233,8 +337,12 @@ fn svg(keys: &[(String, String)], servers: &[&str], rows: &[RedisRow]) -> String
         .filter(|v| v.is_finite())
         .fold(1.0, f64::max);
     let colors = ["#3366cc", "#999999", "#cc3333"];
-    let mut s = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>"#);
-    s += &format!(r#"<text x="{pad}" y="30" font-size="15">redis-benchmark req/s (median): rr-server xsk (blue), rr-server kernel (grey), redis-server (red)</text>"#);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/>"#
+    );
+    s += &format!(
+        r#"<text x="{pad}" y="30" font-size="15">redis-benchmark req/s (median): rr-server xsk (blue), rr-server kernel (grey), redis-server (red)</text>"#
+    );
     let group = (w - 2.0 * pad) / keys.len().max(1) as f64;
     let ph = h - 2.0 * pad - 20.0;
     for (i, (c, t)) in keys.iter().enumerate() {
@@ -247,10 +355,23 @@ fn svg(keys: &[(String, String)], servers: &[&str], rows: &[RedisRow]) -> String
             }
             let bh = ph * v / max;
             let x = x0 + 0.1 * group + j as f64 * bw;
-            s += &format!(r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{bh:.1}" fill="{}"/>"#, pad + ph - bh, colors[j % 3]);
-            s += &format!(r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}k</text>"#, x + bw / 2.0, pad + ph - bh - 3.0, v / 1000.0);
+            s += &format!(
+                r#"<rect x="{x:.1}" y="{:.1}" width="{bw:.1}" height="{bh:.1}" fill="{}"/>"#,
+                pad + ph - bh,
+                colors[j % 3]
+            );
+            s += &format!(
+                r#"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle">{:.0}k</text>"#,
+                x + bw / 2.0,
+                pad + ph - bh - 3.0,
+                v / 1000.0
+            );
         }
-        s += &format!(r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{c} {t}</text>"#, x0 + group / 2.0, pad + ph + 16.0);
+        s += &format!(
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" font-size="11">{c} {t}</text>"#,
+            x0 + group / 2.0,
+            pad + ph + 16.0
+        );
     }
     s += "</svg>\n";
     s
