@@ -259,6 +259,21 @@ mod tests {
     }
 
     #[test]
+    fn the_command_table_is_what_is_served() {
+        // Every listed command is dispatched (a fresh store each: MULTI and QUIT change state)...
+        for c in COMMANDS {
+            let reply = cmd(&mut Resp::default(), &[c.0]);
+            assert!(!reply.starts_with("-ERR unknown command"), "{}: {reply}", c.0);
+            assert_eq!(lookup(c.0.to_uppercase().as_bytes()).map(|e| e.0), Some(c.0));
+        }
+        // ...and a command outside the table is not.
+        for name in ["LPUSH", "SCAN", "KEYS", "EVAL", "SUBSCRIBE", "HINCRBYFLOAT", "GETDEL", "EXPIREAT", "MONITOR"] {
+            assert!(lookup(name.as_bytes()).is_none());
+            assert!(cmd(&mut Resp::default(), &[name, "x"]).starts_with("-ERR unknown command"), "{name}");
+        }
+    }
+
+    #[test]
     fn glob_matches_like_redis() {
         assert!(glob(b"*", b"save"));
         assert!(glob(b"max*", b"maxmemory-policy"));
