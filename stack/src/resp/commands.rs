@@ -23,6 +23,8 @@ pub(super) enum Fail {
     Oom,
     TooManyKeys,
     WrongType,
+    /// The reply passed [`super::RespLimits::max_reply`].
+    ReplyTooLarge(usize),
     Unknown,
     /// `-ERR ` and the message.
     Msg(&'static str),
@@ -43,6 +45,18 @@ pub(super) fn arity(a: &Args<'_>, n: isize, name: &'static str) -> Result<(), Fa
 
 pub(super) fn int_arg(b: &[u8]) -> Result<i64, Fail> {
     parse_i64(b).ok_or(Fail::NotInt)
+}
+
+impl Resp {
+    /// Whether the reply written to `out` since `start` is within `max_reply`; loops that
+    /// write many values check after each (so it passes the limit by one value at most).
+    pub(super) fn reply_fits(&self, out: &BytesMut, start: usize) -> Result<(), Fail> {
+        if out.len() - start > self.limits.max_reply {
+            Err(Fail::ReplyTooLarge(self.limits.max_reply))
+        } else {
+            Ok(())
+        }
+    }
 }
 
 impl Resp {
@@ -164,6 +178,7 @@ impl Resp {
             }
             b"MGET" => {
                 arity(a, -2, "mget")?;
+                let start = out.len();
                 array(out, a.len() - 1);
                 for i in 1..a.len() {
                     // A key holding another type reads as missing, as in Redis.
@@ -171,6 +186,7 @@ impl Resp {
                         Some(super::store::Entry { value: Value::Str(v), .. }) => bulk(out, v),
                         _ => nil(out, r3),
                     }
+                    self.reply_fits(out, start)?;
                 }
             }
             b"MSET" => {
@@ -453,6 +469,7 @@ impl Fail {
                 write!(out, "-OOM command not allowed: the store holds its maximum number of keys\r\n")
             }
             Fail::WrongType => write!(out, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+            Fail::ReplyTooLarge(max) => write!(out, "-ERR reply too large: more than {max} bytes\r\n"),
             Fail::Unknown => write!(out, "-ERR unknown command\r\n"),
             Fail::Msg(m) => write!(out, "-ERR {m}\r\n"),
             Fail::Line(l) => write!(out, "-{l}\r\n"),

@@ -42,12 +42,17 @@ impl Resp {
             }
             b"HMGET" => {
                 arity(a, -3, "hmget")?;
+                let max = self.limits.max_reply;
                 let h = self.get_hash(a.get(1))?;
+                let start = out.len();
                 array(out, a.len() - 2);
                 for i in 2..a.len() {
                     match h.and_then(|h| h.fields.get(a.get(i))) {
                         Some(v) => bulk(out, v),
                         None => nil(out, r3),
+                    }
+                    if out.len() - start > max {
+                        return Err(Fail::ReplyTooLarge(max));
                     }
                 }
             }
@@ -68,8 +73,10 @@ impl Resp {
                         "hgetall"
                     },
                 )?;
+                let max = self.limits.max_reply;
                 let h = self.get_hash(a.get(1))?;
                 let n = h.map_or(0, |h| h.fields.len());
+                let start = out.len();
                 if keys && vals {
                     map(out, n, r3);
                 } else {
@@ -81,6 +88,9 @@ impl Resp {
                     }
                     if vals {
                         bulk(out, v);
+                    }
+                    if out.len() - start > max {
+                        return Err(Fail::ReplyTooLarge(max));
                     }
                 }
             }

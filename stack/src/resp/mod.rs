@@ -23,7 +23,8 @@
 //! are enforced by the codec while parsing (the server answers `-ERR Protocol error: ...` and
 //! closes, as Redis does); key count and stored bytes by the handler (`-OOM ...`, connection
 //! stays open); commands and bytes queued in one MULTI by the handler (the transaction fails
-//! with EXECABORT). The per-connection response backlog is bounded by the server's
+//! with EXECABORT); the length of one reply by the handler, while writing it (an error
+//! instead), so a short request cannot make a reply that repeats a large value without bound. The per-connection response backlog is bounded by the server's
 //! [`crate::rr::ServerConfig::write_high_water`]: decoding stops there until the client reads.
 //!
 //! Steady state allocates nothing per request: arguments are ranges into the request frame
@@ -109,6 +110,9 @@ pub struct RespLimits {
     pub max_queued: usize,
     /// Most bytes queued in one MULTI (arguments plus 16 bytes per argument).
     pub max_queued_bytes: usize,
+    /// Longest reply to one command (EXEC: to the whole transaction). MGET, HMGET, HGETALL and
+    /// EXEC can repeat one stored value many times; past this they answer an error instead.
+    pub max_reply: usize,
 }
 
 impl Default for RespLimits {
@@ -122,6 +126,7 @@ impl Default for RespLimits {
             max_memory: 1 << 30,
             max_queued: 100_000,
             max_queued_bytes: 64 << 20,
+            max_reply: 64 << 20,
         }
     }
 }

@@ -135,14 +135,29 @@ impl Resp {
                 if q.dirty {
                     return Err(Fail::Line("EXECABORT Transaction discarded because of previous errors.".into()));
                 }
+                let start = out.len();
                 array(out, q.argc.len());
+                let max = self.limits.max_reply;
+                // Past `max_reply` the remaining commands still run (a transaction runs whole),
+                // their replies dropped as they come, and EXEC answers an error.
+                let mut too_large = false;
                 let mut at = 0;
                 for &n in &q.argc {
                     let args = Args { src: &q.data, ranges: &q.ranges[at..at + n] };
                     at += n;
                     // A queued HELLO switches the protocol for the replies after it.
                     self.r3 = self.sessions.get(&conn).is_some_and(|s| s.resp3);
+                    let before = out.len();
                     self.run(conn, &args, out);
+                    if too_large || out.len() - start > max {
+                        too_large = true;
+                        out.truncate(before);
+                    }
+                }
+                if too_large {
+                    return Err(Fail::Line(format!(
+                        "ERR reply too large: more than {max} bytes (the transaction was executed)"
+                    )));
                 }
             }
             b"WATCH" => {
@@ -452,5 +467,30 @@ mod tests {
         assert!(on(h, 1, &["SET", "k", &big]).contains("250 bytes"));
         assert!(on(h, 1, &["EXEC"]).starts_with("-EXECABORT"));
         assert_eq!(on(h, 1, &["DBSIZE"]), ":0\r\n");
+    }
+
+    #[test]
+    fn replies_are_bounded() {
+        // A short request must not make a reply that repeats a value without bound.
+        let limits = RespLimits { max_reply: 1000, ..RespLimits::default() };
+        let h = &mut Resp::new(limits);
+        let v = "v".repeat(300);
+        on(h, 1, &["SET", "k", &v]);
+        on(h, 1, &["HSET", "h", "a", &v, "b", &v, "c", &v, "d", &v]);
+        let too_large = "-ERR reply too large: more than 1000 bytes\r\n";
+        assert_eq!(on(h, 1, &["MGET", "k", "k", "k", "k", "k"]), too_large);
+        assert_eq!(on(h, 1, &["HMGET", "h", "a", "a", "a", "a", "a"]), too_large);
+        assert_eq!(on(h, 1, &["HGETALL", "h"]), too_large);
+        assert!(on(h, 1, &["MGET", "k", "k", "k"]).starts_with("*3\r\n"));
+        on(h, 1, &["MULTI"]);
+        for _ in 0..5 {
+            on(h, 1, &["GET", "k"]);
+        }
+        on(h, 1, &["INCR", "n"]);
+        assert_eq!(
+            on(h, 1, &["EXEC"]),
+            "-ERR reply too large: more than 1000 bytes (the transaction was executed)\r\n"
+        );
+        assert_eq!(on(h, 1, &["GET", "n"]), "$1\r\n1\r\n", "every queued command ran");
     }
 }
