@@ -57,6 +57,8 @@ use crate::transport::ConnId;
 mod args;
 mod codec;
 mod commands;
+#[cfg(test)]
+mod fuzz_tests;
 mod hashes;
 mod introspection;
 mod session;
