@@ -95,7 +95,7 @@ fn random_commands_keep_the_store_consistent() {
         let args: Vec<String> = (0..n)
             .map(|_| {
                 let r = next(&mut rng);
-                if r % 11 == 0 {
+                if r.is_multiple_of(11) {
                     "x".repeat((r % 300) as usize)
                 } else {
                     WORDS[(r % WORDS.len() as u64) as usize].to_string()
