@@ -61,7 +61,8 @@ pub enum Service {
     Kv,
     /// RFC 862 echo: a plain byte stream sent back unchanged (works with nc/socat).
     TcpEcho,
-    /// Redis protocol (RESP2): string commands with expiry, for redis-cli and redis-benchmark.
+    /// Redis protocol (RESP2, and RESP3 after HELLO 3): strings, hashes, expiry and MULTI/EXEC,
+    /// for redis-cli, redis-benchmark and client libraries (README: the exact command list).
     Resp,
 }
 

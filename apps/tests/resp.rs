@@ -1,11 +1,14 @@
-//! `rr-server --service resp` against stock Redis clients (Debian's redis-tools) in veth labs:
-//! the server runs in ns_a on each backend, `redis-cli` and `redis-benchmark` in ns_b (the xsk
-//! server must be reached from a peer namespace: its traffic never touches ns_a's kernel TCP).
-//! A redis-cli session runs every supported command with checked replies, then
-//! redis-benchmark runs its tests for those commands with pipelining, many clients, random keys
-//! and value sizes from 3 bytes to 64 KiB. Needs root and redis-tools (scripts/setup).
+//! `rr-server --service resp` against stock Redis clients in veth labs: the server runs in ns_a
+//! on each backend, the clients in ns_b (the xsk server must be reached from a peer namespace:
+//! its traffic never touches ns_a's kernel TCP). A redis-cli session runs the string commands
+//! with checked replies, a `redis-cli -3` session the RESP3 replies, hashes and transactions;
+//! redis-py, the Rust `redis` crate, redis-cli and redis-benchmark then run their compatibility
+//! checks (resp_clients/), and redis-benchmark its tests with pipelining, many clients, random
+//! keys and value sizes from 3 bytes to 1 MiB. Needs root, redis-tools and redis-py
+//! (scripts/setup installs them).
 
 mod common;
+mod resp_clients;
 use common::{scratch, Proc};
 
 use std::io::Write;
@@ -123,9 +126,9 @@ const SESSION: &[(Option<&str>, &str)] = &[
     (Some("INFO stats"), "# Stats\ntotal_connections_received:{int 1..9}\ntotal_commands_processed:{int 40..80}\nexpired_keys:2\nrejected_writes:0"),
     (Some("CONFIG GET save"), "1) \"save\"\n2) \"\""),
     (Some("CONFIG GET appendonly"), "1) \"appendonly\"\n2) \"no\""),
-    (Some("COMMAND COUNT"), "(integer) 29"),
-    (Some("HELLO 3"), "(error) NOPROTO unsupported protocol version"),
-    (Some("HELLO 2"), " 1) \"server\"\n 2) \"redis\"\n 3) \"version\"\n 4) \"7.0.0\"\n 5) \"proto\"\n 6) (integer) 2\n 7) \"id\"\n 8) (integer) {int 0..4294967295}\n 9) \"mode\"\n10) \"standalone\"\n11) \"role\"\n12) \"master\"\n13) \"modules\"\n14) (empty array)"),
+    (Some("COMMAND COUNT"), "(integer) 53"),
+    (Some("HELLO 4"), "(error) NOPROTO unsupported protocol version"),
+    (Some("HELLO 2"), " 1) \"server\"\n 2) \"redis\"\n 3) \"version\"\n 4) \"7.2.0\"\n 5) \"proto\"\n 6) (integer) 2\n 7) \"id\"\n 8) (integer) {int 0..4294967295}\n 9) \"mode\"\n10) \"standalone\"\n11) \"role\"\n12) \"master\"\n13) \"modules\"\n14) (empty array)"),
     (Some("LPUSH l a"), "(error) ERR unknown command 'LPUSH', with args beginning with: 'l' 'a'"),
     (Some("GET"), "(error) ERR wrong number of arguments for 'get' command"),
     (Some("FLUSHDB"), "OK"),
@@ -134,9 +137,9 @@ const SESSION: &[(Option<&str>, &str)] = &[
     (Some("DBSIZE"), "(integer) 0"),
 ];
 
-/// Error replies the session provokes on purpose: the server must count exactly these.
-fn session_errors() -> u64 {
-    SESSION.iter().filter(|(_, w)| w.starts_with("(error)")).count() as u64
+/// Error replies a session provokes on purpose: the server must count exactly these.
+fn session_errors(session: &[(Option<&str>, &str)]) -> u64 {
+    session.iter().filter(|(_, w)| w.starts_with("(error)")).count() as u64
 }
 
 fn line_matches(want: &str, got: &str) -> bool {
@@ -154,15 +157,16 @@ fn line_matches(want: &str, got: &str) -> bool {
     want == got
 }
 
-/// Types the session into one interactive-style redis-cli (commands on stdin, replies in the
-/// human format), pausing where the script says, and checks every reply line.
-fn redis_cli_session(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) {
+/// Types `session` into one interactive-style redis-cli (commands on stdin, replies in the
+/// human format; `-3`: RESP3), pausing where the script says, and checks every reply line.
+fn redis_cli_session(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16, session: &[(Option<&str>, &str)], resp3: bool) {
     let port_s = port.to_string();
     let host_s = host.to_string();
-    let args = ["--no-raw", "-h", &host_s, "-p", &port_s];
-    let mut cli = Proc::spawn(&lab.ns_b, "redis-cli", &args, dir, "redis-cli", Stdio::piped());
+    let args: Vec<&str> = ["--no-raw", "-h", &host_s, "-p", &port_s].into_iter().chain(resp3.then_some("-3")).collect();
+    let name = if resp3 { "redis-cli-3" } else { "redis-cli" };
+    let mut cli = Proc::spawn(&lab.ns_b, "redis-cli", &args, dir, name, Stdio::piped());
     let mut stdin = cli.child.stdin.take().unwrap();
-    for (cmd, _) in SESSION {
+    for (cmd, _) in session {
         match cmd {
             Some(c) => writeln!(stdin, "{c}").unwrap(),
             None => {
@@ -175,7 +179,7 @@ fn redis_cli_session(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) {
     drop(stdin);
     let out = cli.finish(Duration::from_secs(30));
     let got: Vec<&str> = out.lines().map(str::trim_end).collect();
-    let want: Vec<(&str, &str)> = SESSION
+    let want: Vec<(&str, &str)> = session
         .iter()
         .filter_map(|(c, w)| c.map(|c| (c, *w)))
         .flat_map(|(c, w)| w.lines().map(move |l| (c, l)))
@@ -185,6 +189,9 @@ fn redis_cli_session(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) {
         assert!(line_matches(w, g), "reply line {i} to {cmd:?}: want {w:?}, got {g:?}\nwhole transcript:\n{out}");
     }
     assert_eq!(got.len(), want.len(), "extra output:\n{out}");
+    if resp3 {
+        return;
+    }
 
     // QUIT is answered and the server closes: redis-cli's REPL would swallow it, so as an
     // argument (sent as given).
@@ -192,7 +199,7 @@ fn redis_cli_session(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) {
     assert_eq!(quit.finish(Duration::from_secs(10)).trim(), "OK");
     let cmds = Proc::spawn(&lab.ns_b, "redis-cli", &[&args[1..], &["COMMAND"]].concat(), dir, "command", Stdio::null());
     let text = cmds.finish(Duration::from_secs(10));
-    for name in ["get", "set", "mset", "pexpire", "hello"] {
+    for name in ["get", "set", "mset", "pexpire", "hello", "hset", "multi", "exec", "client"] {
         assert!(text.lines().any(|l| l == name), "COMMAND lists {name}:\n{text}");
     }
 }
@@ -268,11 +275,18 @@ fn resp_counts(stdout: &str) -> (u64, u64) {
 }
 
 fn check_backend(lab: &Lab, dir: &Path, server: Proc, host: Ipv4Addr, port: u16) {
-    redis_cli_session(lab, dir, host, port);
-    let bench_requests = benchmarks(lab, dir, host, port);
+    redis_cli_session(lab, dir, host, port, SESSION, false);
+    redis_cli_session(lab, dir, host, port, resp_clients::SESSION_RESP3, true);
+    let mut provoked = session_errors(SESSION) + session_errors(resp_clients::SESSION_RESP3);
+    provoked += resp_clients::redis_py(lab, dir, host, port);
+    provoked += resp_clients::rust_redis(lab, host, port);
+    resp_clients::redis_cli_values_and_pipe(lab, dir, host, port);
+    let (more_requests, more_errors) = resp_clients::redis_benchmark_more(lab, dir, host, port);
+    provoked += more_errors;
+    let bench_requests = benchmarks(lab, dir, host, port) + more_requests;
     let (summary, stdout) = stop_server(lab, server);
     let (commands, errors) = resp_counts(&stdout);
-    assert_eq!(errors, session_errors(), "only the session's deliberate errors:\n{stdout}");
+    assert_eq!(errors, provoked, "only the clients' deliberate errors:\n{stdout}");
     assert!(commands >= bench_requests + SESSION.len() as u64 - 1, "{commands} commands:\n{stdout}");
     assert!(summary.requests >= commands, "{summary:?}");
 }

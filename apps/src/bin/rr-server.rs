@@ -324,6 +324,9 @@ fn serve<T: Transport + BackendStats>(
             let limits = RespLimits {
                 max_bulk: args.max_frame,
                 max_request: args.max_frame.saturating_mul(4),
+                // A transaction may queue as much as one request may carry.
+                max_queued_bytes: args.max_frame.saturating_mul(4),
+                max_reply: args.max_frame.saturating_mul(4),
                 max_keys: args.max_keys,
                 max_memory: args.max_memory,
                 ..RespLimits::default()

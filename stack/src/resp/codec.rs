@@ -210,8 +210,25 @@ mod tests {
     fn garbage_never_panics() {
         // Deterministic fuzz: random bytes, random RESP-looking fragments, any chunking.
         let mut rng = 0x1234_5678_9abc_def1u64;
-        let pieces: [&[u8]; 12] =
-            [b"*", b"$", b"\r\n", b"3", b"-1", b"GET", b"SET", b"\"", b"'", b"\\x4", b" ", b"99999999999999999999"];
+        let pieces: [&[u8]; 17] = [
+            b"*",
+            b"$",
+            b"\r\n",
+            b"3",
+            b"-1",
+            b"GET",
+            b"SET",
+            b"\"",
+            b"'",
+            b"\\x4",
+            b" ",
+            b"99999999999999999999",
+            b"MULTI",
+            b"EXEC",
+            b"HSET",
+            b"HELLO",
+            b"CLIENT",
+        ];
         for _ in 0..3000 {
             let mut wire = Vec::new();
             for _ in 0..(next(&mut rng) % 40) {
@@ -219,7 +236,7 @@ mod tests {
                 if r.is_multiple_of(3) {
                     wire.push(r as u8);
                 } else {
-                    wire.extend_from_slice(pieces[(r % 12) as usize]);
+                    wire.extend_from_slice(pieces[(r % 17) as usize]);
                 }
             }
             let limits =

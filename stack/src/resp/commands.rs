@@ -1,12 +1,13 @@
-//! Running one command: upper-casing and dispatching the name, the data commands (strings,
-//! counters, expiry), and the error replies Redis gives for each way a command can fail.
+//! Running one command: upper-casing and dispatching the name (or queuing it inside MULTI), the
+//! string commands (strings, counters, expiry), and the error replies Redis gives for each way a
+//! command can fail.
 
 use std::fmt::Write as _;
 
 use bytes::{BufMut, BytesMut};
 
 use super::args::Args;
-use super::store::cost;
+use super::store::{cost, Value};
 use super::wire::{array, bulk, int, nil, num, parse_i64, put_sanitized, simple};
 use super::Resp;
 use crate::rr::Reply;
@@ -21,9 +22,14 @@ pub(super) enum Fail {
     InvalidExpire(&'static str),
     Oom,
     TooManyKeys,
-    NoProto,
+    WrongType,
+    /// The reply passed [`super::RespLimits::max_reply`].
+    ReplyTooLarge(usize),
     Unknown,
+    /// `-ERR ` and the message.
     Msg(&'static str),
+    /// A whole error line (code and message) built at run time, without CRLF.
+    Line(String),
 }
 
 pub(super) type CmdResult = Result<Reply, Fail>;
@@ -42,15 +48,42 @@ pub(super) fn int_arg(b: &[u8]) -> Result<i64, Fail> {
 }
 
 impl Resp {
+    /// Whether the reply written to `out` since `start` is within `max_reply`; loops that
+    /// write many values check after each (so it passes the limit by one value at most).
+    pub(super) fn reply_fits(&self, out: &BytesMut, start: usize) -> Result<(), Fail> {
+        if out.len() - start > self.limits.max_reply {
+            Err(Fail::ReplyTooLarge(self.limits.max_reply))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Resp {
     pub(super) fn execute(&mut self, conn: ConnId, a: &Args<'_>, out: &mut BytesMut) -> Reply {
         if a.len() == 0 {
             // An empty inline line or `*0`: Redis answers nothing.
             return Reply::Done;
         }
+        // Connections that never sent HELLO 3, CLIENT SETNAME or MULTI have no session.
+        let (r3, queuing) = match self.sessions.get(&conn) {
+            Some(s) => (s.resp3, s.multi.is_some()),
+            None => (false, false),
+        };
+        self.r3 = r3;
+        if queuing && !["EXEC", "DISCARD", "MULTI", "WATCH", "QUIT"].iter().any(|c| a.is(0, c)) {
+            return self.queue(conn, a, out);
+        }
+        self.run(conn, a, out)
+    }
+
+    /// Runs one command now (not queued) and writes its reply or its error.
+    pub(super) fn run(&mut self, conn: ConnId, a: &Args<'_>, out: &mut BytesMut) -> Reply {
         self.stats.commands += 1;
         let name = a.get(0);
         let mut up = [0u8; 16];
         let n = name.len();
+        let start = out.len();
         let result = if n > up.len() {
             Err(Fail::Unknown)
         } else {
@@ -62,9 +95,11 @@ impl Resp {
             Ok(reply) => reply,
             Err(fail) => {
                 self.stats.errors += 1;
+                // Whatever the command wrote before failing is not part of its reply.
+                out.truncate(start);
                 match fail {
                     Fail::Unknown => unknown_command(a, out),
-                    f => write_fail(f, out),
+                    f => f.write(out),
                 }
                 Reply::Done
             }
@@ -73,15 +108,38 @@ impl Resp {
 
     /// Runs the command `name` (upper-cased) and writes its reply; on `Err` nothing is written.
     fn dispatch(&mut self, conn: ConnId, name: &[u8], a: &Args<'_>, out: &mut BytesMut) -> Result<Reply, Fail> {
+        let r3 = self.r3;
         match name {
             b"GET" => {
                 arity(a, 2, "get")?;
-                match self.get(a.get(1)) {
-                    Some(e) => bulk(out, &e.value),
-                    None => nil(out),
+                match self.get_str(a.get(1))? {
+                    Some(v) => bulk(out, v),
+                    None => nil(out, r3),
                 }
             }
             b"SET" => return self.cmd_set(a, out),
+            b"SETEX" | b"PSETEX" => {
+                let (unit, cmd) = if name == b"SETEX" { (1000, "setex") } else { (1, "psetex") };
+                arity(a, 4, cmd)?;
+                let n = int_arg(a.get(2))?;
+                let ms = n.checked_mul(unit).filter(|_| n > 0).ok_or(Fail::InvalidExpire(cmd))?;
+                let deadline = self.now().checked_add(ms as u64).ok_or(Fail::InvalidExpire(cmd))?;
+                let (k, v) = (a.get(1), a.get(3));
+                self.alive(k);
+                self.fits(k, v.len())?;
+                self.store(k, v, Some(Some(deadline)));
+                simple(out, "OK");
+            }
+            b"SETNX" => {
+                arity(a, 3, "setnx")?;
+                let (k, v) = (a.get(1), a.get(2));
+                let exists = self.alive(k);
+                if !exists {
+                    self.fits(k, v.len())?;
+                    self.store(k, v, Some(None));
+                }
+                int(out, i64::from(!exists));
+            }
             b"PING" => match a.len() {
                 1 => simple(out, "PONG"),
                 2 => bulk(out, a.get(1)),
@@ -107,8 +165,8 @@ impl Resp {
                     }
                 };
                 let key = a.get(1);
-                let cur = match self.get(key) {
-                    Some(e) => parse_i64(&e.value).ok_or(Fail::NotInt)?,
+                let cur = match self.get_str(key)? {
+                    Some(v) => parse_i64(v).ok_or(Fail::NotInt)?,
                     None => 0,
                 };
                 let v = cur.checked_add(by).ok_or(Fail::Overflow)?;
@@ -120,12 +178,15 @@ impl Resp {
             }
             b"MGET" => {
                 arity(a, -2, "mget")?;
+                let start = out.len();
                 array(out, a.len() - 1);
                 for i in 1..a.len() {
+                    // A key holding another type reads as missing, as in Redis.
                     match self.get(a.get(i)) {
-                        Some(e) => bulk(out, &e.value),
-                        None => nil(out),
+                        Some(super::store::Entry { value: Value::Str(v), .. }) => bulk(out, v),
+                        _ => nil(out, r3),
                     }
+                    self.reply_fits(out, start)?;
                 }
             }
             b"MSET" => {
@@ -137,7 +198,7 @@ impl Resp {
                 for i in (1..a.len()).step_by(2) {
                     let (k, v) = (a.get(i), a.get(i + 1));
                     match self.map.get(k) {
-                        Some(e) => delta += v.len() as isize - e.value.len() as isize,
+                        Some(e) => delta += v.len() as isize - e.value.size() as isize,
                         None => {
                             new_keys += 1;
                             delta += cost(k, v.len()) as isize;
@@ -176,31 +237,30 @@ impl Resp {
             b"GETSET" => {
                 arity(a, 3, "getset")?;
                 let (k, v) = (a.get(1), a.get(2));
-                self.alive(k);
-                self.fits(k, v.len())?;
-                match self.map.get(k) {
-                    Some(e) => bulk(out, &e.value),
-                    None => nil(out),
+                match self.get_str(k)? {
+                    Some(old) => bulk(out, old),
+                    None => nil(out, r3),
                 }
+                self.fits(k, v.len())?;
                 self.store(k, v, Some(None));
             }
             b"APPEND" => {
                 arity(a, 3, "append")?;
                 let (k, v) = (a.get(1), a.get(2));
-                let len = self.get(k).map_or(0, |e| e.value.len()) + v.len();
+                let len = self.get_str(k)?.map_or(0, Vec::len) + v.len();
                 self.fits(k, len)?;
-                match self.map.get_mut(k) {
-                    Some(e) => {
-                        e.value.extend_from_slice(v);
+                match self.map.get_mut(k).map(|e| &mut e.value) {
+                    Some(Value::Str(old)) => {
+                        old.extend_from_slice(v);
                         self.used += v.len();
                     }
-                    None => self.store(k, v, None),
+                    _ => self.store(k, v, None),
                 }
                 int(out, len as i64);
             }
             b"STRLEN" => {
                 arity(a, 2, "strlen")?;
-                int(out, self.get(a.get(1)).map_or(0, |e| e.value.len() as i64));
+                int(out, self.get_str(a.get(1))?.map_or(0, |v| v.len() as i64));
             }
             b"EXPIRE" => return self.cmd_expire(a, 1000, "expire", out),
             b"PEXPIRE" => return self.cmd_expire(a, 1, "pexpire", out),
@@ -242,14 +302,34 @@ impl Resp {
                 }
                 simple(out, "OK");
             }
+            b"TYPE" => {
+                arity(a, 2, "type")?;
+                simple(
+                    out,
+                    match self.get(a.get(1)) {
+                        None => "none",
+                        Some(e) => match e.value {
+                            Value::Str(_) => "string",
+                            Value::Hash(_) => "hash",
+                        },
+                    },
+                );
+            }
             b"QUIT" => {
                 simple(out, "OK");
                 return Ok(Reply::Close);
+            }
+            b"HSET" | b"HMSET" | b"HSETNX" | b"HGET" | b"HMGET" | b"HGETALL" | b"HDEL" | b"HINCRBY" | b"HLEN"
+            | b"HEXISTS" | b"HKEYS" | b"HVALS" | b"HSTRLEN" => self.cmd_hash(name, a, out)?,
+            b"MULTI" | b"EXEC" | b"DISCARD" | b"WATCH" | b"UNWATCH" => {
+                return self.cmd_transaction(conn, name, a, out);
             }
             b"COMMAND" => self.cmd_command(a, out)?,
             b"CONFIG" => self.cmd_config(a, out)?,
             b"INFO" => self.cmd_info(a, out),
             b"HELLO" => self.cmd_hello(conn, a, out)?,
+            b"AUTH" => self.cmd_auth(a, out)?,
+            b"CLIENT" => self.cmd_client(conn, a, out)?,
             _ => return Err(Fail::Unknown),
         }
         Ok(Reply::Done)
@@ -290,24 +370,18 @@ impl Resp {
         };
         let exists = self.alive(k);
         if get {
-            match self.map.get(k) {
-                Some(e) => bulk(out, &e.value),
-                None => nil(out),
+            match self.get_str(k)? {
+                Some(old) => bulk(out, old),
+                None => nil(out, self.r3),
             }
         }
         if (nx && exists) || (xx && !exists) {
             if !get {
-                nil(out);
+                nil(out, self.r3);
             }
             return Ok(Reply::Done);
         }
-        if let Err(f) = self.fits(k, v.len()) {
-            if get {
-                // The old value is already in `out`: replace it with the error alone.
-                out.clear();
-            }
-            return Err(f);
-        }
+        self.fits(k, v.len())?;
         self.store(k, v, deadline);
         if !get {
             simple(out, "OK");
@@ -361,7 +435,7 @@ impl Resp {
     }
 }
 
-fn unknown_command(a: &Args<'_>, out: &mut BytesMut) {
+pub(super) fn unknown_command(a: &Args<'_>, out: &mut BytesMut) {
     out.extend_from_slice(b"-ERR unknown command '");
     put_sanitized(out, a.get(0));
     out.extend_from_slice(b"', with args beginning with: ");
@@ -373,21 +447,34 @@ fn unknown_command(a: &Args<'_>, out: &mut BytesMut) {
     out.extend_from_slice(b"\r\n");
 }
 
-fn write_fail(f: Fail, out: &mut BytesMut) {
-    let _ = match f {
-        Fail::Arity(name) => write!(out, "-ERR wrong number of arguments for '{name}' command\r\n"),
-        Fail::Syntax => write!(out, "-ERR syntax error\r\n"),
-        Fail::NotInt => write!(out, "-ERR value is not an integer or out of range\r\n"),
-        Fail::Overflow => write!(out, "-ERR increment or decrement would overflow\r\n"),
-        Fail::InvalidExpire(name) => {
-            write!(out, "-ERR invalid expire time in '{name}' command\r\n")
-        }
-        Fail::Oom => write!(out, "-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
-        Fail::TooManyKeys => write!(out, "-OOM command not allowed: the store holds its maximum number of keys\r\n"),
-        Fail::NoProto => write!(out, "-NOPROTO unsupported protocol version\r\n"),
-        Fail::Unknown => write!(out, "-ERR unknown command\r\n"),
-        Fail::Msg(m) => write!(out, "-ERR {m}\r\n"),
-    };
+/// Peer bytes made fit for an error line (see [`put_sanitized`]).
+pub(super) fn sanitized(b: &[u8]) -> String {
+    let mut out = BytesMut::new();
+    put_sanitized(&mut out, b);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Fail {
+    pub(super) fn write(self, out: &mut BytesMut) {
+        let _ = match self {
+            Fail::Arity(name) => write!(out, "-ERR wrong number of arguments for '{name}' command\r\n"),
+            Fail::Syntax => write!(out, "-ERR syntax error\r\n"),
+            Fail::NotInt => write!(out, "-ERR value is not an integer or out of range\r\n"),
+            Fail::Overflow => write!(out, "-ERR increment or decrement would overflow\r\n"),
+            Fail::InvalidExpire(name) => {
+                write!(out, "-ERR invalid expire time in '{name}' command\r\n")
+            }
+            Fail::Oom => write!(out, "-OOM command not allowed when used memory > 'maxmemory'.\r\n"),
+            Fail::TooManyKeys => {
+                write!(out, "-OOM command not allowed: the store holds its maximum number of keys\r\n")
+            }
+            Fail::WrongType => write!(out, "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+            Fail::ReplyTooLarge(max) => write!(out, "-ERR reply too large: more than {max} bytes\r\n"),
+            Fail::Unknown => write!(out, "-ERR unknown command\r\n"),
+            Fail::Msg(m) => write!(out, "-ERR {m}\r\n"),
+            Fail::Line(l) => write!(out, "-{l}\r\n"),
+        };
+    }
 }
 
 #[cfg(test)]
@@ -430,6 +517,14 @@ mod tests {
         assert_eq!(cmd(h, &["SET", "x", "2", "NX", "XX"]), "-ERR syntax error\r\n");
         assert_eq!(cmd(h, &["SET", "x", "2", "EX"]), "-ERR syntax error\r\n");
         assert_eq!(cmd(h, &["SET", "x", "2", "EX", "0"]), "-ERR invalid expire time in 'set' command\r\n");
+        assert_eq!(cmd(h, &["SETNX", "x", "3"]), ":0\r\n");
+        assert_eq!(cmd(h, &["SETNX", "y", "3"]), ":1\r\n");
+        assert_eq!(cmd(h, &["SETEX", "y", "10", "4"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["TTL", "y"]), ":10\r\n");
+        assert_eq!(cmd(h, &["PSETEX", "y", "0", "4"]), "-ERR invalid expire time in 'psetex' command\r\n");
+        assert_eq!(cmd(h, &["PSETEX", "y", "1500", "5"]), "+OK\r\n");
+        assert_eq!(cmd(h, &["PTTL", "y"]), ":1500\r\n");
+        assert_eq!(cmd(h, &["GET", "y"]), "$1\r\n5\r\n");
         assert_eq!(cmd(h, &["FLUSHALL"]), "+OK\r\n");
         assert_eq!(cmd(h, &["DBSIZE"]), ":0\r\n");
         assert_eq!(h.used_memory(), 0);

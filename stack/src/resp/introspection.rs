@@ -1,6 +1,7 @@
 //! The commands stock clients send when they start (redis-cli, redis-benchmark, client
-//! libraries): COMMAND and its subcommands, CONFIG GET, INFO and HELLO. The answers describe this
-//! server honestly: its commands, limits, counters and protocol version.
+//! libraries): COMMAND and its subcommands, CONFIG GET and INFO. The answers describe this
+//! server honestly: its commands, limits and counters. The command table also gives MULTI its
+//! queue-time checks (the command exists, its number of arguments).
 
 use std::fmt::Write as _;
 
@@ -8,9 +9,8 @@ use bytes::BytesMut;
 
 use super::args::Args;
 use super::commands::{arity, Fail};
-use super::wire::{array, bulk, int, parse_i64, simple};
+use super::wire::{array, bulk, int, map, nil_array, set, simple, verbatim};
 use super::{Resp, REDIS_VERSION};
-use crate::transport::ConnId;
 
 /// Name, arity (negative: at least), flags, first key, last key, key step: the 6-field entries
 /// of `COMMAND` / `COMMAND INFO` that clients use for key positions and hints.
@@ -22,6 +22,9 @@ const COMMANDS: &[CommandInfo] = &[
     ("echo", 2, &["fast"], 0, 0, 0),
     ("get", 2, &["readonly", "fast"], 1, 1, 1),
     ("set", -3, &["write", "denyoom"], 1, 1, 1),
+    ("setnx", 3, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("setex", 4, &["write", "denyoom"], 1, 1, 1),
+    ("psetex", 4, &["write", "denyoom"], 1, 1, 1),
     ("getset", 3, &["write", "denyoom", "fast"], 1, 1, 1),
     ("del", -2, &["write"], 1, -1, 1),
     ("exists", -2, &["readonly", "fast"], 1, -1, 1),
@@ -42,20 +45,47 @@ const COMMANDS: &[CommandInfo] = &[
     ("flushdb", -1, &["write"], 0, 0, 0),
     ("flushall", -1, &["write"], 0, 0, 0),
     ("select", 2, &["loading", "stale", "fast"], 0, 0, 0),
+    ("type", 2, &["readonly", "fast"], 1, 1, 1),
+    ("hset", -4, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("hmset", -4, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("hsetnx", 4, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("hget", 3, &["readonly", "fast"], 1, 1, 1),
+    ("hmget", -3, &["readonly", "fast"], 1, 1, 1),
+    ("hgetall", 2, &["readonly"], 1, 1, 1),
+    ("hkeys", 2, &["readonly"], 1, 1, 1),
+    ("hvals", 2, &["readonly"], 1, 1, 1),
+    ("hdel", -3, &["write", "fast"], 1, 1, 1),
+    ("hincrby", 4, &["write", "denyoom", "fast"], 1, 1, 1),
+    ("hlen", 2, &["readonly", "fast"], 1, 1, 1),
+    ("hexists", 3, &["readonly", "fast"], 1, 1, 1),
+    ("hstrlen", 3, &["readonly", "fast"], 1, 1, 1),
+    ("multi", 1, &["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0),
+    ("exec", 1, &["noscript", "loading", "stale", "skip_slowlog"], 0, 0, 0),
+    ("discard", 1, &["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0),
+    ("watch", -2, &["noscript", "loading", "stale", "fast", "allow_busy"], 1, -1, 1),
+    ("unwatch", 1, &["noscript", "loading", "stale", "fast", "allow_busy"], 0, 0, 0),
     ("quit", -1, &["fast"], 0, 0, 0),
     ("command", -1, &["loading", "stale"], 0, 0, 0),
     ("config", -2, &["admin", "loading", "stale"], 0, 0, 0),
     ("info", -1, &["loading", "stale"], 0, 0, 0),
-    ("hello", -1, &["fast", "loading", "stale"], 0, 0, 0),
+    ("hello", -1, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0),
+    ("auth", -2, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], 0, 0, 0),
+    ("client", -2, &["noscript", "loading", "stale"], 0, 0, 0),
 ];
+
+/// The table entry of the command `name` (any case).
+pub(super) fn lookup(name: &[u8]) -> Option<&'static CommandInfo> {
+    COMMANDS.iter().find(|c| name.eq_ignore_ascii_case(c.0.as_bytes()))
+}
 
 impl Resp {
     pub(super) fn cmd_command(&mut self, a: &Args<'_>, out: &mut BytesMut) -> Result<(), Fail> {
+        let r3 = self.r3;
         let entry = |out: &mut BytesMut, c: &CommandInfo| {
             array(out, 6);
             bulk(out, c.0.as_bytes());
             int(out, c.1);
-            array(out, c.2.len());
+            set(out, c.2.len(), r3);
             for f in c.2 {
                 simple(out, f);
             }
@@ -73,7 +103,7 @@ impl Resp {
             for i in 2..a.len() {
                 match COMMANDS.iter().find(|c| a.is(i, c.0)) {
                     Some(c) => entry(out, c),
-                    None => out.extend_from_slice(b"*-1\r\n"),
+                    None => nil_array(out, r3),
                 }
             }
         } else if a.is(1, "LIST") {
@@ -82,7 +112,7 @@ impl Resp {
         } else if a.is(1, "DOCS") {
             // No documentation to offer: an empty map (RESP2: empty array). redis-cli then
             // shows no hints, which is all this costs.
-            array(out, 0);
+            map(out, 0, r3);
         } else {
             return Err(Fail::Msg("unknown subcommand of COMMAND (supported: COUNT, INFO, LIST, DOCS)"));
         }
@@ -107,7 +137,7 @@ impl Resp {
         ];
         let hits: Vec<&(&str, String)> =
             params.iter().filter(|(n, _)| (2..a.len()).any(|i| glob(a.get(i), n.as_bytes()))).collect();
-        array(out, hits.len() * 2);
+        map(out, hits.len(), self.r3);
         for (n, v) in hits {
             bulk(out, n.as_bytes());
             bulk(out, v.as_bytes());
@@ -122,7 +152,7 @@ impl Resp {
         };
         let uptime = self.now() / 1000;
         let s = self.stats;
-        let sections: [(&str, String); 5] = [
+        let sections: [(&str, String); 6] = [
             (
                 "Server",
                 format!(
@@ -147,6 +177,7 @@ impl Resp {
                     s.accepted, s.commands, s.expired_keys, s.rejected_writes
                 ),
             ),
+            ("Replication", "role:master\r\nconnected_slaves:0\r\n".to_string()),
             (
                 "Keyspace",
                 if self.map.is_empty() {
@@ -164,42 +195,7 @@ impl Resp {
             }
             let _ = write!(text, "# {name}\r\n{body}");
         }
-        bulk(out, text.as_bytes());
-    }
-
-    pub(super) fn cmd_hello(&mut self, conn: ConnId, a: &Args<'_>, out: &mut BytesMut) -> Result<(), Fail> {
-        if a.len() >= 2 {
-            let v = parse_i64(a.get(1)).ok_or(Fail::Msg("Protocol version is not an integer or out of range"))?;
-            if v != 2 {
-                return Err(Fail::NoProto);
-            }
-        }
-        let mut i = 2;
-        while i < a.len() {
-            if a.is(i, "SETNAME") && i + 1 < a.len() {
-                i += 2;
-            } else if a.is(i, "AUTH") {
-                return Err(Fail::Msg("AUTH is not supported (no users configured)"));
-            } else {
-                return Err(Fail::Syntax);
-            }
-        }
-        array(out, 14);
-        for (k, v) in [("server", "redis"), ("version", REDIS_VERSION)] {
-            bulk(out, k.as_bytes());
-            bulk(out, v.as_bytes());
-        }
-        bulk(out, b"proto");
-        int(out, 2);
-        bulk(out, b"id");
-        int(out, i64::from(conn.0));
-        for (k, v) in [("mode", "standalone"), ("role", "master")] {
-            bulk(out, k.as_bytes());
-            bulk(out, v.as_bytes());
-        }
-        bulk(out, b"modules");
-        array(out, 0);
-        Ok(())
+        verbatim(out, text.as_bytes(), self.r3);
     }
 }
 
@@ -248,11 +244,9 @@ mod tests {
         assert!(cmd(h, &["COMMAND"]).starts_with(&format!("*{}\r\n*6\r\n$4\r\nping\r\n:-1\r\n", COMMANDS.len())));
         assert_eq!(cmd(h, &["COMMAND", "DOCS"]), "*0\r\n");
         assert!(cmd(h, &["COMMAND", "INFO", "get", "nope"]).ends_with("*-1\r\n"));
-        assert!(cmd(h, &["INFO"]).contains("redis_version:7.0.0\r\n"));
+        assert!(cmd(h, &["INFO"]).contains("redis_version:7.2.0\r\n"));
         assert!(cmd(h, &["INFO", "keyspace"]).starts_with("$12\r\n# Keyspace\r\n"));
-        assert!(cmd(h, &["HELLO"]).starts_with("*14\r\n$6\r\nserver\r\n"));
-        assert!(cmd(h, &["HELLO", "2", "SETNAME", "x"]).starts_with("*14\r\n"));
-        assert_eq!(cmd(h, &["HELLO", "3"]), "-NOPROTO unsupported protocol version\r\n");
+        assert!(cmd(h, &["INFO", "replication"]).contains("role:master\r\n"));
         assert_eq!(
             cmd(h, &["LPUSH", "l", "a\r\nb"]),
             "-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a??b' \r\n"
@@ -262,6 +256,21 @@ mod tests {
         let (out, closed) = serve(h, RespLimits::default(), b"QUIT\r\nPING\r\n", 100);
         assert_eq!((out.as_str(), closed), ("+OK\r\n", true));
         assert!(h.stats().errors >= 6);
+    }
+
+    #[test]
+    fn the_command_table_is_what_is_served() {
+        // Every listed command is dispatched (a fresh store each: MULTI and QUIT change state)...
+        for c in COMMANDS {
+            let reply = cmd(&mut Resp::default(), &[c.0]);
+            assert!(!reply.starts_with("-ERR unknown command"), "{}: {reply}", c.0);
+            assert_eq!(lookup(c.0.to_uppercase().as_bytes()).map(|e| e.0), Some(c.0));
+        }
+        // ...and a command outside the table is not.
+        for name in ["LPUSH", "SCAN", "KEYS", "EVAL", "SUBSCRIBE", "HINCRBYFLOAT", "GETDEL", "EXPIREAT", "MONITOR"] {
+            assert!(lookup(name.as_bytes()).is_none());
+            assert!(cmd(&mut Resp::default(), &[name, "x"]).starts_with("-ERR unknown command"), "{name}");
+        }
     }
 
     #[test]

@@ -1,12 +1,19 @@
-//! A Redis-protocol (RESP2) string store, so stock `redis-cli` and `redis-benchmark` can drive
-//! either backend: [`RespCodec`] frames requests (multibulk arrays and inline commands, both
-//! pipelined), [`Resp`] is the [`Handler`] that runs them.
+//! A Redis-protocol store, so stock clients (redis-cli, redis-benchmark, redis-py, the Rust
+//! `redis` crate) can drive either backend: [`RespCodec`] frames requests (multibulk arrays and
+//! inline commands, both pipelined), [`Resp`] is the [`Handler`] that runs them.
 //!
-//! Commands: PING, ECHO, GET, SET (EX/PX/NX/XX/KEEPTTL/GET), GETSET, DEL, EXISTS,
-//! INCR/INCRBY/DECR/DECRBY, MGET, MSET, APPEND, STRLEN, EXPIRE/PEXPIRE (NX/XX/GT/LT),
-//! TTL/PTTL/PERSIST, DBSIZE, FLUSHDB/FLUSHALL, SELECT 0, QUIT, and the start-up queries of stock
-//! clients: COMMAND (COUNT/INFO/DOCS/LIST), CONFIG GET, INFO, HELLO (protocol 2 only). Anything
-//! else gets a RESP error and the connection stays open. One database; values are strings.
+//! Commands: strings (GET, SET with EX/PX/NX/XX/KEEPTTL/GET, GETSET, MGET, MSET, APPEND, STRLEN,
+//! INCR/INCRBY/DECR/DECRBY), hashes (HSET, HMSET, HSETNX, HGET, HMGET, HGETALL, HKEYS, HVALS,
+//! HDEL, HINCRBY, HLEN, HEXISTS, HSTRLEN), keys (DEL, EXISTS, TYPE, EXPIRE/PEXPIRE with
+//! NX/XX/GT/LT, TTL/PTTL, PERSIST, DBSIZE, FLUSHDB/FLUSHALL), transactions (MULTI, EXEC,
+//! DISCARD; WATCH answers that it is not supported), connections (HELLO 2/3 with AUTH and
+//! SETNAME, AUTH, CLIENT ID/SETNAME/GETNAME/SETINFO, SELECT 0, PING, ECHO, QUIT) and what
+//! clients ask at start (COMMAND, CONFIG GET, INFO). Anything else gets a RESP error and the
+//! connection stays open. One database.
+//!
+//! A connection speaks RESP2 until `HELLO 3`; then replies use RESP3's null, map, set and
+//! verbatim string where Redis uses them (no command served here replies with a double or a
+//! boolean in Redis).
 //!
 //! Expiry is lazy (a key past its deadline is deleted when a command touches it) plus a sweep
 //! from [`Handler::tick`] every 100 ms over a deadline heap, so expired keys that nobody reads
@@ -15,22 +22,26 @@
 //! Limits ([`RespLimits`]): bulk argument length, arguments per command and bytes per command
 //! are enforced by the codec while parsing (the server answers `-ERR Protocol error: ...` and
 //! closes, as Redis does); key count and stored bytes by the handler (`-OOM ...`, connection
-//! stays open). The per-connection response backlog is bounded by the server's
+//! stays open); commands and bytes queued in one MULTI by the handler (the transaction fails
+//! with EXECABORT); the length of one reply by the handler, while writing it (an error
+//! instead), so a short request cannot make a reply that repeats a large value without bound. The per-connection response backlog is bounded by the server's
 //! [`crate::rr::ServerConfig::write_high_water`]: decoding stops there until the client reads.
 //!
 //! Steady state allocates nothing per request: arguments are ranges into the request frame
 //! (inline commands are unquoted into a reused buffer), replies are written straight into the
-//! server's response buffer, and overwriting an existing key reuses its value buffer. New keys
-//! and larger values allocate, as any store must.
+//! server's response buffer, and overwriting an existing key or hash field reuses its value
+//! buffer. New keys, fields and larger values allocate, as any store must.
 //!
 //! | file | what |
 //! |---|---|
 //! | `codec.rs` | [`RespCodec`]: framing requests, request limits, protocol errors |
 //! | `args.rs` | splitting a request into arguments (multibulk ranges, inline unquoting) |
-//! | `store.rs` | the key space: lookups with lazy expiry, limits, the deadline heap and its sweep |
-//! | `commands.rs` | the data commands and the error replies |
-//! | `introspection.rs` | what stock clients ask at start: COMMAND, CONFIG GET, INFO, HELLO |
-//! | `wire.rs` | reply writers and strict integer parsing |
+//! | `store.rs` | the key space: typed values, lookups with lazy expiry, limits, the deadline heap |
+//! | `commands.rs` | dispatch, the string and key commands, the error replies |
+//! | `hashes.rs` | the hash commands |
+//! | `session.rs` | per-connection state: HELLO, AUTH, CLIENT, MULTI/EXEC |
+//! | `introspection.rs` | what stock clients ask at start: COMMAND, CONFIG GET, INFO |
+//! | `wire.rs` | reply writers (RESP2 and RESP3) and strict integer parsing |
 //! | `workload.rs` | [`RespWorkload`], the SET/GET load for `rr-bench` |
 
 use std::cmp::Reverse;
@@ -46,7 +57,11 @@ use crate::transport::ConnId;
 mod args;
 mod codec;
 mod commands;
+#[cfg(test)]
+mod fuzz_tests;
+mod hashes;
 mod introspection;
+mod session;
 mod store;
 #[cfg(test)]
 mod testutil;
@@ -54,17 +69,22 @@ mod wire;
 mod workload;
 
 use args::{split_inline, split_multibulk, Args};
+use session::Session;
 use store::Entry;
 
 pub use codec::RespCodec;
+pub use session::MAX_CLIENT_NAME;
 pub use workload::RespWorkload;
 
-/// The version reported by INFO and HELLO. Clients gate features on it; 7.0.0 matches the
-/// redis-tools this was tested with (Debian bookworm).
-pub const REDIS_VERSION: &str = "7.0.0";
+/// The version reported by INFO and HELLO. Clients gate features on it; 7.2 is the first with
+/// CLIENT SETINFO, which current clients send on connect.
+pub const REDIS_VERSION: &str = "7.2.0";
 
 /// Bytes charged per key on top of key and value, so a flood of empty keys still counts.
 pub const ENTRY_OVERHEAD: usize = 64;
+
+/// Bytes charged per hash field on top of field and value, for the same reason.
+pub const FIELD_OVERHEAD: usize = 64;
 
 /// How often [`Handler::tick`] sweeps expired keys.
 const SWEEP_EVERY_MS: u64 = 100;
@@ -85,9 +105,16 @@ pub struct RespLimits {
     pub max_inline: usize,
     /// Most keys stored.
     pub max_keys: usize,
-    /// Most bytes stored: keys plus values plus [`ENTRY_OVERHEAD`] per key (Redis:
-    /// `maxmemory`, with `noeviction`).
+    /// Most bytes stored: keys plus values plus [`ENTRY_OVERHEAD`] per key (hash fields:
+    /// field plus value plus [`FIELD_OVERHEAD`]) (Redis: `maxmemory`, with `noeviction`).
     pub max_memory: usize,
+    /// Most commands queued in one MULTI.
+    pub max_queued: usize,
+    /// Most bytes queued in one MULTI (arguments plus 16 bytes per argument).
+    pub max_queued_bytes: usize,
+    /// Longest reply to one command (EXEC: to the whole transaction). MGET, HMGET, HGETALL and
+    /// EXEC can repeat one stored value many times; past this they answer an error instead.
+    pub max_reply: usize,
 }
 
 impl Default for RespLimits {
@@ -99,6 +126,9 @@ impl Default for RespLimits {
             max_inline: 64 << 10,
             max_keys: 4 << 20,
             max_memory: 1 << 30,
+            max_queued: 100_000,
+            max_queued_bytes: 64 << 20,
+            max_reply: 64 << 20,
         }
     }
 }
@@ -142,6 +172,10 @@ pub struct Resp {
     clock: Clock,
     next_sweep: u64,
     stats: RespStats,
+    /// Connections that changed their state (protocol, name, MULTI); others have none.
+    sessions: HashMap<ConnId, Session>,
+    /// The current command's connection speaks RESP3.
+    r3: bool,
     /// Reused per request: argument ranges, and the unquoted words of an inline command.
     ranges: Vec<(usize, usize)>,
     inline: Vec<u8>,
@@ -165,6 +199,8 @@ impl Resp {
             clock: Clock::Real(Instant::now()),
             next_sweep: 0,
             stats: RespStats::default(),
+            sessions: HashMap::new(),
+            r3: false,
             ranges: Vec::with_capacity(16),
             inline: Vec::with_capacity(256),
         }
@@ -244,13 +280,16 @@ impl Handler for Resp {
         reply
     }
 
-    fn on_open(&mut self, _conn: ConnId) {
+    fn on_open(&mut self, conn: ConnId) {
+        // Ids are not reused while open, but a new connection must not inherit old state.
+        self.sessions.remove(&conn);
         self.stats.connected += 1;
         self.stats.accepted += 1;
     }
 
-    fn on_close(&mut self, _conn: ConnId) {
+    fn on_close(&mut self, conn: ConnId) {
         self.stats.connected = self.stats.connected.saturating_sub(1);
+        self.sessions.remove(&conn);
     }
 
     fn tick(&mut self, _done: &mut Completions) {

@@ -3,18 +3,49 @@
 //! again still free their memory.
 
 use std::cmp::Reverse;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::commands::Fail;
-use super::{Resp, ENTRY_OVERHEAD};
+use super::{Resp, ENTRY_OVERHEAD, FIELD_OVERHEAD};
 
 /// One stored key.
 pub(super) struct Entry {
     /// Shared with the expiry heap, so pushing a deadline does not copy the key.
     pub(super) key: Arc<[u8]>,
-    pub(super) value: Vec<u8>,
+    pub(super) value: Value,
     /// Deadline in ms on [`Resp`]'s clock.
     pub(super) expires: Option<u64>,
+}
+
+/// What a key holds.
+pub(super) enum Value {
+    Str(Vec<u8>),
+    /// Boxed: most keys are strings, and the entry stays as small as a string's.
+    Hash(Box<Hash>),
+}
+
+/// A hash's fields, and the bytes they count against `max_memory`.
+#[derive(Default)]
+pub(super) struct Hash {
+    pub(super) fields: HashMap<Box<[u8]>, Vec<u8>>,
+    /// Sum of [`field_cost`] over the fields.
+    pub(super) bytes: usize,
+}
+
+impl Value {
+    /// Bytes of the value as counted against `max_memory` (without the key's own cost).
+    pub(super) fn size(&self) -> usize {
+        match self {
+            Value::Str(v) => v.len(),
+            Value::Hash(h) => h.bytes,
+        }
+    }
+}
+
+/// Bytes one hash field counts against `max_memory`.
+pub(super) fn field_cost(field: &[u8], value_len: usize) -> usize {
+    field.len() + value_len + FIELD_OVERHEAD
 }
 
 impl Resp {
@@ -39,10 +70,28 @@ impl Resp {
         }
     }
 
+    /// The string at `key`: `Ok(None)` if there is none, WRONGTYPE if it holds a hash.
+    pub(super) fn get_str(&mut self, key: &[u8]) -> Result<Option<&Vec<u8>>, Fail> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Entry { value: Value::Str(v), .. }) => Ok(Some(v)),
+            Some(_) => Err(Fail::WrongType),
+        }
+    }
+
+    /// The hash at `key`: `Ok(None)` if there is none, WRONGTYPE if it holds a string.
+    pub(super) fn get_hash(&mut self, key: &[u8]) -> Result<Option<&Hash>, Fail> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Entry { value: Value::Hash(h), .. }) => Ok(Some(h)),
+            Some(_) => Err(Fail::WrongType),
+        }
+    }
+
     pub(super) fn remove(&mut self, key: &[u8]) -> bool {
         match self.map.remove(key) {
             Some(e) => {
-                self.used -= cost(&e.key, e.value.len());
+                self.used -= cost(&e.key, e.value.size());
                 if e.expires.is_some() {
                     self.with_ttl -= 1;
                 }
@@ -52,10 +101,11 @@ impl Resp {
         }
     }
 
-    /// Checks that storing `new_len` value bytes under `key` fits the limits.
+    /// Checks that `key` holding a value of `new_len` bytes (as [`Value::size`] counts them)
+    /// fits the limits.
     pub(super) fn fits(&mut self, key: &[u8], new_len: usize) -> Result<(), Fail> {
         let (old, new_key) = match self.map.get(key) {
-            Some(e) => (cost(key, e.value.len()), false),
+            Some(e) => (cost(key, e.value.size()), false),
             None => (0, true),
         };
         if new_key && self.map.len() >= self.limits.max_keys {
@@ -69,21 +119,27 @@ impl Resp {
         Ok(())
     }
 
-    /// Stores `value` under `key` (limits already checked). `ttl`: `None` keeps the current
-    /// deadline, `Some(d)` sets it (`Some(None)` clears it).
+    /// Stores the string `value` under `key`, replacing whatever it held (limits already
+    /// checked). `ttl`: `None` keeps the current deadline, `Some(d)` sets it (`Some(None)`
+    /// clears it).
     pub(super) fn store(&mut self, key: &[u8], value: &[u8], ttl: Option<Option<u64>>) {
         let entry = match self.map.get_mut(key) {
             Some(e) => {
-                self.used = self.used - e.value.len() + value.len();
-                // Same capacity for a same-sized value: overwrites allocate nothing.
-                e.value.clear();
-                e.value.extend_from_slice(value);
+                self.used = self.used - e.value.size() + value.len();
+                match &mut e.value {
+                    // Same capacity for a same-sized value: overwrites allocate nothing.
+                    Value::Str(v) => {
+                        v.clear();
+                        v.extend_from_slice(value);
+                    }
+                    other => *other = Value::Str(value.to_vec()),
+                }
                 e
             }
             None => {
                 let key: Arc<[u8]> = Arc::from(key);
                 self.used += cost(&key, value.len());
-                self.map.entry(key.clone()).or_insert(Entry { key, value: value.to_vec(), expires: None })
+                self.map.entry(key.clone()).or_insert(Entry { key, value: Value::Str(value.to_vec()), expires: None })
             }
         };
         if let Some(deadline) = ttl {
@@ -94,6 +150,21 @@ impl Resp {
             if let Some(t) = deadline {
                 self.push_deadline(t, key);
             }
+        }
+    }
+
+    /// The hash at `key`, created empty if the key does not exist (limits already checked,
+    /// type too). The caller adds what it stores to both `bytes` and [`Resp::used`].
+    pub(super) fn hash_mut(&mut self, key: &[u8]) -> Option<&mut Hash> {
+        if !self.map.contains_key(key) {
+            let key: Arc<[u8]> = Arc::from(key);
+            self.used += cost(&key, 0);
+            let value = Value::Hash(Box::default());
+            self.map.insert(key.clone(), Entry { key, value, expires: None });
+        }
+        match self.map.get_mut(key).map(|e| &mut e.value) {
+            Some(Value::Hash(h)) => Some(h),
+            _ => None,
         }
     }
 
@@ -247,8 +318,12 @@ mod tests {
         // Overwriting a key with a same-sized value reuses its buffer.
         let h = &mut Resp::default();
         cmd(h, &["SET", "k", "aaaa"]);
-        let ptr = h.map.get(&b"k"[..]).unwrap().value.as_ptr();
+        let ptr = |h: &Resp| match &h.map.get(&b"k"[..]).unwrap().value {
+            Value::Str(v) => v.as_ptr(),
+            Value::Hash(_) => panic!("a string"),
+        };
+        let before = ptr(h);
         cmd(h, &["SET", "k", "bbbb"]);
-        assert_eq!(h.map.get(&b"k"[..]).unwrap().value.as_ptr(), ptr);
+        assert_eq!(ptr(h), before);
     }
 }

@@ -59,3 +59,11 @@ pub(super) fn next(s: &mut u64) -> u64 {
     *s ^= *s << 17;
     *s
 }
+
+/// One command on connection `conn` (no framing): the reply as text.
+pub(super) fn on(h: &mut Resp, conn: u32, args: &[&str]) -> String {
+    let mut out = BytesMut::new();
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    h.command(ConnId(conn), &args, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}

@@ -50,12 +50,45 @@ pub(super) fn bulk(out: &mut BytesMut, b: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-pub(super) fn nil(out: &mut BytesMut) {
-    out.extend_from_slice(b"$-1\r\n");
+/// The null bulk string (RESP2) or null (RESP3): a missing key or field.
+pub(super) fn nil(out: &mut BytesMut, r3: bool) {
+    out.extend_from_slice(if r3 { b"_\r\n" } else { b"$-1\r\n" });
+}
+
+/// The null array (RESP2) or null (RESP3): COMMAND INFO of an unknown command.
+pub(super) fn nil_array(out: &mut BytesMut, r3: bool) {
+    out.extend_from_slice(if r3 { b"_\r\n" } else { b"*-1\r\n" });
 }
 
 pub(super) fn array(out: &mut BytesMut, n: usize) {
     put_line(out, b'*', n as i64);
+}
+
+/// A map of `n` pairs: `%n` in RESP3, a flat array of `2n` in RESP2. The caller writes
+/// key, value, key, value...
+pub(super) fn map(out: &mut BytesMut, n: usize, r3: bool) {
+    if r3 {
+        put_line(out, b'%', n as i64);
+    } else {
+        array(out, 2 * n);
+    }
+}
+
+/// A set of `n` elements (`~n` in RESP3, an array in RESP2): COMMAND's flags.
+pub(super) fn set(out: &mut BytesMut, n: usize, r3: bool) {
+    put_line(out, if r3 { b'~' } else { b'*' }, n as i64);
+}
+
+/// Text for humans (INFO): a verbatim string of format `txt` in RESP3, a bulk string in RESP2.
+pub(super) fn verbatim(out: &mut BytesMut, text: &[u8], r3: bool) {
+    if r3 {
+        put_line(out, b'=', text.len() as i64 + 4);
+        out.extend_from_slice(b"txt:");
+        out.extend_from_slice(text);
+        out.extend_from_slice(b"\r\n");
+    } else {
+        bulk(out, text);
+    }
 }
 
 /// Peer bytes inside a simple error string: no CR/LF (they would end the reply early), printable,
