@@ -109,6 +109,8 @@ pub mod kernel;
 pub mod resp;
 pub mod rr;
 pub(crate) mod timer;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub mod transport;
 pub mod xsk;
 
