@@ -9,7 +9,7 @@
 //! ```
 //!
 //! `GET /` answers a short body, `POST /echo` streams the request body back, `GET /slow`
-//! answers after 300 ms (for watching a graceful shutdown finish it). SIGINT or SIGTERM stop
+//! answers after 1 s (for watching a graceful shutdown finish it). SIGINT or SIGTERM stop
 //! accepting, let the requests in flight finish, and exit.
 //!
 //! Next to axum's own hello-world only the listener differs: `net.listen(port)` instead of
@@ -34,7 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .route(
             "/slow",
             get(|| async {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
                 "slow\n"
             }),
         );

@@ -34,6 +34,9 @@ pub struct Driver {
     /// When `sleep` is set to fire, if it is.
     armed: Option<Instant>,
     events: Vec<Event>,
+    /// The last pass found `poll` due at once (events left, a timer expired): the next one
+    /// polls whatever woke it.
+    due: bool,
 }
 
 impl Driver {
@@ -55,6 +58,7 @@ impl Driver {
             sleep: Box::pin(::tokio::time::sleep_until(Instant::now())),
             armed: None,
             events: Vec::with_capacity(EVENTS),
+            due: false,
         })
     }
 }
@@ -84,8 +88,9 @@ impl Future for Driver {
         sh.driver_woken = false;
         register(&mut sh.driver, cx.waker());
         let owed = std::mem::take(&mut sh.poll_owed) && sh.t.next_wake() == Some(Duration::ZERO);
+        let due = std::mem::take(&mut this.due);
         let mut more = false;
-        if io_ready || timer || owed || this.fd.is_none() {
+        if io_ready || timer || owed || due || this.fd.is_none() {
             this.events.clear();
             sh.t.poll(&mut this.events, Some(Duration::ZERO)).map_err(to_io)?;
             // A poll that returned events may have left input behind (it returns as soon
@@ -101,7 +106,10 @@ impl Future for Driver {
         drop(guard);
 
         match wake {
-            Some(d) if d.is_zero() => cx.waker().wake_by_ref(),
+            Some(d) if d.is_zero() => {
+                this.due = true;
+                cx.waker().wake_by_ref();
+            }
             Some(d) => {
                 let at = Instant::now() + d;
                 let keep = this.armed.is_some_and(|a| a <= at && at - a < SLACK);

@@ -201,3 +201,70 @@ fn one_runtime_per_queue() {
     });
     assert_eq!(served.load(Ordering::SeqCst), 2);
 }
+
+/// A transport with no I/O whose only work is a timer that is due at once: the driver must
+/// poll it on the pass after `next_wake` said so (it once woke itself without polling, and
+/// spun until a frame arrived).
+#[test]
+fn a_due_timer_gets_polled() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use bytes::BytesMut;
+
+    use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+    struct TimerOnly {
+        due: Arc<AtomicBool>,
+        polls: Arc<AtomicUsize>,
+        // A descriptor that never becomes readable.
+        quiet: std::os::unix::net::UnixStream,
+    }
+    impl Transport for TimerOnly {
+        fn listen(&mut self, _: u16) -> Result<ListenerId, TransportError> {
+            Err(TransportError::InvalidInput("none"))
+        }
+        fn connect(&mut self, _: SocketAddrV4) -> Result<ConnId, TransportError> {
+            Err(TransportError::InvalidInput("none"))
+        }
+        fn poll(&mut self, _: &mut Vec<Event>, _: Option<Duration>) -> Result<(), TransportError> {
+            self.polls.fetch_add(1, Ordering::SeqCst);
+            self.due.store(false, Ordering::SeqCst);
+            Ok(())
+        }
+        fn recv(&mut self, c: ConnId, _: &mut BytesMut) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn send(&mut self, c: ConnId, _: &[u8]) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn close(&mut self, _: ConnId) {}
+        fn shutdown_write(&mut self, c: ConnId) -> Result<(), TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+            Some(std::os::fd::AsRawFd::as_raw_fd(&self.quiet))
+        }
+        fn next_wake(&mut self) -> Option<Duration> {
+            self.due.load(Ordering::SeqCst).then_some(Duration::ZERO)
+        }
+        fn local_addr(&self, _: ListenerId) -> Option<SocketAddrV4> {
+            None
+        }
+        fn peer_addr(&self, _: ConnId) -> Option<SocketAddrV4> {
+            None
+        }
+        fn name(&self) -> &'static str {
+            "timer-only"
+        }
+    }
+
+    let (due, polls) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicUsize::new(0)));
+    let (quiet, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+    let t = TimerOnly { due: due.clone(), polls: polls.clone(), quiet };
+    run(async {
+        let _net = Net::spawn(t).unwrap();
+        ::tokio::time::sleep(Duration::from_millis(50)).await;
+    });
+    assert!(!due.load(Ordering::SeqCst), "the due timer was never polled ({} polls)", polls.load(Ordering::SeqCst));
+}
