@@ -13,7 +13,8 @@
 //! accepting, let the requests in flight finish, and exit.
 //!
 //! Next to axum's own hello-world only the listener differs: `net.listen(port)` instead of
-//! `tokio::net::TcpListener::bind(...)`.
+//! `tokio::net::TcpListener::bind(...)`. `axum_server tokio PORT` runs the very same server
+//! on tokio's own listener (kernel TCP without the adapter), to compare against.
 
 mod common;
 
@@ -25,7 +26,6 @@ use axum::Router;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let (net, port) = common::net_from_args("axum_server", 8080)?;
     let app = Router::new()
         .route("/", get(|| async { "Hello, World!\n" }))
         // The request body is the response body: hyper streams it through, so a large upload
@@ -39,6 +39,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }),
         );
 
+    // For comparison, `axum_server tokio PORT` serves through tokio's own listener, as
+    // axum's examples do: `let listener = tokio::net::TcpListener::bind(addr).await?;`.
+    if let Some(port) = common::tokio_port() {
+        let listener = tokio::net::TcpListener::bind(("0.0.0.0", port)).await?;
+        println!("axum on http://{} (tokio), Ctrl-C stops", listener.local_addr()?);
+        axum::serve(listener, app).with_graceful_shutdown(common::shutdown_signal()).await?;
+        println!("stopped");
+        return Ok(());
+    }
+
+    let (net, port) = common::net_from_args("axum_server", 8080)?;
     let listener = net.listen(port)?;
     println!("axum on http://{} ({}), Ctrl-C stops", listener.local_addr()?, net.backend());
     axum::serve(listener, app).with_graceful_shutdown(common::shutdown_signal()).await?;

@@ -14,7 +14,7 @@ use stack::xsk::{AddrMode, XskConfig, XskTransport};
 /// port to serve on.
 pub fn net_from_args(name: &str, default_port: u16) -> Result<(Net, u16), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = format!("usage: {name} kernel [PORT] | {name} xsk IFACE ADDR/LEN [PORT]");
+    let usage = format!("usage: {name} kernel [PORT] | {name} xsk IFACE ADDR/LEN [PORT] (axum_server also: tokio [PORT])");
     match args.first().map(String::as_str) {
         Some("kernel") if args.len() <= 2 => {
             let port = args.get(1).map_or(Ok(default_port), |p| p.parse())?;
@@ -28,6 +28,16 @@ pub fn net_from_args(name: &str, default_port: u16) -> Result<(Net, u16), Box<dy
             Ok((Net::spawn(XskTransport::new(XskConfig::new(&args[1], mode))?)?, port))
         }
         _ => Err(usage.into()),
+    }
+}
+
+/// `NAME tokio [PORT]`: the port to serve on with tokio's own listener, for comparison.
+#[allow(dead_code)]
+pub fn tokio_port() -> Option<u16> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("tokio") => args.get(1).map_or(Some(8080), |p| p.parse().ok()),
+        _ => None,
     }
 }
 
