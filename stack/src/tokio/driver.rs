@@ -37,6 +37,8 @@ pub struct Driver {
     /// The last pass found `poll` due at once (events left, a timer expired): the next one
     /// polls whatever woke it.
     due: bool,
+    /// This pass left the flush to the next one (see `poll`).
+    held: bool,
 }
 
 impl Driver {
@@ -59,6 +61,7 @@ impl Driver {
             armed: None,
             events: Vec::with_capacity(EVENTS),
             due: false,
+            held: false,
         })
     }
 }
@@ -99,9 +102,18 @@ impl Future for Driver {
             sh.dispatch(&this.events);
         }
         // What the tasks wrote since the last pass goes out, kicked now: tokio's sleep
-        // (epoll) will not transmit the TX ring.
-        sh.t.flush().map_err(to_io)?;
-        sh.t.kick().map_err(to_io)?;
+        // (epoll) will not transmit the TX ring. Not on a pass that just woke tasks with
+        // new events, though: they run before the next pass, and their answers then ride on
+        // the ACKs of what woke them (one frame and one kick, not a bare ACK and another
+        // kick). Every other pass at most, so that a steady stream of events cannot hold
+        // back what is already written.
+        if more && !this.held {
+            this.held = true;
+        } else {
+            this.held = false;
+            sh.t.flush().map_err(to_io)?;
+            sh.t.kick().map_err(to_io)?;
+        }
         let wake = if more { Some(Duration::ZERO) } else { sh.t.next_wake() };
         drop(guard);
 
