@@ -71,6 +71,21 @@ impl Future for Driver {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        match this.pass(cx) {
+            Ok(()) => Poll::Pending,
+            Err(e) => {
+                // Nothing will wake the tasks any more: tell them, rather than leave them
+                // waiting forever.
+                lock(&this.inner).fail();
+                Poll::Ready(Err(e))
+            }
+        }
+    }
+}
+
+impl Driver {
+    fn pass(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        let this = self;
         // Readiness is cleared before the transport is polled, so frames that arrive while
         // it runs raise a fresh edge; the second call registers for it.
         let mut io_ready = false;
@@ -136,6 +151,6 @@ impl Future for Driver {
             }
             None => this.armed = None,
         }
-        Poll::Pending
+        Ok(())
     }
 }

@@ -84,6 +84,8 @@ pub(crate) struct Shared {
     driver_woken: bool,
     /// A `recv` found nothing: it may have queued `Closed`, which only `poll` reports.
     pub(crate) poll_owed: bool,
+    /// The driver stopped on an error: every operation fails from now on.
+    failed: bool,
 }
 
 pub(crate) struct ConnState {
@@ -129,6 +131,7 @@ impl Net {
             driver: None,
             driver_woken: false,
             poll_owed: false,
+            failed: false,
         }));
         let driver = Driver::new(inner.clone(), fd)?;
         Ok((Net { inner }, driver))
@@ -137,6 +140,7 @@ impl Net {
     /// Listens on `port` (0: the transport picks one; see [`TcpListener::local_addr`]).
     pub fn listen(&self, port: u16) -> io::Result<TcpListener> {
         let mut sh = lock(&self.inner);
+        sh.check()?;
         let lid = sh.t.listen(port).map_err(to_io)?;
         let addr = sh.t.local_addr(lid).ok_or_else(|| io::Error::other("listener without an address"))?;
         let i = lid.0 as usize;
@@ -153,7 +157,7 @@ impl Net {
     pub fn connect(&self, addr: SocketAddrV4) -> ConnectFuture {
         let r = {
             let mut sh = lock(&self.inner);
-            let r = sh.t.connect(addr).map_err(to_io);
+            let r = sh.check().and_then(|()| sh.t.connect(addr).map_err(to_io));
             if let Ok(id) = r {
                 sh.insert_conn(id, false);
                 sh.wake_driver();
@@ -259,6 +263,27 @@ impl Shared {
                     }
                 }
             }
+        }
+    }
+
+    /// The driver is gone: wakes every waiting task, whose next call then fails.
+    fn fail(&mut self) {
+        self.failed = true;
+        for c in self.conns.iter_mut().flatten() {
+            wake(&mut c.read);
+            wake(&mut c.write);
+        }
+        for l in &mut self.listeners {
+            wake(&mut l.waker);
+        }
+    }
+
+    /// `Err` once the driver has stopped.
+    pub(crate) fn check(&self) -> io::Result<()> {
+        if self.failed {
+            Err(io::Error::other("the transport's driver stopped on an error"))
+        } else {
+            Ok(())
         }
     }
 

@@ -34,6 +34,9 @@ impl TcpListener {
     /// `accept` for hand-written futures.
     pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
         let mut sh = lock(&self.inner);
+        if let Err(e) = sh.check() {
+            return Poll::Ready(Err(e));
+        }
         let l = &mut sh.listeners[self.lid.0 as usize];
         match l.queue.pop_front() {
             Some(id) => {
@@ -96,6 +99,9 @@ impl AsyncRead for TcpStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let mut guard = lock(&self.inner);
         let sh = &mut *guard;
+        if let Err(e) = sh.check() {
+            return Poll::Ready(Err(e));
+        }
         let Some(cs) = sh.conns.get_mut(self.id.slot()).and_then(Option::as_mut).filter(|c| c.id == self.id) else {
             return Poll::Ready(Err(gone()));
         };
@@ -139,6 +145,9 @@ impl AsyncWrite for TcpStream {
         }
         let mut guard = lock(&self.inner);
         let sh = &mut *guard;
+        if let Err(e) = sh.check() {
+            return Poll::Ready(Err(e));
+        }
         let Some(cs) = sh.conns.get_mut(self.id.slot()).and_then(Option::as_mut).filter(|c| c.id == self.id) else {
             return Poll::Ready(Err(gone()));
         };
@@ -170,6 +179,9 @@ impl AsyncWrite for TcpStream {
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut guard = lock(&self.inner);
         let sh = &mut *guard;
+        if let Err(e) = sh.check() {
+            return Poll::Ready(Err(e));
+        }
         let Some(cs) = sh.conns.get_mut(self.id.slot()).and_then(Option::as_mut).filter(|c| c.id == self.id) else {
             return Poll::Ready(Err(gone()));
         };
@@ -216,6 +228,9 @@ impl Future for ConnectFuture {
         };
         let mut guard = lock(&self.inner);
         let sh = &mut *guard;
+        if let Err(e) = sh.check() {
+            return Poll::Ready(Err(e));
+        }
         let Some(cs) = sh.conn(id) else { return Poll::Ready(Err(gone())) };
         if cs.connected {
             drop(guard);

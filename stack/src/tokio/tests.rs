@@ -268,3 +268,54 @@ fn a_due_timer_gets_polled() {
     });
     assert!(!due.load(Ordering::SeqCst), "the due timer was never polled ({} polls)", polls.load(Ordering::SeqCst));
 }
+
+/// A transport that fails: the driver stops, and a task waiting in `accept` gets the error
+/// instead of waiting forever.
+#[test]
+fn a_failed_transport_fails_the_waiting_tasks() {
+    use bytes::BytesMut;
+
+    use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+    struct Failing;
+    impl Transport for Failing {
+        fn listen(&mut self, _: u16) -> Result<ListenerId, TransportError> {
+            Ok(ListenerId(0))
+        }
+        fn connect(&mut self, _: SocketAddrV4) -> Result<ConnId, TransportError> {
+            Err(TransportError::InvalidInput("none"))
+        }
+        fn poll(&mut self, _: &mut Vec<Event>, _: Option<Duration>) -> Result<(), TransportError> {
+            Err(TransportError::Io(std::io::Error::other("ring broke")))
+        }
+        fn recv(&mut self, c: ConnId, _: &mut BytesMut) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn send(&mut self, c: ConnId, _: &[u8]) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn close(&mut self, _: ConnId) {}
+        fn shutdown_write(&mut self, c: ConnId) -> Result<(), TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn local_addr(&self, _: ListenerId) -> Option<SocketAddrV4> {
+            Some(SocketAddrV4::new([127, 0, 0, 1].into(), 1))
+        }
+        fn peer_addr(&self, _: ConnId) -> Option<SocketAddrV4> {
+            None
+        }
+        fn name(&self) -> &'static str {
+            "failing"
+        }
+    }
+
+    run(async {
+        let (net, driver) = Net::new(Failing).unwrap();
+        let listener = net.listen(1).unwrap();
+        let driver = ::tokio::spawn(driver);
+        let r = timeout(LIMIT, listener.accept()).await.expect("accept returned");
+        assert!(r.is_err());
+        assert!(driver.await.unwrap().is_err());
+        assert!(net.listen(2).is_err());
+    });
+}
