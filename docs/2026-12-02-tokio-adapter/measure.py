@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Syscalls and server CPU per request of axum_server on its three listeners:
+"""Syscalls and server CPU per request of axum_server and grpc_server on their three listeners:
 tokio's own (A), the adapter over the kernel backend (B), the adapter over the xsk
 backend (C), loaded by h2load from the other end of a veth lab (peer with default offloads).
 
@@ -13,14 +13,22 @@ usage (root, release examples built):
 """
 import argparse, glob, json, os, re, signal, statistics, subprocess, sys, time
 
-BIN = "target/release/examples/axum_server"
+EXAMPLES = "target/release/examples/"
 NS_A, NS_B = "tam-a", "tam-b"
 NET = "198.19.250"
 SERVER = {"tokio": ["tokio", "8080"], "kernel": ["kernel", "8080"],
           "xsk": ["xsk", NS_A, f"{NET}.100/24", "8080"]}
 ADDR = {"tokio": f"{NET}.1", "kernel": f"{NET}.1", "xsk": f"{NET}.100"}
-CASES = {"h1-1": ["--h1", "-c", "1"], "h1-16": ["--h1", "-c", "16"], "h1-256": ["--h1", "-c", "256"],
-         "h2-16": ["-c", "16", "-m", "1"]}
+# gRPC unary SayHello{name: "x"}: no compression, length 3, field 1 = "x".
+GRPC_BODY = "/tmp/tam-grpc-request.bin"
+GRPC = ["-d", GRPC_BODY, "-H", "content-type: application/grpc", "-H", "te: trailers"]
+# case: (example, h2load arguments, path)
+CASES = {"h1-1": ("axum_server", ["--h1", "-c", "1"], "/"),
+         "h1-16": ("axum_server", ["--h1", "-c", "16"], "/"),
+         "h1-256": ("axum_server", ["--h1", "-c", "256"], "/"),
+         "h2-16": ("axum_server", ["-c", "16", "-m", "1"], "/"),
+         "grpc-1": ("grpc_server", ["-c", "1", "-m", "1", *GRPC], "/helloworld.Greeter/SayHello"),
+         "grpc-16": ("grpc_server", ["-c", "16", "-m", "1", *GRPC], "/helloworld.Greeter/SayHello")}
 
 
 def sh(*a, check=True):
@@ -53,8 +61,9 @@ def cpu_ns(pid):
     return total
 
 
-def start(server):
-    p = subprocess.Popen(["ip", "netns", "exec", NS_A, BIN, *SERVER[server]], stdout=subprocess.PIPE, text=True)
+def start(server, case):
+    p = subprocess.Popen(["ip", "netns", "exec", NS_A, EXAMPLES + CASES[case][0], *SERVER[server]],
+                         stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     if " on " not in line:
         raise SystemExit(f"{server}: {line!r}")
@@ -67,8 +76,9 @@ def stop(p):
 
 
 def load(server, case, n):
-    url = f"http://{ADDR[server]}:8080/"
-    out = sh("ip", "netns", "exec", NS_B, "h2load", "-n", str(n), *CASES[case], url).stdout
+    _, load_args, path = CASES[case]
+    url = f"http://{ADDR[server]}:8080{path}"
+    out = sh("ip", "netns", "exec", NS_B, "h2load", "-n", str(n), *load_args, url).stdout
     m = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored", out)
     if not m or m.group(3) != "0" or m.group(4) != "0" or m.group(1) != m.group(2):
         raise SystemExit(f"{server} {case}: {out}")
@@ -77,7 +87,7 @@ def load(server, case, n):
 
 
 def run_cpu(server, case, n):
-    p = start(server)
+    p = start(server, case)
     load(server, case, 1000)  # warm: connections, ARP, caches
     before = cpu_ns(p.pid)
     done, rps = load(server, case, n)
@@ -87,7 +97,7 @@ def run_cpu(server, case, n):
 
 
 def run_strace(server, case, n):
-    p = start(server)
+    p = start(server, case)
     load(server, case, 1000)
     out = f"/tmp/tam-strace-{server}-{case}.txt"
     st = subprocess.Popen(["strace", "-c", "-f", "-o", out, "-p", str(p.pid)], stderr=subprocess.DEVNULL)
@@ -113,6 +123,8 @@ def main():
     ap.add_argument("--strace-requests", type=int, default=5000)
     ap.add_argument("--cases", default=",".join(CASES))
     args = ap.parse_args()
+    with open(GRPC_BODY, "wb") as f:
+        f.write(bytes([0, 0, 0, 0, 3, 0x0A, 0x01, ord("x")]))
     lab_up()
     try:
         runs = []

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Next to tonic's own `helloworld-server` only the listener differs:
-//! `serve_with_incoming(net.listen(port)?.into_incoming())` instead of `serve(addr)`. The
+//! `serve_with_incoming(net.listen(port)?.into_incoming())` instead of `serve(addr)`
+//! (`grpc_server tokio PORT` runs it with `serve(addr)`, to compare against). The
 //! service code is in `common/hello_world.rs` (no protoc needed; it says why).
 
 mod common;
@@ -31,6 +32,18 @@ impl Greeter for MyGreeter {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // For comparison, `grpc_server tokio PORT` serves on tokio's own listener, as tonic's
+    // example does: `.serve(addr)`.
+    if let Some(port) = common::tokio_port() {
+        println!("GreeterServer on 0.0.0.0:{port} (tokio), Ctrl-C stops");
+        Server::builder()
+            .add_service(GreeterServer::new(MyGreeter::default()))
+            .serve_with_shutdown(([0, 0, 0, 0], port).into(), common::shutdown_signal())
+            .await?;
+        println!("stopped");
+        return Ok(());
+    }
+
     let (net, port) = common::net_from_args("grpc_server", 50051)?;
     let listener = net.listen(port)?;
     println!("GreeterServer on {} ({}), Ctrl-C stops", listener.local_addr()?, net.backend());
