@@ -133,7 +133,8 @@ fn curl_basics(lab: &Lab, s: &Server) {
 /// 1 MiB POSTed and echoed, HTTP/1.1 and h2c: streams through bounded buffers.
 fn big_post(lab: &Lab, s: &Server) {
     let body: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
-    let dir = std::env::temp_dir().join(format!("tokio-adapter-{}-{}", std::process::id(), s.addr.port()));
+    // Per server address: the two backends' tests run at once in one process.
+    let dir = std::env::temp_dir().join(format!("tokio-adapter-{}-{}", std::process::id(), s.addr).replace(':', "-"));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("body");
     std::fs::write(&file, &body).unwrap();
