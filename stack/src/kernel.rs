@@ -406,6 +406,31 @@ impl Transport for KernelTransport {
         }
     }
 
+    fn shutdown_write(&mut self, id: ConnId) -> Result<(), TransportError> {
+        let conn = self.conns.get_mut(id).ok_or(TransportError::UnknownConn(id))?;
+        match conn.stream.shutdown(std::net::Shutdown::Write) {
+            Ok(()) => Ok(()),
+            // Not connected (yet, or any more): nothing to half-close.
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Err(TransportError::ConnectionClosed(id)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The epoll instance: readable while it holds events.
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.poll.as_raw_fd())
+    }
+
+    /// The kernel keeps its own timers: only I/O, or events found by
+    /// `recv`/`send`, make `poll` due.
+    fn next_wake(&mut self) -> Option<Duration> {
+        if self.pending.is_empty() {
+            None
+        } else {
+            Some(Duration::ZERO)
+        }
+    }
+
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
         match self.listeners.get(listener.0 as usize)?.local_addr().ok()? {
             SocketAddr::V4(a) => Some(a),

@@ -76,6 +76,12 @@
 //!   [`Event`]s, recv, send, close, flush) for programs that run their own loop; its module
 //!   docs give the exact contract.
 //!
+//! # tokio servers (feature `tokio`)
+//!
+//! `stack::tokio` runs either backend inside a tokio runtime with a `TcpListener` and
+//! `TcpStream` of its own, so axum (feature `axum`) and tonic (feature `tonic`) servers run
+//! unmodified but for the listener; `examples/axum_server.rs`, `grpc_server.rs`.
+//!
 //! # The Redis-protocol service ([`resp`])
 //!
 //! [`resp::Resp`] is a [`Handler`] that serves RESP2 strings (GET, SET with expiry, counters,
@@ -109,6 +115,8 @@ pub mod kernel;
 pub mod resp;
 pub mod rr;
 pub(crate) mod timer;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 pub mod transport;
 pub mod xsk;
 

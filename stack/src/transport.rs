@@ -192,6 +192,39 @@ pub trait Transport {
         Ok(())
     }
 
+    /// Half-close: a FIN follows the data already accepted by `send`, and `recv` keeps
+    /// working until the peer's FIN (`Closed`). Later `send`s fail with
+    /// [`TransportError::ConnectionClosed`]. The id stays valid until `close`.
+    fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError>;
+
+    /// For a loop that sleeps elsewhere (the tokio adapter, [`crate::tokio`]): a descriptor
+    /// that becomes readable when `poll` has I/O to take in. Edge-triggered use is fine as long
+    /// as the loop calls `poll(Some(Duration::ZERO))` after each wake-up until it returns no
+    /// events. `None`: the loop must poll on a timer.
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
+    /// For such a loop: how long it may sleep on [`wait_fd`](Self::wait_fd) before `poll` is
+    /// due again for the backend's own timers (`None`: only I/O wakes it; `Some(ZERO)`:
+    /// `poll` has work now, e.g. events queued by `recv` or `send`).
+    fn next_wake(&mut self) -> Option<Duration> {
+        Some(Duration::from_millis(1))
+    }
+
+    /// For such a loop, after `flush`: makes the TX kick that `flush` leaves to `poll`'s
+    /// sleep (xsk), so nothing waits in the ring while the loop sleeps elsewhere.
+    fn kick(&mut self) -> Result<(), TransportError> {
+        Ok(())
+    }
+
+    /// Connections the application closed that still deliver data or a FIN. Dropping the
+    /// transport before this reaches 0 resets them on the xsk backend (the kernel finishes
+    /// closes by itself: always 0).
+    fn closing(&self) -> usize {
+        0
+    }
+
     /// The address a listener is bound to (with the real port if `listen(0)` was used).
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4>;
 

@@ -29,6 +29,10 @@ use super::faults::{FaultState, Faulty, RxFrames};
 use super::{backend_err, DeviceStats, StackStats, XskConfig};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
+/// How soon to try again while TX is left in the ring (the kernel's budget)
+/// or a neighbour is being resolved.
+const RETRY: Duration = Duration::from_micros(200);
+
 /// The AF_XDP stack behind the [`Transport`] trait: one port (one RX queue),
 /// one engine, one thread. See the [module docs](super).
 pub struct XskTransport {
@@ -284,7 +288,7 @@ impl XskTransport {
             if self.port.tx_pending() || self.arp.has_pending() {
                 // TX left in the ring (budget) or a neighbour being resolved: come back soon.
                 self.port.flush().map_err(backend_err)?;
-                let w = wait.map_or(Duration::from_micros(200), |w| w.min(Duration::from_micros(200)));
+                let w = wait.map_or(RETRY, |w| w.min(RETRY));
                 std::thread::sleep(w);
                 continue;
             }
@@ -422,6 +426,47 @@ impl Transport for XskTransport {
             self.port.flush().map_err(backend_err)?;
         }
         Ok(())
+    }
+
+    fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
+        self.engine.shutdown_write(conn)
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::{AsFd, AsRawFd};
+        Some(self.port.as_fd().as_raw_fd())
+    }
+
+    /// What `poll_events` would sleep for with no caller deadline: the
+    /// engine's timers, the deferred-ACK bound, and a short retry while TX
+    /// is left in the ring or a neighbour is being resolved.
+    fn next_wake(&mut self) -> Option<Duration> {
+        if self.engine.has_events() {
+            return Some(Duration::ZERO);
+        }
+        let wait = self.wait_for(self.now(), None);
+        let wait = match &self.acks {
+            Some(a) => a.bound_sleep(wait),
+            None => wait,
+        };
+        if self.port.tx_pending() || self.arp.has_pending() {
+            return Some(wait.map_or(RETRY, |w| w.min(RETRY)));
+        }
+        wait
+    }
+
+    /// The kick `flush` left for the next sleep, made now with a sendto:
+    /// an outside loop's sleep (epoll) does not transmit the TX ring as the
+    /// port's poll(2) does.
+    fn kick(&mut self) -> Result<(), TransportError> {
+        if self.port.kick_owed() || self.port.tx_pending() {
+            self.port.flush().map_err(backend_err)?;
+        }
+        Ok(())
+    }
+
+    fn closing(&self) -> usize {
+        self.engine.closing()
     }
 
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {

@@ -135,6 +135,26 @@ impl Engine {
         Ok(n)
     }
 
+    /// Half-close: smoltcp's `close` is one (FIN after the queued data, receiving goes on);
+    /// the connection stays the application's until `close`.
+    pub(crate) fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
+        let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
+        let b = c.bucket;
+        self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(c.handle).close();
+        self.mark_dirty(b);
+        Ok(())
+    }
+
+    /// Sockets the application closed that are not finished yet.
+    pub(crate) fn closing(&self) -> usize {
+        self.closing
+    }
+
+    /// Events gathered outside a poll (a `recv` that found EOF) wait to be taken.
+    pub(crate) fn has_events(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     pub(crate) fn close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.remove(conn) else { return };
         let b = c.bucket as usize;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-use crate::transport::{Event, Transport};
+use crate::transport::{Event, Transport, TransportError};
 use crate::xsk::drops::DropReason;
 use crate::xsk::faults::Faults;
 use crate::xsk::testing::frames::{parse_tcp, tcp, TcpSpec};
@@ -417,4 +417,33 @@ fn acks_wanted_in_the_handshake_and_the_last_ack() {
     assert!(!p.a.engine.acks_can_wait(), "LAST-ACK");
     p.settle(20);
     assert!(p.a.engine.acks_can_wait(), "closed");
+}
+
+/// `shutdown_write` is a half-close: the peer reads EOF, then still answers, and the
+/// answer is read; sending after it fails; the id stays until `close`.
+#[test]
+fn shutdown_write_half_closes() {
+    let mut p = Pair::new();
+    let (ca, cb) = connected(&mut p);
+    assert_eq!(p.b.send(cb, b"request").unwrap(), 7);
+    p.b.shutdown_write(cb).unwrap();
+    let (ea, _) = p.settle(20);
+    assert_eq!(read_all(&mut p.a, ca), b"request");
+    let mut all = ea;
+    let _ = p.a.poll(&mut all, None);
+    assert_eq!(closed_count(&all, ca), 1, "the FIN is seen: {all:?}");
+    assert_eq!(p.a.send(ca, b"answer").unwrap(), 6, "the half-closed side still receives");
+    let (_, eb) = p.settle(20);
+    assert_eq!(read_all(&mut p.b, cb), b"answer");
+    assert_eq!(closed_count(&eb, cb), 0, "{eb:?}");
+    assert!(matches!(p.b.send(cb, b"more"), Err(TransportError::ConnectionClosed(_))));
+    p.a.close(ca);
+    p.settle(20);
+    read_all(&mut p.b, cb);
+    let mut eb = Vec::new();
+    let _ = p.b.poll(&mut eb, None);
+    assert_eq!(closed_count(&eb, cb), 1, "{eb:?}");
+    p.b.close(cb);
+    p.settle(20);
+    assert_eq!(p.a.engine.stats().connections + p.b.engine.stats().connections, 0);
 }

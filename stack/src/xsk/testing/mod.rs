@@ -217,6 +217,10 @@ impl Transport for MemTransport {
         self.engine.close(conn)
     }
 
+    fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
+        self.engine.shutdown_write(conn)
+    }
+
     fn flush(&mut self) -> Result<(), TransportError> {
         self.egress();
         Ok(())

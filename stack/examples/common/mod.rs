@@ -1,0 +1,54 @@
+//! What the tokio examples share: the backend from the command line, as `echo_server` takes
+//! it (`NAME kernel PORT` or `NAME xsk IFACE ADDR/LEN PORT`), and the stop signals.
+
+#[cfg(feature = "tonic")]
+pub mod hello_world;
+
+use std::net::Ipv4Addr;
+
+use stack::kernel::{KernelConfig, KernelTransport};
+use stack::tokio::Net;
+use stack::xsk::{AddrMode, XskConfig, XskTransport};
+
+/// The transport the arguments name, run by a driver task on the current runtime, and the
+/// port to serve on.
+pub fn net_from_args(name: &str, default_port: u16) -> Result<(Net, u16), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = format!("usage: {name} kernel [PORT] | {name} xsk IFACE ADDR/LEN [PORT] (or tokio [PORT]: tokio's own listener)");
+    match args.first().map(String::as_str) {
+        Some("kernel") if args.len() <= 2 => {
+            let port = args.get(1).map_or(Ok(default_port), |p| p.parse())?;
+            let t = KernelTransport::new(KernelConfig { bind: Ipv4Addr::UNSPECIFIED, ..KernelConfig::default() })?;
+            Ok((Net::spawn(t)?, port))
+        }
+        Some("xsk") if (3..=4).contains(&args.len()) => {
+            let (addr, len) = args[2].split_once('/').ok_or(usage)?;
+            let mode = AddrMode::Dedicated { addr: addr.parse()?, prefix_len: len.parse()? };
+            let port = args.get(3).map_or(Ok(default_port), |p| p.parse())?;
+            Ok((Net::spawn(XskTransport::new(XskConfig::new(&args[1], mode))?)?, port))
+        }
+        _ => Err(usage.into()),
+    }
+}
+
+/// `NAME tokio [PORT]`: the port to serve on with tokio's own listener, for comparison.
+#[allow(dead_code)]
+pub fn tokio_port() -> Option<u16> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("tokio") => args.get(1).map_or(Some(8080), |p| p.parse().ok()),
+        _ => None,
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM: the server then stops accepting, finishes the requests in
+/// flight, and the xsk backend puts the interface back as it was.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("a SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
