@@ -110,8 +110,11 @@ impl Drop for Server {
     }
 }
 
+/// `args` in `ns`, killed after a minute (no client may hang the test).
 fn run(ns: &Netns, args: &[&str]) -> Output {
-    ns.command(args).output().unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    let mut all = vec!["timeout", "60"];
+    all.extend_from_slice(args);
+    ns.command(&all).output().unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 fn ok_stdout(ns: &Netns, args: &[&str]) -> Vec<u8> {
