@@ -111,6 +111,7 @@ def run_strace(server, case, n):
         f = line.split()
         if len(f) >= 5 and f[-1] not in ("total", "syscall") and f[3].isdigit():
             calls[f[-1]] = int(f[3])
+    os.remove(out)
     total = sum(calls.values())
     return {"requests": done, "syscalls_per_req": total / done,
             "by_call_per_req": {k: round(v / done, 3) for k, v in sorted(calls.items(), key=lambda kv: -kv[1]) if v / done >= 0.01}}
@@ -141,6 +142,7 @@ def main():
                 print(case, server, json.dumps(syscalls[f"{case}/{server}"]), file=sys.stderr)
     finally:
         lab_down()
+        os.remove(GRPC_BODY)
     med = {}
     for case in args.cases.split(","):
         for server in ("tokio", "kernel", "xsk"):

@@ -1,5 +1,5 @@
 //! A stock tonic client (kernel TCP) for `grpc_server`: N unary calls on one channel, each
-//! answer checked.
+//! answer checked, each bounded to 10 s.
 //!
 //! ```text
 //! grpc_client http://198.18.0.100:50051 1000    # prints "ok 1000", exit 0; any failure: exit 1
@@ -7,6 +7,8 @@
 
 #[path = "common/hello_world.rs"]
 mod hello_world;
+
+use std::time::Duration;
 
 use hello_world::greeter_client::GreeterClient;
 use hello_world::HelloRequest;
@@ -28,10 +30,12 @@ async fn main() {
 }
 
 async fn run(url: &str, n: u64) -> Result<(), Box<dyn std::error::Error>> {
-    let mut client = GreeterClient::connect(url.to_string()).await?;
+    let connect = GreeterClient::connect(url.to_string());
+    let mut client = tokio::time::timeout(Duration::from_secs(10), connect).await.map_err(|_| "no connection in 10 s")??;
     for i in 0..n {
         let name = format!("call {i}");
-        let reply = client.say_hello(HelloRequest { name: name.clone() }).await?.into_inner();
+        let call = client.say_hello(HelloRequest { name: name.clone() });
+        let reply = tokio::time::timeout(Duration::from_secs(10), call).await.map_err(|_| format!("call {i}: no answer in 10 s"))??.into_inner();
         if reply.message != format!("Hello {name}!") {
             return Err(format!("call {i}: answer {:?}", reply.message).into());
         }

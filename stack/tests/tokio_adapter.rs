@@ -110,8 +110,11 @@ impl Drop for Server {
     }
 }
 
+/// `args` in `ns`, killed after a minute (no client may hang the test).
 fn run(ns: &Netns, args: &[&str]) -> Output {
-    ns.command(args).output().unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    let mut all = vec!["timeout", "60"];
+    all.extend_from_slice(args);
+    ns.command(&all).output().unwrap_or_else(|e| panic!("{args:?}: {e}"))
 }
 
 fn ok_stdout(ns: &Netns, args: &[&str]) -> Vec<u8> {
@@ -306,4 +309,61 @@ fn axum_and_tonic_on_kernel_backend_with_stock_clients() {
 #[test]
 fn axum_and_tonic_on_xsk_backend_with_stock_clients() {
     stock_clients("tax", Backend::Xsk);
+}
+
+/// The adapter's `connect` over the xsk backend: a client on the AF_XDP stack in one
+/// namespace against a plain kernel echo server in the other, 1 MiB each way, then a
+/// half-close that the server answers with EOF after echoing everything.
+#[test]
+fn connect_over_xsk_to_a_kernel_server() {
+    use stack::xsk::{AddrMode, XskConfig, XskTransport};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let lab = lab("tac");
+    let addr_a = lab.addr_a;
+    let listener = lab.ns_a.run_in(move || std::net::TcpListener::bind((addr_a, 7200)).unwrap()).unwrap();
+    let server = std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        std::io::copy(&mut &s, &mut &s).unwrap();
+        s.shutdown(Shutdown::Write).unwrap();
+    });
+    let o = lab.addr_b.octets();
+    let me = Ipv4Addr::new(o[0], o[1], o[2], 101);
+    let mut cfg = XskConfig::new(&lab.if_b, AddrMode::Dedicated { addr: me, prefix_len: lab.prefix_len });
+    cfg.port.attach = xsk_io::AttachMode::Auto;
+    let dst = SocketAddrV4::new(addr_a, 7200);
+    let data: Vec<u8> = (0..1u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    let sent = data.clone();
+    let got = lab
+        .ns_b
+        .run_in(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let net = stack::tokio::Net::spawn(XskTransport::new(cfg).unwrap()).unwrap();
+                let work = async {
+                    let s = net.connect(dst).await.unwrap();
+                    let (mut r, mut w) = tokio::io::split(s);
+                    let writer = async {
+                        w.write_all(&sent).await.unwrap();
+                        w.shutdown().await.unwrap();
+                        w
+                    };
+                    let reader = async {
+                        let mut got = Vec::new();
+                        r.read_to_end(&mut got).await.unwrap();
+                        (r, got)
+                    };
+                    let (w, (r, got)) = tokio::join!(writer, reader);
+                    drop(r.unsplit(w));
+                    got
+                };
+                let got = tokio::time::timeout(Duration::from_secs(30), work).await.expect("echo within 30 s");
+                net.drain(Duration::from_secs(2)).await;
+                got
+            })
+        })
+        .unwrap();
+    assert!(got == data, "echoed {} bytes of {}", got.len(), data.len());
+    server.join().unwrap();
 }
