@@ -108,6 +108,8 @@ pub const BINARIES: &[(&str, bool)] = &[
     ("xsk-bench", false),
     ("rr-bench", false),
     ("vmt-stats", false),
+    // The tokio adapter's axum example (`examples/` of the same profile): smoke's check.
+    ("axum_server", false),
 ];
 
 /// Builds `work/<file>` (e.g. `initramfs.cpio`) for `kernel` with the binaries from
@@ -195,7 +197,10 @@ pub fn build(
     let mut binaries = Vec::new();
     let mut elfs: Vec<PathBuf> = Vec::new();
     for (name, required) in BINARIES {
-        let src = bin_dir.join(name);
+        let src = [bin_dir.join(name), bin_dir.join("examples").join(name)]
+            .into_iter()
+            .find(|p| p.exists())
+            .unwrap_or_else(|| bin_dir.join(name));
         if !src.exists() {
             if *required {
                 bail!(

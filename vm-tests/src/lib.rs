@@ -29,6 +29,7 @@
 //! exit path (including SIGINT/SIGTERM, and SIGKILL of the harness via PDEATHSIG plus a sweep
 //! of stale namespaces on the next run).
 
+pub mod axum;
 pub mod batch;
 pub mod compare;
 pub mod cost;

@@ -72,6 +72,9 @@ pub struct SmokeReport {
     pub byte_check: Option<LoadResult>,
     pub stopped: Option<Stopped>,
     pub xdp_after_exit: Option<String>,
+    /// The tokio adapter's check (`axum_server` on the stack, curl from the host), or why it
+    /// did not run.
+    pub tokio_adapter: Option<String>,
     pub prepare_s: f64,
     pub boot_s: f64,
     /// Time spent on the KVM probe before the guest that ran (0 without one).
@@ -267,6 +270,18 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
             ));
         }
     }
+    // The tokio adapter on the same NIC, once rr-server has let go of it.
+    if !env.kernel().initramfs.binaries.iter().any(|b| b == "axum_server") {
+        rep.tokio_adapter = Some("not run: axum_server not built (scripts/vm-smoke builds it)".into());
+    } else if problems.is_empty() {
+        match crate::axum::check(&mut g, &net, net.stack_addr, net.prefix_len, &env.run_dir) {
+            Ok(done) => {
+                eprintln!("vm-tests: tokio adapter: {done}");
+                rep.tokio_adapter = Some(done);
+            }
+            Err(e) => problems.push(format!("tokio adapter (axum_server in the guest): {e:#}")),
+        }
+    }
     let _ = g.poweroff();
     if !problems.is_empty() {
         let warnings: Vec<String> = rep
@@ -340,6 +355,9 @@ fn table(r: &SmokeReport) -> String {
                 c.errors
             ),
         );
+    }
+    if let Some(a) = &r.tokio_adapter {
+        t.row("tokio adapter", a.clone());
     }
     if let Some(s) = &r.stopped {
         t.row(
