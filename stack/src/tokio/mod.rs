@@ -88,6 +88,12 @@ pub(crate) struct Shared {
     failed: bool,
 }
 
+/// Connection `id`'s state in `conns`, if it is still that connection's. A free function so a
+/// caller can hold it next to `Shared::t` (disjoint fields).
+pub(crate) fn conn_in(conns: &mut [Option<ConnState>], id: ConnId) -> Option<&mut ConnState> {
+    conns.get_mut(id.slot())?.as_mut().filter(|c| c.id == id)
+}
+
 pub(crate) struct ConnState {
     id: ConnId,
     /// Received, not yet read by the application.
@@ -208,7 +214,7 @@ impl Shared {
     }
 
     pub(crate) fn conn(&mut self, id: ConnId) -> Option<&mut ConnState> {
-        self.conns.get_mut(id.slot())?.as_mut().filter(|c| c.id == id)
+        conn_in(&mut self.conns, id)
     }
 
     /// The application is done with `id`: the transport closes it gracefully.

@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use ::tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use bytes::Buf;
 
-use super::{lock, register, to_io, Shared, RX_KEEP};
+use super::{conn_in, lock, register, to_io, Shared, RX_KEEP};
 use crate::transport::{ConnId, ListenerId};
 
 /// A listening port on the transport; `accept` hands out [`TcpStream`]s. Dropping it closes
@@ -102,7 +102,7 @@ impl AsyncRead for TcpStream {
         if let Err(e) = sh.check() {
             return Poll::Ready(Err(e));
         }
-        let Some(cs) = sh.conns.get_mut(self.id.slot()).and_then(Option::as_mut).filter(|c| c.id == self.id) else {
+        let Some(cs) = conn_in(&mut sh.conns, self.id) else {
             return Poll::Ready(Err(gone()));
         };
         let mut took = false;
@@ -148,7 +148,7 @@ impl AsyncWrite for TcpStream {
         if let Err(e) = sh.check() {
             return Poll::Ready(Err(e));
         }
-        let Some(cs) = sh.conns.get_mut(self.id.slot()).and_then(Option::as_mut).filter(|c| c.id == self.id) else {
+        let Some(cs) = conn_in(&mut sh.conns, self.id) else {
             return Poll::Ready(Err(gone()));
         };
         match sh.t.send(self.id, data) {
@@ -182,7 +182,7 @@ impl AsyncWrite for TcpStream {
         if let Err(e) = sh.check() {
             return Poll::Ready(Err(e));
         }
-        let Some(cs) = sh.conns.get_mut(self.id.slot()).and_then(Option::as_mut).filter(|c| c.id == self.id) else {
+        let Some(cs) = conn_in(&mut sh.conns, self.id) else {
             return Poll::Ready(Err(gone()));
         };
         if std::mem::replace(&mut cs.shut, true) {
