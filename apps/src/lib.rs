@@ -273,10 +273,33 @@ pub struct XskOpts {
     /// in softirq; they are read on the next wake-up, 1 s later at most.
     #[arg(long)]
     pub no_defer_acks: bool,
+    /// When SYNs are answered with SYN cookies (no state kept until the handshake completes):
+    /// auto = when the half-open table is full, as Linux (a flood costs no memory and no
+    /// half-open connection is evicted); always; off = evict the oldest half-open connection.
+    #[arg(long, value_name = "auto|always|off", default_value = "auto")]
+    pub syn_cookies: SynCookiesArg,
     #[command(flatten)]
     pub loss_recovery: RecoveryOpts,
     #[command(flatten)]
     pub faults: FaultOpts,
+}
+
+/// `--syn-cookies`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SynCookiesArg {
+    Auto,
+    Always,
+    Off,
+}
+
+impl From<SynCookiesArg> for stack::xsk::SynCookies {
+    fn from(a: SynCookiesArg) -> Self {
+        match a {
+            SynCookiesArg::Auto => stack::xsk::SynCookies::Auto,
+            SynCookiesArg::Always => stack::xsk::SynCookies::Always,
+            SynCookiesArg::Off => stack::xsk::SynCookies::Off,
+        }
+    }
 }
 
 /// `--partial-csum`.
@@ -307,6 +330,7 @@ impl XskOpts {
         "idle_timeout",
         "fin_timeout",
         "no_defer_acks",
+        "syn_cookies",
         "recovery",
         "rto_min",
         "rto_max",
@@ -359,6 +383,7 @@ impl XskOpts {
         c.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
         c.fin_timeout = self.fin_timeout;
         c.defer_acks = !self.no_defer_acks;
+        c.syn_cookies = self.syn_cookies.into();
         c.recovery = self.loss_recovery.settings().map_err(UsageError)?;
         c.faults = self.faults.faults();
         Ok(c)

@@ -63,9 +63,9 @@ fn quick_flood_keeps_memory_bounded_and_connections_held() {
         }
         if c["flood"] == true {
             assert!(u("syns_sent") > 10_000, "{name}:\n{text}");
-            // The SYNs arrived: evicted half-open sockets or frames dropped before the stack
-            // (xsk), SYN cookies or queue drops (kernel).
-            let seen: u64 = ["syn_backlog", "xdp_rx_dropped", "SyncookiesSent", "TCPReqQFullDrop", "ListenDrops"]
+            // The SYNs arrived: SYN cookies, evicted half-open sockets or frames dropped before
+            // the stack (xsk), SYN cookies or queue drops (kernel).
+            let seen: u64 = ["syn_cookies_sent", "syn_backlog", "xdp_rx_dropped", "SyncookiesSent", "TCPReqQFullDrop", "ListenDrops"]
                 .iter()
                 .filter_map(|k| drops[*k].as_u64())
                 .sum();

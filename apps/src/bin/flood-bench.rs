@@ -1054,6 +1054,8 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
             for k in ["rx_dropped", "rx_fill_ring_empty_descs", "rx_ring_full"] {
                 m.insert(format!("xdp_{k}"), st["port"]["xdp"][k].clone());
             }
+            // SYNs answered with a cookie (kernel TCP's SyncookiesSent), not a drop but a trace of the flood.
+            m.insert("syn_cookies_sent".into(), st["syn_cookies_sent"].clone());
         }
         (
             drops,

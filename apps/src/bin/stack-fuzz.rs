@@ -32,6 +32,10 @@ struct Cli {
     /// Connections the server accepts at most (small, so the limit is hit).
     #[arg(long, default_value_t = 160)]
     max_conns: usize,
+    /// When the server answers SYNs with cookies: auto (when its half-open table is full, the
+    /// default), always (every handshake through the cookie path), off.
+    #[arg(long, value_name = "auto|always|off", default_value = "auto")]
+    syn_cookies: apps::SynCookiesArg,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -49,7 +53,13 @@ fn rss_kib() -> u64 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let cfg = FuzzConfig { frames: cli.frames, seed: cli.seed, peers: cli.peers, max_conns: cli.max_conns };
+    let cfg = FuzzConfig {
+        frames: cli.frames,
+        seed: cli.seed,
+        peers: cli.peers,
+        max_conns: cli.max_conns,
+        syn_cookies: cli.syn_cookies.into(),
+    };
     let start = Instant::now();
     let quiet = cli.quiet;
     let r = run(&cfg, |r| {
@@ -73,6 +83,7 @@ fn main() -> ExitCode {
     };
     println!("stack-fuzz: {} frames, seed {}, {:.1} s ({:.0} frames/s), peak RSS {} KiB", rep.frames, rep.seed, secs, rep.frames as f64 / secs, rss_kib());
     println!("  server: accepted {}, requests {}, answers {}, honest echoes {}", rep.accepted, rep.requests, rep.answers, rep.honest_echoes);
+    println!("  SYN cookies: sent {}, connections made from one {}", rep.syn_cookies_sent, rep.syn_cookies_accepted);
     println!(
         "  peaks: live sockets {}, connections {}, half-open {}; closed by idle timeout {}, peer silent with data out {}, FIN timeout {}",
         rep.max_live_sockets, rep.max_connections, rep.max_half_open, rep.idle_closed, rep.timed_out, rep.fin_timeouts

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use xsk_io::port::{PortConfig, PortError};
 
+use super::engine::SynCookies;
 use super::faults::Faults;
 use super::recovery::Recovery;
 
@@ -94,6 +95,10 @@ pub struct XskConfig {
     pub fin_timeout: Duration,
     /// Memory half-open connections may hold (their socket buffers).
     pub half_open_bytes: usize,
+    /// When SYNs are answered with SYN cookies: by default when the half-open
+    /// table is full (as Linux), so a SYN flood costs no memory and no
+    /// half-open connection is evicted.
+    pub syn_cookies: SynCookies,
     /// Partial TCP checksums (a local sender's checksum offload).
     pub partial_csum: PartialCsum,
     /// Congestion control.
@@ -134,6 +139,7 @@ impl XskConfig {
             idle_timeout: None,
             fin_timeout: Duration::from_secs(60),
             half_open_bytes: 64 << 20,
+            syn_cookies: SynCookies::Auto,
             partial_csum: PartialCsum::Auto,
             congestion: Congestion::Cubic,
             recovery: Recovery::default(),

@@ -27,15 +27,19 @@ pub enum DropReason {
     NoSocket,
     /// A SYN beyond the connection limit (answered with RST).
     ConnLimit,
-    /// A half-open connection evicted because the SYN backlog was full.
+    /// A half-open connection evicted because the SYN backlog was full
+    /// (only with SYN cookies off).
     SynBacklog,
+    /// An ACK to a listening port, while SYN cookies were in use, that
+    /// matched no connection and returned no valid cookie (answered with RST).
+    BadCookie,
     /// Dropped by configured fault injection (tests).
     Injected,
 }
 
 impl DropReason {
     /// All reasons, in counter order.
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::Malformed,
         DropReason::BadChecksum,
         DropReason::BadSource,
@@ -45,6 +49,7 @@ impl DropReason {
         DropReason::NoSocket,
         DropReason::ConnLimit,
         DropReason::SynBacklog,
+        DropReason::BadCookie,
         DropReason::Injected,
     ];
 
@@ -60,6 +65,7 @@ impl DropReason {
             DropReason::NoSocket => "no_socket",
             DropReason::ConnLimit => "conn_limit",
             DropReason::SynBacklog => "syn_backlog",
+            DropReason::BadCookie => "bad_cookie",
             DropReason::Injected => "injected",
         }
     }
@@ -82,7 +88,14 @@ impl DropReason {
             DropReason::ConnLimit => {
                 "a SYN beyond the connection limit; answered with RST (raise --max-conns if the load is legitimate)"
             }
-            DropReason::SynBacklog => "the half-open (SYN) backlog was full: the oldest half-open connection was evicted",
+            DropReason::SynBacklog => {
+                "the half-open (SYN) backlog was full and SYN cookies are off: the oldest half-open connection \
+                 was evicted"
+            }
+            DropReason::BadCookie => {
+                "an ACK matched no connection and returned no valid SYN cookie (a forged or stale ACK, or one \
+                 more than about two minutes after its SYN-ACK); answered with RST"
+            }
             DropReason::Injected => "fault injection is configured",
         }
     }
@@ -113,8 +126,10 @@ pub struct DropStats {
     pub no_socket: u64,
     /// SYNs beyond the connection limit (answered with RST).
     pub conn_limit: u64,
-    /// Half-open connections evicted from a full SYN backlog.
+    /// Half-open connections evicted from a full SYN backlog (SYN cookies off).
     pub syn_backlog: u64,
+    /// ACKs with no connection and no valid SYN cookie (answered with RST).
+    pub bad_cookie: u64,
     /// Dropped by fault injection.
     pub injected: u64,
 }
@@ -146,6 +161,7 @@ impl DropStats {
             DropReason::NoSocket => &mut self.no_socket,
             DropReason::ConnLimit => &mut self.conn_limit,
             DropReason::SynBacklog => &mut self.syn_backlog,
+            DropReason::BadCookie => &mut self.bad_cookie,
             DropReason::Injected => &mut self.injected,
         }
     }
@@ -161,6 +177,7 @@ impl DropStats {
             DropReason::NoSocket => &self.no_socket,
             DropReason::ConnLimit => &self.conn_limit,
             DropReason::SynBacklog => &self.syn_backlog,
+            DropReason::BadCookie => &self.bad_cookie,
             DropReason::Injected => &self.injected,
         }
     }

@@ -42,7 +42,7 @@ pub use acks::AckStats;
 pub use config::{AddrMode, Congestion, PartialCsum, XskConfig, XskError};
 pub use device::DeviceStats;
 pub use drops::{DropReason, DropStats};
-pub use engine::EngineStats;
+pub use engine::{EngineStats, SynCookies};
 pub use faults::Faults;
 pub use recovery::{Recovery, RecoveryStats};
 

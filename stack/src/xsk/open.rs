@@ -97,6 +97,7 @@ impl XskTransport {
             idle_timeout: cfg.idle_timeout,
             fin_timeout: cfg.fin_timeout,
             half_open_bytes: cfg.half_open_bytes,
+            syn_cookies: cfg.syn_cookies,
             congestion: cfg.congestion,
             recovery: cfg.recovery,
             accept_partial_csum: accept_partial,

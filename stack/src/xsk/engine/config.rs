@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::xsk::config::Congestion;
 use crate::xsk::drops::DropStats;
 use crate::xsk::recovery::{Recovery, RecoveryStats};
+use super::cookies::SynCookies;
 
 /// What the engine is configured with (the protocol part of `XskConfig`).
 #[derive(Clone, Debug)]
@@ -37,6 +38,8 @@ pub(crate) struct EngineConfig {
     pub(crate) fin_timeout: Duration,
     /// Memory that half-open connections may hold (their socket buffers).
     pub(crate) half_open_bytes: usize,
+    /// When SYNs are answered with cookies instead of half-open sockets.
+    pub(crate) syn_cookies: SynCookies,
     pub(crate) congestion: Congestion,
     pub(crate) recovery: Recovery,
     /// Accept TCP checksums left partial by a local sender's offload.
@@ -59,6 +62,10 @@ pub struct EngineStats {
     pub accepted: u64,
     /// Outgoing connections established.
     pub connected: u64,
+    /// SYNs answered with a SYN cookie (no socket kept).
+    pub syn_cookies_sent: u64,
+    /// Half-open connections rebuilt from a valid SYN cookie (then established).
+    pub syn_cookies_accepted: u64,
     /// Connections reported closed to the application.
     pub closed: u64,
     /// Sockets returned to the pool (or freed).

@@ -49,6 +49,13 @@ impl Engine {
                 let b = bucket_of(src, sport, dport, self.buckets.len());
                 // Only a SYN for no live connection goes to the listeners.
                 let to_listener = syn && listening && !self.buckets[b].has_conn(src, sport, dport);
+                if to_listener && self.wants_cookie() {
+                    self.send_cookie(now, frame, link);
+                    return Ok(info);
+                }
+                if !syn && listening && now < self.cookies_until {
+                    self.take_cookie(now, b, frame);
+                }
                 let bucket = &mut self.buckets[b];
                 let set = if to_listener { &mut bucket.listen } else { &mut bucket.sockets };
                 let mut dev = SmolDev { rx: Some(frame), link };

@@ -4,9 +4,13 @@ use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 
+use smoltcp::phy::TxToken;
+use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
+
+use super::cookies::{self, SynAck, SynCookies};
 use super::delayers::Delayers;
-use super::{Conn, Engine, EngineConfig};
-use crate::transport::Event;
+use super::{Conn, Engine, EngineConfig, Link};
+use crate::transport::{Event, ListenerId};
 use crate::xsk::config::Congestion;
 use crate::xsk::drops::DropReason;
 
@@ -342,4 +346,85 @@ impl Engine {
             }
         }
     }
+
+    /// Whether a SYN for a listener gets a cookie instead of a socket.
+    pub(super) fn wants_cookie(&self) -> bool {
+        match self.cfg.syn_cookies {
+            SynCookies::Off => false,
+            SynCookies::Always => true,
+            SynCookies::Auto => self.embryos >= self.embryo_limit(),
+        }
+    }
+
+    /// Answers the SYN in `frame` with a SYN-ACK whose sequence number is a
+    /// cookie, and keeps nothing.
+    pub(super) fn send_cookie<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) {
+        let Some(syn) = cookies::segment(frame) else { return };
+        let mut peer_mac = [0u8; 6];
+        peer_mac.copy_from_slice(&frame[6..12]);
+        let answer = SynAck {
+            our_mac: self.cfg.mac,
+            // The SYN's sender: the peer, or the router it came through.
+            peer_mac,
+            cookie: self.jar.make(now, &syn.tuple, syn.seq, syn.opts),
+            // As smoltcp's SYN-ACK (RFC 6691).
+            mss: link.mtu().saturating_sub(40).min(u16::MAX as usize) as u16,
+            window: self.cfg.rx_buffer.min(u16::MAX as usize) as u16,
+            window_shift: window_shift(self.cfg.rx_buffer),
+        };
+        link.tx().consume(SynAck::len(&syn), |buf| answer.write(&syn, buf));
+        self.stats.syn_cookies_sent += 1;
+        self.cookies_until = now + smoltcp::time::Duration::from_secs(128);
+    }
+
+    /// A segment for a listening port, not a SYN, while cookies are out: if
+    /// it matches no connection of bucket `b` and returns a valid cookie, the
+    /// half-open connection the cookie encodes is rebuilt there, so the
+    /// segment then establishes it (with any data it carries).
+    pub(super) fn take_cookie(&mut self, now: Instant, b: usize, frame: &[u8]) {
+        let Some(seg) = cookies::segment(frame) else { return };
+        if seg.flags & (cookies::SYN | cookies::RST) != 0 || seg.flags & cookies::ACK == 0 {
+            return;
+        }
+        let t = seg.tuple;
+        if self.buckets[b].has_conn(t.src, t.sport, t.dport) {
+            return;
+        }
+        let (peer_isn, cookie) = (seg.seq.wrapping_sub(1), seg.ack.wrapping_sub(1));
+        let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
+            // smoltcp finds no socket and answers with RST, as Linux does.
+            self.stats.drops.count(DropReason::BadCookie);
+            return;
+        };
+        let Some(lid) = self.listeners.iter().position(|p| *p == Some(t.dport)) else { return };
+        if self.embryos + self.conns.len() >= self.cfg.max_conns {
+            self.stats.drops.count(DropReason::ConnLimit);
+            return;
+        }
+        let mut s = self.new_socket();
+        let rebuilt = s.accept_syn_cookie(
+            now,
+            IpEndpoint::new(t.dst.into(), t.dport),
+            IpEndpoint::new(t.src.into(), t.sport),
+            TcpSeqNumber(cookie as i32),
+            TcpSeqNumber(peer_isn as i32),
+            d.mss,
+            d.window_scale,
+            window_shift(self.cfg.rx_buffer),
+            d.sack,
+        );
+        if rebuilt.is_err() {
+            self.recycle(s);
+            return;
+        }
+        let h = self.buckets[b].sockets.add(s);
+        self.buckets[b].embryos.push((h, ListenerId(lid as u32), now));
+        self.embryos += 1;
+        self.stats.syn_cookies_accepted += 1;
+    }
+}
+
+/// The window scale smoltcp offers for a receive buffer of `cap` bytes.
+fn window_shift(cap: usize) -> u8 {
+    ((usize::BITS - cap.leading_zeros()) as u8).saturating_sub(16).min(14)
 }

@@ -14,6 +14,7 @@
 mod bucket;
 mod config;
 mod connections;
+mod cookies;
 mod delayers;
 mod egress;
 mod ingest;
@@ -37,6 +38,7 @@ use crate::transport::{ConnSlab, Event};
 use bucket::{Bucket, Conn};
 pub(crate) use config::EngineConfig;
 pub use config::EngineStats;
+pub use cookies::SynCookies;
 use link::SmolDev;
 pub(crate) use link::Link;
 pub(crate) use ports::PortChange;
@@ -78,6 +80,11 @@ pub(crate) struct Engine {
     track_acks: bool,
     /// Peers known to delay their ACKs (tail-loss probe allowance).
     delayers: delayers::Delayers,
+    /// SYN cookies' key.
+    jar: cookies::CookieJar,
+    /// Until when an ACK that matches no connection may return a cookie
+    /// (two periods after the last one sent; checking costs a hash).
+    cookies_until: Instant,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -123,6 +130,8 @@ impl Engine {
             eager: 0,
             track_acks: false,
             delayers: delayers::Delayers::default(),
+            jar: cookies::CookieJar::new(cfg.seed),
+            cookies_until: now,
             cfg,
         }
     }
@@ -173,6 +182,8 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod cookie_tests;
 #[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]

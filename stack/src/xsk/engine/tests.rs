@@ -154,6 +154,8 @@ fn flood_then_connect(flood: u32, min_evicted: u64) {
     a.tx_buffer = 4096;
     a.half_open_bytes = 64 * 8192; // 64 half-open connections
     a.max_conns = 100_000;
+    // Eviction, the policy without cookies (see cookie_tests for the default).
+    a.syn_cookies = crate::xsk::SynCookies::Off;
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let mut ev = Vec::new();

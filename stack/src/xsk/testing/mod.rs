@@ -100,6 +100,7 @@ pub(crate) fn config(addr: Ipv4Addr) -> EngineConfig {
         idle_timeout: None,
         fin_timeout: Duration::from_secs(60),
         half_open_bytes: 64 << 20,
+        syn_cookies: crate::xsk::SynCookies::Auto,
         congestion: Congestion::Cubic,
         recovery: crate::xsk::Recovery::default(),
         accept_partial_csum: false,

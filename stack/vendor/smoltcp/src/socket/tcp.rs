@@ -1202,6 +1202,58 @@ impl<'a> Socket<'a> {
         Ok(())
     }
 
+    /// [xsk-stack patch: syn-cookie] Puts a closed socket into SYN-RECEIVED as
+    /// if it had taken the peer's SYN in LISTEN and already sent its SYN-ACK
+    /// with initial sequence number `local_isn`: the state a SYN cookie
+    /// encodes, rebuilt when the ACK that returns the cookie arrives. The
+    /// caller then processes that ACK as usual, which establishes the
+    /// connection (and takes any data it carries). `window_shift` is the
+    /// scale the SYN-ACK offered (used only when the peer offered one,
+    /// `window_scale`); no timestamps (a cookie's SYN-ACK carries none).
+    /// Unlike a listener, an RST in SYN-RECEIVED closes it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn accept_syn_cookie(
+        &mut self,
+        now: Instant,
+        local: IpEndpoint,
+        remote: IpEndpoint,
+        local_isn: TcpSeqNumber,
+        remote_isn: TcpSeqNumber,
+        mss: u16,
+        window_scale: Option<u8>,
+        window_shift: u8,
+        sack_permitted: bool,
+    ) -> Result<(), ListenError> {
+        if self.is_open() {
+            return Err(ListenError::InvalidState);
+        }
+        if local.port == 0 || remote.port == 0 {
+            return Err(ListenError::Unaddressable);
+        }
+        self.reset();
+        if mss != 0 {
+            self.remote_mss = (mss as usize).max(MIN_REMOTE_MSS);
+            self.congestion_controller
+                .inner_mut()
+                .set_mss(self.remote_mss);
+        }
+        self.tuple = Some(Tuple { local, remote });
+        self.local_seq_no = local_isn;
+        self.remote_seq_no = remote_isn + 1;
+        // The SYN-ACK went out: its SYN occupies `local_isn`.
+        self.remote_last_seq = local_isn + 1;
+        self.remote_last_ack = Some(self.remote_seq_no);
+        self.remote_has_sack = sack_permitted;
+        self.remote_win_scale = window_scale;
+        self.remote_win_shift = if window_scale.is_some() { window_shift.min(14) } else { 0 };
+        self.tsval_generator = None;
+        // What the SYN-ACK advertised (unscaled, as in every SYN).
+        self.remote_last_win = u16::try_from(self.rx_buffer.window()).unwrap_or(u16::MAX);
+        self.set_state(State::SynReceived);
+        self.timer.set_for_idle(now, self.keep_alive);
+        Ok(())
+    }
+
     /// Connect to a given endpoint.
     ///
     /// The local port must be provided explicitly. Assuming `fn get_ephemeral_port() -> u16`

@@ -1,0 +1,266 @@
+//! SYN cookies through the engine, in memory: the handshake a cookie
+//! carries, data on its ACK, expired, wrong and duplicate ACKs, and a flood
+//! that never reaches the half-open table's limit with a real client after it.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use super::cookies::SynCookies;
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{EthernetFrame, Ipv4Packet, TcpPacket, TcpRepr};
+
+use crate::transport::{ConnId, Event, Transport};
+use crate::xsk::demux::{inspect, RxRules};
+use crate::xsk::testing::frames::{parse_tcp, tcp, Seg, TcpSpec};
+use crate::xsk::testing::{config, mac_of, MemTransport, Pair};
+
+const PORT: u16 = 7;
+const PEER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const ACK: u8 = 0x10;
+const PSH: u8 = 0x08;
+
+fn server(cookies: SynCookies) -> MemTransport {
+    let mut c = config(Pair::A);
+    c.syn_cookies = cookies;
+    // 256 KiB: a window scale of 3, which the cookie's SYN-ACK offers and the socket must use.
+    c.rx_buffer = 256 * 1024;
+    let mut t = MemTransport::new(c);
+    t.listen(PORT).unwrap();
+    t
+}
+
+fn spec<'a>(seq: u32, ack: u32, flags: u8, options: &'a [u8], payload: &'a [u8]) -> TcpSpec<'a> {
+    TcpSpec { src: PEER, src_mac: mac_of(PEER), dst: Pair::A, dst_mac: mac_of(Pair::A), sport: 40000, dport: PORT, seq, ack, flags, options, payload, ..TcpSpec::default() }
+}
+
+/// Polls once and returns the events and the TCP segments sent.
+fn pump(t: &mut MemTransport) -> (Vec<Event>, Vec<Seg>) {
+    let mut ev = Vec::new();
+    t.poll(&mut ev, None).unwrap();
+    t.tick();
+    let mut more = Vec::new();
+    t.poll(&mut more, None).unwrap();
+    ev.extend(more);
+    (ev, t.take_sent().iter().filter_map(|f| parse_tcp(f)).collect())
+}
+
+fn accepted(ev: &[Event]) -> Vec<ConnId> {
+    ev.iter().filter_map(|e| if let Event::Accepted { conn, .. } = e { Some(*conn) } else { None }).collect()
+}
+
+/// MSS 1460, SACK permitted, window scale 7: what Linux offers.
+const LINUX_OPTS: [u8; 12] = [2, 4, 0x05, 0xb4, 4, 2, 1, 1, 1, 3, 3, 7];
+
+/// Sends a SYN and returns the cookie SYN-ACK (the only segment sent).
+fn cookie_syn_ack(t: &mut MemTransport, isn: u32) -> Seg {
+    t.inbox.push_back(tcp(&spec(isn, 0, 0x02, &LINUX_OPTS, b"")));
+    let mut ev = Vec::new();
+    t.poll(&mut ev, None).unwrap();
+    t.tick();
+    assert!(ev.is_empty(), "{ev:?}");
+    let frames = t.take_sent();
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    // Both checksums right, as the peer's stack checks them.
+    let rules = RxRules { mac: mac_of(PEER), addr: PEER, prefix_len: 24, accept_partial: false };
+    inspect(&frames[0], &rules).expect("a well-formed SYN-ACK");
+    // The options a smoltcp listener would have sent.
+    let eth = EthernetFrame::new_checked(&frames[0][..]).unwrap();
+    let ip = Ipv4Packet::new_checked(eth.payload()).unwrap();
+    let seg = TcpPacket::new_checked(ip.payload()).unwrap();
+    let repr = TcpRepr::parse(&seg, &ip.src_addr().into(), &ip.dst_addr().into(), &ChecksumCapabilities::default()).unwrap();
+    assert_eq!((repr.max_seg_size, repr.sack_permitted, repr.window_scale), (Some(1460), true, Some(3)), "{repr:?}");
+    assert!(ip.dont_frag() && ip.hop_limit() == 64);
+    let sa = parse_tcp(&frames[0]).unwrap();
+    assert!(sa.syn() && sa.ack_set(), "{sa:?}");
+    assert_eq!(sa.ack, isn.wrapping_add(1));
+    sa
+}
+
+#[test]
+fn a_cookie_syn_ack_keeps_nothing_and_its_ack_with_data_opens_the_connection() {
+    let mut t = server(SynCookies::Always);
+    let before = t.engine.stats();
+    let sa = cookie_syn_ack(&mut t, 1000);
+    let s = t.engine.stats();
+    assert_eq!((s.half_open, s.live_sockets, s.syn_cookies_sent), (0, before.live_sockets, 1), "{s:?}");
+    t.inbox.push_back(tcp(&spec(1001, sa.seq.wrapping_add(1), ACK | PSH, b"", b"hello")));
+    let (ev, segs) = pump(&mut t);
+    let conns = accepted(&ev);
+    assert_eq!(conns.len(), 1, "{ev:?} {segs:?}");
+    let c = conns[0];
+    let mut buf = BytesMut::new();
+    t.recv(c, &mut buf).unwrap();
+    assert_eq!(&buf[..], b"hello", "the data on the ACK");
+    assert_eq!(t.engine.peer_addr(c), Some(SocketAddrV4::new(PEER, 40000)));
+    t.send(c, b"world").unwrap();
+    let (_, segs) = pump(&mut t);
+    let resp = segs.iter().find(|s| !s.payload.is_empty()).expect("a response");
+    assert_eq!((resp.seq, resp.ack, &resp.payload[..]), (sa.seq.wrapping_add(1), 1006, &b"world"[..]));
+    // Scaled by the shift the SYN-ACK offered.
+    assert_eq!(resp.window as usize, (256 * 1024) >> 3, "{resp:?}");
+    let s = t.engine.stats();
+    assert_eq!((s.syn_cookies_accepted, s.connections, s.half_open), (1, 1, 0), "{s:?}");
+}
+
+#[test]
+fn the_cookie_carries_mss_sack_and_window_scale_into_the_socket() {
+    let mut t = server(SynCookies::Always);
+    // MSS 536 (the smallest), no SACK, window scale 2: a window field of 100 means 400 bytes.
+    t.inbox.push_back(tcp(&spec(5000, 0, 0x02, &[2, 4, 0x02, 0x18, 1, 3, 3, 2], b"")));
+    let (_, segs) = pump(&mut t);
+    let sa = segs[0].clone();
+    t.inbox.push_back(tcp(&TcpSpec { window: 100, ..spec(5001, sa.seq.wrapping_add(1), ACK, b"", b"") }));
+    let (ev, _) = pump(&mut t);
+    let c = accepted(&ev)[0];
+    // Segments of at most 536 bytes, and 400 bytes in flight (the window scaled).
+    t.send(c, &[7u8; 10_000]).unwrap();
+    let (_, segs) = pump(&mut t);
+    let sizes: Vec<usize> = segs.iter().map(|s| s.payload.len()).filter(|n| *n > 0).collect();
+    assert_eq!(sizes, [400], "{sizes:?}");
+    // Opened to 4,000 bytes (1,000 scaled): MSS-sized segments.
+    t.inbox.push_back(tcp(&TcpSpec { window: 1000, ..spec(5001, sa.seq.wrapping_add(401), ACK, b"", b"") }));
+    let (_, segs) = pump(&mut t);
+    let sizes: Vec<usize> = segs.iter().map(|s| s.payload.len()).filter(|n| *n > 0).collect();
+    assert!(!sizes.is_empty() && sizes.iter().all(|n| *n <= 536) && sizes.contains(&536), "{sizes:?}");
+}
+
+#[test]
+fn a_real_client_connects_through_cookies_and_exchanges_data() {
+    let mut a = config(Pair::A);
+    a.syn_cookies = SynCookies::Always;
+    let mut p = Pair::with(a, config(Pair::B));
+    p.a.listen(PORT).unwrap();
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    let (ea, eb) = p.settle(20);
+    assert!(eb.contains(&Event::Connected(cb)), "{eb:?}");
+    let ca = accepted(&ea)[0];
+    // 100 KB each way through 16 KiB buffers: the window (scaled as the
+    // cookie said) and SACK work.
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    let (mut sent, mut got, mut back) = (0, Vec::new(), Vec::new());
+    for _ in 0..2000 {
+        if sent < data.len() {
+            sent += p.b.send(cb, &data[sent..]).unwrap();
+        }
+        p.settle(2);
+        let mut b = BytesMut::new();
+        while p.a.recv(ca, &mut b).unwrap() > 0 {}
+        let mut off = 0;
+        while off < b.len() {
+            off += p.a.send(ca, &b[off..]).unwrap();
+            p.settle(2);
+        }
+        got.extend_from_slice(&b);
+        let mut r = BytesMut::new();
+        while p.b.recv(cb, &mut r).unwrap() > 0 {}
+        back.extend_from_slice(&r);
+        if back.len() == data.len() {
+            break;
+        }
+    }
+    assert!(got == data && back == data, "{} / {} of {}", got.len(), back.len(), data.len());
+    assert_eq!(p.a.engine.stats().syn_cookies_accepted, 1);
+}
+
+#[test]
+fn an_expired_cookie_is_refused_with_rst() {
+    let mut t = server(SynCookies::Always);
+    // Made 100 s in (the second 64-second period): valid until 192 s.
+    t.advance(Duration::from_secs(100));
+    let sa = cookie_syn_ack(&mut t, 1000);
+    t.advance(Duration::from_secs(91));
+    let mut late = server(SynCookies::Always);
+    late.advance(Duration::from_secs(191));
+    // Still valid at 191 s (on a twin server with the same key and clock).
+    late.inbox.push_back(tcp(&spec(1000, 0, 0x02, &LINUX_OPTS, b"")));
+    late.inbox.push_back(tcp(&spec(1001, sa.seq.wrapping_add(1), ACK, b"", b"")));
+    assert_eq!(accepted(&pump(&mut late).0).len(), 1, "valid until the end of the next period");
+    t.advance(Duration::from_secs(1));
+    t.inbox.push_back(tcp(&spec(1001, sa.seq.wrapping_add(1), ACK, b"", b"")));
+    let (ev, segs) = pump(&mut t);
+    assert!(accepted(&ev).is_empty(), "{ev:?}");
+    assert!(segs.iter().any(|s| s.rst()), "{segs:?}");
+    let s = t.engine.stats();
+    assert_eq!((s.drops.bad_cookie, s.connections, s.syn_cookies_accepted), (1, 0, 0), "{s:?}");
+}
+
+#[test]
+fn a_wrong_cookie_or_wrong_isn_is_refused() {
+    let mut t = server(SynCookies::Always);
+    let sa = cookie_syn_ack(&mut t, 1000);
+    // One more than the cookie; and the right cookie under another ISN.
+    t.inbox.push_back(tcp(&spec(1001, sa.seq.wrapping_add(2), ACK, b"", b"")));
+    t.inbox.push_back(tcp(&spec(2001, sa.seq.wrapping_add(1), ACK, b"", b"")));
+    let (ev, segs) = pump(&mut t);
+    assert!(accepted(&ev).is_empty(), "{ev:?}");
+    assert_eq!(segs.iter().filter(|s| s.rst()).count(), 2, "{segs:?}");
+    let s = t.engine.stats();
+    assert_eq!((s.drops.bad_cookie, s.connections, s.live_sockets - s.listening), (2, 0, 0), "{s:?}");
+}
+
+#[test]
+fn a_duplicate_ack_makes_no_second_connection() {
+    let mut t = server(SynCookies::Always);
+    let sa = cookie_syn_ack(&mut t, 1000);
+    let ack = tcp(&spec(1001, sa.seq.wrapping_add(1), ACK, b"", b""));
+    t.inbox.push_back(ack.clone());
+    let (ev, _) = pump(&mut t);
+    assert_eq!(accepted(&ev).len(), 1);
+    let live = t.engine.stats().live_sockets;
+    t.inbox.push_back(ack.clone());
+    t.inbox.push_back(ack);
+    let (ev, segs) = pump(&mut t);
+    assert!(accepted(&ev).is_empty(), "{ev:?}");
+    assert!(!segs.iter().any(|s| s.rst()), "{segs:?}");
+    let s = t.engine.stats();
+    assert_eq!((s.live_sockets, s.connections, s.syn_cookies_accepted, s.drops.bad_cookie), (live, 1, 1, 0), "{s:?}");
+}
+
+#[test]
+fn a_retransmitted_syn_gets_the_same_cookie() {
+    let mut t = server(SynCookies::Always);
+    let a = cookie_syn_ack(&mut t, 77);
+    t.advance(Duration::from_secs(1));
+    let b = cookie_syn_ack(&mut t, 77);
+    assert_eq!(a.seq, b.seq);
+}
+
+/// 100,000 SYNs from random sources with cookies on their default (when the
+/// half-open table is full): the table never passes its limit, nothing is
+/// evicted, and a real client that comes after connects at its first try.
+#[test]
+fn syn_flood_of_100k_with_cookies_then_a_real_client_at_first_try() {
+    let mut a = config(Pair::A);
+    a.rx_buffer = 4096;
+    a.tx_buffer = 4096;
+    a.half_open_bytes = 64 * 8192; // 64 half-open connections
+    a.max_conns = 100_000;
+    assert_eq!(a.syn_cookies, SynCookies::Auto);
+    let mut p = Pair::with(a, config(Pair::B));
+    p.a.listen(PORT).unwrap();
+    let mut ev = Vec::new();
+    let mut x = 0x1234_5678u32;
+    for i in 0..100_000u32 {
+        x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        let src = Ipv4Addr::new(198, 18, 1 + (x >> 24) as u8 % 200, 1 + (x >> 16) as u8 % 250);
+        p.a.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), dst: Pair::A, dst_mac: mac_of(Pair::A), dport: PORT, sport: 1024 + (x & 0x7fff) as u16, seq: x, ..TcpSpec::default() }));
+        if i % 100 == 99 {
+            p.a.poll(&mut ev, None).unwrap();
+            p.a.take_sent();
+        }
+    }
+    assert!(ev.is_empty(), "{ev:?}");
+    let s = p.a.engine.stats();
+    assert!(s.half_open <= 64, "{s:?}");
+    assert_eq!(s.drops.syn_backlog, 0, "nothing evicted: {s:?}");
+    assert!(s.syn_cookies_sent >= 100_000 - 64, "{s:?}");
+    assert!(s.live_sockets <= 64 + s.listening + 1024, "{s:?}");
+    // The client's SYN is answered with a cookie at once; no retransmission needed.
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    let (ea, eb) = p.settle(20);
+    assert!(eb.contains(&Event::Connected(cb)), "{eb:?} server {:?}", p.a.engine.stats());
+    assert_eq!(accepted(&ea).len(), 1, "{ea:?}");
+    assert_eq!(p.a.engine.stats().syn_cookies_accepted, 1);
+}

@@ -1,0 +1,359 @@
+//! SYN cookies: answering a SYN without keeping anything (RFC 4987, 3.6).
+//!
+//! When the half-open table is full, a SYN gets a SYN-ACK whose initial
+//! sequence number (the cookie) encodes what the connection needs later:
+//! the peer's MSS as an index into [`MSS_TABLE`] (Linux's table), whether it
+//! allowed SACK, and its window scale. A keyed hash of the 4-tuple, the
+//! peer's ISN, a 64-second time counter and those bits authenticates them.
+//! The ACK that completes the handshake returns the cookie plus one; if it
+//! checks out, the engine rebuilds the half-open connection in a fresh
+//! socket (smoltcp patch `syn-cookie`) and hands it the ACK.
+//!
+//! Linux must hide the window scale and SACK bits in the TCP timestamp,
+//! since its 32-bit cookie carries a 24-bit hash and an 8-bit counter; this
+//! one carries them itself and authenticates 23 bits: a forged ACK is
+//! accepted with probability 2^-23 per try (Linux: about 2^-24).
+//!
+//! Layout, low bits first: MSS index (2), SACK (1), window scale + 1 (4;
+//! 0 = none), counter mod 4 (2), hash (23). A cookie is valid in the counter
+//! period that made it and the next: 64 to 128 s, Linux's "about two
+//! minutes". The counter enters the hash, so the effective secret changes
+//! every period without any rotation state.
+
+use std::hash::Hasher;
+use std::net::Ipv4Addr;
+
+use siphasher::sip::SipHasher24;
+use smoltcp::time::Instant;
+
+/// When the engine answers SYNs with cookies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SynCookies {
+    /// Never: past the half-open limit the oldest half-open connection of the
+    /// SYN's bucket is evicted (its peer later meets a reset).
+    Off,
+    /// When the half-open table is full, as Linux's `tcp_syncookies=1`: half-open
+    /// connections are never evicted, and a SYN flood costs no memory.
+    #[default]
+    Auto,
+    /// For every SYN (tests, or a server that expects floods). Every segment
+    /// to a listening port that matches no connection is then checked, a
+    /// keyed hash (about 20 ns) each.
+    Always,
+}
+
+/// MSS values a cookie can carry (Linux's `msstab`): the largest not above
+/// the peer's is used, so the connection never sends more than the peer
+/// takes.
+pub(crate) const MSS_TABLE: [u16; 4] = [536, 1300, 1440, 1460];
+
+/// One cookie period, seconds.
+const PERIOD_S: u64 = 64;
+
+/// What a cookie carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CookieData {
+    pub(crate) mss: u16,
+    pub(crate) sack: bool,
+    pub(crate) window_scale: Option<u8>,
+}
+
+/// The connection a SYN or ACK belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tuple {
+    pub(crate) src: Ipv4Addr,
+    pub(crate) dst: Ipv4Addr,
+    pub(crate) sport: u16,
+    pub(crate) dport: u16,
+}
+
+/// The keyed hash behind the cookies.
+#[derive(Clone)]
+pub(crate) struct CookieJar {
+    k0: u64,
+    k1: u64,
+}
+
+impl CookieJar {
+    /// A jar keyed from `seed` (the engine's random seed).
+    pub(crate) fn new(seed: u64) -> CookieJar {
+        let k0 = splitmix(seed ^ 0x636f_6f6b_6965_7321);
+        CookieJar { k0, k1: splitmix(k0) }
+    }
+
+    fn counter(now: Instant) -> u64 {
+        (now.total_millis().max(0) as u64) / (PERIOD_S * 1000)
+    }
+
+    fn hash(&self, t: &Tuple, peer_isn: u32, counter: u64, low: u32) -> u32 {
+        let mut h = SipHasher24::new_with_keys(self.k0, self.k1);
+        h.write_u32(u32::from(t.src));
+        h.write_u32(u32::from(t.dst));
+        h.write_u16(t.sport);
+        h.write_u16(t.dport);
+        h.write_u32(peer_isn);
+        h.write_u64(counter);
+        h.write_u32(low);
+        (h.finish() >> 41) as u32 // 23 bits
+    }
+
+    /// The cookie (our ISN) for a SYN with sequence number `peer_isn`.
+    pub(crate) fn make(&self, now: Instant, t: &Tuple, peer_isn: u32, d: CookieData) -> u32 {
+        let idx = MSS_TABLE.iter().rposition(|&m| m <= d.mss).unwrap_or(0) as u32;
+        let ws = d.window_scale.map_or(0, |w| w.min(14) as u32 + 1);
+        let counter = Self::counter(now);
+        let low = idx | (d.sack as u32) << 2 | ws << 3 | ((counter & 3) as u32) << 7;
+        self.hash(t, peer_isn, counter, low) << 9 | low
+    }
+
+    /// What `cookie` carries if it is one this jar made for `t` and
+    /// `peer_isn` in this period or the one before.
+    pub(crate) fn check(&self, now: Instant, t: &Tuple, peer_isn: u32, cookie: u32) -> Option<CookieData> {
+        let low = cookie & 0x1ff;
+        let now_c = Self::counter(now);
+        // Periods since the cookie was made, from the two counter bits it keeps.
+        let age = ((now_c & 3) as u32).wrapping_sub(low >> 7) & 3;
+        if age > 1 {
+            return None;
+        }
+        let c = now_c.checked_sub(age as u64)?;
+        if self.hash(t, peer_isn, c, low) != cookie >> 9 {
+            return None;
+        }
+        let ws = (low >> 3) & 0xf;
+        Some(CookieData {
+            mss: MSS_TABLE[(low & 3) as usize],
+            sack: low & 4 != 0,
+            window_scale: (ws != 0).then(|| (ws - 1) as u8),
+        })
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The TCP header fields of a frame `demux::inspect` accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) tuple: Tuple,
+    pub(crate) seq: u32,
+    pub(crate) ack: u32,
+    pub(crate) flags: u8,
+    /// Options of a SYN (MSS 0 when absent).
+    pub(crate) opts: CookieData,
+}
+
+pub(crate) const SYN: u8 = 0x02;
+pub(crate) const RST: u8 = 0x04;
+pub(crate) const ACK: u8 = 0x10;
+
+/// Reads the TCP header of an Ethernet/IPv4/TCP frame; `None` for anything
+/// shorter than its headers say. Never panics.
+pub(crate) fn segment(frame: &[u8]) -> Option<Segment> {
+    let ip = frame.get(14..)?;
+    let ihl = (*ip.first()? & 0x0f) as usize * 4;
+    if ip.len() < 20 || ip[9] != 6 || ihl < 20 {
+        return None;
+    }
+    let tcp = ip.get(ihl..)?;
+    if tcp.len() < 20 {
+        return None;
+    }
+    let doff = (tcp[12] >> 4) as usize * 4;
+    let opts = tcp.get(20..doff.max(20))?;
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    let mut s = Segment {
+        tuple: Tuple {
+            src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+            dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+            sport: u16::from_be_bytes([tcp[0], tcp[1]]),
+            dport: u16::from_be_bytes([tcp[2], tcp[3]]),
+        },
+        seq: be32(&tcp[4..8]),
+        ack: be32(&tcp[8..12]),
+        flags: tcp[13],
+        opts: CookieData { mss: 0, sack: false, window_scale: None },
+    };
+    if s.flags & SYN != 0 {
+        let mut i = 0;
+        while i < opts.len() {
+            match opts[i] {
+                0 => break,
+                1 => i += 1,
+                kind => {
+                    let Some(&len) = opts.get(i + 1) else { break };
+                    let len = len as usize;
+                    if len < 2 || i + len > opts.len() {
+                        break;
+                    }
+                    let v = &opts[i + 2..i + len];
+                    match (kind, len) {
+                        (2, 4) => s.opts.mss = u16::from_be_bytes([v[0], v[1]]),
+                        (3, 3) => s.opts.window_scale = Some(v[0].min(14)),
+                        (4, 2) => s.opts.sack = true,
+                        _ => {}
+                    }
+                    i += len;
+                }
+            }
+        }
+    }
+    Some(s)
+}
+
+/// What a cookie SYN-ACK says besides the cookie.
+pub(crate) struct SynAck {
+    pub(crate) our_mac: [u8; 6],
+    pub(crate) peer_mac: [u8; 6],
+    pub(crate) cookie: u32,
+    /// Our MSS (the link's MTU less 40).
+    pub(crate) mss: u16,
+    /// The receive window (unscaled, as in every SYN).
+    pub(crate) window: u16,
+    /// Our window scale, sent when the peer offered one.
+    pub(crate) window_shift: u8,
+}
+
+impl SynAck {
+    /// The frame's length for a SYN `syn`.
+    pub(crate) fn len(syn: &Segment) -> usize {
+        14 + 20 + 20 + 4 + if syn.opts.sack { 4 } else { 0 } + if syn.opts.window_scale.is_some() { 4 } else { 0 }
+    }
+
+    /// Writes the SYN-ACK answering `syn` into `buf` (`len(syn)` bytes),
+    /// checksums included.
+    pub(crate) fn write(&self, syn: &Segment, buf: &mut [u8]) {
+        let len = buf.len();
+        buf[0..6].copy_from_slice(&self.peer_mac);
+        buf[6..12].copy_from_slice(&self.our_mac);
+        buf[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut buf[14..34];
+        ip.copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+        ip[12..16].copy_from_slice(&syn.tuple.dst.octets());
+        ip[16..20].copy_from_slice(&syn.tuple.src.octets());
+        let sum = !super::super::csum::data(ip);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        let tcp = &mut buf[34..];
+        tcp[0..2].copy_from_slice(&syn.tuple.dport.to_be_bytes());
+        tcp[2..4].copy_from_slice(&syn.tuple.sport.to_be_bytes());
+        tcp[4..8].copy_from_slice(&self.cookie.to_be_bytes());
+        tcp[8..12].copy_from_slice(&syn.seq.wrapping_add(1).to_be_bytes());
+        tcp[12] = ((tcp.len() / 4) as u8) << 4;
+        tcp[13] = SYN | ACK;
+        tcp[14..16].copy_from_slice(&self.window.to_be_bytes());
+        tcp[16..20].copy_from_slice(&[0, 0, 0, 0]);
+        let mut o = 20;
+        tcp[o..o + 4].copy_from_slice(&[2, 4, (self.mss >> 8) as u8, self.mss as u8]);
+        o += 4;
+        if syn.opts.sack {
+            tcp[o..o + 4].copy_from_slice(&[1, 1, 4, 2]);
+            o += 4;
+        }
+        if syn.opts.window_scale.is_some() {
+            tcp[o..o + 4].copy_from_slice(&[1, 3, 3, self.window_shift]);
+        }
+        super::super::csum::fill_tcp(buf);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tuple() -> Tuple {
+        Tuple { src: Ipv4Addr::new(198, 18, 0, 1), dst: Ipv4Addr::new(198, 18, 0, 2), sport: 40000, dport: 7000 }
+    }
+
+    fn at(s: u64) -> Instant {
+        Instant::from_millis((s * 1000) as i64)
+    }
+
+    #[test]
+    fn a_cookie_round_trip_decodes_mss_sack_and_window_scale() {
+        let jar = CookieJar::new(7);
+        for (mss, want) in [(1460, 1460), (1500, 1460), (1448, 1440), (1300, 1300), (1000, 536), (0, 536), (100, 536)] {
+            for sack in [false, true] {
+                for ws in [None, Some(0), Some(7), Some(14)] {
+                    let d = CookieData { mss, sack, window_scale: ws };
+                    let c = jar.make(at(1000), &tuple(), 12345, d);
+                    let got = jar.check(at(1000), &tuple(), 12345, c).expect("valid");
+                    assert_eq!(got, CookieData { mss: want, sack, window_scale: ws });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_cookie_lives_one_to_two_periods() {
+        let jar = CookieJar::new(7);
+        let d = CookieData { mss: 1460, sack: true, window_scale: Some(7) };
+        // Made at the start of a period: valid to the end of the next (128 s).
+        let c = jar.make(at(64 * 10), &tuple(), 1, d);
+        assert!(jar.check(at(64 * 10 + 127), &tuple(), 1, c).is_some());
+        assert!(jar.check(at(64 * 12), &tuple(), 1, c).is_none(), "expired");
+        // Made at a period's end: still 64 s.
+        let c = jar.make(at(64 * 11 - 1), &tuple(), 1, d);
+        assert!(jar.check(at(64 * 12 - 1), &tuple(), 1, c).is_some());
+        assert!(jar.check(at(64 * 12), &tuple(), 1, c).is_none(), "expired");
+        // Four periods later the counter's two bits match again: the hash must refuse it.
+        let c = jar.make(at(64 * 10), &tuple(), 1, d);
+        assert!(jar.check(at(64 * 14), &tuple(), 1, c).is_none());
+        // A cookie from the future (a clock that went back) is refused.
+        let c = jar.make(at(64 * 11), &tuple(), 1, d);
+        assert!(jar.check(at(64 * 10), &tuple(), 1, c).is_none());
+    }
+
+    #[test]
+    fn a_wrong_cookie_is_refused() {
+        let jar = CookieJar::new(7);
+        let d = CookieData { mss: 1460, sack: true, window_scale: Some(7) };
+        let c = jar.make(at(100), &tuple(), 99, d);
+        // Another peer ISN, port, address, key, or any flipped bit.
+        assert!(jar.check(at(100), &tuple(), 100, c).is_none());
+        assert!(jar.check(at(100), &Tuple { sport: 40001, ..tuple() }, 99, c).is_none());
+        assert!(jar.check(at(100), &Tuple { src: Ipv4Addr::new(198, 18, 0, 9), ..tuple() }, 99, c).is_none());
+        assert!(CookieJar::new(8).check(at(100), &tuple(), 99, c).is_none());
+        for bit in 0..32 {
+            assert!(jar.check(at(100), &tuple(), 99, c ^ (1 << bit)).is_none(), "bit {bit}");
+        }
+        // Random guesses: about one in 2^23 may pass.
+        let mut x = 1u64;
+        let passed = (0..200_000)
+            .filter(|_| {
+                x = splitmix(x);
+                jar.check(at(100), &tuple(), 99, x as u32).is_some()
+            })
+            .count();
+        assert!(passed <= 2, "{passed} of 200,000 random cookies passed");
+    }
+
+    #[test]
+    fn syn_options_are_read_and_hostile_ones_do_not_panic() {
+        let mut f = vec![0u8; 14 + 20 + 60];
+        f[14] = 0x45;
+        f[14 + 9] = 6;
+        let tcp = 34;
+        f[tcp + 12] = 15 << 4;
+        f[tcp + 13] = SYN;
+        let opts = [2, 4, 0x05, 0xb4, 1, 3, 3, 9, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 0];
+        f[tcp + 20..tcp + 20 + opts.len()].copy_from_slice(&opts);
+        let s = segment(&f).unwrap();
+        assert_eq!(s.opts, CookieData { mss: 1460, sack: true, window_scale: Some(9) });
+        // Every truncation and every option byte value: no panic.
+        for n in 0..f.len() {
+            let _ = segment(&f[..n]);
+        }
+        for i in tcp + 12..f.len() {
+            for v in [0u8, 1, 2, 3, 4, 40, 255] {
+                let mut g = f.clone();
+                g[i] = v;
+                let _ = segment(&g);
+            }
+        }
+    }
+}
