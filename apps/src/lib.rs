@@ -1099,6 +1099,25 @@ pub struct BenchResult {
     /// xsk client only: its loss recovery (also in `xsk.stats.recovery`).
     #[serde(default)]
     pub recovery: Option<RecoveryCounts>,
+    /// Churn and storm runs (`--pattern`): how connections were opened, and the time from
+    /// the connect call to the established connection. `requests`/`rps` then count
+    /// connections (each answered once), and the latencies run from the connect call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub churn: Option<ChurnFigures>,
+}
+
+/// Connection figures of a churn or storm run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ChurnFigures {
+    /// "churn" or "storm".
+    pub pattern: String,
+    /// Connections opened (connect calls) in the measured run.
+    pub opened: u64,
+    /// Refused, reset or not established within --connect-timeout.
+    pub failed_connects: u64,
+    pub setup_p50_us: f64,
+    pub setup_p99_us: f64,
+    pub setup_max_us: f64,
 }
 
 /// Groups digits: 1234567 -> "1,234,567".

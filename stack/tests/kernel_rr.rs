@@ -496,3 +496,31 @@ fn pending_replies_complete_later_in_order_without_blocking_others() {
     assert_eq!((h.opened, h.closed, stats.requests), (2, 2, 5), "{stats:?}");
     assert!(h.waiting.is_empty());
 }
+
+/// Connection churn and storms: every connection opened, answered once, closed, and counted.
+#[test]
+fn churn_and_storm_open_answer_and_close_every_connection() {
+    use stack::rr::{Churn, ChurnConfig, ChurnPattern};
+    let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
+    for (pattern, concurrency) in [(ChurnPattern::Churn, 8), (ChurnPattern::Storm, 100)] {
+        let cfg = ChurnConfig {
+            concurrency,
+            pattern,
+            duration: Duration::from_secs(10),
+            max_connections: Some(300),
+            ..ChurnConfig::new(server.addr)
+        };
+        let transport = KernelTransport::new(KernelConfig::default()).unwrap();
+        let mut churn = Churn::new(transport, LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(32), cfg);
+        let r = churn.run().expect("churn run failed");
+        eprintln!("{pattern:?}: {r}");
+        assert_eq!((r.errors, r.lost, r.failed_connects), (0, 0, 0), "{r}");
+        // A storm finishes its wave: 300 in waves of 100.
+        assert_eq!(r.requests, 300, "{r}");
+        assert_eq!(r.opened, 300, "{r}");
+        assert_eq!((r.setup.len(), r.latency.len()), (300, 300));
+        assert!(r.setup.max() <= r.latency.max());
+    }
+    let (stats, _) = server.finish();
+    assert_eq!((stats.accepted, stats.requests), (600, 600), "{stats:?}");
+}

@@ -27,7 +27,7 @@ use apps::{
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::resp::RespWorkload;
-use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
+use stack::rr::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
 use xsk_io::lab::{self, Lab, LabConfig, Netns};
@@ -81,9 +81,17 @@ struct Args {
     /// Protocol of the server (see rr-server --help): echo, kv or tcp-echo.
     #[arg(long, value_enum, default_value_t = Service::Echo)]
     service: Service,
-    /// Connections to open.
+    /// Connections to open (churn: in progress at once; storm: per wave).
     #[arg(long, value_name = "N", default_value_t = 1)]
     conns: usize,
+    /// rr: open --conns connections, then load them with requests. churn: every connection
+    /// is opened, sends one request, checks the response and closes, --conns of them in
+    /// progress at all times. storm: waves of --conns connections opened at once, one request
+    /// each, closed; the next wave when the last is done. For churn and storm, requests/s are
+    /// connections/s and latency runs from the connect call (setup_p50_us/setup_p99_us: until
+    /// established).
+    #[arg(long, value_enum, default_value_t = Pattern::Rr)]
+    pattern: Pattern,
     /// Closed loop: requests kept in flight per connection (pipelining). Ignored with --rate.
     #[arg(long, value_name = "N", default_value_t = 1)]
     depth: usize,
@@ -174,6 +182,15 @@ struct Args {
     server_exe: Option<PathBuf>,
 }
 
+/// `--pattern`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Pattern {
+    Rr,
+    Churn,
+    Storm,
+}
+
 /// The validated load description.
 #[derive(Clone, Debug)]
 struct Plan {
@@ -190,6 +207,11 @@ impl Plan {
         usage_ensure!(!a.duration.is_zero(), "--duration must be positive");
         usage_ensure!(a.max_requests != Some(0), "--max-requests must be at least 1");
         usage_ensure!(!a.connect_timeout.is_zero(), "--connect-timeout must be positive");
+        usage_ensure!(
+            a.pattern == Pattern::Rr || (a.rate.is_none() && a.depth == 1 && a.threads == 1),
+            "--pattern {:?} takes no --rate, --depth or --threads",
+            a.pattern
+        );
         let mode = match a.rate {
             Some(r) if !(r.is_finite() && r > 0.0) => usage_bail!("--rate must be a positive number, got {r}"),
             Some(rate) => LoadMode::OpenLoop { rate },
@@ -388,9 +410,8 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
         progress.begin("warm-up");
         progress.inner_mut().arm(None);
         let cfg = ClientConfig { duration: args.warmup, max_requests: None, ..base.clone() };
-        let mut client = Client::new(t, codec.clone(), progress, cfg);
-        let report = client.run();
-        (t, progress) = client.into_parts();
+        let report;
+        (t, progress, report) = phase(t, codec.clone(), progress, cfg, args.pattern);
         let report = report.with_context(|| format!("warm-up against {addr}"))?;
         if !args.quiet {
             eprintln!("warm-up: {report}");
@@ -421,8 +442,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     progress.begin("run");
     progress.inner_mut().arm(Some(args.duration));
     let cfg = ClientConfig { duration: args.duration, max_requests: args.max_requests, ..base };
-    let mut client = Client::new(t, codec, progress, cfg);
-    let report = client.run();
+    let (t, progress, report) = phase(t, codec, progress, cfg, args.pattern);
     if let Some(r) = sync {
         if report.is_err() {
             r.abort();
@@ -430,7 +450,6 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
         r.wait()?;
     }
     let after = CpuSample::now(args.server_pid).context("reading CPU counters")?;
-    let (t, progress) = client.into_parts();
     let report = report.with_context(|| format!("measured run against {addr}"))?;
     let window = progress.inner();
     // The window closes at the end of --duration; a run that stopped earlier (--max-requests)
@@ -445,6 +464,40 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     let server_cpu = start.server.zip(end.server).map(|(a, b)| b.saturating_sub(a));
     let netrx = start.netrx.zip(end.netrx).map(|(a, b)| b - a);
     Ok((t, Measured { report, usage, server_cpu, netrx, warmup_requests, setup_s: setup.as_secs_f64() }))
+}
+
+/// One run of the load (warm-up or measured): requests over open connections, or
+/// connections opened and closed (`--pattern`).
+fn phase<T: Transport, C: Codec + Clone, W: Workload>(
+    t: T,
+    codec: C,
+    workload: W,
+    cfg: ClientConfig,
+    pattern: Pattern,
+) -> (T, W, Result<ClientReport, stack::rr::ClientError>) {
+    let churn = match pattern {
+        Pattern::Rr => {
+            let mut client = Client::new(t, codec, workload, cfg);
+            let report = client.run();
+            let (t, w) = client.into_parts();
+            return (t, w, report);
+        }
+        Pattern::Churn => ChurnPattern::Churn,
+        Pattern::Storm => ChurnPattern::Storm,
+    };
+    let ccfg = ChurnConfig {
+        addr: cfg.addr,
+        concurrency: cfg.connections,
+        pattern: churn,
+        duration: cfg.duration,
+        max_connections: cfg.max_requests,
+        connect_timeout: cfg.connect_timeout,
+        drain_timeout: cfg.drain_timeout,
+    };
+    let mut c = Churn::new(t, codec, workload, ccfg);
+    let report = c.run();
+    let (t, w) = c.into_parts();
+    (t, w, report)
 }
 
 /// One measured run: the client's report and the CPU counters read around it.
@@ -650,6 +703,17 @@ fn make_result(
         server_pid: args.server_pid,
         xsk: None,
         recovery: None,
+        churn: (args.pattern != Pattern::Rr).then(|| {
+            let us = |q: f64| r.setup_at(q).as_nanos() as f64 / 1000.0;
+            apps::ChurnFigures {
+                pattern: format!("{:?}", args.pattern).to_lowercase(),
+                opened: r.opened,
+                failed_connects: r.failed_connects,
+                setup_p50_us: us(0.5),
+                setup_p99_us: us(0.99),
+                setup_max_us: r.setup.max() as f64 / 1000.0,
+            }
+        }),
     }
 }
 
@@ -802,6 +866,14 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
             client.xsk.addr = if args.lab_shared { AddrArg::Shared } else { dedicated(101) };
         }
         Backend::Kernel => client.bind = lab.addr_b,
+    }
+    if args.pattern != Pattern::Rr && args.backend == Backend::Kernel {
+        // The kernel client closes first, so each connection would leave a TIME-WAIT socket
+        // holding its local port for 60 s, and a few seconds of churn would run out of ports.
+        // In the client's namespace only (the load generator, not the server measured), keep
+        // no TIME-WAIT and use every port; the FIN exchange on the wire is unchanged.
+        lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_max_tw_buckets=0"])?;
+        lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
     }
     let outcome = lab.ns_b.run_in(move || Plan::new(&client).and_then(|plan| bench(&client, &plan)));
 

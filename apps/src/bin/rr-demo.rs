@@ -45,7 +45,9 @@ with nftables; loss1-same-16: the same against same- clients (nftables cannot se
 frames, so the stack client drops its 1% with its own fault injector, rr-bench
 --fault-rx-drop --fault-tx-drop; both ends --ack-delay 5ms, as both ACK at once); lossburst-16: outages, one in {} TCP frames at the
 client starts a {OUTAGE_MS} ms outage in which nftables drops every TCP frame either way;
-rr-1000 and rr-10000 (not with --quick). The loss cases need nft. After them, the
+rr-1000 and rr-10000 (not with --quick); churn-16 (connect, one request, close; 16 at a
+time) and storm-1000 (waves of 1,000 connections opened at once): requests/s are
+connections/s there. The loss cases need nft. After them, the
 Redis cases (--only redis; with --full and --quick too): redis-benchmark SET/GET (redis-c1,
 redis-c16, redis-c16-P16) and HSET (redis-hset-c16), redis-py pipelines (redis-py-P100).
 
@@ -142,6 +144,9 @@ struct Case {
     server_threads: usize,
     /// Extra options for the xsk server and the stack client of this case.
     xsk_args: &'static [&'static str],
+    /// rr-bench --pattern: rr, or churn/storm (connections opened and closed; the row's
+    /// requests/s are connections/s).
+    pattern: &'static str,
 }
 
 /// What one run measured; in a `Summary`, the medians over the runs.
@@ -174,6 +179,9 @@ struct Metrics {
     /// Seconds to establish the run's connections (before the measured window).
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     setup_s: f64,
+    /// Churn and storm cases: p99 from the connect call to the established connection, us.
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    conn_setup_p99_us: f64,
     /// Frames or connections the xsk server's counters say it dropped (every counter whose
     /// name says drop), over the server's life: warm-up, setup and run.
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
@@ -233,6 +241,7 @@ impl Metrics {
             client_cores: m(|r| r.client_cores),
             server_cores: m(|r| r.server_cores),
             setup_s: m(|r| r.setup_s),
+            conn_setup_p99_us: m(|r| r.conn_setup_p99_us),
             server_drops: m(|r| r.server_drops),
             client_retrans: m(|r| r.client_retrans),
             server_retrans: m(|r| r.server_retrans),
@@ -340,6 +349,7 @@ fn cases() -> Vec<Case> {
         client_threads: 1,
         server_threads: 1,
         xsk_args: &[],
+        pattern: "rr",
     };
     // The headline: throughput at moderate and high connection counts, stack to stack, the
     // busy-polled latency floor, light load, and loss.
@@ -370,6 +380,10 @@ fn cases() -> Vec<Case> {
         Case { loss: Some(LossKind::Outages), ..c("lossburst-16", 16, false, false, None) },
         Case { full_only: true, ..c("rr-1000", 1000, false, false, None) },
         Case { full_only: true, ..c("rr-10000", 10000, false, false, None) },
+        // Connection rate: connect, one request, close, 16 at a time; and waves of 1,000
+        // connections opened at once (a burst of SYNs), each answered once and closed.
+        Case { pattern: "churn", ..c("churn-16", 16, false, false, None) },
+        Case { pattern: "storm", ..c("storm-1000", 1000, false, false, None) },
     ]
 }
 
@@ -640,6 +654,7 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
         c.args(["--bind", &env.lab.addr_b.to_string()]);
     }
     c.args(["--conns", &case.conns.to_string(), "--depth", &case.depth.to_string(), "--req-size", "64"]);
+    c.args(["--pattern", case.pattern]);
     if case.client_threads > 1 && client_backend == "kernel" {
         c.args(["--threads", &case.client_threads.to_string()]);
     }
@@ -717,6 +732,7 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
             client_cores: f("cores_client"),
             server_cores: f("cores_server"),
             setup_s: f("setup_s"),
+            conn_setup_p99_us: v["churn"]["setup_p99_us"].as_f64().unwrap_or(f64::NAN),
             // The kernel server has no such counters (NaN prints as "-").
             server_drops: if counters.values.is_empty() {
                 f64::NAN
@@ -981,6 +997,10 @@ fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf) -> Result<En
     // the client needs more ports than the default range, and TIME-WAIT reuse.
     lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
     lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+    // The churn cases: the kernel client closes first, and each connection would hold its
+    // port in TIME-WAIT for 60 s (reuse needs timestamps, which the stack does not send): no
+    // TIME-WAIT in the client's namespace. The FIN exchange on the wire is the same.
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_max_tw_buckets=0"])?;
     if args.peer_napi_thread {
         // veth delivers into the receiver's backlog and processes it in the
         // sender's softirq: the server would pay for the client's TCP. GRO on
@@ -1170,6 +1190,8 @@ fn columns() -> Vec<Col> {
         }),
         col("setup", "xsk s", true, |_, x, _| fixed(x.m.setup_s, 2)),
         col("setup", "krn s", true, |_, _, k| fixed(k.m.setup_s, 2)),
+        col("conn p99", "xsk", true, |_, x, _| latency(x.m.conn_setup_p99_us)),
+        col("conn p99", "krn", true, |_, _, k| latency(k.m.conn_setup_p99_us)),
         col("drops", "drops", true, |_, x, _| {
             fmt_count(x.m.server_drops)
         }),
@@ -1228,7 +1250,7 @@ fn legend(wide: bool) -> Vec<String> {
             "thr = client/server threads (rr-bench/rr-server --threads).".to_string(),
             "own = the same with each side charged its own receive path (server CPU - NET_RX softirq run in it + NET_RX run in the client: on veth the sender's process runs the receiver's softirq; - without root).".into(),
             format!("mc = whole machine; c/s = cores kept busy by the client / server process (its CPU time over the window's wall time, all threads), of {}: a side near its thread count is the bottleneck; mc n/a: /proc/stat counts busy time in ticks, which miss short wake-ups on an otherwise idle machine, so it read less than the two processes' own CPU time.", apps::online_cpus()),
-            "s = seconds to set up the connections (not measured); drops = the xsk server's drop counters.".into(),
+            "s = seconds to set up the connections (not measured); conn p99 = churn and storm cases: from the connect call to the established connection; drops = the xsk server's drop counters.".into(),
             "retx = everything both ends sent again: kernel TCP's retransmitted segments (RetransSegs, its loss probes included) where kernel TCP runs, and the stack's RTO and fast retransmits and tail-loss probes where the stack runs (client and server); x tlp / x sptl / x rto = the xsk server's tail-loss probes, the probes the client showed were spurious, and its RTO retransmits; all over warm-up, setup and run.".into(),
         ]);
     } else {
@@ -1393,8 +1415,11 @@ fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
     );
     let has = |f: &dyn Fn(&Case) -> bool| cases.iter().any(f);
     let mut legend = vec!["Cases: the client is the kernel's TCP unless the name says same-; one request in flight per connection (closed loop) unless open- or idle-.".to_string()];
-    if has(&|c| !c.same_client && !c.busy_poll && c.rate.is_none() && c.loss.is_none()) {
+    if has(&|c| !c.same_client && !c.busy_poll && c.rate.is_none() && c.loss.is_none() && c.pattern == "rr") {
         legend.push("rr-N: N connections.".into());
+    }
+    if has(&|c| c.pattern != "rr") {
+        legend.push("churn-16: connect, one request, close, 16 connections at a time; storm-1000: waves of 1,000 connections opened at once, one request each, closed. Their req/s are connections/s, p50/p99 from the connect call to the response (handshake included), cpu per connection.".into());
     }
     if has(&|c| c.client_threads > 1) {
         legend.push("-t2: 2 client threads (rr-bench --threads 2); -s2: and 2 server threads (rr-server --threads 2: xsk one stack shard per queue of a 2-queue veth, kernel 2 SO_REUSEPORT listeners); \"c/s thr\" under a case: client/server threads.".into());

@@ -36,7 +36,7 @@ mod report;
 mod server;
 mod workloads;
 
-pub use client::{Client, ClientConfig, ClientError, LoadMode};
+pub use client::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientError, LoadMode};
 pub use handler::{Completions, Echo, Handler, Reply};
 pub use kv::{Kv, KvError, KvRequest, KvResponse, KvStatus};
 pub use report::ClientReport;

@@ -25,8 +25,17 @@ pub struct ClientReport {
     pub bytes_received: u64,
     /// From the first request until the last response (or the end of the drain).
     pub duration: Duration,
-    /// Per-response latency in nanoseconds.
+    /// Per-response latency in nanoseconds (for a churn or storm run: from the connect
+    /// call to the response, handshake included).
     pub latency: Histogram<u64>,
+    /// Churn and storm runs: connections opened (connect calls).
+    pub opened: u64,
+    /// Churn and storm runs: connects refused, reset, or not established within the connect
+    /// timeout.
+    pub failed_connects: u64,
+    /// Churn and storm runs: from the connect call until the connection was established, in
+    /// nanoseconds (empty otherwise).
+    pub setup: Histogram<u64>,
 }
 
 impl ClientReport {
@@ -43,6 +52,9 @@ impl ClientReport {
             // 1 ns .. 100 s at 3 significant digits. Larger values are clamped by
             // saturating_record.
             latency: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid"),
+            opened: 0,
+            failed_connects: 0,
+            setup: Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static histogram bounds are valid"),
         }
     }
 
@@ -74,6 +86,14 @@ impl ClientReport {
         // Same bounds on both sides, so adding cannot fail. Ignore the impossible error
         // rather than panic.
         let _ = self.latency.add(&other.latency);
+        self.opened += other.opened;
+        self.failed_connects += other.failed_connects;
+        let _ = self.setup.add(&other.setup);
+    }
+
+    /// Connection setup time at quantile `q` (churn and storm runs).
+    pub fn setup_at(&self, q: f64) -> Duration {
+        Duration::from_nanos(self.setup.value_at_quantile(q))
     }
 }
 
@@ -95,7 +115,20 @@ impl fmt::Display for ClientReport {
             us(0.99),
             us(0.999),
             self.latency.max() as f64 / 1000.0,
-        )
+        )?;
+        if self.opened > 0 {
+            let us = |q| self.setup_at(q).as_nanos() as f64 / 1000.0;
+            write!(
+                f,
+                "; {} connections opened, {} failed, setup us p50 {:.1} p99 {:.1} max {:.1}",
+                self.opened,
+                self.failed_connects,
+                us(0.5),
+                us(0.99),
+                self.setup.max() as f64 / 1000.0
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -12,7 +12,10 @@ use super::{ClientReport, ConnMap, EchoWorkload, Workload, INITIAL_BUF};
 use crate::codec::Codec;
 use crate::transport::{ConnId, Event, Transport, TransportError};
 
+mod churn;
 mod run;
+
+pub use churn::{Churn, ChurnConfig, ChurnPattern};
 
 use run::InFlight;
 
