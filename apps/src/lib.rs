@@ -249,6 +249,11 @@ pub struct XskOpts {
     /// The kernel backend keeps the kernel's autotuning (net.ipv4.tcp_rmem/tcp_wmem).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "64k")]
     pub buffer: usize,
+    /// What each connection's buffers start at: they grow (by four, up to --buffer) when a
+    /// read or write finds them too small, so an idle or half-open connection costs this
+    /// twice, not --buffer twice.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "4k")]
+    pub initial_buffer: usize,
     /// Don't prepare the device (offloads, channels); only check that it is usable.
     #[arg(long)]
     pub no_tune: bool,
@@ -324,6 +329,7 @@ impl XskOpts {
         "frames",
         "busy_budget",
         "buffer",
+        "initial_buffer",
         "no_tune",
         "gateway",
         "partial_csum",
@@ -374,6 +380,7 @@ impl XskOpts {
         c.max_conns = max_conns;
         c.rx_buffer = self.buffer;
         c.tx_buffer = self.buffer;
+        c.initial_buffer = self.initial_buffer.clamp(512, self.buffer);
         c.gateway = self.gateway;
         c.partial_csum = match self.partial_csum {
             PartialCsumArg::Auto => PartialCsum::Auto,

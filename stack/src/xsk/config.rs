@@ -76,10 +76,14 @@ pub struct XskConfig {
     pub max_conns: usize,
     /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
     pub buckets: usize,
-    /// Receive buffer per connection, bytes (the advertised window).
+    /// Receive buffer per connection at most, bytes (the advertised window's bound).
     pub rx_buffer: usize,
-    /// Send buffer per connection, bytes.
+    /// Send buffer per connection at most, bytes.
     pub tx_buffer: usize,
+    /// What each connection's buffers start at, bytes: they grow (by four, up to `rx_buffer`
+    /// and `tx_buffer`) when a read or a write finds them too small, so a connection that
+    /// carries small requests and responses, and a half-open one, costs this much twice.
+    pub initial_buffer: usize,
     /// Listening sockets kept ready per port, spread over the buckets (the accept backlog).
     pub backlog: usize,
     /// Local ports for outgoing connections.
@@ -132,6 +136,7 @@ impl XskConfig {
             buckets: 0,
             rx_buffer: 64 * 1024,
             tx_buffer: 64 * 1024,
+            initial_buffer: 4096,
             backlog: 256,
             ephemeral: 40000..=59999,
             keepalive: None,

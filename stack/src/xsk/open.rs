@@ -90,6 +90,7 @@ impl XskTransport {
             buckets: cfg.buckets,
             rx_buffer: cfg.rx_buffer,
             tx_buffer: cfg.tx_buffer,
+            initial_buffer: cfg.initial_buffer,
             backlog: cfg.backlog,
             ephemeral: cfg.ephemeral.clone(),
             keepalive: cfg.keepalive,
@@ -144,13 +145,14 @@ impl XskTransport {
             engine.track_acks();
         }
         tracing::info!(
-            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes, at most {} connections, deferred ACKs {}",
+            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes at most ({} to start), at most {} connections, deferred ACKs {}",
             engine.addr(),
             engine.rules().prefix_len,
             if shared { "shared with the kernel" } else { "dedicated" },
             engine.buckets(),
             cfg.rx_buffer,
             cfg.tx_buffer,
+            cfg.initial_buffer.min(cfg.rx_buffer.max(cfg.tx_buffer)),
             cfg.max_conns,
             if acks.is_some() { "on" } else { "off" },
         );

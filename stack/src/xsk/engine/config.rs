@@ -20,8 +20,12 @@ pub(crate) struct EngineConfig {
     pub(crate) max_conns: usize,
     /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
     pub(crate) buckets: usize,
+    /// Largest receive and send buffer per connection (the receive window's bound).
     pub(crate) rx_buffer: usize,
     pub(crate) tx_buffer: usize,
+    /// What each buffer starts at; it grows (by 4, up to the largest) when a request,
+    /// response or window needs more.
+    pub(crate) initial_buffer: usize,
     /// Listening sockets kept ready per port, spread over the buckets.
     pub(crate) backlog: usize,
     /// Local ports for outgoing connections.

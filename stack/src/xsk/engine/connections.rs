@@ -95,6 +95,12 @@ impl Engine {
                 Ok(n) => total += n,
             }
         }
+        // Half the buffer or more in one read: the peer sends faster than the buffer (and
+        // the window it allows) can hold between reads.
+        let cap = s.recv_capacity();
+        if total * 2 >= cap && cap < self.cfg.rx_buffer {
+            let _ = s.grow_rx_buffer(tcp::SocketBuffer::new(vec![0u8; grown(cap, 0, self.cfg.rx_buffer)]));
+        }
         let eof = !s.may_recv() && !s.can_recv();
         let c = self.conns.get_mut(conn).expect("checked above");
         if total == 0 {
@@ -123,7 +129,14 @@ impl Engine {
                 _ => Err(TransportError::ConnectionClosed(conn)),
             };
         }
-        let n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
+        let mut n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
+        let cap = s.send_capacity();
+        if n < data.len() && cap < self.cfg.tx_buffer {
+            let want = s.send_queue() + data.len() - n;
+            if s.grow_tx_buffer(tcp::SocketBuffer::new(vec![0u8; grown(cap, want, self.cfg.tx_buffer)])).is_ok() {
+                n += s.send_slice(&data[n..]).map_err(|_| TransportError::ConnectionClosed(conn))?;
+            }
+        }
         let c = self.conns.get_mut(conn).expect("checked above");
         if n < data.len() {
             c.blocked = true;
@@ -182,4 +195,10 @@ impl Engine {
             _ => None,
         }
     }
+}
+
+/// The next size of a buffer of `cap` bytes that was too small: four times, or enough for
+/// `want` bytes, at most `max`.
+fn grown(cap: usize, want: usize, max: usize) -> usize {
+    cap.saturating_mul(4).max(want.next_power_of_two()).min(max)
 }

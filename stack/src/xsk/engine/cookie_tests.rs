@@ -98,8 +98,8 @@ fn a_cookie_syn_ack_keeps_nothing_and_its_ack_with_data_opens_the_connection() {
     let (_, segs) = pump(&mut t);
     let resp = segs.iter().find(|s| !s.payload.is_empty()).expect("a response");
     assert_eq!((resp.seq, resp.ack, &resp.payload[..]), (sa.seq.wrapping_add(1), 1006, &b"world"[..]));
-    // Scaled by the shift the SYN-ACK offered.
-    assert_eq!(resp.window as usize, (256 * 1024) >> 3, "{resp:?}");
+    // The socket's initial 4 KiB, scaled by the shift the SYN-ACK offered for 256 KiB.
+    assert_eq!(resp.window as usize, 4096 >> 3, "{resp:?}");
     let s = t.engine.stats();
     assert_eq!((s.syn_cookies_accepted, s.connections, s.half_open), (1, 1, 0), "{s:?}");
 }

@@ -14,18 +14,21 @@ use crate::transport::{Event, ListenerId};
 use crate::xsk::config::Congestion;
 use crate::xsk::drops::DropReason;
 
-/// Spare sockets kept for a burst; the rest are freed.
-const POOL_MAX: usize = 1024;
-
 impl Engine {
+    /// What a socket's receive and send buffers start at.
+    pub(super) fn initial_buffers(&self) -> (usize, usize) {
+        let i = self.cfg.initial_buffer.max(1);
+        (i.min(self.cfg.rx_buffer).max(1), i.min(self.cfg.tx_buffer).max(1))
+    }
+
     pub(super) fn new_socket(&mut self) -> tcp::Socket<'static> {
         if let Some(s) = self.pool.pop() {
             return s;
         }
-        let mut s = tcp::Socket::new(
-            tcp::SocketBuffer::new(vec![0u8; self.cfg.rx_buffer]),
-            tcp::SocketBuffer::new(vec![0u8; self.cfg.tx_buffer]),
-        );
+        let (rx, tx) = self.initial_buffers();
+        let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; rx]), tcp::SocketBuffer::new(vec![0u8; tx]));
+        // The window scale covers the largest the receive buffer grows to.
+        s.set_rx_capacity_max(self.cfg.rx_buffer);
         // Request/response defaults: no Nagle (a response goes out at once),
         // no delayed ACK (the ACK rides on the response anyway, and a lone
         // request segment is never held back).
@@ -76,7 +79,10 @@ impl Engine {
         self.stats.recovery.add(s.take_recovery_stats());
         s.abort();
         self.stats.recycled += 1;
-        if self.pool.len() < POOL_MAX {
+        // Spare sockets for the next burst, as many as the connection limit, only at their
+        // initial size: a grown one is freed (the pool holds little memory).
+        let small = (s.recv_capacity(), s.send_capacity()) == self.initial_buffers();
+        if small && self.pool.len() < self.cfg.max_conns {
             self.pool.push(s);
         }
     }
@@ -95,7 +101,8 @@ impl Engine {
     /// flood cannot grow memory past that (at least one).
     pub(super) fn embryo_limit(&self) -> usize {
         let by_count = (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns);
-        let per_socket = (self.cfg.rx_buffer + self.cfg.tx_buffer).max(1);
+        let (rx, tx) = self.initial_buffers();
+        let per_socket = (rx + tx).max(1);
         by_count.min(self.cfg.half_open_bytes / per_socket).max(1)
     }
 
@@ -369,7 +376,8 @@ impl Engine {
             cookie: self.jar.make(now, &syn.tuple, syn.seq, syn.opts),
             // As smoltcp's SYN-ACK (RFC 6691).
             mss: link.mtu().saturating_sub(40).min(u16::MAX as usize) as u16,
-            window: self.cfg.rx_buffer.min(u16::MAX as usize) as u16,
+            // A fresh socket's receive buffer, as smoltcp's SYN-ACK would say.
+            window: self.initial_buffers().0.min(u16::MAX as usize) as u16,
             window_shift: window_shift(self.cfg.rx_buffer),
         };
         link.tx().consume(SynAck::len(&syn), |buf| answer.write(&syn, buf));

@@ -93,6 +93,7 @@ pub(crate) fn config(addr: Ipv4Addr) -> EngineConfig {
         buckets: 16,
         rx_buffer: 16 * 1024,
         tx_buffer: 16 * 1024,
+        initial_buffer: 4096,
         backlog: 64,
         ephemeral: 40000..=59999,
         keepalive: None,

@@ -660,6 +660,9 @@ pub struct Socket<'a> {
     /// If a fast retransmit needs to occur
     pending_fast_retransmit: bool,
 
+    /// [xsk-stack patch: grow-buffers] The receive buffer's largest capacity (what the
+    /// window scale is chosen for), kept across `reset`; 0 = its capacity.
+    rx_capacity_max: usize,
     // [xsk-stack patch] Loss recovery settings, kept across `reset`, and state.
     rto_config: RtoConfig,
     tail_probe: Option<TailLossProbe>,
@@ -768,6 +771,7 @@ impl<'a> Socket<'a> {
             local_rx_last_seq: None,
             local_rx_dup_acks: 0,
             pending_fast_retransmit: false,
+            rx_capacity_max: 0,
             rto_config: RtoConfig::default(),
             tail_probe: None,
             tlp_ack_delay: Duration::ZERO,
@@ -1128,8 +1132,9 @@ impl<'a> Socket<'a> {
     }
 
     fn reset(&mut self) {
-        let rx_cap_log2 =
-            mem::size_of::<usize>() * 8 - self.rx_buffer.capacity().leading_zeros() as usize;
+        // [xsk-stack patch: grow-buffers] the scale for the largest the buffer may grow to.
+        let rx_cap = self.rx_buffer.capacity().max(self.rx_capacity_max);
+        let rx_cap_log2 = mem::size_of::<usize>() * 8 - rx_cap.leading_zeros() as usize;
 
         self.state = State::Closed;
         self.timer = Timer::new();
@@ -1200,6 +1205,69 @@ impl<'a> Socket<'a> {
         self.tuple = None;
         self.set_state(State::Listen);
         Ok(())
+    }
+
+    /// [xsk-stack patch: grow-buffers] Sets the largest capacity the receive buffer will
+    /// be given (by [`grow_rx_buffer`](Self::grow_rx_buffer)), so the window scale offered
+    /// in the SYN or SYN-ACK covers it (at most 1 GiB). Kept across reuse; takes effect at
+    /// the next `listen` or `connect`.
+    pub fn set_rx_capacity_max(&mut self, max: usize) {
+        self.rx_capacity_max = max.min(1 << 30);
+    }
+
+    /// [xsk-stack patch: grow-buffers] Moves what the receive buffer holds (data not yet
+    /// read, and out-of-order data the assembler placed beyond it) into `new`, a larger
+    /// buffer, and returns the old one. The advertised window grows with it (never above
+    /// what the window scale can say). Gives `new` back when it is not larger.
+    pub fn grow_rx_buffer(&mut self, new: SocketBuffer<'a>) -> Result<SocketBuffer<'a>, SocketBuffer<'a>> {
+        if new.capacity() <= self.rx_buffer.capacity() {
+            return Err(new);
+        }
+        let mut old = mem::replace(&mut self.rx_buffer, new);
+        Self::move_contents(&mut old, &mut self.rx_buffer, true);
+        Ok(old)
+    }
+
+    /// [xsk-stack patch: grow-buffers] Moves what the send buffer holds (data sent and not
+    /// acknowledged, and data not sent yet) into `new`, a larger buffer, and returns the old
+    /// one. Gives `new` back when it is not larger.
+    pub fn grow_tx_buffer(&mut self, new: SocketBuffer<'a>) -> Result<SocketBuffer<'a>, SocketBuffer<'a>> {
+        if new.capacity() <= self.tx_buffer.capacity() {
+            return Err(new);
+        }
+        let mut old = mem::replace(&mut self.tx_buffer, new);
+        Self::move_contents(&mut old, &mut self.tx_buffer, false);
+        Ok(old)
+    }
+
+    /// The bytes of `old` from its read position on, to the start of `new` (empty): the
+    /// allocated ones, and with `unallocated` the free space after them too (where the
+    /// assembler keeps out-of-order data), so every offset means the same byte after.
+    fn move_contents(old: &mut SocketBuffer<'a>, new: &mut SocketBuffer<'a>, unallocated: bool) {
+        let len = old.len();
+        let mut off = 0;
+        while off < len {
+            let chunk = old.get_allocated(off, len - off);
+            if chunk.is_empty() {
+                break;
+            }
+            new.write_unallocated(off, chunk);
+            off += chunk.len();
+        }
+        new.enqueue_unallocated(len);
+        if unallocated {
+            let free = old.window();
+            let mut off = 0;
+            while off < free {
+                let chunk = old.get_unallocated(off, free - off);
+                if chunk.is_empty() {
+                    break;
+                }
+                let n = chunk.len();
+                new.write_unallocated(off, chunk);
+                off += n;
+            }
+        }
     }
 
     /// [xsk-stack patch: syn-cookie] Puts a closed socket into SYN-RECEIVED as
