@@ -264,3 +264,37 @@ fn syn_flood_of_100k_with_cookies_then_a_real_client_at_first_try() {
     assert_eq!(accepted(&ea).len(), 1, "{ea:?}");
     assert_eq!(p.a.engine.stats().syn_cookies_accepted, 1);
 }
+
+/// At the connection limit, half-open connections get cookies instead of RSTs (a flood
+/// cannot lock real clients out), and established ones are what refuses a SYN.
+#[test]
+fn at_the_connection_limit_syns_get_cookies_until_connections_fill_it() {
+    let mut c = config(Pair::A);
+    c.max_conns = 4;
+    let mut t = MemTransport::new(c);
+    t.listen(PORT).unwrap();
+    let syn = |i: u16| tcp(&TcpSpec { sport: 5000 + i, seq: 100 * i as u32, ..spec(0, 0, 0x02, &LINUX_OPTS, b"") });
+    for i in 0..6u16 {
+        t.inbox.push_back(syn(i));
+    }
+    let (_, segs) = pump(&mut t);
+    let synacks: Vec<&Seg> = segs.iter().filter(|s| s.syn() && s.ack_set()).collect();
+    assert_eq!((synacks.len(), segs.iter().filter(|s| s.rst()).count()), (6, 0), "{segs:?}");
+    let s = t.engine.stats();
+    assert_eq!((s.half_open, s.syn_cookies_sent, s.drops.conn_limit), (4, 2, 0), "{s:?}");
+    // All six complete: the first four to be established are accepted, the other two
+    // find the limit full of established connections and are dropped (their next segment
+    // meets an RST).
+    for sa in &synacks {
+        let i = sa.dport - 5000;
+        t.inbox.push_back(tcp(&TcpSpec { sport: sa.dport, ..spec(100 * i as u32 + 1, sa.seq.wrapping_add(1), ACK, b"", b"") }));
+    }
+    let (ev, _) = pump(&mut t);
+    assert_eq!(accepted(&ev).len(), 4, "{ev:?}");
+    let s = t.engine.stats();
+    assert_eq!((s.connections, s.drops.conn_limit), (4, 2), "{s:?}");
+    // Now full of established connections: a SYN is refused at once.
+    t.inbox.push_back(syn(9));
+    let (_, segs) = pump(&mut t);
+    assert!(segs.iter().any(|s| s.rst()) && !segs.iter().any(|s| s.syn()), "{segs:?}");
+}

@@ -4,6 +4,7 @@ use std::net::Ipv4Addr;
 
 use smoltcp::time::Instant;
 
+use super::cookies::SynCookies;
 use super::link::SmolDev;
 use super::{Engine, Link};
 use crate::xsk::demux::{bucket_of, inspect, Flow, Inspected};
@@ -33,7 +34,12 @@ impl Engine {
         let b = match info.flow {
             Flow::Tcp { src, sport, dport, syn } => {
                 let listening = self.ports.listening(dport);
-                let refuse = if syn && listening && self.embryos + self.conns.len() >= self.cfg.max_conns {
+                // Established and half-open connections count against the limit; with SYN
+                // cookies, only established ones refuse a SYN (a flood of half-open ones gets
+                // cookies, and a real client that completes the handshake still gets in).
+                let full = self.embryos + self.conns.len() >= self.cfg.max_conns;
+                let cookies = self.cfg.syn_cookies != SynCookies::Off;
+                let refuse = if syn && listening && full && (!cookies || self.conns.len() >= self.cfg.max_conns) {
                     Some(DropReason::ConnLimit)
                 } else if !listening && !self.ports.in_use(dport) {
                     Some(DropReason::NoSocket)

@@ -184,6 +184,14 @@ impl Engine {
                             self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }
                     }
+                    if self.conns.len() >= self.cfg.max_conns {
+                        // Half-open ones may outnumber the room left (cookies): refuse.
+                        self.buckets[b].sockets.get_mut::<tcp::Socket>(h).abort();
+                        let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                        self.recycle(s);
+                        self.stats.drops.count(DropReason::ConnLimit);
+                        continue;
+                    }
                     let conn = Conn {
                         bucket: b as u32,
                         handle: h,
@@ -359,7 +367,9 @@ impl Engine {
         match self.cfg.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
-            SynCookies::Auto => self.embryos >= self.embryo_limit(),
+            SynCookies::Auto => {
+                self.embryos >= self.embryo_limit() || self.embryos + self.conns.len() >= self.cfg.max_conns
+            }
         }
     }
 
@@ -405,7 +415,9 @@ impl Engine {
             return;
         };
         let Some(lid) = self.listeners.iter().position(|p| *p == Some(t.dport)) else { return };
-        if self.embryos + self.conns.len() >= self.cfg.max_conns {
+        // A completed handshake is worth more than a half-open connection of a flood: only
+        // established connections refuse it (the half-open table has its own bound).
+        if self.conns.len() >= self.cfg.max_conns {
             self.stats.drops.count(DropReason::ConnLimit);
             return;
         }

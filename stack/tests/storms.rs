@@ -1,0 +1,199 @@
+//! Connection storms against the AF_XDP stack from the kernel's TCP in another namespace,
+//! with the peer's default offloads: 10,000 connections at once, churn, and a SYN flood
+//! with a legitimate client connecting during it. Needs root.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use stack::codec::LengthPrefixed;
+use stack::kernel::{KernelConfig, KernelTransport};
+use stack::rr::{Churn, ChurnConfig, ChurnPattern, ClientReport, EchoWorkload};
+use xsk_io::lab::Netns;
+
+mod common;
+use common::{dedicated, lab, xsk_cfg, xsk_server, MAX_FRAME};
+
+/// Opens `n` connections from a kernel client in `ns`, `concurrency` at a time (or in
+/// waves), each answered once and closed.
+fn churn(ns: &Netns, bind: Ipv4Addr, addr: SocketAddrV4, pattern: ChurnPattern, concurrency: usize, n: u64) -> ClientReport {
+    ns.run_in(move || {
+        raise_nofile(concurrency as u64 + 1024);
+        let t = KernelTransport::new(KernelConfig { bind, ..KernelConfig::default() }).unwrap();
+        let cfg = ChurnConfig {
+            concurrency,
+            pattern,
+            duration: Duration::from_secs(60),
+            max_connections: Some(n),
+            connect_timeout: Duration::from_secs(20),
+            drain_timeout: Duration::from_secs(20),
+            ..ChurnConfig::new(addr)
+        };
+        Churn::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(64), cfg).run().expect("churn run")
+    })
+    .unwrap()
+}
+
+fn raise_nofile(want: u64) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
+/// The client's namespace keeps no TIME-WAIT (it closes first; see rr-bench --pattern).
+fn no_time_wait(ns: &Netns) {
+    ns.run(&["sysctl", "-qw", "net.ipv4.tcp_max_tw_buckets=0"]).unwrap();
+}
+
+/// 10,000 connections opened at once by a kernel client, each answered and closed, against
+/// the stack with its defaults for 10,000 connections: every one established at its first
+/// SYN (no SYN retransmission, which would cost a second) and no frame lost to an empty
+/// fill ring.
+#[test]
+fn ten_thousand_connections_at_once() {
+    let lab = lab("sts");
+    let (mode, a) = dedicated(&lab);
+    let mut c = xsk_cfg(&lab, mode);
+    c.max_conns = 10_000;
+    let srv = xsk_server(&lab.ns_a, c, 7300);
+    let tcp0 = retrans_syns(&lab.ns_b);
+    let t = Instant::now();
+    let r = churn(&lab.ns_b, lab.addr_b, SocketAddrV4::new(a, 7300), ChurnPattern::Storm, 10_000, 10_000);
+    eprintln!("{r} in {:?}", t.elapsed());
+    let syn_retrans = retrans_syns(&lab.ns_b) - tcp0;
+    let (stats, st, _) = srv.finish_all();
+    eprintln!("server: {stats:?}\nstack: {st:?}");
+    assert_eq!((r.requests, r.errors, r.lost, r.failed_connects), (10_000, 0, 0, 0), "{r}");
+    assert_eq!(stats.accepted, 10_000);
+    assert_eq!(st.port.xdp.rx_fill_ring_empty_descs, 0, "frames lost to an empty fill ring: {st:?}");
+    assert_eq!(syn_retrans, 0, "SYNs the client had to send again (setup p99 {:?})", r.setup_at(0.99));
+}
+
+/// Connect, one request, close, 64 at a time: every connection, and nothing left behind.
+#[test]
+fn churn_leaves_nothing_behind() {
+    let lab = lab("stc");
+    no_time_wait(&lab.ns_b);
+    let (mode, a) = dedicated(&lab);
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode), 7301);
+    let r = churn(&lab.ns_b, lab.addr_b, SocketAddrV4::new(a, 7301), ChurnPattern::Churn, 64, 20_000);
+    eprintln!("{r}");
+    assert_eq!((r.requests, r.errors, r.lost, r.failed_connects), (20_000, 0, 0, 0), "{r}");
+    std::thread::sleep(Duration::from_millis(300));
+    let (stats, st, _) = srv.finish_all();
+    assert_eq!((stats.accepted, stats.requests), (20_000, 20_000), "{stats:?}");
+    assert_eq!((st.connections, st.half_open), (0, 0), "{st:?}");
+    assert_eq!(st.live_sockets, st.listening, "sockets left: {st:?}");
+}
+
+/// TcpExt SYN retransmissions (TCPSynRetrans) in `ns`, from /proc/net/netstat.
+fn retrans_syns(ns: &Netns) -> u64 {
+    let out = ns.run(&["cat", "/proc/net/netstat"]).unwrap();
+    let mut lines = out.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else { panic!("no TcpExt in {out}") };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "TCPSynRetrans")
+        .and_then(|(_, v)| v.parse().ok())
+        .expect("TCPSynRetrans")
+}
+
+/// Random-source SYNs at a raw socket's full rate for three seconds, while a kernel client
+/// opens a fresh connection every 50 ms, sends one request and closes: every fresh
+/// connection is served, the half-open table stays within its bound (SYN cookies past it),
+/// and nothing is evicted. How fast each got in is printed (flood-bench measures it).
+#[test]
+fn syn_flood_with_fresh_connections_during_it() {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use xsk_io::pktgen::{FrameSpec, Proto};
+    let lab = lab("stf");
+    let (mode, a) = dedicated(&lab);
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode), 7302);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ifb, mac_a, mac_b, addr_b, stop2) = (lab.if_b.clone(), lab.mac_a, lab.mac_b, lab.addr_b, stop.clone());
+    let ns_b = lab.ns_b.clone();
+    let flood = std::thread::spawn(move || {
+        ns_b.run_in(move || {
+            let raw = xsk_io::rawsock::RawSocket::open(&ifb).unwrap();
+            let mut rng = 0x2545_f491_4f6c_dd1du64;
+            let o = addr_b.octets();
+            let base = FrameSpec { src_mac: mac_b, dst_mac: mac_a, src_ip: addr_b, dst_ip: a, src_port: 1, dst_port: 7302, proto: Proto::Tcp, size: 80 };
+            let mut buf = vec![0u8; 1600];
+            let (mut sent, end) = (0u64, Instant::now() + Duration::from_secs(3));
+            while Instant::now() < end && !stop2.load(Ordering::Relaxed) {
+                for _ in 0..256 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let mut spec = base.clone();
+                    // Addresses on the subnet that no host has: their SYN-ACKs go unanswered.
+                    spec.src_ip = Ipv4Addr::new(o[0], o[1], o[2], 150 + (rng % 100) as u8);
+                    spec.src_port = 1024 + (rng >> 16) as u16 % 60000;
+                    let n = xsk_io::pktgen::build(&spec, &mut buf);
+                    let f = &mut buf[..n];
+                    f[47] = 0x02; // SYN
+                    f[38..42].copy_from_slice(&((rng >> 32) as u32).to_be_bytes());
+                    tcp_checksum(f);
+                    if raw.send(f).is_ok() {
+                        sent += 1;
+                    }
+                }
+            }
+            sent
+        })
+        .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let setups = lab
+        .ns_b
+        .run_in(move || {
+            let mut setups = Vec::new();
+            for i in 0..40u8 {
+                let t = Instant::now();
+                let mut s = TcpStream::connect_timeout(&SocketAddrV4::new(a, 7302).into(), Duration::from_secs(10)).expect("a fresh connection during the flood");
+                setups.push(t.elapsed());
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let req = [4u8, 0, 0, 0, i, i, i, i];
+                s.write_all(&[0, 0, 0, 4]).unwrap();
+                s.write_all(&req[4..]).unwrap();
+                let mut resp = [0u8; 8];
+                s.read_exact(&mut resp).unwrap();
+                assert_eq!(resp[4..], req[4..]);
+                drop(s);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            setups
+        })
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let sent = flood.join().unwrap();
+    let (_, st, _) = srv.finish_all();
+    let mut sorted = setups.clone();
+    sorted.sort();
+    eprintln!("{sent} flood SYNs; fresh connections' setup: median {:?}, max {:?}; stack {st:?}", sorted[sorted.len() / 2], sorted[sorted.len() - 1]);
+    assert!(sent > 10_000, "the flood did not flood: {sent}");
+    assert!(st.syn_cookies_sent > 0, "the flood never filled the half-open table: {st:?}");
+    assert_eq!(st.drops.syn_backlog, 0, "{st:?}");
+    assert!(st.half_open <= 1024, "{st:?}");
+}
+
+fn tcp_checksum(f: &mut [u8]) {
+    let l4_len = f.len() - 34;
+    f[50] = 0;
+    f[51] = 0;
+    let mut pseudo = 0u32;
+    for w in f[26..34].chunks(2) {
+        pseudo += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    pseudo += 6 + l4_len as u32;
+    let c = xsk_io::pktgen::checksum(&f[34..], pseudo);
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+}
