@@ -265,12 +265,14 @@ fn syn_flood_of_100k_with_cookies_then_a_real_client_at_first_try() {
     assert_eq!(p.a.engine.stats().syn_cookies_accepted, 1);
 }
 
-/// At the connection limit, half-open connections get cookies instead of RSTs (a flood
-/// cannot lock real clients out), and established ones are what refuses a SYN.
+/// Past a full half-open table SYNs get cookies even at the connection limit (a flood of
+/// half-open connections cannot lock real clients out); completed handshakes are accepted
+/// until established connections fill the limit, and then SYNs are refused at once.
 #[test]
-fn at_the_connection_limit_syns_get_cookies_until_connections_fill_it() {
+fn a_full_half_open_table_gives_cookies_until_connections_fill_the_limit() {
     let mut c = config(Pair::A);
     c.max_conns = 4;
+    c.half_open_bytes = 2 * 8192; // two half-open connections at their initial buffers
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
     let syn = |i: u16| tcp(&TcpSpec { sport: 5000 + i, seq: 100 * i as u32, ..spec(0, 0, 0x02, &LINUX_OPTS, b"") });
@@ -281,10 +283,10 @@ fn at_the_connection_limit_syns_get_cookies_until_connections_fill_it() {
     let synacks: Vec<&Seg> = segs.iter().filter(|s| s.syn() && s.ack_set()).collect();
     assert_eq!((synacks.len(), segs.iter().filter(|s| s.rst()).count()), (6, 0), "{segs:?}");
     let s = t.engine.stats();
-    assert_eq!((s.half_open, s.syn_cookies_sent, s.drops.conn_limit), (4, 2, 0), "{s:?}");
-    // All six complete: the first four to be established are accepted, the other two
-    // find the limit full of established connections and are dropped (their next segment
-    // meets an RST).
+    assert_eq!((s.half_open, s.syn_cookies_sent, s.drops.conn_limit), (2, 4, 0), "{s:?}");
+    // All six complete: the first four to be established are accepted, the other two find
+    // the limit full of established connections and are dropped (their next segment meets
+    // an RST).
     for sa in &synacks {
         let i = sa.dport - 5000;
         t.inbox.push_back(tcp(&TcpSpec { sport: sa.dport, ..spec(100 * i as u32 + 1, sa.seq.wrapping_add(1), ACK, b"", b"") }));

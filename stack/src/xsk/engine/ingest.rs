@@ -34,12 +34,13 @@ impl Engine {
         let b = match info.flow {
             Flow::Tcp { src, sport, dport, syn } => {
                 let listening = self.ports.listening(dport);
-                // Established and half-open connections count against the limit; with SYN
-                // cookies, only established ones refuse a SYN (a flood of half-open ones gets
-                // cookies, and a real client that completes the handshake still gets in).
+                // Established and half-open connections count against the limit. With SYN
+                // cookies, a full half-open table (a flood, most likely) does not refuse a
+                // SYN: it gets a cookie, and a real client that completes the handshake gets
+                // in as long as established connections leave room.
                 let full = self.embryos + self.conns.len() >= self.cfg.max_conns;
-                let cookies = self.cfg.syn_cookies != SynCookies::Off;
-                let refuse = if syn && listening && full && (!cookies || self.conns.len() >= self.cfg.max_conns) {
+                let flooded = self.cfg.syn_cookies != SynCookies::Off && self.embryos >= self.embryo_limit();
+                let refuse = if syn && listening && full && (!flooded || self.conns.len() >= self.cfg.max_conns) {
                     Some(DropReason::ConnLimit)
                 } else if !listening && !self.ports.in_use(dport) {
                     Some(DropReason::NoSocket)

@@ -367,9 +367,7 @@ impl Engine {
         match self.cfg.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
-            SynCookies::Auto => {
-                self.embryos >= self.embryo_limit() || self.embryos + self.conns.len() >= self.cfg.max_conns
-            }
+            SynCookies::Auto => self.embryos >= self.embryo_limit(),
         }
     }
 
