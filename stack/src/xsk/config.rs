@@ -115,10 +115,13 @@ impl XskConfig {
     /// The defaults for `ifname` with address mode `addr`.
     pub fn new(ifname: &str, addr: AddrMode) -> XskConfig {
         let mut port = PortConfig::new(ifname);
-        // Room for a burst of requests from thousands of connections: the
-        // RX side gets a 4096-entry fill/RX ring, TX keeps 2048.
-        port.rings = xsk_io::socket::RingSizes { fill: 4096, comp: 2048, rx: 4096, tx: 2048 };
-        port.umem.frame_count = 8192;
+        // Room for a burst of requests from thousands of connections: a
+        // 4096-entry RX ring with a fill ring twice as large, TX keeps 2048;
+        // frames for all of them at once and two receive batches.
+        port.rings = xsk_io::socket::RingSizes::for_bursts(4096, 2048);
+        port.umem.frame_count = port.rings.frames_needed(256);
+        // Shed SYNs in XDP before the rings overflow (see xsk_io::shed).
+        port.syn_shed = xsk_io::port::Knob::Auto;
         XskConfig {
             port,
             addr,

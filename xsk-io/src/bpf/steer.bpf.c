@@ -6,15 +6,19 @@
 // stack (redirect into the AF_XDP socket of the receiving queue) or to the
 // kernel (XDP_PASS). Anything it does not positively recognise goes to the
 // kernel, and a steer decision for a queue without a registered socket also
-// falls back to the kernel: the program never drops (a deferred ACK, below,
-// is delivered through its ring instead).
+// falls back to the kernel: the program never drops, except SYNs shed under
+// overload (below, counted; off unless the port turns it on); a deferred
+// ACK is delivered through its ring instead.
 //
 // Userspace (src/steer.rs) owns the maps:
 //   xsks_map   rx queue index -> AF_XDP socket
 //   tcp_ports  TCP destination port (host order) -> 1 = steer
-//   cfg        [0] = { addr, flags }, see struct steer_cfg
-//   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED (disjoint:
-//              every frame is counted exactly once)
+//   cfg        [0] = { addr, flags, port_lo, port_hi }, see struct steer_cfg:
+//              the ports port_lo..=port_hi are steered without a tcp_ports
+//              entry (a dedicated address's ephemeral range: one config
+//              write instead of 20,000 map updates)
+//   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED, SHED_RX,
+//              SHED_FILL (disjoint: every frame is counted exactly once)
 //
 // Built twice (build.rs): plain, and with -DDEFER_ACKS, which adds deferred
 // ACKs. Userspace loads the second and falls back to the first on kernels
@@ -33,6 +37,20 @@
 // consumer can take it right after the frames that arrived before it, and its
 // arrival time. A full ring or a frame too long for a record is redirected
 // as usual.
+//
+// SYN shedding (same build, same per-queue slot): the one place this program
+// drops a frame on purpose. While `shed_on` is set the program counts the
+// frames it redirects into the queue's socket (`steered`), and the port
+// writes `shed` after every receive batch: the low 32 bits are `steered` as
+// it read it, the high 31 bits the number of frames that may still arrive
+// before fewer than a kept reserve of places are left for them (free RX ring
+// slots, frames in the fill ring, whichever is fewer), bit 63 set when the
+// fill ring was the smaller. A pure SYN (SYN without ACK or RST) to a steered
+// port that arrives once that budget is used up is dropped and counted
+// (SHED_FILL or SHED_RX): the reserve is left to the frames of connections
+// already open, and a new connection's client retries its SYN. A stack that
+// keeps up never exhausts the budget; one that falls behind refuses new work
+// before the kernel has to drop frames of every kind.
 //
 // Deliberately NOT vmlinux.h/CO-RE: only uapi headers, so it builds anywhere.
 
@@ -55,12 +73,16 @@ enum {
 	CNT_PASSED = 1,    /* not ours: handed to the kernel */
 	CNT_NO_SOCKET = 2, /* ours, but no socket on this queue: handed to the kernel */
 	CNT_DEFERRED = 3,  /* a pure ACK copied into the queue's ack ring */
+	CNT_SHED_RX = 4,   /* a SYN shed: the queue's RX ring budget was used up */
+	CNT_SHED_FILL = 5, /* a SYN shed: the queue's fill ring budget was used up */
 	CNT_MAX,
 };
 
 struct steer_cfg {
-	__be32 addr;  /* our IPv4 address, network order; 0 = any address */
-	__u32 flags;  /* STEER_* */
+	__be32 addr;    /* our IPv4 address, network order; 0 = any address */
+	__u32 flags;    /* STEER_* */
+	__u16 port_lo;  /* TCP ports port_lo..=port_hi (host order) are steered; */
+	__u16 port_hi;  /* port_hi == 0: no range */
 };
 
 /* ARP for Ethernet/IPv4, as it sits on the wire after struct ethhdr. */
@@ -129,6 +151,9 @@ struct ack_slot {
 	__u32 active;  /* written by userspace: a ring is set up, count frames */
 	__u64 steered; /* written here (atomically: in skb mode, RPS can run
 			* one queue's frames on several CPUs) */
+	__u32 shed_on; /* written by userspace: shed SYNs, count frames */
+	__u32 pad;
+	__u64 shed;    /* written by userspace (one 64-bit store): see the top */
 };
 
 struct {
@@ -138,6 +163,29 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ack_slot);
 } ack_state SEC(".maps");
+
+#define SHED_FILL_BIT   0x80000000u
+#define SHED_BUDGET_MASK 0x7fffffffu
+
+/*
+ * True if a pure SYN arriving on this queue now is to be shed: the budget
+ * the port left at its last receive batch is used up. Counts the reason.
+ */
+static __always_inline int shed_syn(__u32 q)
+{
+	struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+	__u64 w;
+	__u32 hi;
+
+	if (!slot || !slot->shed_on)
+		return 0;
+	w = slot->shed;
+	hi = (__u32)(w >> 32);
+	if ((__u32)slot->steered - (__u32)w < (hi & SHED_BUDGET_MASK))
+		return 0;
+	count(hi & SHED_FILL_BIT ? CNT_SHED_FILL : CNT_SHED_RX);
+	return 1;
+}
 
 struct ack_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -233,7 +281,7 @@ static __always_inline int steer(struct xdp_md *ctx)
 
 		/* Only for a queue with an ack ring: an atomic add per frame is
 		 * not free, and nobody reads the count otherwise. */
-		if (slot && slot->active)
+		if (slot && (slot->active || slot->shed_on))
 			__sync_fetch_and_add(&slot->steered, 1);
 	}
 #endif
@@ -260,6 +308,7 @@ int xsk_steer(struct xdp_md *ctx)
 	__u32 zero = 0;
 	__u32 flags;
 	__be32 addr;
+	__u32 port_lo, port_hi;
 
 	if ((void *)(eth + 1) > data_end)
 		return pass();
@@ -269,6 +318,8 @@ int xsk_steer(struct xdp_md *ctx)
 		return pass();
 	addr = c->addr;
 	flags = c->flags;
+	port_lo = c->port_lo;
+	port_hi = c->port_hi;
 
 	/*
 	 * VLAN-tagged frames (802.1Q / 802.1ad) are not ours: the userspace
@@ -328,10 +379,14 @@ int xsk_steer(struct xdp_md *ctx)
 		if ((void *)(tcp + 1) > data_end)
 			return pass();
 		port = bpf_ntohs(tcp->dest);
-		want = bpf_map_lookup_elem(&tcp_ports, &port);
-		if (!want || *want != 1)
-			return pass();
+		if (!(port_hi != 0 && port >= port_lo && port <= port_hi)) {
+			want = bpf_map_lookup_elem(&tcp_ports, &port);
+			if (!want || *want != 1)
+				return pass();
+		}
 #ifdef DEFER_ACKS
+		if (tcp->syn && !tcp->ack && !tcp->rst && shed_syn(ctx->rx_queue_index))
+			return XDP_DROP;
 		if (pure_ack(ip, tcp, ihl_bytes)) {
 			__u32 q = ctx->rx_queue_index;
 			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
