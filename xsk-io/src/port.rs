@@ -195,6 +195,9 @@ pub struct ShedCounters {
     pub syn_dropped_rx_backlog: u64,
     /// The fill ring had no more frames than the reserve.
     pub syn_dropped_fill_low: u64,
+    /// The RX ring had not been empty for a while and the frames waiting
+    /// reached the standing limit.
+    pub syn_dropped_standing_queue: u64,
 }
 
 /// Where the frames are, with the kernel-side places split by ring; the
@@ -372,10 +375,13 @@ impl Port {
 
     pub(crate) fn set_shed(&mut self, slot: crate::shed::ShedSlot) {
         tracing::info!(
-            "{}:{}: SYN shedding on: new connections' SYNs are dropped in XDP (counted) once fewer than {} RX/fill ring places are left",
+            "{}:{}: SYN shedding on: new connections' SYNs are dropped in XDP (counted) once fewer than {} RX/fill ring places \
+             are left, or {} frames wait after the RX ring has not been empty for {:?}",
             self.features.ifname,
             self.features.queue,
-            slot.keep
+            slot.keep,
+            slot.standing,
+            slot.behind_after
         );
         self.shed = Some(slot);
         self.update_shed();
@@ -395,10 +401,10 @@ impl Port {
     /// shedding reserve is left (no syscall: three loads and a store).
     #[inline]
     fn update_shed(&mut self) {
-        let Some(s) = &self.shed else { return };
+        let Some(s) = &mut self.shed else { return };
         let steered = s.steered();
         let queued = self.rx.pending();
-        let b = crate::shed::budget(self.features.rings.rx, queued, self.fill.in_flight(), s.keep);
+        let b = s.budget(Instant::now(), self.features.rings.rx, queued, self.fill.in_flight());
         s.publish(steered, b);
     }
 
@@ -440,7 +446,11 @@ impl Port {
         let shed = match (&self.shed, self.iface.steer()) {
             (Some(_), Some(steer)) => steer
                 .counters()
-                .map(|c| ShedCounters { syn_dropped_rx_backlog: c.shed_rx, syn_dropped_fill_low: c.shed_fill })
+                .map(|c| ShedCounters {
+                    syn_dropped_rx_backlog: c.shed_rx,
+                    syn_dropped_fill_low: c.shed_fill,
+                    syn_dropped_standing_queue: c.shed_standing,
+                })
                 .unwrap_or_default(),
             _ => ShedCounters::default(),
         };

@@ -59,6 +59,7 @@ const CNT_NO_SOCKET: u32 = 2;
 const CNT_DEFERRED: u32 = 3;
 const CNT_SHED_RX: u32 = 4;
 const CNT_SHED_FILL: u32 = 5;
+const CNT_SHED_STANDING: u32 = 6;
 
 /// The compiled program, 8-byte aligned for libelf.
 #[repr(C, align(8))]
@@ -270,12 +271,15 @@ pub struct SteerCounters {
     /// SYNs dropped under overload: the queue's fill ring had no more frames
     /// than the reserve.
     pub shed_fill: u64,
+    /// SYNs dropped under overload: the queue's RX ring had not been empty
+    /// for a while and the frames waiting in it reached the standing limit.
+    pub shed_standing: u64,
 }
 
 impl SteerCounters {
     /// Every frame the program saw.
     pub fn total(&self) -> u64 {
-        self.steered + self.passed + self.no_socket + self.deferred + self.shed_rx + self.shed_fill
+        self.steered + self.passed + self.no_socket + self.deferred + self.shed_rx + self.shed_fill + self.shed_standing
     }
 
     /// `self - earlier`, per field (saturating).
@@ -287,6 +291,7 @@ impl SteerCounters {
             deferred: self.deferred.saturating_sub(earlier.deferred),
             shed_rx: self.shed_rx.saturating_sub(earlier.shed_rx),
             shed_fill: self.shed_fill.saturating_sub(earlier.shed_fill),
+            shed_standing: self.shed_standing.saturating_sub(earlier.shed_standing),
         }
     }
 }
@@ -611,6 +616,7 @@ impl Steer {
             deferred: read(CNT_DEFERRED, "deferred")?,
             shed_rx: read(CNT_SHED_RX, "shed_rx")?,
             shed_fill: read(CNT_SHED_FILL, "shed_fill")?,
+            shed_standing: read(CNT_SHED_STANDING, "shed_standing")?,
         })
     }
 }
@@ -1053,7 +1059,7 @@ mod tests {
             check(MAP_XSKS, MapType::Xskmap, 4, 4, MAX_QUEUES);
             check(MAP_TCP_PORTS, MapType::Array, 4, 1, 65536);
             check(MAP_CFG, MapType::Array, 4, 12, 1);
-            check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_SHED_FILL + 1);
+            check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_SHED_STANDING + 1);
             if acks {
                 check(MAP_ACK_STATE, MapType::Array, 4, crate::acks::SLOT_BYTES as u32, MAX_QUEUES);
                 check(MAP_ACK_RINGS, MapType::ArrayOfMaps, 4, 4, MAX_QUEUES);

@@ -42,15 +42,16 @@
 // drops a frame on purpose. While `shed_on` is set the program counts the
 // frames it redirects into the queue's socket (`steered`), and the port
 // writes `shed` after every receive batch: the low 32 bits are `steered` as
-// it read it, the high 31 bits the number of frames that may still arrive
-// before fewer than a kept reserve of places are left for them (free RX ring
-// slots, frames in the fill ring, whichever is fewer), bit 63 set when the
-// fill ring was the smaller. A pure SYN (SYN without ACK or RST) to a steered
-// port that arrives once that budget is used up is dropped and counted
-// (SHED_FILL or SHED_RX): the reserve is left to the frames of connections
-// already open, and a new connection's client retries its SYN. A stack that
-// keeps up never exhausts the budget; one that falls behind refuses new work
-// before the kernel has to drop frames of every kind.
+// it read it, bits 32-61 the number of frames that may still arrive, bits
+// 62-63 what set that budget (the reason a SYN beyond it is counted under):
+// SHED_RX, SHED_FILL: only a kept reserve of places is left (free RX ring
+// slots, frames in the fill ring, whichever is fewer); SHED_STANDING: the
+// RX ring has not been empty for a while (the stack is behind, not taking a
+// burst) and the frames waiting reached a small limit. A pure SYN (SYN
+// without ACK or RST) to a steered port that arrives once the budget is used
+// up is dropped and counted: the places, and the stack's time, go to the
+// frames of connections already open; a new connection's client retries its
+// SYN. A stack that keeps up never exhausts the budget (see src/shed.rs).
 //
 // Deliberately NOT vmlinux.h/CO-RE: only uapi headers, so it builds anywhere.
 
@@ -75,6 +76,7 @@ enum {
 	CNT_DEFERRED = 3,  /* a pure ACK copied into the queue's ack ring */
 	CNT_SHED_RX = 4,   /* a SYN shed: the queue's RX ring budget was used up */
 	CNT_SHED_FILL = 5, /* a SYN shed: the queue's fill ring budget was used up */
+	CNT_SHED_STANDING = 6, /* a SYN shed: a standing queue reached its limit */
 	CNT_MAX,
 };
 
@@ -164,8 +166,7 @@ struct {
 	__type(value, struct ack_slot);
 } ack_state SEC(".maps");
 
-#define SHED_FILL_BIT   0x80000000u
-#define SHED_BUDGET_MASK 0x7fffffffu
+#define SHED_BUDGET_MASK 0x3fffffffu
 
 /*
  * True if a pure SYN arriving on this queue now is to be shed: the budget
@@ -183,7 +184,7 @@ static __always_inline int shed_syn(__u32 q)
 	hi = (__u32)(w >> 32);
 	if ((__u32)slot->steered - (__u32)w < (hi & SHED_BUDGET_MASK))
 		return 0;
-	count(hi & SHED_FILL_BIT ? CNT_SHED_FILL : CNT_SHED_RX);
+	count(CNT_SHED_RX + (hi >> 30)); /* reason 0..2; 3 is not written */
 	return 1;
 }
 
