@@ -247,8 +247,11 @@ pub struct XskOpts {
     pub frames: Option<u32>,
     /// SYN shedding in the XDP program: when the RX ring or the fill ring has no more than
     /// this reserve of places left, new connections' SYNs are dropped there (counted as
-    /// port.shed.*) so the reserve goes to the frames of open connections. off, auto (an
-    /// eighth of the RX ring) or a number of places (PortConfig.syn_shed).
+    /// port.shed.*) so the reserve goes to the frames of open connections; also once the RX
+    /// ring has not emptied for 50 ms, beyond 256 waiting frames (xsk_io::shed). off, auto (a
+    /// reserve of an eighth of the RX ring) or a reserve in places (PortConfig.syn_shed). It
+    /// bounds an open connection's wait under a SYN flood, at the price of some legitimate SYNs
+    /// in a burst of new connections (retried by their clients; docs/2026-12-02-storms).
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
     pub syn_shed: Knob,
     /// SO_BUSY_POLL_BUDGET (packets per busy-poll pass), used with --busy-poll.

@@ -30,3 +30,7 @@ for i in 1 2; do
     $NEW/rr-demo --only rr-10000 --rounds 2 --out $D/rr10000/new-$i > $D/rr10000/new-$i.log 2>&1 || true
 done
 python3 $D/summarize.py > $D/tables.txt
+
+# rr-10000 with the new build, shedding off against on (the default at the time), alternating.
+./target/release/rr-demo --only rr-10000 --rounds 2 --xsk-args "--syn-shed off" --out $D/rr10000/shedoff-1 > $D/rr10000/shedoff-1.log 2>&1 || true
+./target/release/rr-demo --only rr-10000 --rounds 2 --out $D/rr10000/new-3 > $D/rr10000/new-3.log 2>&1 || true

@@ -74,28 +74,63 @@ def rr10000():
         for r in doc["runs"]:
             t = r.get("server_trouble") or {}
             empty = next((v for k, v in t.items() if k.endswith("rx_fill_ring_empty_descs")), 0)
+            shed = sum(v for k, v in t.items() if "shed_syn" in k)
+            full = next((v for k, v in t.items() if k.endswith("xdp_rx_ring_full")), 0)
             runs.append({"variant": variant, "invocation": inv, "round": r.get("round"), "backend": r["backend"],
                          "setup_s": r.get("setup_s"), "rps": r.get("rps"), "p99_us": r.get("p99_us"),
                          "rx_fill_ring_empty_descs": empty if r["backend"] == "xsk" else None,
+                         "shed": shed if r["backend"] == "xsk" else None,
+                         "rx_ring_full": full if r["backend"] == "xsk" else None,
                          "server_drops": r.get("server_drops")})
     if not runs:
         return runs
     print("\nrr-10000 (rr-demo --only rr-10000 --rounds 2), per round")
     print(f"{'invocation':<12}{'round':>6} {'backend':<8}{'setup s':>9}{'req/s':>10}{'p99 us':>10}{'fill-empty':>11}{'drops':>8}")
+    def f2(x):
+        return "failed" if x is None or x != x else f"{x:.2f}"
     for r in runs:
-        print(f"{r['invocation']:<12}{str(r['round']):>6} {r['backend']:<8}{r['setup_s']:>9.2f}{r['rps'] or 0:>10.0f}"
+        print(f"{r['invocation']:<12}{str(r['round']):>6} {r['backend']:<8}{f2(r['setup_s']):>9}{r['rps'] or 0:>10.0f}"
               f"{r['p99_us'] or 0:>10.0f}{r['rx_fill_ring_empty_descs'] if r['rx_fill_ring_empty_descs'] is not None else '-':>11}"
               f"{r['server_drops'] if r['server_drops'] is not None else '-':>8}")
     for v in sorted({r["variant"] for r in runs}):
         x = [r for r in runs if r["variant"] == v and r["backend"] == "xsk"]
         k = [r for r in runs if r["variant"] == v and r["backend"] == "kernel"]
-        print(f"  {v:<6} xsk setup median {med([r['setup_s'] for r in x]):.2f} s (kernel {med([r['setup_s'] for r in k]):.2f} s), "
-              f"max {max(r['setup_s'] for r in x):.2f} s; fill-ring-empty per round {[r['rx_fill_ring_empty_descs'] for r in x]}")
+        ok = [r["setup_s"] for r in x if r["setup_s"] is not None and r["setup_s"] == r["setup_s"]]
+        print(f"  {v:<8} xsk rounds set up {len(ok)}/{len(x)}, setup median {f2(med(ok))} s, max {f2(max(ok) if ok else None)} s "
+              f"(kernel median {f2(med([r['setup_s'] for r in k]))} s); fill-ring-empty per round "
+              f"{[r['rx_fill_ring_empty_descs'] for r in x]}; SYNs shed per round {[r['shed'] for r in x]}; "
+              f"RX ring full per round {[r['rx_ring_full'] for r in x]}")
     return runs
 
 
+def rr10000_servers():
+    """Every xsk round of rr10000/*/, failed ones too (rr-demo keeps no row for a failed run): the
+    server's own counters from logs/rr-10000-r<N>-xsk.server.json, and the client's error."""
+    rows = []
+    for p in sorted(glob.glob(os.path.join(HERE, "rr10000", "*", "logs", "rr-10000-r*-xsk.server.json"))):
+        inv = p.split(os.sep)[-3]
+        rnd = int(os.path.basename(p)[len("rr-10000-r"):].split("-")[0])
+        st = json.load(open(p)).get("xsk", {}).get("stats", {})
+        port = st.get("port", {})
+        xdp = port.get("xdp", {})
+        shed = sum((port.get("shed") or {}).values())
+        bench = p.replace(".server.json", ".bench.log")
+        err = ""
+        if os.path.exists(bench):
+            err = next((l.strip() for l in open(bench) if "rr-bench: error" in l), "")
+        rows.append({"invocation": inv, "variant": inv.rsplit("-", 1)[0], "round": rnd,
+                     "rx_fill_ring_empty_descs": xdp.get("rx_fill_ring_empty_descs", 0),
+                     "rx_ring_full": xdp.get("rx_ring_full", 0), "syn_shed": shed, "client_error": err})
+    if rows:
+        print("\nrr-10000, every xsk round from the server's counters (failed rounds included)")
+        for r in rows:
+            print(f"  {r['invocation']:<11} round {r['round']}  fill-ring-empty {r['rx_fill_ring_empty_descs']:>6}  "
+                  f"RX-ring-full {r['rx_ring_full']:>7}  SYNs shed {r['syn_shed']:>6}  {r['client_error'][:110]}")
+    return rows
+
+
 def main():
-    out = {"flood": flood(), "rr10000": rr10000()}
+    out = {"flood": flood(), "rr10000": rr10000(), "rr10000_xsk_servers": rr10000_servers()}
     with open(os.path.join(HERE, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

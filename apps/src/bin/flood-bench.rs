@@ -818,16 +818,16 @@ struct Fresh {
     p50_ms: f64,
     p99_ms: f64,
     max_ms: f64,
-    /// Connect times, in milliseconds, in order.
+    /// Connect times, in milliseconds, of those established (in the order they finished).
     connect_ms: Vec<f64>,
 }
 
-/// Every `every` from `start` until `stop`: a fresh kernel TCP connection to `to` (connect
-/// with the kernel's SYN retries, up to 15 s), one 32-byte echo request, close.
+/// Every `every` from `start` until `stop`: a fresh kernel TCP connection to `to`, each on its
+/// own thread so that a slow one does not delay the next (connect with the kernel's SYN retries,
+/// up to 15 s; then one 32-byte echo request; close). Waits for the attempts still running.
 fn fresh_connections(to: SocketAddrV4, every: Duration, start: Arc<Barrier>, stop: Arc<AtomicBool>) -> Result<Fresh> {
-    let mut f = Fresh::default();
-    let req = request(32);
-    let mut resp = vec![0u8; req.len()];
+    let results = Arc::new(Mutex::new(Vec::<(f64, bool)>::new()));
+    let mut threads = Vec::new();
     start.wait();
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -837,23 +837,28 @@ fn fresh_connections(to: SocketAddrV4, every: Duration, start: Arc<Barrier>, sto
             continue;
         }
         next += every;
-        f.tried += 1;
-        let t = Instant::now();
-        let Ok(mut c) = TcpStream::connect_timeout(&SocketAddr::V4(to), Duration::from_secs(15)) else { continue };
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        f.connect_ms.push(ms);
-        if ms <= 100.0 {
-            f.within_100ms += 1;
-        }
-        let _ = c.set_nodelay(true);
-        let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
-        if c.write_all(&req).is_ok() && c.read_exact(&mut resp).is_ok() && resp == req {
-            f.ok += 1;
-        }
-        if next < Instant::now() {
-            next = Instant::now();
-        }
+        let results = results.clone();
+        // A new thread inherits this thread's network namespace.
+        threads.push(std::thread::spawn(move || {
+            let t = Instant::now();
+            let Ok(mut c) = TcpStream::connect_timeout(&SocketAddr::V4(to), Duration::from_secs(15)) else { return };
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let req = request(32);
+            let mut resp = vec![0u8; req.len()];
+            let _ = c.set_nodelay(true);
+            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+            let ok = c.write_all(&req).is_ok() && c.read_exact(&mut resp).is_ok() && resp == req;
+            results.lock().expect("fresh results").push((ms, ok));
+        }));
     }
+    let mut f = Fresh { tried: threads.len() as u64, ..Fresh::default() };
+    for t in threads {
+        let _ = t.join();
+    }
+    let r = std::mem::take(&mut *results.lock().expect("fresh results"));
+    f.connect_ms = r.iter().map(|&(ms, _)| ms).collect();
+    f.ok = r.iter().filter(|&&(_, ok)| ok).count() as u64;
+    f.within_100ms = f.connect_ms.iter().filter(|&&ms| ms <= 100.0).count() as u64;
     let mut v = f.connect_ms.clone();
     v.sort_by(f64::total_cmp);
     let q = |p: f64| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * p).round() as usize] };
