@@ -34,3 +34,21 @@ python3 $D/summarize.py > $D/tables.txt
 # rr-10000 with the new build, shedding off against on (the default at the time), alternating.
 ./target/release/rr-demo --only rr-10000 --rounds 2 --xsk-args "--syn-shed off" --out $D/rr10000/shedoff-1 > $D/rr10000/shedoff-1.log 2>&1 || true
 ./target/release/rr-demo --only rr-10000 --rounds 2 --out $D/rr10000/new-3 > $D/rr10000/new-3.log 2>&1 || true
+
+# Set 2 of the floods, after flood-bench started each fresh connection on its own thread:
+# xsk-flood only (the unloaded figures are set 1's xsk-baseline), alternating base/off/shed.
+# flood-bench and rr-server were copied to /tmp/sh-new first (a build was running).
+mkdir -p $D/flood2 /tmp/sh-new
+cp $NEW/flood-bench $NEW/rr-server /tmp/sh-new/
+for r in 1 2; do
+    for v in base off shed; do
+        case $v in
+            base) extra="--server $BASE/rr-server" ;;
+            off) extra="--server /tmp/sh-new/rr-server --xsk-arg=--syn-shed=off" ;;
+            shed) extra="--server /tmp/sh-new/rr-server --xsk-arg=--syn-shed=auto" ;;
+        esac
+        nice -n 5 /tmp/sh-new/flood-bench --case xsk-flood --duration 20s --idle-conns 2000 --fresh-every 250ms \
+            --quiet --json $D/flood2/$v-r$r.json $extra > $D/flood2/$v-r$r.txt 2>&1 || true
+    done
+done
+python3 $D/summarize.py > $D/tables.txt

@@ -17,10 +17,10 @@ def med(v):
     return statistics.median(v) if v else None
 
 
-def flood():
-    """flood/<variant>-r<N>.json: flood-bench runs, alternating variants per round."""
+def flood(sub, title):
+    """<sub>/<variant>-r<N>.json: flood-bench runs, alternating variants per round."""
     runs = []
-    for p in sorted(glob.glob(os.path.join(HERE, "flood", "*.json"))):
+    for p in sorted(glob.glob(os.path.join(HERE, sub, "*.json"))):
         name = os.path.basename(p)[:-5]
         variant, rnd = name.rsplit("-r", 1)
         doc = json.load(open(p))
@@ -43,7 +43,7 @@ def flood():
             })
     if not runs:
         return runs
-    print("flood-bench, per run (variant, round): the established connection, fresh connections, drops")
+    print(f"\n{title}\nflood-bench, per run (variant, round): the established connection, fresh connections, drops")
     hdr = (f"{'variant':<10}{'rd':>3} {'case':<16}{'SYN/s':>8}{'p50 us':>9}{'p99 us':>10}{'p99.9 us':>10}"
            f"{'reqs':>9}{'fresh ok/tried':>15}{'<=100ms':>8}{'max ms':>9}{'RSS MiB':>9}"
            f"{'fill-empty':>11}{'shed':>10}")
@@ -118,19 +118,25 @@ def rr10000_servers():
         err = ""
         if os.path.exists(bench):
             err = next((l.strip() for l in open(bench) if "rr-bench: error" in l), "")
+        bj = p.replace(".server.json", ".bench.json")
+        b = json.load(open(bj)) if os.path.exists(bj) else {}
         rows.append({"invocation": inv, "variant": inv.rsplit("-", 1)[0], "round": rnd,
+                     "setup_s": b.get("setup_s"), "request_errors": b.get("errors"),
                      "rx_fill_ring_empty_descs": xdp.get("rx_fill_ring_empty_descs", 0),
                      "rx_ring_full": xdp.get("rx_ring_full", 0), "syn_shed": shed, "client_error": err})
     if rows:
         print("\nrr-10000, every xsk round from the server's counters (failed rounds included)")
         for r in rows:
-            print(f"  {r['invocation']:<11} round {r['round']}  fill-ring-empty {r['rx_fill_ring_empty_descs']:>6}  "
+            setup = "-" if r["setup_s"] is None else f"{r['setup_s']:.2f} s"
+            print(f"  {r['invocation']:<11} round {r['round']}  setup {setup:>8}  request errors {str(r['request_errors']):>4}  "
+                  f"fill-ring-empty {r['rx_fill_ring_empty_descs']:>6}  "
                   f"RX-ring-full {r['rx_ring_full']:>7}  SYNs shed {r['syn_shed']:>6}  {r['client_error'][:110]}")
     return rows
 
 
 def main():
-    out = {"flood": flood(), "rr10000": rr10000(), "rr10000_xsk_servers": rr10000_servers()}
+    out = {"flood": flood("flood", "Set 1: fresh connections probed one after another (a slow one delays the next)"),
+           "flood2": flood("flood2", "Set 2: fresh connections each on their own thread, every 250 ms"), "rr10000": rr10000(), "rr10000_xsk_servers": rr10000_servers()}
     with open(os.path.join(HERE, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
