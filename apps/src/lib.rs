@@ -234,14 +234,26 @@ pub struct XskOpts {
     /// budget) or a number (PortConfig.xmit_batch).
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
     pub xmit_batch: Knob,
-    /// Entries in each of the four rings: fill, completion, RX, TX (power of two;
-    /// PortConfig.rings) [default: the connection limit rounded up to a power of two, 4096 to
-    /// 16384, so that a burst of one request per connection fits the RX side].
+    /// Entries in the RX and TX rings (power of two); the fill ring gets twice as many, the
+    /// completion ring as many (RingSizes::for_bursts) [default: the connection limit rounded
+    /// up to a power of two, 4096 to 16384, so that a burst of one request per connection fits
+    /// the RX side].
     #[arg(long, value_name = "N")]
     pub ring_size: Option<u32>,
-    /// UMEM frames (PortConfig.umem.frame_count) [default: twice --ring-size].
+    /// UMEM frames (PortConfig.umem.frame_count) [default: enough for a full fill ring, a full
+    /// RX ring, a full TX ring and two receive batches: 4 x --ring-size + 2 x --batch, at
+    /// least 256 for the batches].
     #[arg(long, value_name = "N")]
     pub frames: Option<u32>,
+    /// SYN shedding in the XDP program: when the RX ring or the fill ring has no more than
+    /// this reserve of places left, new connections' SYNs are dropped there (counted as
+    /// port.shed.*) so the reserve goes to the frames of open connections; also once the RX
+    /// ring has not emptied for 50 ms, beyond 256 waiting frames (xsk_io::shed). off, auto (a
+    /// reserve of an eighth of the RX ring) or a reserve in places (PortConfig.syn_shed). It
+    /// bounds an open connection's wait under a SYN flood, at the price of some legitimate SYNs
+    /// in a burst of new connections (retried by their clients; docs/2026-12-02-storms).
+    #[arg(long, value_name = "off|auto|N", default_value = "auto")]
+    pub syn_shed: Knob,
     /// SO_BUSY_POLL_BUDGET (packets per busy-poll pass), used with --busy-poll.
     #[arg(long, value_name = "PACKETS", default_value_t = 128)]
     pub busy_budget: u32,
@@ -327,6 +339,7 @@ impl XskOpts {
         "xmit_batch",
         "ring_size",
         "frames",
+        "syn_shed",
         "busy_budget",
         "buffer",
         "initial_buffer",
@@ -358,9 +371,10 @@ impl XskOpts {
             "--ring-size {} must be a power of two between 64 and 65536",
             ring_size
         );
+        let rings = RingSizes::for_bursts(ring_size, ring_size);
         let frames = match self.frames {
             Some(f) => f,
-            None => ring_size.checked_mul(2).context("--ring-size too large")?,
+            None => rings.frames_needed((2 * self.batch as u32).max(256)),
         };
         usage_ensure!(frames >= 2 * 64, "--frames {frames} is too few (at least 128)");
         usage_ensure!(self.batch >= 1, "--batch must be at least 1");
@@ -371,8 +385,8 @@ impl XskOpts {
         c.port.attach = self.attach;
         c.port.tx_budget = self.tx_budget;
         c.port.xmit_batch = self.xmit_batch;
-        let r = ring_size;
-        c.port.rings = RingSizes { fill: r, comp: r, rx: r, tx: r };
+        c.port.rings = rings;
+        c.port.syn_shed = self.syn_shed;
         c.port.umem = UmemConfig { frame_count: frames, ..UmemConfig::default() };
         c.port.busy_poll = busy_poll.map(|usecs| BusyPoll { usecs, budget: self.busy_budget });
         c.port.tune = !self.no_tune;

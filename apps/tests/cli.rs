@@ -36,6 +36,7 @@ fn help_explains_every_option() {
         "--xmit-batch",
         "--ring-size",
         "--frames",
+        "--syn-shed",
         "--busy-poll",
         "--busy-budget",
         "--max-conns",

@@ -99,6 +99,12 @@ pub struct PortConfig {
     pub busy_poll: Option<BusyPoll>,
     /// Prepare the device (offloads, channels); false = check only.
     pub tune: bool,
+    /// SYN shedding in the steering program (see [`crate::shed`]): `Off`
+    /// (the default here), `Auto` (keep an eighth of the RX ring for open
+    /// connections, [`crate::shed::default_keep`]) or `Value(keep)`. Needs
+    /// the program variant with deferred ACKs; without it the port says so
+    /// once and runs without.
+    pub syn_shed: Knob,
 }
 
 impl PortConfig {
@@ -115,6 +121,7 @@ impl PortConfig {
             xmit_batch: Knob::Auto,
             busy_poll: None,
             tune: true,
+            syn_shed: Knob::Off,
         }
     }
 }
@@ -124,6 +131,7 @@ fn once(flag: &AtomicBool) -> bool {
 }
 static SAID_NO_BUDGET: AtomicBool = AtomicBool::new(false);
 static SAID_NO_BATCH: AtomicBool = AtomicBool::new(false);
+static SAID_NO_SHED: AtomicBool = AtomicBool::new(false);
 
 /// One interface, prepared: owned (a second owner is refused), tuned, and
 /// with the steering program once ports are open. Shared by its ports.
@@ -245,8 +253,23 @@ impl Iface {
                     self.steer.get().expect("just set")
                 }
             };
-            for port in &ports {
+            for port in ports.iter_mut() {
                 steer.register_xsk(port.features().queue, port.as_fd())?;
+                let keep = match cfg.syn_shed {
+                    Knob::Off => None,
+                    Knob::Auto => Some(crate::shed::default_keep(cfg.rings.rx)),
+                    Knob::Value(k) => Some(k),
+                };
+                if let Some(keep) = keep {
+                    match steer.shed_slot(port.features().queue, keep)? {
+                        Some(slot) => port.set_shed(slot),
+                        None => {
+                            if once(&SAID_NO_SHED) {
+                                tracing::warn!("SYN shedding unavailable: the kernel did not load the program variant that has it");
+                            }
+                        }
+                    }
+                }
             }
             let mode = steer.mode();
             for port in ports.iter_mut() {
@@ -314,9 +337,22 @@ fn open_queue(cfg: &PortConfig, index: u32, queue: u32, iface: Arc<Iface>) -> Re
         frame_count: cfg.umem.frame_count,
     };
     let frames = FrameTable::new(umem.frame_count(), umem.frame_size());
-    // Keep enough frames for a full TX ring off the fill ring, but never
-    // more than half the UMEM, so both directions always have frames.
-    let tx_reserve = cfg.rings.tx.min(umem.frame_count() / 2);
+    // Keep enough frames for a full TX ring off the fill ring (frames in
+    // flight for TX count towards it), but never more than half the UMEM,
+    // so both directions always have frames.
+    let tx_reserve = crate::socket::tx_reserve(&cfg.rings, umem.frame_count());
+    let need = cfg.rings.frames_needed(0);
+    if umem.frame_count() < need {
+        tracing::warn!(
+            "{}:{queue}: {} UMEM frames are fewer than the rings need for a burst (fill {} + rx {} + tx {} = {need}): \
+             the fill ring can run short while the RX ring is full",
+            cfg.ifname,
+            umem.frame_count(),
+            cfg.rings.fill,
+            cfg.rings.rx,
+            cfg.rings.tx
+        );
+    }
     Ok(Port::new(PortParts { sock, umem, rings: Rings { fill, comp, rx, tx }, frames, tx_reserve, features, iface }))
 }
 

@@ -216,6 +216,7 @@ pub mod umem;
 pub mod socket;
 pub mod steer;
 pub mod acks;
+pub mod shed;
 pub mod tune;
 pub mod state;
 pub mod iface;

@@ -165,6 +165,10 @@ pub struct Counters {
     pub rx_wakeups: u64,
     /// flushes that could not keep the fill ring topped up (no free frames).
     pub fill_short: u64,
+    /// Receive calls that found the fill ring empty (the kernel had taken
+    /// every frame given to it): frames arriving then are dropped
+    /// (`rx_fill_ring_empty_descs`).
+    pub fill_empty_seen: u64,
     /// RX descriptors skipped because they named no frame the kernel held
     /// (never expected: a kernel or accounting bug).
     pub rx_skipped: u64,
@@ -177,6 +181,23 @@ pub struct PortStats {
     pub port: Counters,
     /// The kernel's counters of the socket (all 0 if they could not be read).
     pub xdp: XdpStatistics,
+    /// SYNs the steering program shed (all 0 while shedding is off). The
+    /// program's counters are per interface: with several ports on one
+    /// interface each reports the interface's total.
+    pub shed: ShedCounters,
+}
+
+/// SYNs the steering program dropped under overload, by reason (see
+/// [`crate::shed`]).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct ShedCounters {
+    /// The RX ring had no more room than the reserve kept for open connections.
+    pub syn_dropped_rx_backlog: u64,
+    /// The fill ring had no more frames than the reserve.
+    pub syn_dropped_fill_low: u64,
+    /// The RX ring had not been empty for a while and the frames waiting
+    /// reached the standing limit.
+    pub syn_dropped_standing_queue: u64,
 }
 
 /// Where the frames are, with the kernel-side places split by ring; the
@@ -234,6 +255,11 @@ pub struct Port {
     frames: FrameTable,
     /// Frames kept off the fill ring so that TX never starves.
     tx_reserve: u32,
+    /// SYN shedding in the steering program, if on.
+    shed: Option<crate::shed::ShedSlot>,
+    /// The fill ring was found empty: check the kernel's count (once in a
+    /// while) and say once where the frames were.
+    fill_watch: FillWatch,
     /// A kick failed with a transient error: retry on the next flush.
     kick_pending: bool,
     /// [`publish`](Port::publish) left the kick to the next wait or flush.
@@ -260,6 +286,30 @@ const LINK_RETRY: Duration = Duration::from_millis(10);
 struct LinkDown {
     since: Instant,
     last_try: Instant,
+}
+
+/// When [`Port::refill`] finds the fill ring empty: whether to read the
+/// kernel's count now (the first sighting, then every 1024th, so a ring that
+/// stays empty costs a syscall per 1024 batches, not one each) and what it
+/// said last; stops once it has logged.
+#[derive(Default)]
+struct FillWatch {
+    sightings: u64,
+    seen_empty: u64,
+    logged: bool,
+}
+
+impl FillWatch {
+    #[inline]
+    fn armed(&self) -> bool {
+        !self.logged
+    }
+
+    fn check_now(&mut self) -> bool {
+        let now = self.sightings.is_multiple_of(1024);
+        self.sightings += 1;
+        now
+    }
 }
 
 /// What [`crate::iface`] assembles a port from.
@@ -310,6 +360,8 @@ impl Port {
             tx,
             frames: p.frames,
             tx_reserve: p.tx_reserve,
+            shed: None,
+            fill_watch: FillWatch::default(),
             kick_pending: false,
             kick_owed: false,
             link_down: None,
@@ -319,6 +371,41 @@ impl Port {
         };
         port.refill();
         port
+    }
+
+    pub(crate) fn set_shed(&mut self, slot: crate::shed::ShedSlot) {
+        tracing::info!(
+            "{}:{}: SYN shedding on: new connections' SYNs are dropped in XDP (counted) once fewer than {} RX/fill ring places \
+             are left, or {} frames wait after the RX ring has not been empty for {:?}",
+            self.features.ifname,
+            self.features.queue,
+            slot.keep,
+            slot.standing,
+            slot.behind_after
+        );
+        self.shed = Some(slot);
+        self.update_shed();
+    }
+
+    /// Whether SYN shedding is on, and the places it keeps.
+    pub fn shed_keep(&self) -> Option<u32> {
+        self.shed.as_ref().map(|s| s.keep)
+    }
+
+    /// The TX reserve: frames kept off the fill ring for sending.
+    pub fn tx_reserve(&self) -> u32 {
+        self.tx_reserve
+    }
+
+    /// Tells the steering program how many frames may arrive before only the
+    /// shedding reserve is left (no syscall: three loads and a store).
+    #[inline]
+    fn update_shed(&mut self) {
+        let Some(s) = &mut self.shed else { return };
+        let steered = s.steered();
+        let queued = self.rx.pending();
+        let b = s.budget(Instant::now(), self.features.rings.rx, queued, self.fill.in_flight());
+        s.publish(steered, b);
     }
 
     pub(crate) fn set_attach(&mut self, mode: AttachMode) {
@@ -356,7 +443,18 @@ impl Port {
     /// The port's counters and the socket's kernel counters (one
     /// `getsockopt`).
     pub fn stats(&self) -> PortStats {
-        PortStats { port: self.counters, xdp: self.sock.statistics().unwrap_or_default() }
+        let shed = match (&self.shed, self.iface.steer()) {
+            (Some(_), Some(steer)) => steer
+                .counters()
+                .map(|c| ShedCounters {
+                    syn_dropped_rx_backlog: c.shed_rx,
+                    syn_dropped_fill_low: c.shed_fill,
+                    syn_dropped_standing_queue: c.shed_standing,
+                })
+                .unwrap_or_default(),
+            _ => ShedCounters::default(),
+        };
+        PortStats { port: self.counters, xdp: self.sock.statistics().unwrap_or_default(), shed }
     }
 
     // ---- RX ---------------------------------------------------------------
@@ -383,6 +481,7 @@ impl Port {
                 self.counters.rx_skipped += 1;
             }
         }
+        self.update_shed();
         if n > 0 {
             self.rx.release();
             self.counters.rx_frames += n as u64;
@@ -630,7 +729,10 @@ impl Port {
 
     /// Tops up the fill ring from the free list, keeping the TX reserve.
     fn refill(&mut self) {
-        let spare = (self.frames.free_len() as u32).saturating_sub(self.tx_reserve);
+        if self.fill.in_flight() == 0 && self.counters.rx_frames > 0 {
+            self.fill_ran_empty();
+        }
+        let spare = crate::socket::fill_spare(self.frames.free_len() as u32, self.tx_reserve, self.frames.count(Place::Tx));
         let want = self.fill.free(spare.max(1)).min(spare);
         for _ in 0..want {
             let Some(addr) = self.frames.alloc(Place::Fill) else { break };
@@ -639,6 +741,43 @@ impl Port {
         }
         if self.fill.publish() == 0 && self.fill.in_flight() == 0 && spare == 0 {
             self.counters.fill_short += 1;
+        }
+    }
+
+    /// The fill ring was found empty (the kernel took every frame): counts
+    /// it, and now and then (the first time, then every 1024th) reads the
+    /// kernel's count of frames dropped for it; the first time that count
+    /// has risen, logs where the frames were.
+    #[cold]
+    fn fill_ran_empty(&mut self) {
+        self.counters.fill_empty_seen += 1;
+        if !self.fill_watch.armed() || !self.fill_watch.check_now() {
+            return;
+        }
+        let Ok(st) = self.sock.statistics() else { return };
+        if st.rx_fill_ring_empty_descs > self.fill_watch.seen_empty {
+            self.fill_watch.seen_empty = st.rx_fill_ring_empty_descs;
+            self.fill_watch.logged = true;
+            let a = self.accounting();
+            tracing::warn!(
+                "{}:{}: the fill ring ran empty and the kernel dropped {} frame(s) so far (rx_fill_ring_empty_descs); \
+                 the {} frames were: free {}, fill ring {}, RX ring {}, held by the stack {}, TX {}, completion ring {} \
+                 (TX reserve {}, rings fill/rx/tx {}/{}/{}). Said once; the count is in the port's statistics",
+                self.features.ifname,
+                self.features.queue,
+                st.rx_fill_ring_empty_descs,
+                a.total,
+                a.free,
+                a.fill,
+                a.rx_ring,
+                a.app,
+                a.tx,
+                a.comp_ring,
+                self.tx_reserve,
+                self.features.rings.fill,
+                self.features.rings.rx,
+                self.features.rings.tx,
+            );
         }
     }
 

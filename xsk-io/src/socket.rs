@@ -64,7 +64,7 @@ pub enum SocketError {
 /// RX and fill bound how many received frames can wait for the application;
 /// TX bounds how many frames one flush can queue (and is the default
 /// [`XDP_MAX_TX_SKB_BUDGET`]).
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RingSizes {
     /// Fill ring: frames given to the kernel to receive into.
     pub fill: u32,
@@ -80,6 +80,48 @@ impl Default for RingSizes {
     fn default() -> Self {
         RingSizes { fill: 2048, comp: 2048, rx: 2048, tx: 2048 }
     }
+}
+
+impl RingSizes {
+    /// Rings sized for bursts around an RX ring of `rx` and a TX ring of `tx`
+    /// entries (powers of two): the fill ring twice the RX ring (xdpsock's
+    /// rule, fill >= device RX ring + AF_XDP RX ring: a burst can fill the RX
+    /// ring while as many frames again wait in the fill ring for the next
+    /// one), the completion ring as large as the TX ring.
+    pub fn for_bursts(rx: u32, tx: u32) -> RingSizes {
+        RingSizes { fill: rx.saturating_mul(2), comp: tx, rx, tx }
+    }
+
+    /// UMEM frames these rings need so that the fill ring can be full while
+    /// the RX ring is full, a TX ring's worth of frames is in flight and the
+    /// application holds `held` more (a receive batch, frames being built):
+    /// `fill + rx + tx + held`. With fewer, the fill ring runs short exactly
+    /// when a burst has filled the RX ring.
+    pub fn frames_needed(&self, held: u32) -> u32 {
+        self.fill.saturating_add(self.rx).saturating_add(self.tx).saturating_add(held)
+    }
+
+    /// Bytes the four rings map (descriptors only: fill and completion hold
+    /// 8-byte addresses, RX and TX 16-byte descriptors).
+    pub fn ring_bytes(&self) -> u64 {
+        8 * (u64::from(self.fill) + u64::from(self.comp)) + 16 * (u64::from(self.rx) + u64::from(self.tx))
+    }
+}
+
+/// The TX reserve of a port: frames kept off the fill ring so that TX never
+/// starves. A TX ring's worth, but never more than half the UMEM (a small
+/// UMEM still receives). Frames already in flight for TX count towards it
+/// ([`fill_spare`]).
+pub fn tx_reserve(rings: &RingSizes, frames: u32) -> u32 {
+    rings.tx.min(frames / 2)
+}
+
+/// How many free frames a refill may hand to the fill ring: those above
+/// what the TX reserve still lacks. `tx_in_flight` frames handed to TX
+/// (not yet completed) already count towards the reserve, so a busy TX side
+/// does not take frames away from the fill ring twice.
+pub fn fill_spare(free: u32, tx_reserve: u32, tx_in_flight: u32) -> u32 {
+    free.saturating_sub(tx_reserve.saturating_sub(tx_in_flight))
 }
 
 /// The four rings of one socket, mapped; returned by [`XskSocket::setup`].
@@ -297,5 +339,87 @@ impl AsFd for XskSocket {
 impl AsRawFd for XskSocket {
     fn as_raw_fd(&self) -> std::os::fd::RawFd {
         self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod sizing_tests {
+    use super::{fill_spare, tx_reserve, RingSizes};
+
+    #[test]
+    fn bursts_get_a_fill_ring_twice_the_rx_ring_and_frames_for_every_ring() {
+        let r = RingSizes::for_bursts(4096, 2048);
+        assert_eq!(r, RingSizes { fill: 8192, comp: 2048, rx: 4096, tx: 2048 });
+        assert_eq!(r.frames_needed(256), 8192 + 4096 + 2048 + 256);
+        assert_eq!(r.ring_bytes(), 8 * (8192 + 2048) + 16 * (4096 + 2048));
+        assert_eq!(RingSizes::for_bursts(u32::MAX, 1).fill, u32::MAX);
+        assert_eq!(tx_reserve(&r, 14592), 2048);
+        // A small UMEM keeps half its frames for receiving.
+        assert_eq!(tx_reserve(&r, 1024), 512);
+    }
+
+    #[test]
+    fn frames_in_flight_for_tx_count_towards_the_reserve() {
+        assert_eq!(fill_spare(10_000, 2048, 0), 10_000 - 2048);
+        assert_eq!(fill_spare(10_000, 2048, 1000), 10_000 - 1048);
+        assert_eq!(fill_spare(10_000, 2048, 2048), 10_000);
+        assert_eq!(fill_spare(10_000, 2048, 5000), 10_000);
+        assert_eq!(fill_spare(100, 2048, 0), 0);
+    }
+
+    /// A port's frames in a burst, as a model: a stalled stack while `burst`
+    /// frames arrive, a TX ring's worth of frames in flight (the SYN-ACKs of
+    /// the connections before) and a receive batch in the stack's hands.
+    /// Returns the frames the kernel had to drop because the fill ring was
+    /// empty (not because the RX ring was full).
+    fn fill_empty_drops(rings: RingSizes, frames: u32, held: u32, burst: u32, old_refill: bool) -> u32 {
+        let reserve = tx_reserve(&rings, frames);
+        let (mut free, mut fill, mut rx, mut tx) = (frames, 0u32, 0u32, 0u32);
+        let refill = |free: &mut u32, fill: &mut u32, tx: u32| {
+            let spare = if old_refill { free.saturating_sub(reserve) } else { fill_spare(*free, reserve, tx) };
+            let n = spare.min(rings.fill - *fill);
+            *free -= n;
+            *fill += n;
+        };
+        // TX has a ring's worth in flight, the stack holds a batch; the
+        // fill ring is topped up as every receive call does.
+        let sent = rings.tx.min(free);
+        free -= sent;
+        tx += sent;
+        let h = held.min(free);
+        free -= h;
+        refill(&mut free, &mut fill, tx);
+        let mut dropped_empty = 0;
+        for _ in 0..burst {
+            if rx == rings.rx {
+                continue; // RX ring full: not the fill ring's fault
+            }
+            if fill == 0 {
+                dropped_empty += 1;
+                continue;
+            }
+            fill -= 1;
+            rx += 1;
+        }
+        dropped_empty
+    }
+
+    #[test]
+    fn a_burst_that_fits_the_rx_ring_never_meets_an_empty_fill_ring() {
+        for rx in [256u32, 4096, 16384] {
+            let rings = RingSizes::for_bursts(rx, rx);
+            let frames = rings.frames_needed(256);
+            assert_eq!(fill_empty_drops(rings, frames, 256, rx, false), 0, "rx {rx}");
+            assert_eq!(fill_empty_drops(rings, frames, 256, 3 * rx, false), 0, "rx {rx}");
+        }
+        // The sizing before issue 22 (rings all r, frames 2r, the whole
+        // reserve kept whatever TX had in flight): the same burst finds the
+        // fill ring empty long before the RX ring is full.
+        let old = RingSizes { fill: 16384, comp: 16384, rx: 16384, tx: 16384 };
+        let lost = fill_empty_drops(old, 2 * 16384, 256, 16384, true);
+        assert!(lost > 0, "the old sizing loses frames ({lost})");
+        // The new refill alone (frames in flight count towards the reserve)
+        // already helps the old sizing, but does not make it whole.
+        assert!(fill_empty_drops(old, 2 * 16384, 256, 16384, false) < lost);
     }
 }

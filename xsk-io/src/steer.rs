@@ -57,6 +57,9 @@ const CNT_STEERED: u32 = 0;
 const CNT_PASSED: u32 = 1;
 const CNT_NO_SOCKET: u32 = 2;
 const CNT_DEFERRED: u32 = 3;
+const CNT_SHED_RX: u32 = 4;
+const CNT_SHED_FILL: u32 = 5;
+const CNT_SHED_STANDING: u32 = 6;
 
 /// The compiled program, 8-byte aligned for libelf.
 #[repr(C, align(8))]
@@ -262,12 +265,21 @@ pub struct SteerCounters {
     /// Pure ACKs put into a sleeping queue's ack ring instead of its socket
     /// (see [`AckRing`]).
     pub deferred: u64,
+    /// SYNs dropped under overload (see [`crate::shed`]): the queue's RX
+    /// ring had no more room than the reserve kept for open connections.
+    pub shed_rx: u64,
+    /// SYNs dropped under overload: the queue's fill ring had no more frames
+    /// than the reserve.
+    pub shed_fill: u64,
+    /// SYNs dropped under overload: the queue's RX ring had not been empty
+    /// for a while and the frames waiting in it reached the standing limit.
+    pub shed_standing: u64,
 }
 
 impl SteerCounters {
     /// Every frame the program saw.
     pub fn total(&self) -> u64 {
-        self.steered + self.passed + self.no_socket + self.deferred
+        self.steered + self.passed + self.no_socket + self.deferred + self.shed_rx + self.shed_fill + self.shed_standing
     }
 
     /// `self - earlier`, per field (saturating).
@@ -277,6 +289,9 @@ impl SteerCounters {
             passed: self.passed.saturating_sub(earlier.passed),
             no_socket: self.no_socket.saturating_sub(earlier.no_socket),
             deferred: self.deferred.saturating_sub(earlier.deferred),
+            shed_rx: self.shed_rx.saturating_sub(earlier.shed_rx),
+            shed_fill: self.shed_fill.saturating_sub(earlier.shed_fill),
+            shed_standing: self.shed_standing.saturating_sub(earlier.shed_standing),
         }
     }
 }
@@ -298,8 +313,19 @@ pub struct Steer {
     /// Deferred ACKs' maps; None when the kernel could not load that
     /// variant of the program (the plain one runs).
     acks: Option<AckMaps>,
+    /// What `cfg[0]` holds (address, flags, port range), to rewrite it whole.
+    cfg_value: std::sync::Mutex<CfgValue>,
     /// The bpf_link; closing it (drop, process exit) detaches the program.
     link: OwnedFd,
+}
+
+/// `struct steer_cfg` as userspace keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CfgValue {
+    addr: Ipv4Addr,
+    flags: SteerFlags,
+    /// TCP ports steered by range (empty: `port_hi` 0).
+    range: Option<(u16, u16)>,
 }
 
 impl Steer {
@@ -424,6 +450,7 @@ impl Steer {
             cfg,
             counters,
             acks,
+            cfg_value: std::sync::Mutex::new(CfgValue { addr: Ipv4Addr::UNSPECIFIED, flags: SteerFlags::NONE, range: None }),
             link,
         })
     }
@@ -440,6 +467,15 @@ impl Steer {
             op: format!("set up the ack ring of queue {queue_id}"),
             source: libbpf_rs::Error::from(e),
         })
+    }
+
+    /// Turns SYN shedding on for `queue_id`, keeping `keep` places of its
+    /// rings for open connections (see [`crate::shed`]); off again when the
+    /// returned slot is dropped. `None` if the loaded program cannot shed
+    /// (the variant without deferred ACKs, on an older kernel).
+    pub fn shed_slot(&self, queue_id: u32, keep: u32) -> Result<Option<crate::shed::ShedSlot>, SteerError> {
+        check_queue(queue_id)?;
+        Ok(self.acks.as_ref().map(|a| crate::shed::ShedSlot::new(a.state.clone(), queue_id, keep)))
     }
 
     /// `Skb` or `Drv`: the mode actually attached.
@@ -472,13 +508,17 @@ impl Steer {
                 "ARP steering needs a concrete address, not 0.0.0.0",
             ));
         }
+        let mut g = self.cfg_value.lock().unwrap_or_else(|e| e.into_inner());
+        let v = CfgValue { addr, flags, ..*g };
+        self.write_cfg(&v, || format!("set address {addr} flags {flags:?}"))?;
+        *g = v;
+        Ok(())
+    }
+
+    fn write_cfg(&self, v: &CfgValue, op: impl FnOnce() -> String) -> Result<(), SteerError> {
         self.cfg
-            .update(&0u32.to_ne_bytes(), &encode_cfg(addr, flags), MapFlags::ANY)
-            .map_err(|source| SteerError::Map {
-                map: MAP_CFG,
-                op: format!("set address {addr} flags {flags:?}"),
-                source,
-            })
+            .update(&0u32.to_ne_bytes(), &encode_cfg(v.addr, v.flags, v.range), MapFlags::ANY)
+            .map_err(|source| SteerError::Map { map: MAP_CFG, op: op(), source })
     }
 
     /// Steer TCP segments to destination port `port`.
@@ -491,8 +531,24 @@ impl Steer {
         self.set_tcp_port(port, 0)
     }
 
-    /// Steer every TCP destination port in `ports` (one map update per port).
+    /// Steer every TCP destination port in `ports`. The first range is one
+    /// write of the program's config (the program checks it before the port
+    /// map); a range that does not extend it becomes one map update per port.
+    /// Ports of the range stay steered whatever
+    /// [`remove_tcp_port`](Self::remove_tcp_port) says.
     pub fn add_tcp_port_range(&self, ports: RangeInclusive<u16>) -> Result<(), SteerError> {
+        if ports.is_empty() {
+            return Ok(());
+        }
+        let (lo, hi) = (*ports.start(), *ports.end());
+        let mut g = self.cfg_value.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(merged) = merge_range(g.range, (lo, hi)) {
+            let v = CfgValue { range: Some(merged), ..*g };
+            self.write_cfg(&v, || format!("steer TCP ports {}..={}", merged.0, merged.1))?;
+            *g = v;
+            return Ok(());
+        }
+        drop(g);
         for port in ports {
             self.set_tcp_port(port, 1)?;
         }
@@ -558,6 +614,9 @@ impl Steer {
             passed: read(CNT_PASSED, "passed")?,
             no_socket: read(CNT_NO_SOCKET, "no_socket")?,
             deferred: read(CNT_DEFERRED, "deferred")?,
+            shed_rx: read(CNT_SHED_RX, "shed_rx")?,
+            shed_fill: read(CNT_SHED_FILL, "shed_fill")?,
+            shed_standing: read(CNT_SHED_STANDING, "shed_standing")?,
         })
     }
 }
@@ -612,12 +671,35 @@ fn port_key(port: u16) -> [u8; 4] {
     u32::from(port).to_ne_bytes()
 }
 
-/// Value of `cfg[0]`: `struct steer_cfg { __be32 addr; __u32 flags; }`.
-fn encode_cfg(addr: Ipv4Addr, flags: SteerFlags) -> [u8; 8] {
-    let mut v = [0u8; 8];
+/// Value of `cfg[0]`: `struct steer_cfg { __be32 addr; __u32 flags; __u16
+/// port_lo; __u16 port_hi; }` (ports in host order; `port_hi` 0: no range).
+fn encode_cfg(addr: Ipv4Addr, flags: SteerFlags, range: Option<(u16, u16)>) -> [u8; 12] {
+    let mut v = [0u8; 12];
     v[..4].copy_from_slice(&addr.octets()); // network order
-    v[4..].copy_from_slice(&flags.bits().to_ne_bytes());
+    v[4..8].copy_from_slice(&flags.bits().to_ne_bytes());
+    if let Some((lo, hi)) = range {
+        // Port 0 is no TCP port: a range from 0 starts at 1, and one that
+        // is only port 0 is none.
+        let lo = lo.max(1);
+        if hi >= lo {
+            v[8..10].copy_from_slice(&lo.to_ne_bytes());
+            v[10..12].copy_from_slice(&hi.to_ne_bytes());
+        }
+    }
     v
+}
+
+/// The one range the config holds, extended by `new`: Some if `new` is the
+/// first range or overlaps or touches the current one, None if it cannot be
+/// one range with it.
+fn merge_range(cur: Option<(u16, u16)>, new: (u16, u16)) -> Option<(u16, u16)> {
+    match cur {
+        None => Some(new),
+        Some((lo, hi)) => {
+            let touches = u32::from(new.0) <= u32::from(hi) + 1 && u32::from(lo) <= u32::from(new.1) + 1;
+            touches.then(|| (lo.min(new.0), hi.max(new.1)))
+        }
+    }
 }
 
 /// Sum of per-CPU `u64` values (each as native-endian bytes).
@@ -844,12 +926,29 @@ mod tests {
         let v = encode_cfg(
             Ipv4Addr::new(198, 18, 99, 1),
             SteerFlags::ARP | SteerFlags::ICMP,
+            Some((40000, 59999)),
         );
         // __be32 addr: the octets in wire order.
         assert_eq!(&v[..4], &[198, 18, 99, 1]);
         // __u32 flags: host order.
-        assert_eq!(u32::from_ne_bytes(v[4..].try_into().unwrap()), 3);
-        assert_eq!(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE), [0; 8]);
+        assert_eq!(u32::from_ne_bytes(v[4..8].try_into().unwrap()), 3);
+        // __u16 port_lo, port_hi: host order.
+        assert_eq!(u16::from_ne_bytes(v[8..10].try_into().unwrap()), 40000);
+        assert_eq!(u16::from_ne_bytes(v[10..12].try_into().unwrap()), 59999);
+        assert_eq!(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, None), [0; 12]);
+        // Port 0 is never steered by range.
+        assert_eq!(&encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, Some((0, 0)))[8..], &[0; 4]);
+        assert_eq!(u16::from_ne_bytes(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, Some((0, 9)))[8..10].try_into().unwrap()), 1);
+    }
+
+    #[test]
+    fn port_ranges_merge_when_they_touch() {
+        assert_eq!(merge_range(None, (40000, 59999)), Some((40000, 59999)));
+        assert_eq!(merge_range(Some((40000, 59999)), (60000, 60010)), Some((40000, 60010)));
+        assert_eq!(merge_range(Some((40000, 59999)), (30000, 39999)), Some((30000, 59999)));
+        assert_eq!(merge_range(Some((40000, 59999)), (45000, 45001)), Some((40000, 59999)));
+        assert_eq!(merge_range(Some((40000, 59999)), (7000, 7000)), None);
+        assert_eq!(merge_range(Some((40000, 65535)), (65535, 65535)), Some((40000, 65535)));
     }
 
     #[test]
@@ -883,6 +982,7 @@ mod tests {
             passed: 10,
             no_socket: 1,
             deferred: 4,
+            ..Default::default()
         };
         assert_eq!(c.total(), 20);
         assert_eq!(
@@ -891,12 +991,14 @@ mod tests {
                 passed: 10,
                 no_socket: 0,
                 deferred: 1,
+                ..Default::default()
             }),
             SteerCounters {
                 steered: 3,
                 passed: 0,
                 no_socket: 1,
                 deferred: 3,
+                ..Default::default()
             }
         );
     }
@@ -956,8 +1058,8 @@ mod tests {
             };
             check(MAP_XSKS, MapType::Xskmap, 4, 4, MAX_QUEUES);
             check(MAP_TCP_PORTS, MapType::Array, 4, 1, 65536);
-            check(MAP_CFG, MapType::Array, 4, 8, 1);
-            check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_DEFERRED + 1);
+            check(MAP_CFG, MapType::Array, 4, 12, 1);
+            check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_SHED_STANDING + 1);
             if acks {
                 check(MAP_ACK_STATE, MapType::Array, 4, crate::acks::SLOT_BYTES as u32, MAX_QUEUES);
                 check(MAP_ACK_RINGS, MapType::ArrayOfMaps, 4, 4, MAX_QUEUES);

@@ -146,6 +146,14 @@ struct Args {
     /// idle_conns / interval requests per second of background load on the server.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
     idle_ping: Duration,
+    /// Every this long during the measurement, a fresh kernel TCP connection from ns_b
+    /// (a legitimate client arriving during the flood): connect, one echo request, close. Its
+    /// time to establish is reported (0 = none).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "250ms")]
+    fresh_every: Duration,
+    /// Extra arguments for the xsk server (repeatable), e.g. --xsk-arg=--syn-shed=off.
+    #[arg(long = "xsk-arg", value_name = "ARG", allow_hyphen_values = true)]
+    xsk_args: Vec<String>,
     /// Internal: run as a holder of idle connections to ADDR:PORT (started by flood-bench in
     /// ns_b, talks to it over stdin/stdout).
     #[arg(long, hide = true, value_name = "ADDR:PORT")]
@@ -293,9 +301,10 @@ impl MemoryBound {
         let listeners = STACK_BACKLOG.div_ceil(buckets).max(1) * buckets;
         let by_count = (STACK_BACKLOG * 4).max(max_conns);
         let half_open_limit = by_count.min(STACK_HALF_OPEN_BYTES / per_socket).max(1);
-        // apps::XskOpts::config: rings = max_conns rounded up, 4096..16384; frames = 2 x rings.
+        // apps::XskOpts::config: RX/TX rings = max_conns rounded up, 4096..16384, the fill ring
+        // twice that; frames = fill + RX + TX + 256 (two receive batches of 64, at least 256).
         let ring = (max_conns as u32).next_power_of_two().clamp(4096, 16384) as u64;
-        let umem_bytes = 2 * ring * UMEM_FRAME_SIZE;
+        let umem_bytes = (4 * ring + 256) * UMEM_FRAME_SIZE;
         let half_open_max = half_open_limit;
         let sockets = max_conns + listeners + half_open_max + STACK_POOL_MAX;
         MemoryBound {
@@ -366,6 +375,8 @@ struct CaseResult {
     rss_growth_second_half_kib: i64,
     /// xsk: StackStats.drops; kernel: TcpExt counter deltas of ns_a over the measurement.
     drops: Value,
+    /// Fresh connections opened during the measurement (`--fresh-every`).
+    fresh: Fresh,
     /// Server summary excerpts: CPU seconds, accepted; xsk also half-open sockets at exit.
     server_stack: Value,
     server_exit: String,
@@ -460,6 +471,7 @@ fn start_server(args: &Args, case: Case, exe: &Path, lab: &Lab, dir: &Path, targ
                 .iter()
                 .map(|s| s.to_string()),
         );
+        a.extend(args.xsk_args.iter().cloned());
     } else {
         a.extend(["--backend", "kernel", "--bind", &target.to_string()].iter().map(|s| s.to_string()));
     }
@@ -793,6 +805,69 @@ fn measure(mut conn: TcpStream, req_size: usize, start: Arc<Barrier>, stop: Arc<
     Ok(Latency { hist, requests, errors, measured: t0.elapsed() })
 }
 
+/// Fresh connections opened during the measurement: how long each took to establish.
+#[derive(Debug, Default, Serialize)]
+struct Fresh {
+    /// Attempts started.
+    tried: u64,
+    /// Established, and the echo request answered.
+    ok: u64,
+    /// Established within 100 ms.
+    within_100ms: u64,
+    /// Milliseconds to establish (connect returned), of those established.
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    /// Connect times, in milliseconds, of those established (in the order they finished).
+    connect_ms: Vec<f64>,
+}
+
+/// Every `every` from `start` until `stop`: a fresh kernel TCP connection to `to`, each on its
+/// own thread so that a slow one does not delay the next (connect with the kernel's SYN retries,
+/// up to 15 s; then one 32-byte echo request; close). Waits for the attempts still running.
+fn fresh_connections(to: SocketAddrV4, every: Duration, start: Arc<Barrier>, stop: Arc<AtomicBool>) -> Result<Fresh> {
+    let results = Arc::new(Mutex::new(Vec::<(f64, bool)>::new()));
+    let mut threads = Vec::new();
+    start.wait();
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep((next - now).min(Duration::from_millis(20)));
+            continue;
+        }
+        next += every;
+        let results = results.clone();
+        // A new thread inherits this thread's network namespace.
+        threads.push(std::thread::spawn(move || {
+            let t = Instant::now();
+            let Ok(mut c) = TcpStream::connect_timeout(&SocketAddr::V4(to), Duration::from_secs(15)) else { return };
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let req = request(32);
+            let mut resp = vec![0u8; req.len()];
+            let _ = c.set_nodelay(true);
+            let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+            let ok = c.write_all(&req).is_ok() && c.read_exact(&mut resp).is_ok() && resp == req;
+            results.lock().expect("fresh results").push((ms, ok));
+        }));
+    }
+    let mut f = Fresh { tried: threads.len() as u64, ..Fresh::default() };
+    for t in threads {
+        let _ = t.join();
+    }
+    let r = std::mem::take(&mut *results.lock().expect("fresh results"));
+    f.connect_ms = r.iter().map(|&(ms, _)| ms).collect();
+    f.ok = r.iter().filter(|&&(_, ok)| ok).count() as u64;
+    f.within_100ms = f.connect_ms.iter().filter(|&&ms| ms <= 100.0).count() as u64;
+    let mut v = f.connect_ms.clone();
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * p).round() as usize] };
+    f.p50_ms = q(0.5);
+    f.p99_ms = q(0.99);
+    f.max_ms = v.last().copied().unwrap_or(0.0);
+    Ok(f)
+}
+
 /// xorshift64*: enough randomness for source addresses and ports.
 struct Rng(u64);
 
@@ -959,7 +1034,7 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
     let samples = Arc::new(Mutex::new(Vec::<RssSample>::new()));
     let netstat_before = tcp_ext(pid);
     let (rss_before, _) = read_rss(pid).context("reading the server's /proc/PID/status")?;
-    let start = Arc::new(Barrier::new(2 + usize::from(case.flood())));
+    let start = Arc::new(Barrier::new(2 + usize::from(case.flood()) + usize::from(!args.fresh_every.is_zero())));
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let sent = Arc::new(AtomicU64::new(0));
@@ -967,6 +1042,12 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         let (start, stop, done) = (start.clone(), stop.clone(), done.clone());
         let req_size = args.req_size;
         std::thread::Builder::new().name("latency".into()).spawn(move || measure(est, req_size, start, stop, done))?
+    };
+    let fresh = if args.fresh_every.is_zero() {
+        None
+    } else {
+        let (start, stop, every) = (start.clone(), stop.clone(), args.fresh_every);
+        Some(spawn_in(&lab.ns_b, "fresh", move || fresh_connections(to, every, start, stop))?)
     };
     let flooder = if case.flood() {
         let plan = FloodPlan {
@@ -1021,6 +1102,10 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
     stop.store(true, Ordering::Relaxed);
     let measured = t0.elapsed();
     let lat = join(lat)?;
+    let fresh = match fresh {
+        Some(h) => join(h)?,
+        None => Fresh::default(),
+    };
     let (syns, syn_errors) = match flooder {
         Some(h) => join(h)?,
         None => (0, 0),
@@ -1056,6 +1141,12 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
             }
             // SYNs answered with a cookie (kernel TCP's SyncookiesSent), not a drop but a trace of the flood.
             m.insert("syn_cookies_sent".into(), st["syn_cookies_sent"].clone());
+            // SYNs the XDP program shed (0 or absent with shedding off).
+            if let Value::Object(shed) = &st["port"]["shed"] {
+                for (k, v) in shed {
+                    m.insert(format!("xdp_shed_{k}"), v.clone());
+                }
+            }
         }
         (
             drops,
@@ -1101,6 +1192,7 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         hwm_kib: hwm,
         rss_growth_second_half_kib: last as i64 - mid as i64,
         drops,
+        fresh,
         server_stack,
         server_exit: exit,
         loadavg,
@@ -1155,6 +1247,21 @@ fn table(results: &[CaseResult], bound: &MemoryBound) -> String {
     }
     for r in results {
         let _ = writeln!(s, "  {} server drops: {}", r.case.name(), nonzero(&r.drops));
+    }
+    for r in results.iter().filter(|r| r.fresh.tried > 0) {
+        let f = &r.fresh;
+        let _ = writeln!(
+            s,
+            "  {} fresh connections: {}/{} established ({} within 100 ms), {} answered; connect p50/p99/max {:.1}/{:.1}/{:.1} ms",
+            r.case.name(),
+            f.connect_ms.len(),
+            f.tried,
+            f.within_100ms,
+            f.ok,
+            f.p50_ms,
+            f.p99_ms,
+            f.max_ms
+        );
     }
     for r in results {
         let _ = writeln!(s, "  {} load average at the end: {}", r.case.name(), r.loadavg);

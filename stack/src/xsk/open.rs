@@ -50,6 +50,32 @@ impl XskTransport {
         pcfg.steer = Some(SteerSpec { addr, tcp_ports: Vec::new(), flags });
         let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
         ports[0].log_features();
+        {
+            let (r, u) = (&cfg.port.rings, &cfg.port.umem);
+            let umem = u64::from(u.frame_count) * u64::from(u.frame_size);
+            let need = r.frames_needed(0);
+            tracing::info!(
+                "{ifname}: per port: rings fill {} rx {} tx {} completion {} ({} KiB), UMEM {} frames x {} B = {} MiB{}, \
+                 TX reserve {}, SYN shedding {}; {} port(s): {} MiB",
+                r.fill,
+                r.rx,
+                r.tx,
+                r.comp,
+                r.ring_bytes() >> 10,
+                u.frame_count,
+                u.frame_size,
+                umem >> 20,
+                if u.frame_count >= need {
+                    format!(" (fill+rx+tx need {need})")
+                } else {
+                    format!(" (FEWER than fill+rx+tx = {need}: the fill ring can run short in a burst)")
+                },
+                ports[0].tx_reserve(),
+                ports[0].shed_keep().map_or("off".to_string(), |k| format!("on, keeping {k} places")),
+                ports.len(),
+                (ports.len() as u64 * (umem + r.ring_bytes())) >> 20,
+            );
+        }
         let claims = match cfg.addr {
             // The kernel has the address too: take ports one by one.
             AddrMode::Shared => Some(Claims::new(addr)),

@@ -6,15 +6,19 @@
 // stack (redirect into the AF_XDP socket of the receiving queue) or to the
 // kernel (XDP_PASS). Anything it does not positively recognise goes to the
 // kernel, and a steer decision for a queue without a registered socket also
-// falls back to the kernel: the program never drops (a deferred ACK, below,
-// is delivered through its ring instead).
+// falls back to the kernel: the program never drops, except SYNs shed under
+// overload (below, counted; off unless the port turns it on); a deferred
+// ACK is delivered through its ring instead.
 //
 // Userspace (src/steer.rs) owns the maps:
 //   xsks_map   rx queue index -> AF_XDP socket
 //   tcp_ports  TCP destination port (host order) -> 1 = steer
-//   cfg        [0] = { addr, flags }, see struct steer_cfg
-//   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED (disjoint:
-//              every frame is counted exactly once)
+//   cfg        [0] = { addr, flags, port_lo, port_hi }, see struct steer_cfg:
+//              the ports port_lo..=port_hi are steered without a tcp_ports
+//              entry (a dedicated address's ephemeral range: one config
+//              write instead of 20,000 map updates)
+//   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED, SHED_RX,
+//              SHED_FILL (disjoint: every frame is counted exactly once)
 //
 // Built twice (build.rs): plain, and with -DDEFER_ACKS, which adds deferred
 // ACKs. Userspace loads the second and falls back to the first on kernels
@@ -33,6 +37,21 @@
 // consumer can take it right after the frames that arrived before it, and its
 // arrival time. A full ring or a frame too long for a record is redirected
 // as usual.
+//
+// SYN shedding (same build, same per-queue slot): the one place this program
+// drops a frame on purpose. While `shed_on` is set the program counts the
+// frames it redirects into the queue's socket (`steered`), and the port
+// writes `shed` after every receive batch: the low 32 bits are `steered` as
+// it read it, bits 32-61 the number of frames that may still arrive, bits
+// 62-63 what set that budget (the reason a SYN beyond it is counted under):
+// SHED_RX, SHED_FILL: only a kept reserve of places is left (free RX ring
+// slots, frames in the fill ring, whichever is fewer); SHED_STANDING: the
+// RX ring has not been empty for a while (the stack is behind, not taking a
+// burst) and the frames waiting reached a small limit. A pure SYN (SYN
+// without ACK or RST) to a steered port that arrives once the budget is used
+// up is dropped and counted: the places, and the stack's time, go to the
+// frames of connections already open; a new connection's client retries its
+// SYN. A stack that keeps up never exhausts the budget (see src/shed.rs).
 //
 // Deliberately NOT vmlinux.h/CO-RE: only uapi headers, so it builds anywhere.
 
@@ -55,12 +74,17 @@ enum {
 	CNT_PASSED = 1,    /* not ours: handed to the kernel */
 	CNT_NO_SOCKET = 2, /* ours, but no socket on this queue: handed to the kernel */
 	CNT_DEFERRED = 3,  /* a pure ACK copied into the queue's ack ring */
+	CNT_SHED_RX = 4,   /* a SYN shed: the queue's RX ring budget was used up */
+	CNT_SHED_FILL = 5, /* a SYN shed: the queue's fill ring budget was used up */
+	CNT_SHED_STANDING = 6, /* a SYN shed: a standing queue reached its limit */
 	CNT_MAX,
 };
 
 struct steer_cfg {
-	__be32 addr;  /* our IPv4 address, network order; 0 = any address */
-	__u32 flags;  /* STEER_* */
+	__be32 addr;    /* our IPv4 address, network order; 0 = any address */
+	__u32 flags;    /* STEER_* */
+	__u16 port_lo;  /* TCP ports port_lo..=port_hi (host order) are steered; */
+	__u16 port_hi;  /* port_hi == 0: no range */
 };
 
 /* ARP for Ethernet/IPv4, as it sits on the wire after struct ethhdr. */
@@ -129,6 +153,9 @@ struct ack_slot {
 	__u32 active;  /* written by userspace: a ring is set up, count frames */
 	__u64 steered; /* written here (atomically: in skb mode, RPS can run
 			* one queue's frames on several CPUs) */
+	__u32 shed_on; /* written by userspace: shed SYNs, count frames */
+	__u32 pad;
+	__u64 shed;    /* written by userspace (one 64-bit store): see the top */
 };
 
 struct {
@@ -138,6 +165,28 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ack_slot);
 } ack_state SEC(".maps");
+
+#define SHED_BUDGET_MASK 0x3fffffffu
+
+/*
+ * True if a pure SYN arriving on this queue now is to be shed: the budget
+ * the port left at its last receive batch is used up. Counts the reason.
+ */
+static __always_inline int shed_syn(__u32 q)
+{
+	struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+	__u64 w;
+	__u32 hi;
+
+	if (!slot || !slot->shed_on)
+		return 0;
+	w = slot->shed;
+	hi = (__u32)(w >> 32);
+	if ((__u32)slot->steered - (__u32)w < (hi & SHED_BUDGET_MASK))
+		return 0;
+	count(CNT_SHED_RX + (hi >> 30)); /* reason 0..2; 3 is not written */
+	return 1;
+}
 
 struct ack_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -233,7 +282,7 @@ static __always_inline int steer(struct xdp_md *ctx)
 
 		/* Only for a queue with an ack ring: an atomic add per frame is
 		 * not free, and nobody reads the count otherwise. */
-		if (slot && slot->active)
+		if (slot && (slot->active || slot->shed_on))
 			__sync_fetch_and_add(&slot->steered, 1);
 	}
 #endif
@@ -260,6 +309,7 @@ int xsk_steer(struct xdp_md *ctx)
 	__u32 zero = 0;
 	__u32 flags;
 	__be32 addr;
+	__u32 port_lo, port_hi;
 
 	if ((void *)(eth + 1) > data_end)
 		return pass();
@@ -269,6 +319,8 @@ int xsk_steer(struct xdp_md *ctx)
 		return pass();
 	addr = c->addr;
 	flags = c->flags;
+	port_lo = c->port_lo;
+	port_hi = c->port_hi;
 
 	/*
 	 * VLAN-tagged frames (802.1Q / 802.1ad) are not ours: the userspace
@@ -328,10 +380,14 @@ int xsk_steer(struct xdp_md *ctx)
 		if ((void *)(tcp + 1) > data_end)
 			return pass();
 		port = bpf_ntohs(tcp->dest);
-		want = bpf_map_lookup_elem(&tcp_ports, &port);
-		if (!want || *want != 1)
-			return pass();
+		if (!(port_hi != 0 && port >= port_lo && port <= port_hi)) {
+			want = bpf_map_lookup_elem(&tcp_ports, &port);
+			if (!want || *want != 1)
+				return pass();
+		}
 #ifdef DEFER_ACKS
+		if (tcp->syn && !tcp->ack && !tcp->rst && shed_syn(ctx->rx_queue_index))
+			return XDP_DROP;
 		if (pure_ack(ip, tcp, ihl_bytes)) {
 			__u32 q = ctx->rx_queue_index;
 			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
