@@ -261,6 +261,6 @@ mod tests {
         assert_eq!(size_of::<XdpStatistics>(), 48);
         assert_eq!(size_of::<XdpDesc>(), 16);
         assert_eq!(size_of::<XskTxMetadata>(), 24);
-        assert!(size_of::<XskTxMetadata>() <= TX_METADATA_LEN as usize && TX_METADATA_LEN % 8 == 0);
+        assert!(size_of::<XskTxMetadata>() <= TX_METADATA_LEN as usize && TX_METADATA_LEN.is_multiple_of(8));
     }
 }
