@@ -269,6 +269,11 @@ pub struct XskOpts {
     /// Don't prepare the device (offloads, channels); only check that it is usable.
     #[arg(long)]
     pub no_tune: bool,
+    /// Fill every TCP checksum in user space. By default the kernel completes them (AF_XDP TX
+    /// metadata, Linux 6.8+, probed at startup; the port's features line says tx_csum=offload),
+    /// and a local receiver such as a veth peer skips verifying them (PortConfig.tx_csum).
+    #[arg(long)]
+    pub no_csum_offload: bool,
     /// Router for off-link peers [default: the kernel's default route with a shared
     /// address; none with a dedicated one].
     #[arg(long, value_name = "A.B.C.D")]
@@ -344,6 +349,7 @@ impl XskOpts {
         "buffer",
         "initial_buffer",
         "no_tune",
+        "no_csum_offload",
         "gateway",
         "partial_csum",
         "idle_timeout",
@@ -390,6 +396,7 @@ impl XskOpts {
         c.port.umem = UmemConfig { frame_count: frames, ..UmemConfig::default() };
         c.port.busy_poll = busy_poll.map(|usecs| BusyPoll { usecs, budget: self.busy_budget });
         c.port.tune = !self.no_tune;
+        c.port.tx_csum = !self.no_csum_offload;
         c.rx_batch = self.batch;
         c.max_conns = max_conns;
         c.rx_buffer = self.buffer;

@@ -97,6 +97,9 @@ pub struct PortConfig {
     pub xmit_batch: Knob,
     /// Busy polling; None (the default) is off.
     pub busy_poll: Option<BusyPoll>,
+    /// Ask for TX checksum offload through AF_XDP TX metadata (Linux 6.8+;
+    /// [`Features::tx_csum`] says whether the kernel took it). On by default.
+    pub tx_csum: bool,
     /// Prepare the device (offloads, channels); false = check only.
     pub tune: bool,
     /// SYN shedding in the steering program (see [`crate::shed`]): `Off`
@@ -120,6 +123,7 @@ impl PortConfig {
             tx_budget: Knob::Auto,
             xmit_batch: Knob::Auto,
             busy_poll: None,
+            tx_csum: true,
             tune: true,
             syn_shed: Knob::Off,
         }
@@ -132,6 +136,7 @@ fn once(flag: &AtomicBool) -> bool {
 static SAID_NO_BUDGET: AtomicBool = AtomicBool::new(false);
 static SAID_NO_BATCH: AtomicBool = AtomicBool::new(false);
 static SAID_NO_SHED: AtomicBool = AtomicBool::new(false);
+static SAID_NO_TX_MD: AtomicBool = AtomicBool::new(false);
 
 /// One interface, prepared: owned (a second owner is refused), tuned, and
 /// with the steering program once ports are open. Shared by its ports.
@@ -306,7 +311,10 @@ impl Drop for Iface {
 fn open_queue(cfg: &PortConfig, index: u32, queue: u32, iface: Arc<Iface>) -> Result<Port, PortError> {
     let umem = Umem::new(cfg.umem).map_err(PortError::Umem)?;
     let sock = XskSocket::new()?;
-    let Rings { fill, comp, rx, tx } = sock.setup(&umem, cfg.rings)?;
+    let (Rings { fill, comp, rx, tx }, tx_csum) = sock.setup_with(&umem, cfg.rings, cfg.tx_csum)?;
+    if cfg.tx_csum && !tx_csum && once(&SAID_NO_TX_MD) {
+        tracing::warn!("kernel has no AF_XDP TX metadata (XDP_UMEM_TX_METADATA_LEN, Linux 6.8+): TCP checksums are filled in user space");
+    }
     let tx_budget = set_budget(&sock, cfg)?;
     let xmit_batch = set_xmit_batch(&sock, cfg, tx_budget)?;
     if let Some(bp) = cfg.busy_poll {
@@ -332,6 +340,7 @@ fn open_queue(cfg: &PortConfig, index: u32, queue: u32, iface: Arc<Iface>) -> Re
         tx_budget,
         xmit_batch,
         busy_poll: cfg.busy_poll,
+        tx_csum,
         rings: cfg.rings,
         frame_size: cfg.umem.frame_size,
         frame_count: cfg.umem.frame_count,
@@ -353,7 +362,8 @@ fn open_queue(cfg: &PortConfig, index: u32, queue: u32, iface: Arc<Iface>) -> Re
             cfg.rings.tx
         );
     }
-    Ok(Port::new(PortParts { sock, umem, rings: Rings { fill, comp, rx, tx }, frames, tx_reserve, features, iface }))
+    let tx_md = if tx_csum { sys::TX_METADATA_LEN } else { 0 };
+    Ok(Port::new(PortParts { sock, umem, rings: Rings { fill, comp, rx, tx }, frames, tx_reserve, tx_md, features, iface }))
 }
 
 /// XDP_MAX_TX_SKB_BUDGET: how many descriptors one sendto may turn into skbs.

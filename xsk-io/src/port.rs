@@ -98,6 +98,10 @@ pub struct Features {
     pub xmit_batch: Option<u32>,
     /// Busy polling, if configured.
     pub busy_poll: Option<BusyPoll>,
+    /// TX checksum offload through AF_XDP TX metadata
+    /// ([`TxHalf::send_csum`]): asked for ([`PortConfig::tx_csum`]) and
+    /// taken by the kernel (Linux 6.8+).
+    pub tx_csum: bool,
     /// The ring sizes.
     pub rings: RingSizes,
     /// UMEM frame size in bytes.
@@ -110,7 +114,7 @@ impl std::fmt::Display for Features {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}:{} driver={} xdp={} copy-mode need_wakeup={} tx_budget={} xmit_batch={} busy_poll={} rings(fill/comp/rx/tx)={}/{}/{}/{} frames={}x{}",
+            "{}:{} driver={} xdp={} copy-mode need_wakeup={} tx_budget={} xmit_batch={} busy_poll={} tx_csum={} rings(fill/comp/rx/tx)={}/{}/{}/{} frames={}x{}",
             self.ifname,
             self.queue,
             self.driver,
@@ -119,6 +123,7 @@ impl std::fmt::Display for Features {
             self.tx_budget.map_or("unsupported(32)".to_string(), |b| b.to_string()),
             self.xmit_batch.map_or("unsupported".to_string(), |b| b.to_string()),
             self.busy_poll.map_or("off".to_string(), |b| format!("{}us/{}", b.usecs, b.budget)),
+            if self.tx_csum { "offload" } else { "off" },
             self.rings.fill,
             self.rings.comp,
             self.rings.rx,
@@ -161,6 +166,9 @@ pub struct Counters {
     pub link_downs: u64,
     /// send() found the TX ring full.
     pub tx_ring_full: u64,
+    /// Frames sent with TX metadata asking the kernel to complete the
+    /// checksum ([`TxHalf::send_csum`]).
+    pub tx_csum_offloaded: u64,
     /// recvfrom calls (fill-ring wakeups, busy polling).
     pub rx_wakeups: u64,
     /// flushes that could not keep the fill ring topped up (no free frames).
@@ -260,6 +268,9 @@ pub struct Port {
     /// The fill ring was found empty: check the kernel's count (once in a
     /// while) and say once where the frames were.
     fill_watch: FillWatch,
+    /// TX metadata bytes in front of every TX frame's data (0: none
+    /// registered): allocated frames start this far into their UMEM frame.
+    tx_md: u32,
     /// A kick failed with a transient error: retry on the next flush.
     kick_pending: bool,
     /// [`publish`](Port::publish) left the kick to the next wait or flush.
@@ -319,6 +330,8 @@ pub(crate) struct PortParts {
     pub rings: Rings,
     pub frames: FrameTable,
     pub tx_reserve: u32,
+    /// TX metadata bytes registered with the UMEM (0: none).
+    pub tx_md: u32,
     pub features: Features,
     pub iface: Arc<Iface>,
 }
@@ -362,6 +375,7 @@ impl Port {
             tx_reserve: p.tx_reserve,
             shed: None,
             fill_watch: FillWatch::default(),
+            tx_md: p.tx_md,
             kick_pending: false,
             kick_owed: false,
             link_down: None,
@@ -531,6 +545,7 @@ impl Port {
             comp: &mut self.comp,
             frames: &mut self.frames,
             counters: &mut self.counters,
+            tx_md: self.tx_md,
         };
         (&self.umem, half)
     }
@@ -861,6 +876,7 @@ pub struct TxHalf<'a> {
     comp: &'a mut Consumer<u64>,
     frames: &'a mut FrameTable,
     counters: &'a mut Counters,
+    tx_md: u32,
 }
 
 impl TxHalf<'_> {
@@ -885,7 +901,41 @@ impl TxHalf<'_> {
             self.reap();
         }
         let addr = self.frames.alloc(Place::App)?;
-        Some(self.umem.frame(addr, 0))
+        // With TX metadata the kernel reads it in front of the data (and
+        // rejects a descriptor with less room before it than that).
+        Some(self.umem.frame(addr + self.tx_md as u64, 0))
+    }
+
+    /// Whether [`send_csum`](Self::send_csum) offloads the checksum (the
+    /// UMEM has TX metadata): [`Features::tx_csum`].
+    #[inline]
+    pub fn csum_offload(&self) -> bool {
+        self.tx_md != 0
+    }
+
+    /// As [`send`](Self::send), with the frame's L4 checksum left to the
+    /// kernel (TX metadata with `XDP_TXMD_FLAGS_CHECKSUM`; in copy mode the
+    /// skb is CHECKSUM_PARTIAL: the device completes it, or the kernel does
+    /// when the device cannot, and a local receiver such as a veth peer
+    /// skips verifying it). The caller writes the pseudo-header sum into the
+    /// checksum field, which is `csum_offset` bytes after `csum_start`
+    /// (counted from the frame's first byte), as for any CHECKSUM_PARTIAL
+    /// packet. Without TX metadata ([`csum_offload`](Self::csum_offload)
+    /// false), or for a range that does not fit the frame (which the kernel
+    /// would refuse, stalling the ring), it is a plain `send`.
+    #[inline]
+    pub fn send_csum(&mut self, mut f: Frame, csum_start: u16, csum_offset: u16) -> Result<(), Frame> {
+        let len = f.len().min(self.umem.capacity(&f));
+        if self.tx_md == 0 || csum_start as usize + csum_offset as usize + 2 > len {
+            return self.send(f);
+        }
+        let md = crate::sys::XskTxMetadata { flags: crate::sys::XDP_TXMD_FLAGS_CHECKSUM, csum_start, csum_offset, ..Default::default() };
+        if !self.umem.write_tx_metadata(&mut f, self.tx_md, &md) {
+            return self.send(f);
+        }
+        self.push(f, crate::sys::XDP_TX_METADATA)?;
+        self.counters.tx_csum_offloaded += 1;
+        Ok(())
     }
 
     /// As [`Port::release`].
@@ -899,8 +949,13 @@ impl TxHalf<'_> {
     /// capacity); gives it back if the TX ring is full.
     #[inline]
     pub fn send(&mut self, f: Frame) -> Result<(), Frame> {
+        self.push(f, 0)
+    }
+
+    #[inline]
+    fn push(&mut self, f: Frame, options: u32) -> Result<(), Frame> {
         let len = f.len().min(self.umem.capacity(&f)) as u32;
-        let desc = XdpDesc { addr: f.addr(), len, options: 0 };
+        let desc = XdpDesc { addr: f.addr(), len, options };
         if !self.tx.push(desc) {
             self.counters.tx_ring_full += 1;
             return Err(f);

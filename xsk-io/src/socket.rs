@@ -169,6 +169,15 @@ impl XskSocket {
     /// refused ring option or mapping; [`SocketError::UmemReg`] if the UMEM
     /// cannot be registered (pinned-memory limit, bad frame size).
     pub fn setup(&self, umem: &Umem, sizes: RingSizes) -> Result<Rings, SocketError> {
+        self.setup_with(umem, sizes, false).map(|(r, _)| r)
+    }
+
+    /// As [`setup`](Self::setup); with `tx_metadata`, the UMEM is registered
+    /// with [`TX_METADATA_LEN`] bytes of TX metadata in front of every TX
+    /// frame's data (`XDP_UMEM_TX_METADATA_LEN`, Linux 6.8+), which TX
+    /// checksum offload needs. Returns whether the kernel took it: one that
+    /// refuses the flag (`EINVAL`) gets the UMEM registered without.
+    pub(crate) fn setup_with(&self, umem: &Umem, sizes: RingSizes, tx_metadata: bool) -> Result<(Rings, bool), SocketError> {
         for (n, name) in [(sizes.fill, "fill"), (sizes.comp, "completion"), (sizes.rx, "rx"), (sizes.tx, "tx")] {
             if !n.is_power_of_two() || n < 2 {
                 return Err(SocketError::Setup {
@@ -185,7 +194,17 @@ impl XskSocket {
             flags: 0,
             tx_metadata_len: 0,
         };
-        setsockopt(self.fd.as_fd(), SOL_XDP, XDP_UMEM_REG, &reg).map_err(|e| SocketError::UmemReg {
+        let mut with_md = false;
+        if tx_metadata {
+            let mut md = reg;
+            md.flags = XDP_UMEM_TX_METADATA_LEN;
+            md.tx_metadata_len = TX_METADATA_LEN;
+            // A kernel before 6.8 refuses the flag; any other error the
+            // plain registration below reports.
+            with_md = setsockopt(self.fd.as_fd(), SOL_XDP, XDP_UMEM_REG, &md).is_ok();
+        }
+        let registered = if with_md { Ok(()) } else { setsockopt(self.fd.as_fd(), SOL_XDP, XDP_UMEM_REG, &reg) };
+        registered.map_err(|e| SocketError::UmemReg {
             bytes: umem.area_len(),
             hint: if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
                 "the UMEM is pinned memory: it needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK (ulimit -l)"
@@ -209,12 +228,13 @@ impl XskSocket {
         let comp = map("mapping the completion ring", &off.cr, sizes.comp, 8, XDP_UMEM_PGOFF_COMPLETION_RING)?;
         let rx = map("mapping the rx ring", &off.rx, sizes.rx, 16, XDP_PGOFF_RX_RING)?;
         let tx = map("mapping the tx ring", &off.tx, sizes.tx, 16, XDP_PGOFF_TX_RING)?;
-        Ok(Rings {
+        let rings = Rings {
             fill: Producer::new(fill, &off.fr, sizes.fill),
             comp: Consumer::new(comp, &off.cr, sizes.comp),
             rx: Consumer::new(rx, &off.rx, sizes.rx),
             tx: Producer::new(tx, &off.tx, sizes.tx),
-        })
+        };
+        Ok((rings, with_md))
     }
 
     /// Binds in copy mode with need_wakeup. Never zero-copy.

@@ -98,6 +98,19 @@ pub const XDP_GENERIC_XMIT_BATCH: libc::c_int = 10;
 
 pub(crate) const XDP_OPTIONS_ZEROCOPY: u32 = 1 << 0;
 
+// xdp_umem_reg.flags: `tx_metadata_len` is honoured only with this flag
+// (Linux 6.8+); older kernels refuse the unknown flag with EINVAL.
+pub(crate) const XDP_UMEM_TX_METADATA_LEN: u32 = 1 << 2;
+// xdp_desc.options: a `struct xsk_tx_metadata` precedes the frame's data.
+pub(crate) const XDP_TX_METADATA: u32 = 1 << 1;
+// xsk_tx_metadata.flags: complete the L4 checksum (CHECKSUM_PARTIAL in copy mode).
+pub(crate) const XDP_TXMD_FLAGS_CHECKSUM: u64 = 1 << 1;
+/// Bytes registered as TX metadata in front of every TX frame's data: room
+/// for `struct xsk_tx_metadata` (24 bytes with `launch_time`), rounded up to
+/// 32 so that the frame data stays 32-byte aligned. A multiple of 8, as the
+/// kernel requires.
+pub(crate) const TX_METADATA_LEN: u32 = 32;
+
 // mmap offsets of the four rings.
 pub(crate) const XDP_PGOFF_RX_RING: libc::off_t = 0;
 pub(crate) const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
@@ -194,6 +207,21 @@ pub(crate) struct XdpDesc {
     pub options: u32,
 }
 
+/// `struct xsk_tx_metadata` (include/uapi/linux/if_xdp.h), the request
+/// half: what the kernel reads `tx_metadata_len` bytes before the data of a
+/// descriptor with [`XDP_TX_METADATA`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct XskTxMetadata {
+    pub flags: u64,
+    /// Where the checksummed range starts, from the frame's first byte.
+    pub csum_start: u16,
+    /// Where the checksum field is, from `csum_start`.
+    pub csum_offset: u16,
+    pub _pad: u32,
+    pub launch_time: u64,
+}
+
 /// `CLOCK_MONOTONIC` in nanoseconds: the clock of `bpf_ktime_get_ns` and of
 /// `std::time::Instant` on Linux.
 pub fn monotonic_ns() -> u64 {
@@ -232,5 +260,7 @@ mod tests {
         assert_eq!(size_of::<XdpUmemReg>(), 32);
         assert_eq!(size_of::<XdpStatistics>(), 48);
         assert_eq!(size_of::<XdpDesc>(), 16);
+        assert_eq!(size_of::<XskTxMetadata>(), 24);
+        assert!(size_of::<XskTxMetadata>() <= TX_METADATA_LEN as usize && TX_METADATA_LEN.is_multiple_of(8));
     }
 }

@@ -223,6 +223,34 @@ impl Umem {
     }
 }
 
+impl Umem {
+    /// Writes TX metadata into the `md_len` bytes in front of the frame's
+    /// data (where the kernel reads it for a descriptor with
+    /// `XDP_TX_METADATA`). False, and nothing written, if the frame's data
+    /// starts less than `md_len` bytes into its UMEM frame or `md_len` cannot
+    /// hold the metadata.
+    ///
+    /// # Panics
+    /// If `f` belongs to another UMEM.
+    pub(crate) fn write_tx_metadata(&self, f: &mut Frame, md_len: u32, md: &crate::sys::XskTxMetadata) -> bool {
+        self.check(f);
+        let into = f.addr - self.frame_base(f.addr);
+        if into < md_len as u64 || (md_len as usize) < std::mem::size_of::<crate::sys::XskTxMetadata>() {
+            return false;
+        }
+        // SAFETY: `f` is a live handle from this UMEM (checked), so its whole
+        // UMEM frame is in Place::App: the kernel does not touch it and the
+        // `&mut Frame` borrow makes this the only access. The metadata,
+        // `md_len` bytes ending at the data start, lies inside that frame
+        // (`into >= md_len`); the write is unaligned, so any offset is fine.
+        unsafe {
+            let p = self.area.as_ptr().add((f.addr - md_len as u64) as usize);
+            std::ptr::write_unaligned(p.cast::<crate::sys::XskTxMetadata>(), *md);
+        }
+        true
+    }
+}
+
 /// Where every frame is, plus the free list.
 #[derive(Debug)]
 pub(crate) struct FrameTable {

@@ -183,6 +183,10 @@ impl<L: Link> Link for Intercept<'_, L> {
     fn mtu(&self) -> usize {
         self.inner.mtu()
     }
+
+    fn csum_offload(&self) -> bool {
+        self.inner.csum_offload()
+    }
 }
 
 impl<L: RxFrames> RxFrames for Intercept<'_, L> {

@@ -40,21 +40,48 @@ pub(crate) fn tcp_v4_pseudo(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
 /// Fills in the TCP checksum of an Ethernet/IPv4/TCP frame; any other
 /// frame (ARP, ICMP, or one too short to be TCP) is left as it is.
 pub(crate) fn fill_tcp(frame: &mut [u8]) {
-    if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] {
-        return;
-    }
+    let Some((ihl, total)) = tcp_v4_range(frame) else { return };
     let ip = &mut frame[14..];
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-    if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 || total > ip.len() {
-        return;
-    }
     let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
     let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
     let seg = &mut ip[ihl..total];
     seg[16..18].copy_from_slice(&[0, 0]);
     let sum = !tcp_v4(src, dst, seg);
     seg[16..18].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// Where the TCP checksum field is, from the frame's first byte.
+pub(crate) const TCP_CSUM_OFFSET: u16 = 16;
+
+/// For checksum offload: writes the pseudo-header sum of an
+/// Ethernet/IPv4/TCP frame into its checksum field, as a CHECKSUM_PARTIAL
+/// sender does, and returns where the TCP header starts (the offload's
+/// `csum_start`; the field is [`TCP_CSUM_OFFSET`] after it). Any other frame
+/// is left as it is (None).
+pub(crate) fn fill_tcp_pseudo(frame: &mut [u8]) -> Option<u16> {
+    let (ihl, total) = tcp_v4_range(frame)?;
+    let ip = &mut frame[14..];
+    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+    let pseudo = tcp_v4_pseudo(src, dst, total - ihl);
+    ip[ihl + 16..ihl + 18].copy_from_slice(&pseudo.to_be_bytes());
+    Some((14 + ihl) as u16)
+}
+
+/// The IPv4 header length and total length of an Ethernet/IPv4/TCP frame
+/// with a whole TCP header inside it.
+#[inline]
+fn tcp_v4_range(frame: &[u8]) -> Option<(usize, usize)> {
+    if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let ip = &frame[14..];
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 || total > ip.len() {
+        return None;
+    }
+    Some((ihl, total))
 }
 
 /// The unfolded sum of the pseudo-header, in the order `add` sums in.
@@ -157,6 +184,34 @@ mod tests {
         let before = arp.clone();
         super::fill_tcp(&mut arp);
         assert_eq!(arp, before);
+    }
+
+    #[test]
+    fn a_completed_partial_checksum_is_the_full_one() {
+        use crate::xsk::testing::frames::{tcp, TcpSpec};
+        let payload: Vec<u8> = (0..=255u8).rev().collect();
+        for len in [0usize, 1, 7, 64, 255] {
+            let good = tcp(&TcpSpec { flags: 0x18, payload: &payload[..len], ..TcpSpec::default() });
+            let mut f = good.clone();
+            f[50] ^= 0xa5;
+            let start = super::fill_tcp_pseudo(&mut f).expect("a TCP frame") as usize;
+            assert_eq!(start, 34);
+            // What the device (or skb_checksum_help) does with CHECKSUM_PARTIAL:
+            // sum from csum_start to the end, field included, and store the complement.
+            let sum = !super::data(&f[start..]);
+            let at = start + super::TCP_CSUM_OFFSET as usize;
+            f[at..at + 2].copy_from_slice(&sum.to_be_bytes());
+            assert_eq!(f, good, "payload {len}");
+        }
+        let mut arp = tcp(&TcpSpec::default());
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let before = arp.clone();
+        assert_eq!(super::fill_tcp_pseudo(&mut arp), None);
+        assert_eq!(arp, before);
+        for cut in 0..54 {
+            let mut f = tcp(&TcpSpec::default())[..cut].to_vec();
+            assert_eq!(super::fill_tcp_pseudo(&mut f), None, "cut {cut}");
+        }
     }
 
     #[test]

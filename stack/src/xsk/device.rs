@@ -71,6 +71,10 @@ impl<'p> Link for PortLink<'p> {
         Tx { tx: &mut self.tx, umem: self.umem, scratch: self.scratch, stats: self.stats }
     }
 
+    fn csum_offload(&self) -> bool {
+        self.tx.csum_offload()
+    }
+
     fn tx_ready(&mut self) -> bool {
         self.tx.ready()
     }
@@ -108,9 +112,18 @@ impl phy::TxToken for Tx<'_, '_> {
             let n = len.min(self.scratch.len());
             return f(&mut self.scratch[..n]);
         }
-        let r = f(&mut self.umem.buf_mut(&mut frame)[..len]);
+        let buf = &mut self.umem.buf_mut(&mut frame)[..len];
+        let r = f(buf);
+        // With the offload, the engine left the TCP checksum to us
+        // (`Link::csum_offload`): the pseudo-header sum, and the kernel does
+        // the rest.
+        let csum = if self.tx.csum_offload() { crate::xsk::csum::fill_tcp_pseudo(buf) } else { None };
         frame.set_len(len);
-        match self.tx.send(frame) {
+        let sent = match csum {
+            Some(start) => self.tx.send_csum(frame, start, crate::xsk::csum::TCP_CSUM_OFFSET),
+            None => self.tx.send(frame),
+        };
+        match sent {
             Ok(()) => self.stats.tx_frames += 1,
             Err(frame) => {
                 self.tx.release(frame);

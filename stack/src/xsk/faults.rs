@@ -183,6 +183,10 @@ impl<L: RxFrames> Link for Faulty<'_, L> {
     fn mtu(&self) -> usize {
         self.inner.mtu()
     }
+
+    fn csum_offload(&self) -> bool {
+        self.inner.csum_offload()
+    }
 }
 
 /// A sent frame that may be dropped.

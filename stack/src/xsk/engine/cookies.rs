@@ -224,9 +224,9 @@ impl SynAck {
         14 + 20 + 20 + 4 + if syn.opts.sack { 4 } else { 0 } + if syn.opts.window_scale.is_some() { 4 } else { 0 }
     }
 
-    /// Writes the SYN-ACK answering `syn` into `buf` (`len(syn)` bytes),
-    /// checksums included.
-    pub(crate) fn write(&self, syn: &Segment, buf: &mut [u8]) {
+    /// Writes the SYN-ACK answering `syn` into `buf` (`len(syn)` bytes), the
+    /// TCP checksum too unless the link completes it (`tcp_csum` false).
+    pub(crate) fn write(&self, syn: &Segment, buf: &mut [u8], tcp_csum: bool) {
         let len = buf.len();
         buf[0..6].copy_from_slice(&self.peer_mac);
         buf[6..12].copy_from_slice(&self.our_mac);
@@ -257,7 +257,9 @@ impl SynAck {
         if syn.opts.window_scale.is_some() {
             tcp[o..o + 4].copy_from_slice(&[1, 3, 3, self.window_shift]);
         }
-        super::super::csum::fill_tcp(buf);
+        if tcp_csum {
+            super::super::csum::fill_tcp(buf);
+        }
     }
 }
 

@@ -388,7 +388,8 @@ impl Engine {
             window: self.initial_buffers().0.min(u16::MAX as usize) as u16,
             window_shift: window_shift(self.cfg.rx_buffer),
         };
-        link.tx().consume(SynAck::len(&syn), |buf| answer.write(&syn, buf));
+        let tcp_csum = !link.csum_offload();
+        link.tx().consume(SynAck::len(&syn), |buf| answer.write(&syn, buf, tcp_csum));
         self.stats.syn_cookies_sent += 1;
         self.cookies_until = now + smoltcp::time::Duration::from_secs(128);
     }

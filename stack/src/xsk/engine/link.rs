@@ -17,6 +17,12 @@ pub(crate) trait Link {
     fn tx_ready(&mut self) -> bool;
     /// The link's MTU (IP packet size).
     fn mtu(&self) -> usize;
+    /// Whether the link completes TCP checksums itself (AF_XDP TX metadata):
+    /// then [`CsumTx`] leaves them to the link's token, which writes the
+    /// pseudo-header sum and asks for the offload.
+    fn csum_offload(&self) -> bool {
+        false
+    }
 }
 
 /// smoltcp's view of a [`Link`] for one call: at most one received frame.
@@ -46,11 +52,13 @@ impl<L: Link> phy::Device for SmolDev<'_, L> {
 
     fn receive(&mut self, _now: Instant) -> Option<(SliceRx<'_>, CsumTx<L::Tx<'_>>)> {
         let rx = self.rx.take()?;
-        Some((SliceRx(rx), CsumTx(self.link.tx())))
+        let offload = self.link.csum_offload();
+        Some((SliceRx(rx), CsumTx(self.link.tx(), offload)))
     }
 
     fn transmit(&mut self, _now: Instant) -> Option<CsumTx<L::Tx<'_>>> {
-        self.link.tx_ready().then(|| CsumTx(self.link.tx()))
+        let offload = self.link.csum_offload();
+        self.link.tx_ready().then(|| CsumTx(self.link.tx(), offload))
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
@@ -70,12 +78,16 @@ impl<L: Link> phy::Device for SmolDev<'_, L> {
 }
 
 /// A link's TX token that fills in the TCP checksum of what smoltcp wrote
-/// (smoltcp leaves it zero: `capabilities`). Inside any wrapper's token, so
-/// the frame is complete before a wrapper or the port sees it.
-pub(crate) struct CsumTx<T>(T);
+/// (smoltcp leaves it zero: `capabilities`), unless the link offloads it
+/// (the second field: [`Link::csum_offload`]). Inside any wrapper's token,
+/// so the frame is complete before a wrapper or the port sees it.
+pub(crate) struct CsumTx<T>(T, bool);
 
 impl<T: phy::TxToken> phy::TxToken for CsumTx<T> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        if self.1 {
+            return self.0.consume(len, f);
+        }
         self.0.consume(len, |buf| {
             let r = f(buf);
             crate::xsk::csum::fill_tcp(buf);
@@ -106,5 +118,9 @@ impl<L: Link + ?Sized> Link for &mut L {
 
     fn mtu(&self) -> usize {
         (**self).mtu()
+    }
+
+    fn csum_offload(&self) -> bool {
+        (**self).csum_offload()
     }
 }

@@ -125,6 +125,11 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
     let srv_t = MemTransport::new(scfg);
     let scfg = ServerConfig { port: PORT, write_high_water: 64 << 10, poll_timeout: Some(Duration::ZERO) };
     let mut server: EchoServer = Server::new(srv_t, LengthPrefixed::new(1024), Echo, scfg).map_err(|e| (e.to_string(), FuzzReport::default()))?;
+    // Odd seeds send through a link with TX checksum offload (as the AF_XDP
+    // port with TX metadata): every frame the server answers hostile peers
+    // with then takes the offload path (pseudo-header sum, completed by the
+    // link), even seeds the user-space fill.
+    server.transport_mut().link.csum_offload = cfg.seed % 2 == 1;
     let mut honest = MemTransport::new(config(HONEST));
     let now = server.transport().now;
     let t = server.transport_mut();
