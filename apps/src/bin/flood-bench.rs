@@ -37,7 +37,8 @@ const PORT: u16 = 7000;
 /// Mirrors of the stack's sizing rules (stack/src/xsk/engine/{mod,lifecycle}.rs), used to
 /// derive the memory bound from the configuration rr-server runs with.
 const STACK_BACKLOG: u64 = 256;
-const STACK_POOL_MAX: u64 = 1024;
+/// rr-server's default --initial-buffer.
+const STACK_INITIAL_BUFFER: u64 = 4096;
 const STACK_HALF_OPEN_BYTES: u64 = 64 << 20;
 const UMEM_FRAME_SIZE: u64 = 4096;
 /// Binary, libraries, heap metadata, socket-set vectors and hash maps: everything that is not
@@ -296,28 +297,34 @@ struct MemoryBound {
 
 impl MemoryBound {
     fn new(max_conns: u64, buffer: u64) -> MemoryBound {
+        // Buffers start at rr-server's --initial-buffer (4 KiB) and grow up to --buffer only in
+        // connections that carry more: listeners, half-open and pooled sockets hold the
+        // initial size, established ones at most --buffer each way.
         let per_socket = 2 * buffer;
+        let initial = 2 * STACK_INITIAL_BUFFER.min(buffer);
         let buckets = (max_conns / 8).clamp(16, 8192).next_power_of_two();
         let listeners = STACK_BACKLOG.div_ceil(buckets).max(1) * buckets;
         let by_count = (STACK_BACKLOG * 4).max(max_conns);
-        let half_open_limit = by_count.min(STACK_HALF_OPEN_BYTES / per_socket).max(1);
+        let half_open_limit = by_count.min(STACK_HALF_OPEN_BYTES / initial).max(1);
         // apps::XskOpts::config: RX/TX rings = max_conns rounded up, 4096..16384, the fill ring
         // twice that; frames = fill + RX + TX + 256 (two receive batches of 64, at least 256).
         let ring = (max_conns as u32).next_power_of_two().clamp(4096, 16384) as u64;
         let umem_bytes = (4 * ring + 256) * UMEM_FRAME_SIZE;
         let half_open_max = half_open_limit;
-        let sockets = max_conns + listeners + half_open_max + STACK_POOL_MAX;
+        // The spare pool: as many as max_conns, at the initial size.
+        let pool_max = max_conns;
+        let small = listeners + half_open_max + pool_max;
         MemoryBound {
             per_socket_bytes: per_socket,
             max_conns,
             buckets,
             listeners,
             half_open_limit,
-            pool_max: STACK_POOL_MAX,
+            pool_max,
             umem_bytes,
             fixed_bytes: FIXED_ALLOWANCE,
-            total_bytes: sockets * per_socket + umem_bytes + FIXED_ALLOWANCE,
-            flood_growth_bytes: (half_open_max + STACK_POOL_MAX) * per_socket,
+            total_bytes: max_conns * per_socket + small * initial + umem_bytes + FIXED_ALLOWANCE,
+            flood_growth_bytes: (half_open_max + pool_max) * initial,
             half_open_max,
         }
     }
@@ -325,7 +332,8 @@ impl MemoryBound {
     fn describe(&self) -> String {
         format!(
             "memory bound (xsk): ({} connections + {} listeners + {} half-open (the limit; {} buckets) + {} pooled) \
-             sockets x {} KiB + UMEM {} MiB + {} MiB fixed = {} MiB; a flood may add at most {} MiB (half-open + pool)",
+             sockets, established ones up to {} KiB of buffers, the others at 8 KiB + UMEM {} MiB + {} MiB fixed = {} MiB; \
+             a flood may add at most {} MiB (half-open + pool)",
             self.max_conns,
             self.listeners,
             self.half_open_max,
@@ -1374,12 +1382,13 @@ mod tests {
         let b = MemoryBound::new(30_000, 64 * 1024);
         assert_eq!(b.buckets, 4096);
         assert_eq!(b.listeners, 4096);
-        // 64 MiB / 128 KiB = 512 half-open sockets.
-        assert_eq!(b.half_open_limit, 512);
-        assert_eq!(b.half_open_max, 512);
-        assert_eq!(b.umem_bytes, 2 * 16384 * 4096);
+        // 64 MiB / 8 KiB (their initial buffers) = 8,192 half-open sockets.
+        assert_eq!(b.half_open_limit, 8192);
+        assert_eq!(b.half_open_max, 8192);
+        assert_eq!(b.umem_bytes, (4 * 16384 + 256) * 4096);
         let small = MemoryBound::new(1024, 64 * 1024);
-        assert_eq!(small.half_open_limit, 512);
+        // One per sized connection: 1,024.
+        assert_eq!(small.half_open_limit, 1024);
         assert!(small.total_bytes < b.total_bytes);
     }
 }
