@@ -250,9 +250,10 @@ pub struct XskOpts {
     /// port.shed.*) so the reserve goes to the frames of open connections; also once the RX
     /// ring has not emptied for 50 ms, beyond 256 waiting frames (xsk_io::shed). off, auto (a
     /// reserve of an eighth of the RX ring) or a reserve in places (PortConfig.syn_shed). It
-    /// bounds an open connection's wait under a SYN flood, at the price of some legitimate SYNs
-    /// in a burst of new connections (retried by their clients; docs/2026-12-02-storms).
-    #[arg(long, value_name = "off|auto|N", default_value = "auto")]
+    /// bounds an open connection's wait under a SYN flood, at the price of legitimate SYNs in
+    /// a burst of new connections (each retried by its client a second later), which it cannot
+    /// tell from a flood: off by default, for servers that expect floods (docs/2026-12-02-storms).
+    #[arg(long, value_name = "off|auto|N", default_value = "off")]
     pub syn_shed: Knob,
     /// SO_BUSY_POLL_BUDGET (packets per busy-poll pass), used with --busy-poll.
     #[arg(long, value_name = "PACKETS", default_value_t = 128)]

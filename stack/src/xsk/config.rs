@@ -129,12 +129,14 @@ impl XskConfig {
         // frames for all of them at once and two receive batches.
         port.rings = xsk_io::socket::RingSizes::for_bursts(4096, 2048);
         port.umem.frame_count = port.rings.frames_needed(256);
-        // SYN shedding in XDP (xsk_io::shed): under a SYN flood it bounds
-        // an open connection's wait (p99 10-23 ms against up to 560 ms
-        // without); in rr-10000 it sheds some legitimate SYNs (their clients
-        // retry after 1 s) but the run has no request errors, where without
-        // it the RX ring overflows and requests fail (docs/2026-12-02-storms).
-        port.syn_shed = xsk_io::port::Knob::Auto;
+        // SYN shedding in XDP (xsk_io::shed) is opt-in: under a SYN flood at
+        // a raw socket's full rate it bounds an open connection's wait (p99
+        // 25 ms against 4 s without), but it cannot tell a flood from a
+        // burst of real clients, whose SYNs it then sheds (each retried a
+        // second later): with engine SYN cookies in place, storm-1000 ran at
+        // 0.11x kernel TCP's connection rate with it and 1.13x without,
+        // rr-10000 at 0.46x and 1.10x (docs/2026-12-02-storms).
+        port.syn_shed = xsk_io::port::Knob::Off;
         XskConfig {
             port,
             addr,
