@@ -18,7 +18,7 @@ use xsk_io::lab::{Lab, LabConfig, Netns};
 use xsk_io::AttachMode;
 
 mod common;
-use common::{dedicated, lab, xsk_cfg, xsk_server, xsk_server_polling, XskServer, MAX_FRAME};
+use common::{tcp_checksum, dedicated, lab, xsk_cfg, xsk_server, xsk_server_polling, XskServer, MAX_FRAME};
 
 fn kernel_client(ns: &Netns, bind: Ipv4Addr, cfg: ClientConfig, min: usize, max: usize) -> ClientReport {
     ns.run_in(move || {
@@ -388,18 +388,6 @@ fn close_paths_behave_like_kernel_tcp() {
 }
 
 /// Recomputes the TCP checksum of an Ethernet/IPv4/TCP frame (no IP options).
-fn tcp_checksum(f: &mut [u8]) {
-    let l4_len = f.len() - 34;
-    f[50] = 0;
-    f[51] = 0;
-    let mut pseudo = 0u32;
-    for w in f[26..34].chunks(2) {
-        pseudo += u16::from_be_bytes([w[0], w[1]]) as u32;
-    }
-    pseudo += 6 + l4_len as u32;
-    let c = xsk_io::pktgen::checksum(&f[34..], pseudo);
-    f[50..52].copy_from_slice(&c.to_be_bytes());
-}
 
 /// One shard per RX queue: a two-queue veth in native mode, a server thread
 /// per queue, connections spread over both by the peer's TX queue choice.

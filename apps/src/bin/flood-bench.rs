@@ -305,7 +305,8 @@ impl MemoryBound {
         let buckets = (max_conns / 8).clamp(16, 8192).next_power_of_two();
         let listeners = STACK_BACKLOG.div_ceil(buckets).max(1) * buckets;
         let by_count = (STACK_BACKLOG * 4).max(max_conns);
-        let half_open_limit = by_count.min(STACK_HALF_OPEN_BYTES / initial).max(1);
+        // With SYN cookies (the default), also at most half the connection limit.
+        let half_open_limit = by_count.min(STACK_HALF_OPEN_BYTES / initial).min(max_conns / 2).max(1);
         // apps::XskOpts::config: RX/TX rings = max_conns rounded up, 4096..16384, the fill ring
         // twice that; frames = fill + RX + TX + 256 (two receive batches of 64, at least 256).
         let ring = (max_conns as u32).next_power_of_two().clamp(4096, 16384) as u64;
@@ -1387,8 +1388,8 @@ mod tests {
         assert_eq!(b.half_open_max, 8192);
         assert_eq!(b.umem_bytes, (4 * 16384 + 256) * 4096);
         let small = MemoryBound::new(1024, 64 * 1024);
-        // One per sized connection: 1,024.
-        assert_eq!(small.half_open_limit, 1024);
+        // Half the connection limit: 512.
+        assert_eq!(small.half_open_limit, 512);
         assert!(small.total_bytes < b.total_bytes);
     }
 }

@@ -121,3 +121,17 @@ impl Drop for XskServer {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+
+/// Fills the TCP checksum of an Ethernet/IPv4 (20-byte header)/TCP frame built by `pktgen`.
+pub fn tcp_checksum(f: &mut [u8]) {
+    let l4_len = f.len() - 34;
+    f[50] = 0;
+    f[51] = 0;
+    let mut pseudo = 0u32;
+    for w in f[26..34].chunks(2) {
+        pseudo += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    pseudo += 6 + l4_len as u32;
+    let c = xsk_io::pktgen::checksum(&f[34..], pseudo);
+    f[50..52].copy_from_slice(&c.to_be_bytes());
+}

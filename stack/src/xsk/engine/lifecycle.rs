@@ -99,11 +99,17 @@ impl Engine {
     /// is sized for (a client opening all its connections at once), but no
     /// more than their socket buffers' share of `half_open_bytes`, so a SYN
     /// flood cannot grow memory past that (at least one).
+    ///
+    /// With SYN cookies, also at most half the connection limit: a half-open table that
+    /// full is a flood (cookies from then on), while a limit reached mostly by established
+    /// connections refuses SYNs at once.
     pub(super) fn embryo_limit(&self) -> usize {
         let by_count = (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns);
         let (rx, tx) = self.initial_buffers();
         let per_socket = (rx + tx).max(1);
-        by_count.min(self.cfg.half_open_bytes / per_socket).max(1)
+        let limit = by_count.min(self.cfg.half_open_bytes / per_socket);
+        let limit = if self.cfg.syn_cookies == SynCookies::Off { limit } else { limit.min(self.cfg.max_conns / 2) };
+        limit.max(1)
     }
 
     /// Listeners that got a SYN become embryos and a fresh listener takes
