@@ -156,30 +156,42 @@ fn syn_flood_with_fresh_connections_during_it() {
     let setups = lab
         .ns_b
         .run_in(move || {
-            let mut setups = Vec::new();
+            let (mut setups, mut failures) = (Vec::new(), Vec::new());
+            let start = Instant::now();
             for i in 0..40u8 {
                 let t = Instant::now();
-                let mut s = TcpStream::connect_timeout(&SocketAddrV4::new(a, 7302).into(), Duration::from_secs(10)).expect("a fresh connection during the flood");
+                let mut s = match TcpStream::connect_timeout(&SocketAddrV4::new(a, 7302).into(), Duration::from_secs(10)) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        failures.push(format!("connection {i} at {:?}: connect: {e}", t - start));
+                        continue;
+                    }
+                };
                 setups.push(t.elapsed());
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                let req = [4u8, 0, 0, 0, i, i, i, i];
-                s.write_all(&[0, 0, 0, 4]).unwrap();
-                s.write_all(&req[4..]).unwrap();
-                let mut resp = [0u8; 8];
-                s.read_exact(&mut resp).unwrap();
-                assert_eq!(resp[4..], req[4..]);
+                let req = [0u8, 0, 0, 4, i, i, i, i];
+                let exchange = s.write_all(&req[..4]).and_then(|_| s.write_all(&req[4..])).and_then(|_| {
+                    let mut resp = [0u8; 8];
+                    s.read_exact(&mut resp).map(|_| resp)
+                });
+                match exchange {
+                    Ok(resp) => assert_eq!(resp[4..], req[4..]),
+                    Err(e) => failures.push(format!("connection {i} (local {:?}) at {:?}: exchange: {e} after {:?}", s.local_addr().ok(), t - start, t.elapsed())),
+                }
                 drop(s);
                 std::thread::sleep(Duration::from_millis(50));
             }
-            setups
+            (setups, failures)
         })
         .unwrap();
+    let (setups, failures) = setups;
     stop.store(true, Ordering::Relaxed);
     let sent = flood.join().unwrap();
     let (_, st, _) = srv.finish_all();
     let mut sorted = setups.clone();
     sorted.sort();
-    eprintln!("{sent} flood SYNs; fresh connections' setup: median {:?}, max {:?}; stack {st:?}", sorted[sorted.len() / 2], sorted[sorted.len() - 1]);
+    eprintln!("{sent} flood SYNs; fresh connections' setup: median {:?}, max {:?}; stack {st:?}", sorted.get(sorted.len() / 2).copied().unwrap_or_default(), sorted.last().copied().unwrap_or_default());
+    assert!(failures.is_empty(), "fresh connections failed during the flood: {failures:#?}\nstack {st:?}");
     assert!(sent > 10_000, "the flood did not flood: {sent}");
     assert!(st.syn_cookies_sent > 0, "the flood never filled the half-open table: {st:?}");
     assert_eq!(st.drops.syn_backlog, 0, "{st:?}");

@@ -300,3 +300,42 @@ fn a_full_half_open_table_gives_cookies_until_connections_fill_the_limit() {
     let (_, segs) = pump(&mut t);
     assert!(segs.iter().any(|s| s.rst()) && !segs.iter().any(|s| s.syn()), "{segs:?}");
 }
+
+/// SYNs that get a cookie keep nothing, so they teach smoltcp no neighbour either: a flood
+/// from more on-link sources than its neighbour cache holds (64) must not evict a real
+/// client's entry between its request and the answer, which would then wait for ARP (a
+/// second at least) while the flood goes on. Found by the root flood test under load.
+#[test]
+fn a_flood_from_many_sources_does_not_evict_a_real_peers_neighbour_entry() {
+    let mut c = config(Pair::A);
+    c.half_open_bytes = 2 * 8192; // two half-open connections, then cookies
+    c.rx_buffer = 256 * 1024; // as `server`, whose SYN-ACK `cookie_syn_ack` checks
+    let mut t = MemTransport::new(c);
+    t.listen(PORT).unwrap();
+    let flood = |t: &mut MemTransport, round: u32| {
+        for i in 0..120u32 {
+            let src = Ipv4Addr::new(198, 18, 0, 100 + i as u8);
+            t.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), sport: 2000 + round as u16, seq: i * 7919 + round, ..spec(0, 0, 0x02, &LINUX_OPTS, b"") }));
+        }
+    };
+    flood(&mut t, 0);
+    pump(&mut t);
+    assert!(t.engine.stats().syn_cookies_sent > 0, "{:?}", t.engine.stats());
+    let sa = cookie_syn_ack(&mut t, 1000);
+    // The client's request on its ACK, then the next wave of the flood in the same batch.
+    t.inbox.push_back(tcp(&spec(1001, sa.seq.wrapping_add(1), ACK | PSH, b"", b"ping")));
+    flood(&mut t, 1);
+    let mut ev = Vec::new();
+    t.poll(&mut ev, None).unwrap();
+    let c = accepted(&ev)[0];
+    let mut buf = BytesMut::new();
+    t.recv(c, &mut buf).unwrap();
+    assert_eq!(&buf[..], b"ping");
+    t.take_sent();
+    t.send(c, b"pong").unwrap();
+    t.tick();
+    let sent = t.take_sent();
+    let arp = sent.iter().filter(|f| f.len() >= 14 && f[12..14] == [0x08, 0x06]).count();
+    let answer = sent.iter().filter_map(|f| parse_tcp(f)).find(|s| s.payload == b"pong");
+    assert!(answer.is_some() && arp == 0, "the answer waits for ARP ({arp} requests sent, {} frames)", sent.len());
+}

@@ -24,13 +24,6 @@ impl Engine {
             }
         };
         self.stats.rx_partial_csum += info.partial_csum as u64;
-        // Peers are learned from their frames (on-link sources only), before
-        // anything is answered: an RST needs the peer's MAC as much as data.
-        if let Flow::Tcp { src, .. } | Flow::Icmp { src } = info.flow {
-            if let Some(src) = self.taught.learn(src, now, &self.rules) {
-                self.teach(now, src, info.src_mac, link);
-            }
-        }
         let b = match info.flow {
             Flow::Tcp { src, sport, dport, syn } => {
                 let listening = self.ports.listening(dport);
@@ -47,18 +40,21 @@ impl Engine {
                 } else {
                     None
                 };
+                // A SYN answered with a cookie keeps nothing, and teaches nothing either: a
+                // flood from more sources than smoltcp's neighbour cache holds would evict
+                // real peers between their request and its answer, which then waits for ARP.
+                let b = bucket_of(src, sport, dport, self.buckets.len());
+                let to_listener = syn && listening && !self.buckets[b].has_conn(src, sport, dport);
+                if refuse.is_none() && to_listener && self.wants_cookie() {
+                    self.send_cookie(now, frame, link);
+                    return Ok(info);
+                }
+                self.learn(now, src, info.src_mac, link);
                 if let Some(r) = refuse {
                     self.stats.drops.count(r);
                     let mut dev = SmolDev { rx: Some(frame), link };
                     self.iface.poll_ingress_single(now, &mut dev, &mut self.no_sockets);
                     return Err(r);
-                }
-                let b = bucket_of(src, sport, dport, self.buckets.len());
-                // Only a SYN for no live connection goes to the listeners.
-                let to_listener = syn && listening && !self.buckets[b].has_conn(src, sport, dport);
-                if to_listener && self.wants_cookie() {
-                    self.send_cookie(now, frame, link);
-                    return Ok(info);
                 }
                 if !syn && listening && now < self.cookies_until {
                     self.take_cookie(now, b, frame);
@@ -75,12 +71,25 @@ impl Engine {
                 self.mark_dirty(b as u32);
                 return Ok(info);
             }
-            Flow::Icmp { .. } | Flow::Arp { .. } => 0,
+            Flow::Icmp { src } => {
+                self.learn(now, src, info.src_mac, link);
+                0
+            }
+            Flow::Arp { .. } => 0,
         };
         let mut dev = SmolDev { rx: Some(frame), link };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
         self.mark_dirty(b as u32);
         Ok(info)
+    }
+
+    /// Peers are learned from their frames (on-link sources only), before anything is
+    /// answered: an RST needs the peer's MAC as much as data.
+    #[inline]
+    fn learn<L: Link>(&mut self, now: Instant, src: Ipv4Addr, mac: [u8; 6], link: &mut L) {
+        if let Some(src) = self.taught.learn(src, now, &self.rules) {
+            self.teach(now, src, mac, link);
+        }
     }
 
     /// Teaches smoltcp that on-link `ip` is at `mac` (shared-address mode,
