@@ -3,7 +3,9 @@
 use std::net::Ipv4Addr;
 
 use smoltcp::iface::{SocketHandle, SocketSet};
+use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
+use smoltcp::wire::{IpAddress, IpEndpoint};
 
 use crate::transport::{ConnId, ListenerId};
 
@@ -28,8 +30,15 @@ pub(super) struct Conn {
 }
 
 pub(super) struct Bucket {
-    /// Connections, half-open ones and closing ones.
+    /// Connections, half-open ones and closing ones. Added and taken only through
+    /// [`Bucket::add`] and [`Bucket::take`], which keep `keys`.
     pub(super) sockets: SocketSet<'static>,
+    /// The 4-tuple each socket of `sockets` was added with (see [`key`]): a SYN looks here
+    /// for a live connection instead of in the sockets themselves, several hundred bytes
+    /// apart and each a cache miss (under a SYN flood that search was most of the engine's
+    /// time per SYN). A socket's tuple never changes while it is in the set, but smoltcp
+    /// forgets it when the socket closes, so a match is confirmed on the socket.
+    keys: Vec<(u64, SocketHandle)>,
     /// Listening sockets, one or more per listening port, in a set of their
     /// own: smoltcp gives a segment to the first socket that takes it, and a
     /// listener takes any SYN, so a SYN for a live connection must never
@@ -56,20 +65,52 @@ pub(super) struct Bucket {
     pub(super) eager: bool,
 }
 
+/// A connection's peer address, peer port and local port in one word.
+fn key(src: Ipv4Addr, sport: u16, dport: u16) -> u64 {
+    (u64::from(u32::from(src)) << 32) | (u64::from(sport) << 16) | u64::from(dport)
+}
+
+/// The key of a socket's tuple, if it has one (IPv4).
+fn key_of(s: &tcp::Socket) -> Option<u64> {
+    match (s.remote_endpoint(), s.local_endpoint()) {
+        (Some(IpEndpoint { addr: IpAddress::Ipv4(a), port }), Some(l)) => Some(key(a, port, l.port)),
+        _ => None,
+    }
+}
+
 impl Bucket {
     /// Whether a connection socket (not a listener) has this peer and port.
     pub(super) fn has_conn(&self, src: Ipv4Addr, sport: u16, dport: u16) -> bool {
-        self.sockets.iter().any(|(_, s)| {
-            #[allow(irrefutable_let_patterns)]
-            let smoltcp::socket::Socket::Tcp(t) = s else { return false };
-            matches!((t.remote_endpoint(), t.local_endpoint()),
-                (Some(r), Some(l)) if r.port == sport && l.port == dport && r.addr == smoltcp::wire::IpAddress::Ipv4(src))
-        })
+        let want = key(src, sport, dport);
+        self.keys.iter().any(|&(k, h)| k == want && key_of(self.sockets.get::<tcp::Socket>(h)) == Some(want))
+    }
+
+    /// Adds a connection's socket (its tuple set: connecting, or past its SYN).
+    pub(super) fn add(&mut self, s: tcp::Socket<'static>) -> SocketHandle {
+        let k = key_of(&s);
+        let h = self.sockets.add(s);
+        if let Some(k) = k {
+            self.keys.push((k, h));
+        }
+        h
+    }
+
+    /// Takes socket `h` out of the set.
+    pub(super) fn take(&mut self, h: SocketHandle) -> tcp::Socket<'static> {
+        if let Some(i) = self.keys.iter().position(|&(_, x)| x == h) {
+            self.keys.swap_remove(i);
+        }
+        match self.sockets.remove(h) {
+            smoltcp::socket::Socket::Tcp(t) => t,
+            #[allow(unreachable_patterns)]
+            _ => unreachable!("only TCP sockets are added"),
+        }
     }
 
     pub(super) fn new() -> Bucket {
         Bucket {
             sockets: SocketSet::new(Vec::new()),
+            keys: Vec::new(),
             listen: SocketSet::new(Vec::new()),
             members: Vec::new(),
             listeners: Vec::new(),
@@ -80,5 +121,40 @@ impl Bucket {
             dirty: false,
             eager: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddrV4;
+
+    use smoltcp::socket::tcp;
+
+    use crate::transport::Transport;
+    use crate::xsk::testing::Pair;
+
+    /// A connecting socket is found by its tuple; once the peer resets it, smoltcp forgets the
+    /// tuple and so does `has_conn` (the socket still in the set); once taken, nothing is left.
+    #[test]
+    fn has_conn_finds_a_socket_by_its_tuple_until_it_closes_or_leaves() {
+        let mut p = Pair::new();
+        let c = p.a.connect(SocketAddrV4::new(Pair::B, 7)).unwrap();
+        let (b, h) = {
+            let conn = p.a.engine.conns.get(c).unwrap();
+            (conn.bucket as usize, conn.handle)
+        };
+        let lport = p.a.engine.buckets[b].sockets.get::<tcp::Socket>(h).local_endpoint().unwrap().port;
+        let bucket = &p.a.engine.buckets[b];
+        assert!(bucket.has_conn(Pair::B, 7, lport));
+        assert!(!bucket.has_conn(Pair::B, 8, lport) && !bucket.has_conn(Pair::A, 7, lport) && !bucket.has_conn(Pair::B, 7, lport + 1));
+        // Nobody listens on B's port 7: its RST closes the socket.
+        p.settle(10);
+        let bucket = &p.a.engine.buckets[b];
+        assert_eq!(bucket.sockets.get::<tcp::Socket>(h).state(), tcp::State::Closed);
+        assert!(!bucket.has_conn(Pair::B, 7, lport), "a closed socket has no tuple");
+        assert_eq!(bucket.keys.len(), 1, "its key stays until it is taken");
+        let s = p.a.engine.buckets[b].take(h);
+        drop(s);
+        assert!(p.a.engine.buckets[b].keys.is_empty());
     }
 }

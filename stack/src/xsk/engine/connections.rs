@@ -54,7 +54,7 @@ impl Engine {
             self.recycle(s);
             return Err(TransportError::Backend { backend: "xsk", source: Box::new(e) });
         }
-        let h = self.buckets[b].sockets.add(s);
+        let h = self.buckets[b].add(s);
         let conn = Conn {
             bucket: b as u32,
             handle: h,
@@ -70,7 +70,7 @@ impl Engine {
         let id = match self.conns.insert(conn) {
             Ok(id) => id,
             Err(e) => {
-                let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                let s = self.buckets[b].take(h);
                 self.recycle(s);
                 self.ports.release(lport);
                 return Err(e);

@@ -128,7 +128,7 @@ impl Engine {
             // It took a SYN: it is a half-open connection now, and moves to
             // the connections' set (a move of the socket, buffers and all).
             let s = Self::take_socket(&mut self.buckets[b].listen, h);
-            let h = self.buckets[b].sockets.add(s);
+            let h = self.buckets[b].add(s);
             // Past the limit the oldest half-open connection of this bucket
             // makes room, as the kernel drops from a full SYN queue; where
             // the bucket has none, the new one is refused. Either way the
@@ -141,7 +141,7 @@ impl Engine {
                     let (old, _, _) = self.buckets[b].embryos.remove(0);
                     self.embryos -= 1;
                     self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
-                    let s = Self::take_socket(&mut self.buckets[b].sockets, old);
+                    let s = self.buckets[b].take(old);
                     self.recycle(s);
                 }
                 self.stats.drops.count(DropReason::SynBacklog);
@@ -150,7 +150,7 @@ impl Engine {
                 self.embryos += 1;
                 self.buckets[b].embryos.push((h, lid, self.clock));
             } else {
-                let mut s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                let mut s = self.buckets[b].take(h);
                 s.abort();
                 self.recycle(s);
             }
@@ -176,7 +176,7 @@ impl Engine {
                 tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait => {
                     self.buckets[b].embryos.swap_remove(k);
                     self.embryos -= 1;
-                    let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                    let s = self.buckets[b].take(h);
                     self.recycle(s);
                 }
                 _ => {
@@ -193,7 +193,7 @@ impl Engine {
                     if self.conns.len() >= self.cfg.max_conns {
                         // Half-open ones may outnumber the room left (cookies): refuse.
                         self.buckets[b].sockets.get_mut::<tcp::Socket>(h).abort();
-                        let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                        let s = self.buckets[b].take(h);
                         self.recycle(s);
                         self.stats.drops.count(DropReason::ConnLimit);
                         continue;
@@ -219,7 +219,7 @@ impl Engine {
                         Err(_) => {
                             // Out of ids: refuse the connection rather than leak it.
                             self.buckets[b].sockets.get_mut::<tcp::Socket>(h).abort();
-                            let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                            let s = self.buckets[b].take(h);
                             self.recycle(s);
                             self.stats.drops.count(DropReason::ConnLimit);
                         }
@@ -282,7 +282,7 @@ impl Engine {
                 // not have.
                 self.buckets[b].closing.swap_remove(k);
                 self.closing -= 1;
-                let s = Self::take_socket(&mut self.buckets[b].sockets, h);
+                let s = self.buckets[b].take(h);
                 self.recycle(s);
                 self.ports.release(lport);
             } else {
@@ -442,7 +442,7 @@ impl Engine {
             self.recycle(s);
             return;
         }
-        let h = self.buckets[b].sockets.add(s);
+        let h = self.buckets[b].add(s);
         self.buckets[b].embryos.push((h, ListenerId(lid as u32), now));
         self.embryos += 1;
         self.stats.syn_cookies_accepted += 1;
