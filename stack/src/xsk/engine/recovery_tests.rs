@@ -387,3 +387,50 @@ fn a_peer_whose_acks_come_late_stops_drawing_rtos() {
     assert!(sent[20..].iter().all(|&n| n == 0), "still retransmitting: {sent:?} {st:?}");
     assert!(st.rto_retransmits <= 8, "{sent:?} {st:?}");
 }
+
+/// A connection's probe allowance and RTO floor.
+fn timers(p: &Pair, c: ConnId) -> (Option<smoltcp::time::Duration>, smoltcp::time::Duration) {
+    let conn = p.a.engine.conns.get(c).unwrap();
+    let s = p.a.engine.buckets[conn.bucket as usize].sockets.get::<tcp::Socket>(conn.handle);
+    (s.tail_loss_probe_ack_delay(), s.rto_config().min)
+}
+
+fn accept_one(p: &mut Pair) -> (ConnId, ConnId) {
+    let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
+    let (ea, _) = p.settle(20);
+    let ca = ea
+        .iter()
+        .find_map(|e| if let Event::Accepted { conn, .. } = e { Some(*conn) } else { None })
+        .expect("accepted");
+    (ca, cb)
+}
+
+/// What one connection learns of its peer's delayed ACKs, the peer's other open
+/// connections get at once, and new ones start with: the larger probe allowance, and an
+/// RTO floor no lower than it. Connections opened together and kept (a pool, or
+/// rr-10000's 10,000) then pay for the lesson once, not a streak of spurious probes
+/// each; and an ACK held longer than the default floor (50 ms) draws no RTO.
+#[test]
+fn a_peer_learned_on_one_connection_is_allowed_for_on_all_of_its_connections() {
+    let mut p = pair(recovery(2));
+    let (ca, cb) = connect(&mut p);
+    let (ca2, cb2) = accept_one(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+        exchange(&mut p, ca2, cb2, Duration::from_micros(100));
+    }
+    let ms = smoltcp::time::Duration::from_millis;
+    assert_eq!(timers(&p, ca2), (Some(ms(2)), ms(50)));
+    for i in 0..3 {
+        assert_eq!(delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(40)), 1, "probe {i}");
+    }
+    assert_eq!(timers(&p, ca), (Some(ms(200)), ms(200)), "the learning connection");
+    assert_eq!(timers(&p, ca2), (Some(ms(200)), ms(200)), "the peer's other connection");
+    // The other connection draws no probe at its first delayed ACK, nor an RTO for an
+    // ACK held 150 ms.
+    assert_eq!(delayed_ack_exchange(&mut p, ca2, cb2, Duration::from_millis(40)), 0);
+    assert_eq!(delayed_ack_exchange(&mut p, ca2, cb2, Duration::from_millis(150)), 0);
+    let (ca3, _) = accept_one(&mut p);
+    assert_eq!(timers(&p, ca3), (Some(ms(200)), ms(200)), "a new connection");
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 3, spurious_probes: 3, ..Default::default() });
+}
