@@ -27,9 +27,6 @@ pub(super) struct Conn {
     /// they have not shrunk (a peer that stopped acknowledging).
     pub(super) unacked: usize,
     pub(super) unacked_since: Instant,
-    /// The peer is known to delay its ACKs, and this connection's timers allow for it
-    /// (`Engine::allow_for_delayed_acks`).
-    pub(super) delays_acks: bool,
 }
 
 pub(super) struct Bucket {

@@ -47,7 +47,7 @@ impl Engine {
         let lport = lport.ok_or(TransportError::Exhausted("ephemeral ports the kernel does not use"))?;
         let b = bucket_of(*addr.ip(), addr.port(), lport, self.buckets.len());
         let mut s = self.new_socket();
-        let delays_acks = self.seed_ack_delay(&mut s, *addr.ip());
+        self.seed_ack_delay(&mut s, *addr.ip());
         let remote = IpEndpoint::new((*addr.ip()).into(), addr.port());
         if let Err(e) = s.connect(self.iface.context(), remote, (self.cfg.addr, lport)) {
             self.ports.release(lport);
@@ -66,7 +66,6 @@ impl Engine {
             active: self.clock,
             unacked: 0,
             unacked_since: self.clock,
-            delays_acks,
         };
         let id = match self.conns.insert(conn) {
             Ok(id) => id,

@@ -54,63 +54,11 @@ impl Engine {
     }
 
     /// A connection to `ip` starts with the allowance an earlier one learned
-    /// (see `delayers`); whether it did.
-    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::Ipv4Addr) -> bool {
-        let delays = self.delayers.delays(ip);
-        if delays {
-            Self::allow_for_delayed_acks(&self.cfg, s);
+    /// (see `delayers`).
+    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::Ipv4Addr) {
+        if self.delayers.delays(ip) {
+            s.set_tail_loss_probe_ack_delay(self.cfg.recovery.ack_delay_max.into());
         }
-        delays
-    }
-
-    /// The timers of a connection whose peer delays its ACKs: the probe waits the larger
-    /// allowance, and the retransmission timeout is never below it either. Otherwise an
-    /// ACK held longer than the RTO floor (50 ms by default; Linux holds one up to 200 ms,
-    /// more when it is overloaded) is answered with a retransmission that backs the timer
-    /// off for nothing: 10,000 connections from one overloaded kernel client drew 80-160k
-    /// retransmissions per 4 s and a p99.9 of 1-2 s (rr-demo rr-10000).
-    pub(super) fn allow_for_delayed_acks(cfg: &EngineConfig, s: &mut tcp::Socket<'static>) {
-        s.set_tail_loss_probe_ack_delay(cfg.recovery.ack_delay_max.into());
-        let mut rto = s.rto_config();
-        let floor: smoltcp::time::Duration = cfg.recovery.ack_delay_max.into();
-        if rto.min < floor {
-            rto.min = floor;
-            rto.max = rto.max.max(floor);
-            rto.initial = rto.initial.max(floor);
-            s.set_rto_config(rto);
-        }
-    }
-
-    /// Gives the peers learned in the last scan's connections to all of their open
-    /// connections: the lesson is the peer's (its OS holds ACKs), and connections that
-    /// stay open (a pool opened at once) would otherwise each pay for it with a streak of
-    /// spurious probes. A pass over every connection, so at most once a second; peers
-    /// learned in between are remembered for new connections all the same.
-    pub(super) fn spread_delayers(&mut self) {
-        let now = self.clock;
-        let mut fresh = false;
-        for &ip in &self.learned {
-            fresh |= !self.delayers.delays(ip);
-            self.delayers.remember(ip);
-        }
-        if !fresh || now < self.next_spread {
-            self.learned.clear();
-            return;
-        }
-        self.next_spread = now + smoltcp::time::Duration::from_secs(1);
-        for (_, c) in self.conns.iter_mut() {
-            if c.delays_acks {
-                continue;
-            }
-            let s = self.buckets[c.bucket as usize].sockets.get_mut::<tcp::Socket>(c.handle);
-            if let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) = s.remote_endpoint() {
-                if self.learned.contains(&ip) {
-                    Self::allow_for_delayed_acks(&self.cfg, s);
-                    c.delays_acks = true;
-                }
-            }
-        }
-        self.learned.clear();
     }
 
     /// Remembers the peer of `s` if the connection learned that it delays
@@ -234,13 +182,12 @@ impl Engine {
                 _ => {
                     self.buckets[b].embryos.swap_remove(k);
                     self.embryos -= 1;
-                    let mut delays_acks = false;
                     if let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) =
                         self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint()
                     {
                         if self.delayers.delays(ip) {
-                            Self::allow_for_delayed_acks(&self.cfg, self.buckets[b].sockets.get_mut::<tcp::Socket>(h));
-                            delays_acks = true;
+                            let d = self.cfg.recovery.ack_delay_max.into();
+                            self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }
                     }
                     if self.conns.len() >= self.cfg.max_conns {
@@ -262,7 +209,6 @@ impl Engine {
                         active: now,
                         unacked: 0,
                         unacked_since: now,
-                        delays_acks,
                     };
                     match self.conns.insert(conn) {
                         Ok(id) => {
@@ -284,7 +230,7 @@ impl Engine {
         let bucket = &mut self.buckets[b];
         for &id in &bucket.members {
             let Some(c) = self.conns.get_mut(id) else { continue };
-            let s = bucket.sockets.get_mut::<tcp::Socket>(c.handle);
+            let s = bucket.sockets.get::<tcp::Socket>(c.handle);
             let state = s.state();
             if !c.connected {
                 match state {
@@ -304,17 +250,6 @@ impl Engine {
                     }
                 }
             }
-            // smoltcp raised this connection's allowance after a streak of spurious probes:
-            // its timers, then the peer's other connections (`spread_delayers`), follow.
-            if !c.delays_acks && s.tail_loss_probe_ack_delay().is_some_and(|d| d > self.cfg.recovery.ack_delay.into()) {
-                c.delays_acks = true;
-                Self::allow_for_delayed_acks(&self.cfg, s);
-                if let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) = s.remote_endpoint() {
-                    if !self.learned.contains(&ip) {
-                        self.learned.push(ip);
-                    }
-                }
-            }
             let readable = s.can_recv() || !s.may_recv();
             if c.want_read && readable && !c.closed_reported {
                 c.want_read = false;
@@ -329,9 +264,6 @@ impl Engine {
                 self.stats.closed += 1;
                 self.pending.push(Event::Closed(id));
             }
-        }
-        if !self.learned.is_empty() {
-            self.spread_delayers();
         }
     }
 

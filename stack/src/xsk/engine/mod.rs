@@ -80,12 +80,6 @@ pub(crate) struct Engine {
     track_acks: bool,
     /// Peers known to delay their ACKs (tail-loss probe allowance).
     delayers: delayers::Delayers,
-    /// Peers a connection found to delay their ACKs in this scan, for their other
-    /// connections (`Engine::spread_delayers`).
-    learned: Vec<std::net::Ipv4Addr>,
-    /// When a newly learned peer may next be spread to its open connections (a pass over
-    /// all of them, so at most once a second).
-    next_spread: Instant,
     /// SYN cookies' key.
     jar: cookies::CookieJar,
     /// Until when an ACK that matches no connection may return a cookie
@@ -136,8 +130,6 @@ impl Engine {
             eager: 0,
             track_acks: false,
             delayers: delayers::Delayers::default(),
-            learned: Vec::with_capacity(8),
-            next_spread: now,
             jar: cookies::CookieJar::new(cfg.seed),
             cookies_until: now,
             cfg,
