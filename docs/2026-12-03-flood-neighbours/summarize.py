@@ -114,3 +114,38 @@ for v in ["base-1", "new-1", "base-2", "new-2"]:
         print(f"| {v} | {case} | {x['rps']:,.0f} | {k['rps']:,.0f} | {x['rps'] / k['rps']:.2f} | {x['cpu_us_per_req']:.2f} | {k['cpu_us_per_req']:.2f} |")
 result["rr16_check"] = ab
 json.dump(result, open(os.path.join(here, "results.json"), "w"), indent=1)
+
+# rr-10000's retransmissions: recovery settings (one run each) and the reverted spreading
+# (rr-demo, keys = b3dd60c and spread = 8a59655 alternating, two rounds).
+def demo_row(s):
+    return (f"{s['rps']:,.0f} | {s['p99_us'] / 1000:,.1f} / {s['p999_us'] / 1000:,.1f} ms | {s['cpu_us_per_req']:.2f} | "
+            f"{s['retrans_total']:,.0f} ({s['server_tail_probes'] or 0:,.0f}, {s['server_spurious_probes'] or 0:,.0f}, {s['server_rto_retransmits'] or 0:,.0f})")
+
+print("\nrr-10000 with other recovery settings for every connection (build keys, one run each)\n")
+print("| xsk-args | xsk req/s | p99 / p99.9 | server CPU us/req | retransmissions (probes, spurious probes, RTOs) | kernel req/s |")
+print("|---|---|---|---|---|---|")
+settings = {"a": "(defaults: --ack-delay 50ms --rto-min 50ms)", "b": "--ack-delay 200ms", "c": "--ack-delay 200ms --rto-min 200ms"}
+rec = []
+for v, args in settings.items():
+    d = json.load(open(os.path.join(runs, "rr10000-recovery", v, "results.json")))
+    x = next(s for s in d["summary"] if s["backend"] == "xsk")
+    k = next(s for s in d["summary"] if s["backend"] == "kernel")
+    rec.append({"xsk_args": args, "xsk": x, "kernel": k})
+    print(f"| {args} | {demo_row(x)} | {k['rps']:,.0f} |")
+result["rr10000_recovery"] = rec
+
+print("\nSpreading a learned delayer to all of the peer's connections, RTO floor raised (reverted)\n")
+print("| run | case | xsk req/s | p99 / p99.9 | server CPU us/req | retransmissions (probes, spurious probes, RTOs) | kernel req/s |")
+print("|---|---|---|---|---|---|---|")
+spread = []
+for r in (1, 2):
+    for v in ["keys", "spread"]:
+        d = json.load(open(os.path.join(runs, f"spread-{v}-{r}", "results.json")))
+        for case in ["rr-10000", "loss1-16", "lossburst-16", "idle-100", "rr-16", "open-5k"]:
+            x = next((s for s in d["summary"] if s["case"] == case and s["backend"] == "xsk"), None)
+            k = next((s for s in d["summary"] if s["case"] == case and s["backend"] == "kernel"), None)
+            if x and k:
+                spread.append({"build": v, "round": r, "case": case, "xsk": x, "kernel": k})
+                print(f"| {v} {r} | {case} | {demo_row(x)} | {k['rps']:,.0f} |")
+result["spread_reverted"] = spread
+json.dump(result, open(os.path.join(here, "results.json"), "w"), indent=1)
