@@ -31,4 +31,17 @@ for r in (1, 2):
             if x and k:
                 res["rr_demo"].append({"build": v, "round": r, "case": case, "xsk": x, "kernel": k})
                 print(f"| {v} {r} | {case} | {x['rps']:,.0f} | {k['rps']:,.0f} | {x['p50_us']:.1f} us | {x['cpu_us_per_req']:.2f} | {k['cpu_us_per_req']:.2f} |")
+
+print("\nThe plain build since b791413 (rise.sh: same instrument, alternating, twice)\n")
+print("| commit | xsk server user instructions/request |")
+print("|---|---|")
+res["rise"] = {}
+for c, what in [("b791413", "before issue 22's engine work"), ("9df7431", "SYN cookies, churn/storm cases"), ("4215d19", "buffers that start small and grow"), ("head", "this tree (b3dd60c's code)")]:
+    xs = []
+    for p in sorted(glob.glob(os.path.join(runs, "rise", f"{c}-*.txt"))):
+        m = re.search(r"^xsk\s+(\d+)", open(p).read(), re.M)
+        if m:
+            xs.append(int(m.group(1)))
+    res["rise"][c] = xs
+    print(f"| {c} ({what}) | {', '.join(f'{x:,}' for x in xs)} |")
 json.dump(res, open(os.path.join(here, "results.json"), "w"), indent=1)
