@@ -100,11 +100,7 @@ impl Bucket {
         if let Some(i) = self.keys.iter().position(|&(_, x)| x == h) {
             self.keys.swap_remove(i);
         }
-        match self.sockets.remove(h) {
-            smoltcp::socket::Socket::Tcp(t) => t,
-            #[allow(unreachable_patterns)]
-            _ => unreachable!("only TCP sockets are added"),
-        }
+        super::Engine::take_socket(&mut self.sockets, h)
     }
 
     pub(super) fn new() -> Bucket {
