@@ -91,6 +91,65 @@ fn churn_leaves_nothing_behind() {
     assert_eq!(st.live_sockets, st.listening, "sockets left: {st:?}");
 }
 
+/// With `--syn-cookies always`, the XDP program answers every SYN (XDP_TX) with the engine's
+/// cookie, the kernel client takes those SYN-ACKs (checksums, options), and the engine turns
+/// each returning ACK into a connection: every one served, none through the engine's own
+/// SYN-ACK. In both address modes (shared mode marks its claimed port as listening). The
+/// client's veth runs an XDP program: a veth sends native XDP_TX into its peer only then
+/// (the next test has veth as it comes).
+#[test]
+fn every_syn_answered_in_xdp_with_cookies_always() {
+    for (tag, shared) in [("stxd", false), ("stxs", true)] {
+        let lab = lab(tag);
+        no_time_wait(&lab.ns_b);
+        let _peer = lab.peer_xdp_pass().expect("an XDP program on the client's veth");
+        let (mode, a) = if shared { (stack::xsk::AddrMode::Shared, lab.addr_a) } else { dedicated(&lab) };
+        let mut c = xsk_cfg(&lab, mode);
+        c.syn_cookies = stack::xsk::SynCookies::Always;
+        c.xdp_syn_cookies = stack::xsk::XdpCookies::On;
+        let srv = xsk_server(&lab.ns_a, c, 7303);
+        let r = churn(&lab.ns_b, lab.addr_b, SocketAddrV4::new(a, 7303), ChurnPattern::Churn, 16, 300);
+        std::thread::sleep(Duration::from_millis(300));
+        let (stats, st, _) = srv.finish_all();
+        eprintln!("{tag}: {r}\nstack: {st:?}");
+        assert_eq!((r.requests, r.errors, r.lost, r.failed_connects), (300, 0, 0, 0), "{tag}: {r}");
+        assert_eq!(stats.accepted, 300, "{tag}");
+        // A SYN the client sent again is answered again: at least one per connection.
+        assert!(st.device.xdp_syn_cookies >= 300, "{tag}: {st:?}");
+        assert_eq!(st.syn_cookies_sent, 0, "{tag}: the engine answered SYNs itself: {st:?}");
+        assert_eq!(st.syn_cookies_accepted, 300, "{tag}: {st:?}");
+        assert_eq!(st.drops.bad_cookie, 0, "{tag}: {st:?}");
+    }
+}
+
+/// The same, forced on, with the client's veth as veth comes (no XDP program, no NAPI): the
+/// program's first SYN-ACKs are dropped by the device (its `xdp_tx_errors`), the stack sees
+/// that within milliseconds, turns the program's cookies off for good and answers SYNs
+/// itself: every connection is served, the first ones after their client sent the SYN again.
+/// (`XdpCookies::Auto` does not turn them on over a native veth at all.)
+#[test]
+fn xdp_cookies_that_the_device_cannot_send_fall_back_to_the_stack() {
+    let lab = lab("stxf");
+    no_time_wait(&lab.ns_b);
+    let (mode, a) = dedicated(&lab);
+    let mut c = xsk_cfg(&lab, mode);
+    c.syn_cookies = stack::xsk::SynCookies::Always;
+    c.xdp_syn_cookies = stack::xsk::XdpCookies::On;
+    let srv = xsk_server(&lab.ns_a, c, 7304);
+    let syn0 = retrans_syns(&lab.ns_b);
+    let r = churn(&lab.ns_b, lab.addr_b, SocketAddrV4::new(a, 7304), ChurnPattern::Churn, 16, 300);
+    let syn_again = retrans_syns(&lab.ns_b) - syn0;
+    std::thread::sleep(Duration::from_millis(300));
+    let (stats, st, _) = srv.finish_all();
+    eprintln!("{r}\nSYNs sent again: {syn_again}\nstack: {st:?}");
+    assert_eq!((r.requests, r.errors, r.lost, r.failed_connects), (300, 0, 0, 0), "{r}");
+    assert_eq!(stats.accepted, 300);
+    assert!(st.device.xdp_syn_cookies > 0, "the program never answered: {st:?}");
+    assert!(st.device.xdp_syn_cookies <= 16, "the program went on answering SYNs the device dropped: {st:?}");
+    assert!(st.syn_cookies_sent >= 300 - st.device.xdp_syn_cookies, "{st:?}");
+    assert_eq!(st.syn_cookies_accepted, 300, "{st:?}");
+}
+
 /// TcpExt SYN retransmissions (TCPSynRetrans) in `ns`, from /proc/net/netstat.
 fn retrans_syns(ns: &Netns) -> u64 {
     let out = ns.run(&["cat", "/proc/net/netstat"]).unwrap();

@@ -31,13 +31,16 @@ use crate::mmap::{AtomicMap, Mmap};
 pub const RING_BYTES: u32 = 64 * 1024;
 
 /// Size of one `struct ack_slot` in the program's `ack_state` map.
-/// The slot also carries the SYN-shedding words (see `crate::shed`).
-pub(crate) const SLOT_BYTES: usize = 32;
+/// The slot also carries the SYN-shedding words (see `crate::shed`) and
+/// the SYN-cookie switch and count (see `crate::syncookies`).
+pub(crate) const SLOT_BYTES: usize = 48;
 const SLOT_WAIT: usize = 0;
 const SLOT_ACTIVE: usize = 4;
 pub(crate) const SLOT_STEERED: usize = 8;
 pub(crate) const SLOT_SHED_ON: usize = 16;
 pub(crate) const SLOT_SHED: usize = 24;
+pub(crate) const SLOT_COOKIES_ON: usize = 32;
+pub(crate) const SLOT_COOKIES_SENT: usize = 40;
 
 /// `struct ack_rec`: seq (u64), arrived (u64), len (u32), pad (u32), then the frame.
 const REC_SEQ: usize = 0;

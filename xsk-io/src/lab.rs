@@ -813,6 +813,20 @@ impl Lab {
         })
     }
 
+    /// Attaches an XDP program that passes every frame (the steering program
+    /// with nothing to steer) to `if_b`, natively: a veth sends native
+    /// XDP_TX and redirects into its peer only while the peer runs such a
+    /// program (its NAPI is not scheduled for them otherwise), so this is
+    /// how a lab lets the XDP program on `if_a` answer SYNs itself. Detached
+    /// when the returned value is dropped (or the lab removed).
+    pub fn peer_xdp_pass(&self) -> Result<crate::steer::Steer, String> {
+        let ifname = self.if_b.clone();
+        self.ns_b
+            .run_in(move || crate::steer::Steer::attach(&ifname, crate::AttachMode::Drv))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
     /// Permanent neighbour entries on both ends, so no ARP is needed.
     pub fn add_static_neighbours(&self) -> Result<(), LabError> {
         let entry = |addr: Ipv4Addr, mac: &[u8; 6], dev: &str| {

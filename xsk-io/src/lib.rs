@@ -217,6 +217,7 @@ pub mod socket;
 pub mod steer;
 pub mod acks;
 pub mod shed;
+pub mod syncookies;
 pub mod tune;
 pub mod state;
 pub mod iface;

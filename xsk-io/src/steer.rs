@@ -60,6 +60,7 @@ const CNT_DEFERRED: u32 = 3;
 const CNT_SHED_RX: u32 = 4;
 const CNT_SHED_FILL: u32 = 5;
 const CNT_SHED_STANDING: u32 = 6;
+const CNT_COOKIE: u32 = 7;
 
 /// The compiled program, 8-byte aligned for libelf.
 #[repr(C, align(8))]
@@ -71,6 +72,7 @@ static STEER_ACKS_OBJ: &Aligned<[u8]> =
     &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/steer_acks.bpf.o")));
 const MAP_ACK_STATE: &str = "ack_state";
 const MAP_ACK_RINGS: &str = "ack_rings";
+const MAP_SYN_COOKIES: &str = "syn_cookies";
 
 /// Errors of the steering program loader and of its map updates. Each names
 /// the interface or map and carries the kernel's error.
@@ -274,12 +276,22 @@ pub struct SteerCounters {
     /// SYNs dropped under overload: the queue's RX ring had not been empty
     /// for a while and the frames waiting in it reached the standing limit.
     pub shed_standing: u64,
+    /// SYNs answered by the program with a SYN cookie (see
+    /// [`crate::syncookies`]).
+    pub cookies: u64,
 }
 
 impl SteerCounters {
     /// Every frame the program saw.
     pub fn total(&self) -> u64 {
-        self.steered + self.passed + self.no_socket + self.deferred + self.shed_rx + self.shed_fill + self.shed_standing
+        self.steered
+            + self.passed
+            + self.no_socket
+            + self.deferred
+            + self.shed_rx
+            + self.shed_fill
+            + self.shed_standing
+            + self.cookies
     }
 
     /// `self - earlier`, per field (saturating).
@@ -292,6 +304,7 @@ impl SteerCounters {
             shed_rx: self.shed_rx.saturating_sub(earlier.shed_rx),
             shed_fill: self.shed_fill.saturating_sub(earlier.shed_fill),
             shed_standing: self.shed_standing.saturating_sub(earlier.shed_standing),
+            cookies: self.cookies.saturating_sub(earlier.cookies),
         }
     }
 }
@@ -392,7 +405,12 @@ impl Steer {
                 op: "mmap".into(),
                 source: libbpf_rs::Error::from(e),
             })?;
-            Some(AckMaps { state: Arc::new(AtomicMap::new(mem)), rings: Arc::new(map(MAP_ACK_RINGS)?), _state_map: state })
+            Some(AckMaps {
+                state: Arc::new(AtomicMap::new(mem)),
+                rings: Arc::new(map(MAP_ACK_RINGS)?),
+                cookies: map(MAP_SYN_COOKIES)?,
+                _state_map: state,
+            })
         } else {
             None
         };
@@ -469,6 +487,35 @@ impl Steer {
         })
     }
 
+    /// Sets up SYN cookies in the program for `queue_id`: `params` say how
+    /// the queue's stack makes them; the returned slot turns them on and off
+    /// (off at first, and again when dropped). `None` if the loaded program
+    /// cannot answer SYNs (the variant without deferred ACKs, on an older
+    /// kernel).
+    pub fn cookie_slot(
+        &self,
+        queue_id: u32,
+        params: &crate::syncookies::CookieParams,
+    ) -> Result<Option<crate::syncookies::CookieSlot>, SteerError> {
+        check_queue(queue_id)?;
+        let Some(a) = &self.acks else { return Ok(None) };
+        // In skb mode XDP_TX goes out through the device's own transmit path;
+        // natively it may fail where the driver cannot take it (see syncookies).
+        let errors = match self.mode {
+            AttachMode::Skb => None,
+            _ => crate::syncookies::TxErrors::new(&self.ifname).unwrap_or(None),
+        };
+        let slot = crate::syncookies::CookieSlot::new(a.state.clone(), queue_id, errors);
+        a.cookies
+            .update(&queue_id.to_ne_bytes(), &params.encode(), MapFlags::ANY)
+            .map_err(|source| SteerError::Map {
+                map: MAP_SYN_COOKIES,
+                op: format!("set the SYN cookie parameters of queue {queue_id}"),
+                source,
+            })?;
+        Ok(Some(slot))
+    }
+
     /// Turns SYN shedding on for `queue_id`, keeping `keep` places of its
     /// rings for open connections (see [`crate::shed`]); off again when the
     /// returned slot is dropped. `None` if the loaded program cannot shed
@@ -526,6 +573,13 @@ impl Steer {
         self.set_tcp_port(port, 1)
     }
 
+    /// Steer TCP segments to `port`, a listening port: the program may
+    /// answer its SYNs with cookies (see [`cookie_slot`](Self::cookie_slot)).
+    /// [`remove_tcp_port`](Self::remove_tcp_port) undoes both.
+    pub fn add_tcp_listener(&self, port: u16) -> Result<(), SteerError> {
+        self.set_tcp_port(port, 3)
+    }
+
     /// Stop steering TCP destination port `port` (a no-op if it was not steered).
     pub fn remove_tcp_port(&self, port: u16) -> Result<(), SteerError> {
         self.set_tcp_port(port, 0)
@@ -560,7 +614,7 @@ impl Steer {
             .update(&port_key(port), &[on], MapFlags::ANY)
             .map_err(|source| SteerError::Map {
                 map: MAP_TCP_PORTS,
-                op: format!("{} port {port}", if on == 1 { "add" } else { "remove" }),
+                op: format!("{} port {port}", if on != 0 { "add" } else { "remove" }),
                 source,
             })
     }
@@ -617,6 +671,7 @@ impl Steer {
             shed_rx: read(CNT_SHED_RX, "shed_rx")?,
             shed_fill: read(CNT_SHED_FILL, "shed_fill")?,
             shed_standing: read(CNT_SHED_STANDING, "shed_standing")?,
+            cookies: read(CNT_COOKIE, "cookies")?,
         })
     }
 }
@@ -627,6 +682,8 @@ impl Steer {
 struct AckMaps {
     state: Arc<AtomicMap>,
     rings: Arc<MapHandle>,
+    /// Per queue, what the program answers SYNs with (`struct cookie_cfg`).
+    cookies: MapHandle,
     _state_map: MapHandle,
 }
 
@@ -667,6 +724,101 @@ fn check_queue(queue_id: u32) -> Result<(), SteerError> {
 }
 
 /// Key of `tcp_ports`: the port in host order, as a `u32`.
+/// What the program did with a frame (its XDP action).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// XDP_ABORTED.
+    Aborted,
+    /// XDP_DROP.
+    Drop,
+    /// XDP_PASS: to the kernel.
+    Pass,
+    /// XDP_TX: sent back out of the interface (a SYN answered).
+    Tx,
+    /// XDP_REDIRECT: into an AF_XDP socket.
+    Redirect,
+    /// Anything else.
+    Other(u32),
+}
+
+/// The steering program (with deferred ACKs and SYN cookies) loaded but not
+/// attached, run on frames of one's own through `BPF_PROG_RUN`: tests of
+/// what it answers, to the byte. Needs what loading needs (root, or
+/// `CAP_BPF` and `CAP_NET_ADMIN`). No AF_XDP socket is registered, so a
+/// frame it would steer comes back as [`Verdict::Pass`].
+pub struct SteerRun {
+    obj: libbpf_rs::Object,
+}
+
+impl fmt::Debug for SteerRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SteerRun")
+    }
+}
+
+impl SteerRun {
+    /// Loads the program.
+    pub fn load() -> Result<SteerRun, SteerError> {
+        route_libbpf_logs();
+        let obj = ObjectBuilder::default()
+            .name("xsk_steer_run")
+            .and_then(|b| b.open_memory(&STEER_ACKS_OBJ.0))
+            .and_then(|open| open.load())
+            .map_err(SteerError::Load)?;
+        Ok(SteerRun { obj })
+    }
+
+    fn update(&self, name: &'static str, key: &[u8], value: &[u8]) -> Result<(), SteerError> {
+        let m = self.obj.maps().find(|m| m.name() == name).ok_or_else(|| missing(format!("map {name}")))?;
+        m.update(key, value, MapFlags::ANY).map_err(|source| SteerError::Map { map: name, op: "test setup".into(), source })
+    }
+
+    /// Our address and what to steer besides TCP ports, as [`Steer::set_addr`].
+    pub fn set_addr(&self, addr: Ipv4Addr, flags: SteerFlags) -> Result<(), SteerError> {
+        self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, None))
+    }
+
+    /// A listening port, as [`Steer::add_tcp_listener`].
+    pub fn add_tcp_listener(&self, port: u16) -> Result<(), SteerError> {
+        self.update(MAP_TCP_PORTS, &port_key(port), &[3])
+    }
+
+    /// A steered port that is not listening, as [`Steer::add_tcp_port`].
+    pub fn add_tcp_port(&self, port: u16) -> Result<(), SteerError> {
+        self.update(MAP_TCP_PORTS, &port_key(port), &[1])
+    }
+
+    /// Queue `queue`'s SYN cookies: their parameters, and on or off.
+    pub fn set_cookies(&self, queue: u32, params: &crate::syncookies::CookieParams, on: bool) -> Result<(), SteerError> {
+        check_queue(queue)?;
+        self.update(MAP_SYN_COOKIES, &queue.to_ne_bytes(), &params.encode())?;
+        let mut slot = [0u8; crate::acks::SLOT_BYTES];
+        slot[crate::acks::SLOT_COOKIES_ON] = u8::from(on);
+        self.update(MAP_ACK_STATE, &queue.to_ne_bytes(), &slot)
+    }
+
+    /// Runs the program once on `frame` (received on queue 0): what it did,
+    /// and the frame as it left it.
+    pub fn run(&mut self, frame: &[u8]) -> Result<(Verdict, Vec<u8>), SteerError> {
+        let prog = self.obj.progs_mut().find(|p| p.name() == PROG_NAME).ok_or_else(|| missing(format!("program {PROG_NAME}")))?;
+        let mut out = vec![0u8; frame.len() + 256];
+        let mut input = libbpf_rs::ProgramInput::default();
+        input.data_in = Some(frame);
+        input.data_out = Some(&mut out);
+        let o = prog.test_run(input).map_err(|source| SteerError::Map { map: "-", op: "BPF_PROG_RUN".into(), source })?;
+        let verdict = match o.return_value {
+            0 => Verdict::Aborted,
+            1 => Verdict::Drop,
+            2 => Verdict::Pass,
+            3 => Verdict::Tx,
+            4 => Verdict::Redirect,
+            v => Verdict::Other(v),
+        };
+        let data = o.data.map(|d| d.to_vec()).unwrap_or_default();
+        Ok((verdict, data))
+    }
+}
+
 fn port_key(port: u16) -> [u8; 4] {
     u32::from(port).to_ne_bytes()
 }
@@ -1059,12 +1211,14 @@ mod tests {
             check(MAP_XSKS, MapType::Xskmap, 4, 4, MAX_QUEUES);
             check(MAP_TCP_PORTS, MapType::Array, 4, 1, 65536);
             check(MAP_CFG, MapType::Array, 4, 12, 1);
-            check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_SHED_STANDING + 1);
+            check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_COOKIE + 1);
             if acks {
                 check(MAP_ACK_STATE, MapType::Array, 4, crate::acks::SLOT_BYTES as u32, MAX_QUEUES);
                 check(MAP_ACK_RINGS, MapType::ArrayOfMaps, 4, 4, MAX_QUEUES);
+                check(MAP_SYN_COOKIES, MapType::Array, 4, crate::syncookies::PARAMS_BYTES as u32, MAX_QUEUES);
             } else {
                 assert!(find(MAP_ACK_STATE).is_none() && find(MAP_ACK_RINGS).is_none());
+                assert!(find(MAP_SYN_COOKIES).is_none());
             }
         }
     }

@@ -1150,6 +1150,8 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
             }
             // SYNs answered with a cookie (kernel TCP's SyncookiesSent), not a drop but a trace of the flood.
             m.insert("syn_cookies_sent".into(), st["syn_cookies_sent"].clone());
+            // The same, answered by the XDP program before the stack saw the SYN.
+            m.insert("xdp_syn_cookies".into(), st["device"]["xdp_syn_cookies"].clone());
             // SYNs the XDP program shed (0 or absent with shedding off).
             if let Value::Object(shed) = &st["port"]["shed"] {
                 for (k, v) in shed {

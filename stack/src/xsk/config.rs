@@ -63,6 +63,36 @@ impl PartialCsum {
     }
 }
 
+/// Whether the XDP program answers SYNs with the stack's cookies while the
+/// stack uses cookies (see `xsk_io::syncookies`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum XdpCookies {
+    /// Where native XDP_TX is known to reach the peer: virtio_net, and any
+    /// device in skb mode (XDP_TX then goes through its transmit path); not
+    /// on veth in native mode, which sends XDP_TX into its peer only while
+    /// the peer runs an XDP program of its own.
+    #[default]
+    Auto,
+    /// Wherever the program can (on a veth, give the peer an XDP program).
+    /// A device that counts XDP_TX errors for the program's SYN-ACKs turns
+    /// it off again, said once.
+    On,
+    /// Never: the stack answers every SYN.
+    Off,
+}
+
+impl XdpCookies {
+    /// Whether to use them on a device run by `driver` with XDP attached
+    /// natively (`native`) or in skb mode.
+    pub fn use_on(self, driver: &str, native: bool) -> bool {
+        match self {
+            XdpCookies::On => true,
+            XdpCookies::Off => false,
+            XdpCookies::Auto => !(native && driver == "veth"),
+        }
+    }
+}
+
 /// What an [`XskTransport`](super::XskTransport) is configured with; [`XskConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
 pub struct XskConfig {
@@ -103,6 +133,12 @@ pub struct XskConfig {
     /// table is full (as Linux), so a SYN flood costs no memory and no
     /// half-open connection is evicted.
     pub syn_cookies: SynCookies,
+    /// Let the XDP program answer SYNs to listening ports with the stack's
+    /// own cookies while the stack uses cookies (see `xsk_io::syncookies`):
+    /// a flood's SYNs then take no frame of the rings and none of the
+    /// stack's time. Needs a kernel that loads the program with deferred
+    /// ACKs; off with fault injection.
+    pub xdp_syn_cookies: XdpCookies,
     /// Partial TCP checksums (a local sender's checksum offload).
     pub partial_csum: PartialCsum,
     /// Congestion control.
@@ -154,6 +190,7 @@ impl XskConfig {
             fin_timeout: Duration::from_secs(60),
             half_open_bytes: 64 << 20,
             syn_cookies: SynCookies::Auto,
+            xdp_syn_cookies: XdpCookies::Auto,
             partial_csum: PartialCsum::Auto,
             congestion: Congestion::Cubic,
             recovery: Recovery::default(),

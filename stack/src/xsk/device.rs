@@ -28,6 +28,9 @@ pub struct DeviceStats {
     pub arp_intercepted: u64,
     /// Deferred ACKs (all zero when off).
     pub deferred_acks: super::AckStats,
+    /// SYNs the XDP program answered with this queue's cookies (see
+    /// `XskConfig::xdp_syn_cookies`); the engine's own are `syn_cookies_sent`.
+    pub xdp_syn_cookies: u64,
 }
 
 /// The device's own state, lent to each [`PortLink`].

@@ -55,6 +55,8 @@ pub struct XskTransport {
     pub(super) timer: crate::timer::PreciseTimer,
     /// Pure ACKs that arrived while asleep (None: off or unavailable).
     pub(super) acks: Option<DeferredAcks>,
+    /// The XDP program's SYN cookies for this queue (None: off or unavailable).
+    pub(super) xdp_cookies: Option<xsk_io::syncookies::CookieSlot>,
     pub(super) cfg: XskConfig,
 }
 
@@ -99,6 +101,7 @@ impl XskTransport {
         let device = DeviceStats {
             arp_intercepted: self.arp.intercepted(),
             deferred_acks: self.acks.as_ref().map(|a| a.stats).unwrap_or_default(),
+            xdp_syn_cookies: self.xdp_cookies.as_ref().map_or(0, |c| c.sent()),
             ..self.dev.stats
         };
         StackStats { engine, device, port: self.port.stats() }
@@ -254,6 +257,12 @@ impl XskTransport {
             if n < self.cfg.rx_batch {
                 self.take_acks(now, wall);
             }
+            if let Some(c) = &mut self.xdp_cookies {
+                let want = self.engine.cookies_ahead(now, c.sent());
+                if let Err(why) = c.drive(want, wall) {
+                    tracing::warn!("{why}");
+                }
+            }
             // Report what arrived before transmitting anything: the
             // application's answers then ride on the ACKs (its flush()
             // sends both), instead of a bare ACK going out first.
@@ -332,10 +341,13 @@ impl XskTransport {
                 Duration::from_micros((d - now).total_micros())
             }
         });
-        match (left, timer) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        // The XDP program's SYN-ACKs are checked on a pass of this loop, and the
+        // SYNs they answer wake nobody.
+        let check = self.xdp_cookies.as_ref().and_then(|c| c.check_due()).map(|at| {
+            let now_ns = self.epoch_ns + (now.total_micros().max(0) as u64) * 1000;
+            Duration::from_nanos(at.saturating_sub(now_ns))
+        });
+        [left, timer, check].into_iter().flatten().min()
     }
 }
 
@@ -371,10 +383,10 @@ impl Transport for XskTransport {
             }
         };
         let port = self.engine.local_addr(lid).map(|a| a.port()).unwrap_or(port);
-        if self.claims.is_none() {
-            if let Some(steer) = self.port.steer() {
-                steer.add_tcp_port(port).map_err(backend_err)?;
-            }
+        // Steered (shared mode: claimed above) and marked as listening, so the
+        // XDP program may answer its SYNs with cookies.
+        if let Some(steer) = self.port.steer() {
+            steer.add_tcp_listener(port).map_err(backend_err)?;
         }
         Ok(lid)
     }

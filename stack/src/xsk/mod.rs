@@ -39,7 +39,7 @@ mod recovery;
 pub mod testing;
 
 pub use acks::AckStats;
-pub use config::{AddrMode, Congestion, PartialCsum, XskConfig, XskError};
+pub use config::{AddrMode, Congestion, PartialCsum, XdpCookies, XskConfig, XskError};
 pub use device::DeviceStats;
 pub use drops::{DropReason, DropStats};
 pub use engine::{EngineStats, SynCookies};

@@ -170,8 +170,34 @@ impl XskTransport {
         if acks.is_some() {
             engine.track_acks();
         }
+        let native = port.steer().is_some_and(|s| s.mode() == xsk_io::AttachMode::Drv);
+        let xdp_cookies = if cfg.xdp_syn_cookies.use_on(&port.features().driver, native)
+            && cfg.syn_cookies != super::SynCookies::Off
+            && !cfg.faults.any()
+        {
+            let t = engine.cookie_template(mtu);
+            let params = xsk_io::syncookies::CookieParams {
+                k0: t.k0,
+                k1: t.k1,
+                epoch_ns,
+                mss: t.mss,
+                window: t.window,
+                window_shift: t.window_shift,
+            };
+            match port.steer().map(|s| s.cookie_slot(port.features().queue, &params)) {
+                Some(Ok(Some(slot))) => Some(slot),
+                // No program, or one without SYN cookies (attach said why).
+                None | Some(Ok(None)) => None,
+                Some(Err(e)) => {
+                    tracing::warn!("{ifname}: SYN cookies in XDP off: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         tracing::info!(
-            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes at most ({} to start), at most {} connections, deferred ACKs {}",
+            "xsk stack on {ifname}: {}/{} ({}), {} socket buckets, buffers {}+{} bytes at most ({} to start), at most {} connections, deferred ACKs {}, SYN cookies {:?}{}",
             engine.addr(),
             engine.rules().prefix_len,
             if shared { "shared with the kernel" } else { "dedicated" },
@@ -181,6 +207,8 @@ impl XskTransport {
             cfg.initial_buffer.min(cfg.rx_buffer.max(cfg.tx_buffer)),
             cfg.max_conns,
             if acks.is_some() { "on" } else { "off" },
+            cfg.syn_cookies,
+            if xdp_cookies.is_some() { " (answered in XDP while in use)" } else { "" },
         );
         Ok(XskTransport {
             port,
@@ -196,6 +224,7 @@ impl XskTransport {
             faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
             timer,
             acks,
+            xdp_cookies,
             cfg,
         })
     }

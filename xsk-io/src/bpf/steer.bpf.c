@@ -12,13 +12,15 @@
 //
 // Userspace (src/steer.rs) owns the maps:
 //   xsks_map   rx queue index -> AF_XDP socket
-//   tcp_ports  TCP destination port (host order) -> 1 = steer
+//   tcp_ports  TCP destination port (host order) -> bit 0 = steer, bit 1 = a
+//              listening port (SYN cookies may answer its SYNs, below)
 //   cfg        [0] = { addr, flags, port_lo, port_hi }, see struct steer_cfg:
 //              the ports port_lo..=port_hi are steered without a tcp_ports
 //              entry (a dedicated address's ephemeral range: one config
 //              write instead of 20,000 map updates)
 //   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED, SHED_RX,
-//              SHED_FILL (disjoint: every frame is counted exactly once)
+//              SHED_FILL, SHED_STANDING, COOKIE (disjoint: every frame is
+//              counted exactly once)
 //
 // Built twice (build.rs): plain, and with -DDEFER_ACKS, which adds deferred
 // ACKs. Userspace loads the second and falls back to the first on kernels
@@ -53,6 +55,20 @@
 // frames of connections already open; a new connection's client retries its
 // SYN. A stack that keeps up never exhausts the budget (see src/shed.rs).
 //
+// SYN cookies (same build, same per-queue slot): while the queue's consumer
+// sets `cookies_on`, a pure SYN to a listening port is answered here with a
+// SYN-ACK whose sequence number is the stack's own SYN cookie (the engine's
+// `cookies.rs`: SipHash-2-4 of the 4-tuple, the peer's ISN, a 64-second
+// counter and the encoded MSS index, SACK and window scale; the key, the
+// engine's clock origin and what the SYN-ACK says in `syn_cookies[queue]`),
+// sent back with XDP_TX and counted (COOKIE, and `cookies_sent` in the
+// slot). Byte for byte the SYN-ACK the engine would send (a root test runs
+// both on the same SYN). The SYN never takes a frame of the fill ring nor
+// the stack's time; the ACK that completes the handshake reaches the
+// stack, which checks the cookie. A SYN this code cannot answer exactly as
+// the engine would (IP options, options running past the frame, a frame
+// that cannot be resized) goes on to the stack as before.
+//
 // Deliberately NOT vmlinux.h/CO-RE: only uapi headers, so it builds anywhere.
 
 #include <linux/bpf.h>
@@ -77,6 +93,7 @@ enum {
 	CNT_SHED_RX = 4,   /* a SYN shed: the queue's RX ring budget was used up */
 	CNT_SHED_FILL = 5, /* a SYN shed: the queue's fill ring budget was used up */
 	CNT_SHED_STANDING = 6, /* a SYN shed: a standing queue reached its limit */
+	CNT_COOKIE = 7,    /* a SYN answered here with a SYN cookie (XDP_TX) */
 	CNT_MAX,
 };
 
@@ -156,6 +173,9 @@ struct ack_slot {
 	__u32 shed_on; /* written by userspace: shed SYNs, count frames */
 	__u32 pad;
 	__u64 shed;    /* written by userspace (one 64-bit store): see the top */
+	__u32 cookies_on;   /* written by userspace: answer SYNs with cookies */
+	__u32 pad2;
+	__u64 cookies_sent; /* written here (atomically): SYN-ACKs sent */
 };
 
 struct {
@@ -185,6 +205,289 @@ static __always_inline int shed_syn(__u32 q)
 	if ((__u32)slot->steered - (__u32)w < (hi & SHED_BUDGET_MASK))
 		return 0;
 	count(CNT_SHED_RX + (hi >> 30)); /* reason 0..2; 3 is not written */
+	return 1;
+}
+
+/* Keep in sync with src/cookies.rs. */
+struct cookie_cfg {
+	__u64 k0;       /* SipHash key */
+	__u64 k1;
+	__u64 epoch_ns; /* CLOCK_MONOTONIC ns at the engine's time 0 */
+	__u16 mss;      /* our MSS; 0 = not set up: leave SYNs to the stack */
+	__u16 window;   /* the SYN-ACK's window (unscaled) */
+	__u8 wshift;    /* our window scale, sent when the peer offers one */
+	__u8 pad[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, XSKS_MAX_QUEUES);
+	__type(key, __u32);
+	__type(value, struct cookie_cfg);
+} syn_cookies SEC(".maps");
+
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                        \
+	do {                                                            \
+		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32); \
+		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                  \
+		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                  \
+		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
+	} while (0)
+#define SIPWORD(m)                       \
+	do {                             \
+		v3 ^= (m);               \
+		SIPROUND;                \
+		SIPROUND;                \
+		v0 ^= (m);               \
+	} while (0)
+
+/*
+ * SipHash-2-4 of the 28-byte message the engine's CookieJar::hash writes:
+ * src, dst (u32), sport, dport (u16), peer ISN (u32), counter (u64), low
+ * (u32), each little-endian, as the siphasher crate's write_u* do.
+ */
+static __always_inline __u64 cookie_hash(const struct cookie_cfg *cc, __u32 src, __u32 dst, __u16 sport,
+					 __u16 dport, __u32 isn, __u64 counter, __u32 low)
+{
+	__u64 v0 = cc->k0 ^ 0x736f6d6570736575ULL;
+	__u64 v1 = cc->k1 ^ 0x646f72616e646f6dULL;
+	__u64 v2 = cc->k0 ^ 0x6c7967656e657261ULL;
+	__u64 v3 = cc->k1 ^ 0x7465646279746573ULL;
+
+	SIPWORD((__u64)src | (__u64)dst << 32);
+	SIPWORD((__u64)sport | (__u64)dport << 16 | (__u64)isn << 32);
+	SIPWORD(counter);
+	SIPWORD((__u64)low | 28ULL << 56); /* the tail and the length */
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static __always_inline __u16 csum_fold(__u64 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)sum;
+}
+
+/* Option bytes a SYN may carry (TCP's limit): as many steps read them all. */
+#define TCP_OPT_MAX 40
+
+enum { OPT_READING, OPT_DONE, OPT_BAIL };
+
+struct opt_ctx {
+	void *opt;      /* the SYN's first option byte */
+	void *data_end;
+	__u32 optlen;   /* option bytes, all inside the frame */
+	__u32 i;        /* the next option's offset */
+	__u32 mss;      /* 0: none */
+	__u32 sack;
+	__u32 ws;       /* window scale + 1, at most 15; 0: none */
+	__u32 state;
+};
+
+/*
+ * One option of a SYN, as the engine's cookies::segment reads it, to the
+ * byte: an end-of-list, a truncated or malformed option ends the list;
+ * repeated options, the last one counts. Returns 1 to stop the loop.
+ */
+static long read_option(__u32 index, void *arg)
+{
+	struct opt_ctx *c = arg;
+	__u32 i = c->i, len;
+	__u8 *p;
+
+	if (i >= c->optlen || i >= TCP_OPT_MAX) {
+		c->state = OPT_DONE;
+		return 1;
+	}
+	p = c->opt + i;
+	if ((void *)(p + 1) > c->data_end)
+		goto bail;
+	if (p[0] == 0) {
+		c->state = OPT_DONE;
+		return 1;
+	}
+	if (p[0] == 1) {
+		c->i = i + 1;
+		return 0;
+	}
+	if (i + 1 >= c->optlen) {
+		c->state = OPT_DONE;
+		return 1;
+	}
+	if ((void *)(p + 2) > c->data_end)
+		goto bail;
+	len = p[1];
+	if (len < 2 || i + len > c->optlen) {
+		c->state = OPT_DONE;
+		return 1;
+	}
+	if (p[0] == 2 && len == 4) {
+		if ((void *)(p + 4) > c->data_end)
+			goto bail;
+		c->mss = (__u32)p[2] << 8 | p[3];
+	} else if (p[0] == 3 && len == 3) {
+		if ((void *)(p + 3) > c->data_end)
+			goto bail;
+		c->ws = (p[2] < 14 ? p[2] : 14) + 1;
+	} else if (p[0] == 4 && len == 2) {
+		c->sack = 1;
+	}
+	c->i = i + len;
+	return 0;
+bail:
+	c->state = OPT_BAIL; /* cannot happen: the options are inside the frame */
+	return 1;
+}
+
+/*
+ * Answers the pure SYN in `ctx` (to a listening port) with a cookie SYN-ACK
+ * in place: 1 if it did (the caller returns XDP_TX), 0 if it left the frame
+ * untouched for the stack, 2 if it left the frame untouched because it could
+ * not resize it (the caller steers it on: its packet pointers are stale),
+ * -1 if the resized frame turned out too short (cannot happen; the caller
+ * drops it: its headers are gone).
+ */
+static __always_inline int answer_syn(struct xdp_md *ctx, struct ack_slot *slot)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 q = ctx->rx_queue_index;
+	struct cookie_cfg *cc = bpf_map_lookup_elem(&syn_cookies, &q);
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct tcphdr *tcp = (void *)(ip + 1);
+	__u8 mac_src[ETH_ALEN], mac_dst[ETH_ALEN];
+	struct opt_ctx oc = {};
+	__u32 optlen, mss, sack, ws;
+	__u32 src, dst, isn, low, cookie, idx, tcplen, ipsum;
+	__u16 sport, dport;
+	__be32 saddr, daddr;
+	__be16 psrc, pdst;
+	__u64 now, counter, sum;
+	__u8 *opt = (void *)(tcp + 1);
+	int delta;
+
+	if (!cc || cc->mss == 0)
+		return 0;
+	if ((void *)(tcp + 1) > data_end || ip->ihl != 5)
+		return 0;
+	optlen = (__u32)tcp->doff * 4;
+	if (optlen < 20)
+		return 0;
+	optlen -= 20;
+	if ((void *)opt + optlen > data_end)
+		return 0; /* the engine reads no such SYN: neither do we */
+
+	/* Read in a bpf_loop callback, which the verifier checks once: as a
+	 * plain loop, every option's outcome multiplied its states. */
+	oc.opt = opt;
+	oc.data_end = data_end;
+	oc.optlen = optlen;
+	bpf_loop(TCP_OPT_MAX + 1, read_option, &oc, 0);
+	if (oc.state != OPT_DONE)
+		return 0;
+	mss = oc.mss;
+	sack = oc.sack;
+	ws = oc.ws;
+
+	now = bpf_ktime_get_ns();
+	if (now < cc->epoch_ns)
+		return 0;
+	counter = (now - cc->epoch_ns) / (64ULL * 1000000000ULL);
+	idx = mss >= 1460 ? 3 : mss >= 1440 ? 2 : mss >= 1300 ? 1 : 0;
+	low = idx | sack << 2 | ws << 3 | ((__u32)counter & 3) << 7;
+	src = bpf_ntohl(ip->saddr);
+	dst = bpf_ntohl(ip->daddr);
+	sport = bpf_ntohs(tcp->source);
+	dport = bpf_ntohs(tcp->dest);
+	isn = bpf_ntohl(tcp->seq);
+	cookie = (__u32)(cookie_hash(cc, src, dst, sport, dport, isn, counter, low) >> 41) << 9 | low;
+
+	/* Everything the answer needs, before the frame is resized. */
+	__builtin_memcpy(mac_src, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(mac_dst, eth->h_dest, ETH_ALEN);
+	saddr = ip->saddr;
+	daddr = ip->daddr;
+	psrc = tcp->source;
+	pdst = tcp->dest;
+	tcplen = 24 + (sack ? 4 : 0) + (ws ? 4 : 0);
+	delta = (int)(14 + 20 + tcplen) - (int)(data_end - data);
+	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta))
+		return 2;
+
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	ip = (void *)(eth + 1);
+	tcp = (void *)(ip + 1);
+	opt = (void *)(tcp + 1);
+	if ((void *)(opt + 4) > data_end)
+		return -1; /* cannot happen: 58 bytes were just made */
+
+	__builtin_memcpy(eth->h_dest, mac_src, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac_dst, ETH_ALEN);
+	eth->h_proto = ETH_P_IP_BE;
+
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(20 + tcplen);
+	ip->id = 0;
+	ip->frag_off = bpf_htons(0x4000); /* DF */
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_TCP;
+	ip->saddr = daddr;
+	ip->daddr = saddr;
+	ipsum = 0x4500 + 20 + tcplen + 0x4000 + (64 << 8 | IPPROTO_TCP) + (src >> 16) + (src & 0xffff) +
+		(dst >> 16) + (dst & 0xffff);
+	ip->check = bpf_htons(~csum_fold(ipsum) & 0xffff);
+
+	tcp->source = pdst;
+	tcp->dest = psrc;
+	tcp->seq = bpf_htonl(cookie);
+	tcp->ack_seq = bpf_htonl(isn + 1);
+	((__u8 *)tcp)[12] = (__u8)(tcplen / 4) << 4;
+	((__u8 *)tcp)[13] = 0x12; /* SYN, ACK */
+	tcp->window = bpf_htons(cc->window);
+	tcp->check = 0;
+	tcp->urg_ptr = 0;
+	opt[0] = 2;
+	opt[1] = 4;
+	opt[2] = cc->mss >> 8;
+	opt[3] = cc->mss & 0xff;
+	sum = (dst >> 16) + (dst & 0xffff) + (src >> 16) + (src & 0xffff) + IPPROTO_TCP + tcplen +
+	      dport + sport + (cookie >> 16) + (cookie & 0xffff) + ((isn + 1) >> 16) + ((isn + 1) & 0xffff) +
+	      ((tcplen / 4) << 12 | 0x12) + cc->window + 0x0204 + cc->mss;
+	if (sack) {
+		if ((void *)(opt + 8) > data_end)
+			return -1;
+		opt[4] = 1;
+		opt[5] = 1;
+		opt[6] = 4;
+		opt[7] = 2;
+		sum += 0x0101 + 0x0402;
+		opt += 4;
+	}
+	if (ws) {
+		if ((void *)(opt + 8) > data_end)
+			return -1;
+		opt[4] = 1;
+		opt[5] = 3;
+		opt[6] = 3;
+		opt[7] = cc->wshift;
+		sum += 0x0103 + (0x0300 | cc->wshift);
+	}
+	tcp->check = bpf_htons(~csum_fold(sum) & 0xffff);
+
+	__sync_fetch_and_add(&slot->cookies_sent, 1);
+	count(CNT_COOKIE);
 	return 1;
 }
 
@@ -374,7 +677,7 @@ int xsk_steer(struct xdp_md *ctx)
 
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *tcp = (void *)ip + ihl_bytes;
-		__u32 port;
+		__u32 port, listener = 0;
 		__u8 *want;
 
 		if ((void *)(tcp + 1) > data_end)
@@ -382,12 +685,28 @@ int xsk_steer(struct xdp_md *ctx)
 		port = bpf_ntohs(tcp->dest);
 		if (!(port_hi != 0 && port >= port_lo && port <= port_hi)) {
 			want = bpf_map_lookup_elem(&tcp_ports, &port);
-			if (!want || *want != 1)
+			if (!want || !(*want & 1))
 				return pass();
+			listener = *want & 2;
 		}
 #ifdef DEFER_ACKS
-		if (tcp->syn && !tcp->ack && !tcp->rst && shed_syn(ctx->rx_queue_index))
-			return XDP_DROP;
+		if (tcp->syn && !tcp->ack && !tcp->rst) {
+			__u32 q = ctx->rx_queue_index;
+			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+
+			if (listener && slot && slot->cookies_on) {
+				int r = answer_syn(ctx, slot);
+
+				if (r == 1)
+					return XDP_TX;
+				if (r == 2)
+					return steer(ctx);
+				if (r < 0)
+					return XDP_DROP;
+			}
+			if (shed_syn(q))
+				return XDP_DROP;
+		}
 		if (pure_ack(ip, tcp, ihl_bytes)) {
 			__u32 q = ctx->rx_queue_index;
 			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
@@ -395,6 +714,8 @@ int xsk_steer(struct xdp_md *ctx)
 			if (slot && defer_ack(ctx, slot))
 				return XDP_DROP;
 		}
+#else
+		(void)listener;
 #endif
 		return steer(ctx);
 	}

@@ -14,6 +14,7 @@ const IFNAMSIZ: usize = 16;
 // Commands, `include/uapi/linux/ethtool.h`.
 const ETHTOOL_GDRVINFO: u32 = 0x0000_0003;
 const ETHTOOL_GSTRINGS: u32 = 0x0000_001b;
+const ETHTOOL_GSTATS: u32 = 0x0000_001d;
 const ETHTOOL_GGRO: u32 = 0x0000_002b;
 const ETHTOOL_SGRO: u32 = 0x0000_002c;
 const ETHTOOL_GSSET_INFO: u32 = 0x0000_0037;
@@ -23,6 +24,7 @@ const ETHTOOL_GCHANNELS: u32 = 0x0000_003c;
 const ETHTOOL_SCHANNELS: u32 = 0x0000_003d;
 
 /// `enum ethtool_stringset`: ETH_SS_TEST, STATS, PRIV_FLAGS, NTUPLE_FILTERS, FEATURES.
+const ETH_SS_STATS: u32 = 1;
 const ETH_SS_FEATURES: u32 = 4;
 const ETH_GSTRING_LEN: usize = 32;
 
@@ -96,6 +98,27 @@ struct EthtoolGstrings {
     data: [u8; MAX_FEATURES * ETH_GSTRING_LEN],
 }
 
+/// Capacity of our statistics arrays (veth has 9 per queue pair, virtio_net
+/// about 20).
+const MAX_STATS: usize = 2048;
+
+/// `struct ethtool_gstrings` with room for [`MAX_STATS`] strings.
+#[repr(C)]
+struct EthtoolStatNames {
+    cmd: u32,
+    string_set: u32,
+    len: u32,
+    data: [u8; MAX_STATS * ETH_GSTRING_LEN],
+}
+
+/// `struct ethtool_stats` with room for [`MAX_STATS`] values.
+#[repr(C)]
+struct EthtoolStats {
+    cmd: u32,
+    n_stats: u32,
+    data: [u64; MAX_STATS],
+}
+
 /// `struct ethtool_get_features_block`
 #[repr(C)]
 #[derive(Clone, Copy, Default, Debug)]
@@ -149,6 +172,10 @@ unsafe impl EthtoolCmd for EthtoolSsetInfo {}
 unsafe impl EthtoolCmd for EthtoolGstrings {}
 // SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolGfeatures {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
+unsafe impl EthtoolCmd for EthtoolStatNames {}
+// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
+unsafe impl EthtoolCmd for EthtoolStats {}
 // SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolSfeatures {}
 
@@ -396,6 +423,44 @@ pub fn features(ifname: &str) -> io::Result<Features> {
     Ok(Features { names, blocks })
 }
 
+/// How many entries a string set has (`ETHTOOL_GSSET_INFO`), refusing more
+/// than `max` (the kernel writes that many whatever our buffer holds).
+fn sset_len(ifname: &str, set: u32, max: usize) -> io::Result<usize> {
+    let mut info = EthtoolSsetInfo { cmd: ETHTOOL_GSSET_INFO, reserved: 0, sset_mask: 1u64 << set, data: [0] };
+    ethtool_ioctl(ifname, &mut info)?;
+    if info.sset_mask & (1u64 << set) == 0 {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, format!("no string set {set}")));
+    }
+    let count = info.data[0] as usize;
+    if count > max {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, format!("{count} entries: more than the {max} this code handles")));
+    }
+    Ok(count)
+}
+
+/// The names of the device's statistics (`ethtool -S`), in order.
+pub fn stat_names(ifname: &str) -> io::Result<Vec<String>> {
+    let count = sset_len(ifname, ETH_SS_STATS, MAX_STATS)?;
+    let mut strings = Box::new(EthtoolStatNames {
+        cmd: ETHTOOL_GSTRINGS,
+        string_set: ETH_SS_STATS,
+        len: count as u32,
+        data: [0; MAX_STATS * ETH_GSTRING_LEN],
+    });
+    ethtool_ioctl(ifname, &mut *strings)?;
+    let n = (strings.len as usize).min(count);
+    Ok((0..n).map(|i| c_string(&strings.data[i * ETH_GSTRING_LEN..(i + 1) * ETH_GSTRING_LEN])).collect())
+}
+
+/// The device's statistics (`ethtool -S`), in the order of [`stat_names`].
+pub fn stat_values(ifname: &str) -> io::Result<Vec<u64>> {
+    let count = sset_len(ifname, ETH_SS_STATS, MAX_STATS)?;
+    let mut st = Box::new(EthtoolStats { cmd: ETHTOOL_GSTATS, n_stats: count as u32, data: [0; MAX_STATS] });
+    ethtool_ioctl(ifname, &mut *st)?;
+    let n = (st.n_stats as usize).min(count);
+    Ok(st.data[..n].to_vec())
+}
+
 /// `ETHTOOL_SFEATURES`: request each named feature on or off. Returns the
 /// `ETHTOOL_F_*` flags (`ETHTOOL_F_WISH`: recorded, but not (all) in effect).
 pub fn set_features(ifname: &str, table: &Features, changes: &[(&str, bool)]) -> io::Result<i32> {
@@ -459,6 +524,8 @@ mod tests {
         assert_eq!(offset_of!(EthtoolSsetInfo, sset_mask), 8);
         assert_eq!(offset_of!(EthtoolSsetInfo, data), 16);
         assert_eq!(offset_of!(EthtoolGstrings, data), 12);
+        assert_eq!(offset_of!(EthtoolStatNames, data), 12);
+        assert_eq!(offset_of!(EthtoolStats, data), 8);
         assert_eq!(offset_of!(EthtoolGfeatures, features), 8);
         assert_eq!(size_of::<GetFeaturesBlock>(), 16);
         assert_eq!(size_of::<SetFeaturesBlock>(), 8);

@@ -85,6 +85,15 @@ impl Bucket {
         self.keys.iter().any(|&(k, h)| k == want && key_of(self.sockets.get::<tcp::Socket>(h)) == Some(want))
     }
 
+    /// The connection socket (not a listener) with this peer and port.
+    pub(super) fn find_conn(&self, src: Ipv4Addr, sport: u16, dport: u16) -> Option<SocketHandle> {
+        let want = key(src, sport, dport);
+        self.keys
+            .iter()
+            .find(|&&(k, h)| k == want && key_of(self.sockets.get::<tcp::Socket>(h)) == Some(want))
+            .map(|&(_, h)| h)
+    }
+
     /// Adds a connection's socket (its tuple set: connecting, or past its SYN).
     pub(super) fn add(&mut self, s: tcp::Socket<'static>) -> SocketHandle {
         let k = key_of(&s);

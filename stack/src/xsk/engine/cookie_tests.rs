@@ -339,3 +339,91 @@ fn a_flood_from_many_sources_does_not_evict_a_real_peers_neighbour_entry() {
     let answer = sent.iter().filter_map(|f| parse_tcp(f)).find(|s| s.payload == b"pong");
     assert!(answer.is_some() && arp == 0, "the answer waits for ARP ({arp} requests sent, {} frames)", sent.len());
 }
+
+/// A real client's SYN made a half-open connection; its SYN came again (the SYN-ACK was
+/// lost) after the XDP program took over the SYNs, got a cookie SYN-ACK, and the ACK returns
+/// the cookie: the half-open socket goes without a word (no RST) and the cookie's connection
+/// takes its place, with the data on the ACK.
+#[test]
+fn an_ack_of_a_cookie_replaces_a_half_open_connection_of_the_same_tuple() {
+    let mut t = server(SynCookies::Auto);
+    // Two clients' SYNs make two half-open connections.
+    let syn = |sport: u16, isn: u32| {
+        let mut s = spec(isn, 0, 0x02, &LINUX_OPTS, b"");
+        s.sport = sport;
+        tcp(&s)
+    };
+    t.inbox.push_back(syn(40000, 1000));
+    t.inbox.push_back(syn(40001, 7000));
+    let (ev, segs) = pump(&mut t);
+    assert!(ev.is_empty() && segs.len() == 2 && segs.iter().all(|s| s.syn()), "{ev:?} {segs:?}");
+    let sa2 = segs.iter().find(|s| s.dport == 40001).unwrap().clone();
+    assert_eq!(t.engine.stats().half_open, 2);
+    // The program takes over the SYNs (the engine then checks ACKs for cookies) and answers
+    // the first client's SYN, sent again, with the engine's own cookie.
+    t.engine.cfg.syn_cookies = SynCookies::Always;
+    assert!(t.engine.cookies_ahead(t.now, 0));
+    let tuple = super::cookies::Tuple { src: PEER, dst: Pair::A, sport: 40000, dport: PORT };
+    let d = super::cookies::segment(&syn(40000, 1000)).unwrap().opts;
+    let cookie = t.engine.jar.make(t.now, &tuple, 1000, d);
+    t.inbox.push_back(tcp(&spec(1001, cookie.wrapping_add(1), ACK | PSH, b"", b"hi")));
+    let (ev, segs) = pump(&mut t);
+    assert!(segs.iter().all(|s| !s.rst()), "a reset went out: {segs:?}");
+    let c = accepted(&ev);
+    assert_eq!(c.len(), 1, "{ev:?} {segs:?}");
+    let mut buf = BytesMut::new();
+    t.recv(c[0], &mut buf).unwrap();
+    assert_eq!(&buf[..], b"hi");
+    let s = t.engine.stats();
+    assert_eq!((s.half_open, s.connections, s.syn_cookies_accepted), (1, 1, 1), "{s:?}");
+    // The second client ACKs its half-open socket's own SYN-ACK: that socket takes it.
+    let mut ack = spec(7001, sa2.seq.wrapping_add(1), ACK, b"", b"");
+    ack.sport = 40001;
+    t.inbox.push_back(tcp(&ack));
+    let (ev, segs) = pump(&mut t);
+    assert_eq!(accepted(&ev).len(), 1, "{ev:?} {segs:?}");
+    let s = t.engine.stats();
+    assert_eq!((s.half_open, s.connections, s.syn_cookies_accepted), (0, 2, 1), "{s:?}");
+}
+
+/// When SYNs are answered ahead of the engine: never with `Off`, always with `Always`; with
+/// `Auto` from when the half-open table is full until a second in which fewer SYNs came
+/// than an eighth of it.
+#[test]
+fn cookies_ahead_follow_the_half_open_table_and_the_syn_rate() {
+    let sec = smoltcp::time::Duration::from_secs(1);
+    let mut t = server(SynCookies::Off);
+    assert!(!t.engine.cookies_ahead(t.now, 0));
+    let mut t = server(SynCookies::Always);
+    assert!(t.engine.cookies_ahead(t.now, 0));
+    assert!(t.engine.cookies_until > t.now, "ACKs are checked for cookies");
+    let mut t = server(SynCookies::Auto);
+    let limit = t.engine.embryo_limit();
+    assert!(!t.engine.cookies_ahead(t.now, 0), "an empty table");
+    for i in 0..limit as u32 {
+        let mut s = spec(i, 0, 0x02, &LINUX_OPTS, b"");
+        s.src = Ipv4Addr::new(198, 18, 0, 100 + (i % 100) as u8);
+        s.src_mac = mac_of(s.src);
+        s.sport = 10_000 + i as u16;
+        t.inbox.push_back(tcp(&s));
+    }
+    pump(&mut t);
+    assert_eq!(t.engine.stats().half_open, limit);
+    let mut now = t.now;
+    assert!(t.engine.cookies_ahead(now, 0), "the table is full");
+    // The program answers a flood: stays on, whatever the table does meanwhile.
+    let mut answered = 0u64;
+    for _ in 0..3 {
+        now += sec;
+        answered += limit as u64;
+        assert!(t.engine.cookies_ahead(now, answered));
+    }
+    // Within the second, no decision.
+    assert!(t.engine.cookies_ahead(now + smoltcp::time::Duration::from_millis(500), answered));
+    // A second with too few SYNs: off (the table is full, but that takes a new SYN to see).
+    now += sec;
+    answered += (limit / 8) as u64 - 1;
+    assert!(!t.engine.cookies_ahead(now, answered));
+    let until = t.engine.cookies_until;
+    assert!(until >= now + smoltcp::time::Duration::from_secs(127), "cookies out are still checked");
+}

@@ -82,6 +82,11 @@ impl CookieJar {
         CookieJar { k0, k1: splitmix(k0) }
     }
 
+    /// The SipHash key (for the steering program, which makes the same cookies).
+    pub(crate) fn key(&self) -> (u64, u64) {
+        (self.k0, self.k1)
+    }
+
     fn counter(now: Instant) -> u64 {
         (now.total_millis().max(0) as u64) / (PERIOD_S * 1000)
     }
@@ -204,6 +209,27 @@ pub(crate) fn segment(frame: &[u8]) -> Option<Segment> {
         }
     }
     Some(s)
+}
+
+/// What every cookie SYN-ACK of an engine says besides the cookie and the
+/// addresses, and the key: what the steering program needs to answer SYNs
+/// exactly as the engine would (see `xsk_io::syncookies`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CookieTemplate {
+    pub(crate) k0: u64,
+    pub(crate) k1: u64,
+    pub(crate) mss: u16,
+    pub(crate) window: u16,
+    pub(crate) window_shift: u8,
+}
+
+/// Whether SYNs are answered ahead of the engine (by the steering program),
+/// and what that decision last looked at.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Ahead {
+    pub(crate) on: bool,
+    /// When the program's count was last looked at, and the count then.
+    pub(crate) checked: Option<(Instant, u64)>,
 }
 
 /// What a cookie SYN-ACK says besides the cookie.

@@ -7,7 +7,7 @@ use smoltcp::time::Instant;
 use smoltcp::phy::TxToken;
 use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 
-use super::cookies::{self, SynAck, SynCookies};
+use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
 use super::delayers::Delayers;
 use super::{Conn, Engine, EngineConfig, Link};
 use crate::transport::{Event, ListenerId};
@@ -377,22 +377,66 @@ impl Engine {
         }
     }
 
+    /// What the engine's cookie SYN-ACKs say over a link of `mtu`, and the key.
+    pub(crate) fn cookie_template(&self, mtu: usize) -> CookieTemplate {
+        let (k0, k1) = self.jar.key();
+        CookieTemplate {
+            k0,
+            k1,
+            // As smoltcp's SYN-ACK (RFC 6691).
+            mss: mtu.saturating_sub(40).min(u16::MAX as usize) as u16,
+            // A fresh socket's receive buffer, as smoltcp's SYN-ACK would say.
+            window: self.initial_buffers().0.min(u16::MAX as usize) as u16,
+            window_shift: window_shift(self.cfg.rx_buffer),
+        }
+    }
+
+    /// Whether SYNs to listening ports are to be answered with cookies
+    /// before they reach the engine (by the steering program, which has made
+    /// `answered` such answers so far): with `Always`, yes; with `Auto`, from
+    /// when the engine would answer them with cookies itself (the half-open
+    /// table is full) until a second in which fewer SYNs came than an eighth
+    /// of that table (the flood is over; if not, the table fills again and
+    /// this turns on again). Meanwhile ACKs that match no connection are
+    /// checked for cookies. Cheap: call it once per pass.
+    pub(crate) fn cookies_ahead(&mut self, now: Instant, answered: u64) -> bool {
+        let on = match self.cfg.syn_cookies {
+            SynCookies::Off => false,
+            SynCookies::Always => true,
+            SynCookies::Auto if !self.ahead.on => self.wants_cookie(),
+            SynCookies::Auto => match self.ahead.checked {
+                Some((at, n)) if now >= at + smoltcp::time::Duration::from_secs(1) => {
+                    self.ahead.checked = Some((now, answered));
+                    answered.wrapping_sub(n) >= (self.embryo_limit() / 8).max(1) as u64
+                }
+                _ => true,
+            },
+        };
+        if on && !self.ahead.on {
+            self.ahead.checked = Some((now, answered));
+        }
+        self.ahead.on = on;
+        if on {
+            self.cookies_until = now + smoltcp::time::Duration::from_secs(128);
+        }
+        on
+    }
+
     /// Answers the SYN in `frame` with a SYN-ACK whose sequence number is a
     /// cookie, and keeps nothing.
     pub(super) fn send_cookie<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) {
         let Some(syn) = cookies::segment(frame) else { return };
         let mut peer_mac = [0u8; 6];
         peer_mac.copy_from_slice(&frame[6..12]);
+        let t = self.cookie_template(link.mtu());
         let answer = SynAck {
             our_mac: self.cfg.mac,
             // The SYN's sender: the peer, or the router it came through.
             peer_mac,
             cookie: self.jar.make(now, &syn.tuple, syn.seq, syn.opts),
-            // As smoltcp's SYN-ACK (RFC 6691).
-            mss: link.mtu().saturating_sub(40).min(u16::MAX as usize) as u16,
-            // A fresh socket's receive buffer, as smoltcp's SYN-ACK would say.
-            window: self.initial_buffers().0.min(u16::MAX as usize) as u16,
-            window_shift: window_shift(self.cfg.rx_buffer),
+            mss: t.mss,
+            window: t.window,
+            window_shift: t.window_shift,
         };
         let tcp_csum = !link.csum_offload();
         link.tx().consume(SynAck::len(&syn), |buf| answer.write(&syn, buf, tcp_csum));
@@ -410,10 +454,25 @@ impl Engine {
             return;
         }
         let t = seg.tuple;
-        if self.buckets[b].has_conn(t.src, t.sport, t.dport) {
-            return;
-        }
         let (peer_isn, cookie) = (seg.seq.wrapping_sub(1), seg.ack.wrapping_sub(1));
+        if let Some(h) = self.buckets[b].find_conn(t.src, t.sport, t.dport) {
+            // A half-open connection of the same tuple, and an ACK of a cookie: the
+            // peer's SYN came again after the steering program took over the SYNs
+            // and got a cookie SYN-ACK, which it answers. The half-open socket (its
+            // ISN is not the cookie) goes, silently, and the cookie's connection
+            // takes its place.
+            let embryo = self.buckets[b].embryos.iter().position(|e| e.0 == h);
+            let Some(k) = embryo else { return };
+            if self.buckets[b].sockets.get::<tcp::Socket>(h).state() != tcp::State::SynReceived
+                || self.jar.check(now, &t, peer_isn, cookie).is_none()
+            {
+                return;
+            }
+            self.buckets[b].embryos.swap_remove(k);
+            self.embryos -= 1;
+            let s = self.buckets[b].take(h);
+            self.recycle(s);
+        }
         let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
             // smoltcp finds no socket and answers with RST, as Linux does.
             self.stats.drops.count(DropReason::BadCookie);

@@ -85,6 +85,8 @@ pub(crate) struct Engine {
     /// Until when an ACK that matches no connection may return a cookie
     /// (two periods after the last one sent; checking costs a hash).
     cookies_until: Instant,
+    /// SYNs answered with cookies before they reach the engine.
+    ahead: cookies::Ahead,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -132,6 +134,7 @@ impl Engine {
             delayers: delayers::Delayers::default(),
             jar: cookies::CookieJar::new(cfg.seed),
             cookies_until: now,
+            ahead: cookies::Ahead::default(),
             cfg,
         }
     }

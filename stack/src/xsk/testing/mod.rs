@@ -349,3 +349,34 @@ impl Default for Pair {
         Self::new()
     }
 }
+
+/// The engine's answer to the SYN `syn` when it answers every SYN with a
+/// cookie (`SynCookies::Always`), at `at` on its clock, and what the XDP
+/// program needs to answer the same SYN the same way (`epoch_ns` left 0 for
+/// the caller). The engine has address 198.18.0.1 and MAC
+/// `02:00:00:00:00:01` ([`frames::TcpSpec`]'s default destination) and
+/// listens on `syn`'s destination port; `None` if it sent nothing. For the
+/// root test that runs the XDP program on the same SYNs.
+pub fn cookie_answer(syn: &[u8], at: Duration) -> (Option<Vec<u8>>, xsk_io::syncookies::CookieParams) {
+    let mut cfg = config(Ipv4Addr::new(198, 18, 0, 1));
+    cfg.syn_cookies = crate::xsk::SynCookies::Always;
+    let mut t = MemTransport::new(cfg);
+    if let Some(s) = frames::parse_tcp(syn) {
+        let _ = t.listen(s.dport);
+    }
+    t.now = Instant::from_micros(at.as_micros() as i64);
+    t.take_sent();
+    t.inbox.push_back(syn.to_vec());
+    t.ingest();
+    let sent = t.take_sent().into_iter().next();
+    let c = t.engine.cookie_template(t.link.mtu);
+    let params = xsk_io::syncookies::CookieParams {
+        k0: c.k0,
+        k1: c.k1,
+        epoch_ns: 0,
+        mss: c.mss,
+        window: c.window,
+        window_shift: c.window_shift,
+    };
+    (sent, params)
+}

@@ -1,0 +1,225 @@
+//! SYN cookies answered by the steering program: the port's side (see the
+//! comment at the top of `src/bpf/steer.bpf.c`).
+//!
+//! Under a SYN flood every SYN that reaches the AF_XDP socket takes a frame
+//! of the fill ring, a slot of the RX ring and the stack's time, however
+//! cheaply the stack then answers it. The program can answer a SYN to a
+//! listening port itself, with the SYN-ACK the stack would send: the same
+//! SYN cookie (the stack's key, clock and encoding, in the program's
+//! `syn_cookies` map) and the same options, sent back with XDP_TX. The ACK
+//! that completes the handshake reaches the stack, which checks the cookie
+//! as it checks its own. The stack decides when (it turns the slot on while
+//! it would answer SYNs with cookies anyway); this module holds the switch
+//! and the count, and watches that the device really sends what XDP_TX
+//! hands it.
+//!
+//! Native XDP_TX does not work everywhere: a veth sends it into its peer
+//! only while the peer runs NAPI (GRO on, or an XDP program of its own),
+//! and veth's default is neither; the frames are then dropped and counted
+//! in the device's `xdp_tx_errors`. So while the switch is on, the slot
+//! reads the device's XDP_TX error counters (`ethtool -S`): once a
+//! millisecond until the program's first SYN-ACKs went out without one, then
+//! once a second. Errors since it turned on turn it off for good, and
+//! [`CookieSlot::drive`] says why once; the stack answers SYNs itself again.
+
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::acks::{SLOT_BYTES, SLOT_COOKIES_ON, SLOT_COOKIES_SENT};
+use crate::mmap::AtomicMap;
+
+/// What the program needs to answer a SYN exactly as the stack would
+/// (`struct cookie_cfg`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CookieParams {
+    /// The SipHash-2-4 key of the stack's cookies.
+    pub k0: u64,
+    /// The second half of the key.
+    pub k1: u64,
+    /// `CLOCK_MONOTONIC` nanoseconds at the stack's time 0: the program
+    /// dates cookies on the stack's clock.
+    pub epoch_ns: u64,
+    /// Our MSS, sent in every SYN-ACK. 0 leaves SYNs to the stack.
+    pub mss: u16,
+    /// The SYN-ACK's window (unscaled, as in any SYN).
+    pub window: u16,
+    /// Our window scale, sent when the peer offers one.
+    pub window_shift: u8,
+}
+
+/// Bytes of `struct cookie_cfg`.
+pub(crate) const PARAMS_BYTES: usize = 32;
+
+impl CookieParams {
+    pub(crate) fn encode(&self) -> [u8; PARAMS_BYTES] {
+        let mut v = [0u8; PARAMS_BYTES];
+        v[0..8].copy_from_slice(&self.k0.to_ne_bytes());
+        v[8..16].copy_from_slice(&self.k1.to_ne_bytes());
+        v[16..24].copy_from_slice(&self.epoch_ns.to_ne_bytes());
+        v[24..26].copy_from_slice(&self.mss.to_ne_bytes());
+        v[26..28].copy_from_slice(&self.window.to_ne_bytes());
+        v[28] = self.window_shift;
+        v
+    }
+}
+
+/// The device's XDP_TX error counters (those `ethtool -S` names ending in
+/// `xdp_tx_errors` or `xdp_tx_drops`: veth, virtio_net).
+#[derive(Debug)]
+pub struct TxErrors {
+    ifname: String,
+    idx: Vec<usize>,
+}
+
+impl TxErrors {
+    /// The counters of `ifname`; `None` if it has none.
+    pub fn new(ifname: &str) -> io::Result<Option<TxErrors>> {
+        let names = crate::tune::ethtool::stat_names(ifname)?;
+        let idx: Vec<usize> = names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.ends_with("xdp_tx_errors") || n.ends_with("xdp_tx_drops"))
+            .map(|(i, _)| i)
+            .collect();
+        Ok((!idx.is_empty()).then(|| TxErrors { ifname: ifname.to_owned(), idx }))
+    }
+
+    /// Their sum now.
+    pub fn read(&self) -> io::Result<u64> {
+        let v = crate::tune::ethtool::stat_values(&self.ifname)?;
+        Ok(self.idx.iter().filter_map(|&i| v.get(i)).sum())
+    }
+}
+
+/// How often the XDP_TX error counters are read while the switch is on:
+/// until the program's first SYN-ACKs went out without an error, and after.
+const CHECK_NEW_NS: u64 = 1_000_000;
+const CHECK_NS: u64 = 1_000_000_000;
+/// SYN-ACKs sent without an error that show XDP_TX works.
+const PROOF: u64 = 8;
+
+/// One queue's cookie switch and count in the program's per-queue slot:
+/// off until [`set_on`](Self::set_on), off again when dropped.
+#[derive(Debug)]
+pub struct CookieSlot {
+    state: Arc<AtomicMap>,
+    slot: usize,
+    on: bool,
+    /// The device's XDP_TX error counters (None: it has none, or the program
+    /// runs in skb mode, whose XDP_TX goes through the device's ordinary
+    /// transmit path).
+    errors: Option<TxErrors>,
+    /// Errors and SYN-ACKs sent at the last look, and when to look next.
+    seen: (u64, u64),
+    next_check: u64,
+    /// Sent without an error since it turned on.
+    proven: bool,
+    /// XDP_TX failed: off for good.
+    broken: bool,
+}
+
+impl CookieSlot {
+    pub(crate) fn new(state: Arc<AtomicMap>, queue: u32, errors: Option<TxErrors>) -> CookieSlot {
+        let slot = queue as usize * SLOT_BYTES;
+        state.u32(slot + SLOT_COOKIES_ON).store(0, Ordering::SeqCst);
+        CookieSlot { state, slot, on: false, errors, seen: (0, 0), next_check: 0, proven: false, broken: false }
+    }
+
+    /// [`set_on`](Self::set_on)`(want)` at `now_ns` (`CLOCK_MONOTONIC`),
+    /// unless XDP_TX turned out not to work on this device: then off for
+    /// good, and `Err` once with what the device reported and the likely
+    /// fix. Returns whether the program answers SYNs now. Cheap while
+    /// nothing is due: call it once per pass.
+    pub fn drive(&mut self, want: bool, now_ns: u64) -> Result<bool, String> {
+        if self.broken {
+            return Ok(false);
+        }
+        let turned_on = want && !self.on;
+        self.set_on(want);
+        let Some(errors) = &self.errors else { return Ok(self.on) };
+        if !self.on || (!turned_on && now_ns < self.next_check) {
+            return Ok(self.on);
+        }
+        let (count, sent) = match errors.read() {
+            Ok(n) => (n, self.sent()),
+            Err(_) => {
+                // Unreadable for now: look again later, keep what is.
+                self.next_check = now_ns + CHECK_NS;
+                return Ok(self.on);
+            }
+        };
+        if turned_on {
+            self.seen = (count, sent);
+        } else if count > self.seen.0 {
+            let why = format!(
+                "{}: the XDP program's SYN-ACKs were not sent ({} XDP_TX errors for {} SYN-ACKs); SYN cookies are answered \
+                 by the stack from now on. On veth the peer must run NAPI for XDP_TX: `ethtool -K <peer> gro on`, or \
+                 an XDP program on the peer",
+                errors.ifname,
+                count - self.seen.0,
+                sent.wrapping_sub(self.seen.1),
+            );
+            self.broken = true;
+            self.set_on(false);
+            return Err(why);
+        } else if sent.wrapping_sub(self.seen.1) >= PROOF {
+            self.proven = true;
+        }
+        self.next_check = now_ns + if self.proven { CHECK_NS } else { CHECK_NEW_NS };
+        Ok(self.on)
+    }
+
+    /// Whether the program answers this queue's SYNs to listening ports
+    /// from now on (a plain store into the mapped slot: free to call often).
+    #[inline]
+    pub fn set_on(&mut self, on: bool) {
+        if on != self.on {
+            self.state.u32(self.slot + SLOT_COOKIES_ON).store(u32::from(on), Ordering::SeqCst);
+            self.on = on;
+        }
+    }
+
+    /// When [`drive`](Self::drive) next wants to read the device's XDP_TX
+    /// error counters (`CLOCK_MONOTONIC` ns), if it reads them at all: a
+    /// stack that sleeps must wake for it (the SYNs the program answers wake
+    /// nobody).
+    pub fn check_due(&self) -> Option<u64> {
+        (self.on && self.errors.is_some() && !self.broken).then_some(self.next_check)
+    }
+
+    /// Whether the program answers SYNs now.
+    #[inline]
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// SYN-ACKs the program sent for this queue since it was loaded.
+    #[inline]
+    pub fn sent(&self) -> u64 {
+        self.state.u64(self.slot + SLOT_COOKIES_SENT).load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for CookieSlot {
+    fn drop(&mut self) {
+        self.state.u32(self.slot + SLOT_COOKIES_ON).store(0, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_encode_as_the_programs_struct() {
+        let p = CookieParams { k0: 1, k1: 2, epoch_ns: 3, mss: 1460, window: 4096, window_shift: 7 };
+        let v = p.encode();
+        assert_eq!(u64::from_ne_bytes(v[0..8].try_into().unwrap()), 1);
+        assert_eq!(u64::from_ne_bytes(v[8..16].try_into().unwrap()), 2);
+        assert_eq!(u64::from_ne_bytes(v[16..24].try_into().unwrap()), 3);
+        assert_eq!(u16::from_ne_bytes([v[24], v[25]]), 1460);
+        assert_eq!(u16::from_ne_bytes([v[26], v[27]]), 4096);
+        assert_eq!(&v[28..], &[7, 0, 0, 0]);
+    }
+}
