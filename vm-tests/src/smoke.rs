@@ -41,6 +41,15 @@ pub struct SmokeArgs {
     /// Requests of the built-in byte check (sizes cycle from 1 B to 100 kB); 0 skips it.
     #[arg(long, value_name = "N", default_value_t = 28)]
     pub check_requests: u64,
+    /// Extra argument for rr-server in the guest (repeatable), e.g.
+    /// `--server-arg=--syn-cookies=always` (every SYN then gets a cookie, from the XDP program
+    /// on virtio_net: the report shows how many).
+    #[arg(long = "server-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
+    /// Fail unless the server's XDP program answered at least one SYN with a SYN cookie
+    /// (XDP_TX on virtio_net; with `--server-arg=--syn-cookies=always`).
+    #[arg(long)]
+    pub expect_xdp_cookies: bool,
 }
 
 /// The smoke report (also its JSON).
@@ -65,12 +74,16 @@ pub struct SmokeReport {
     pub guest_up: String,
     pub attach: String,
     pub addr: String,
+    /// `--server-arg`s.
+    pub server_args: Vec<String>,
     pub server: Option<Started>,
     pub server_refused: Option<server::Refused>,
     pub xdp_while_serving: Option<String>,
     pub load: Option<LoadResult>,
     pub byte_check: Option<LoadResult>,
     pub stopped: Option<Stopped>,
+    /// SYNs the server's XDP program answered with SYN cookies (`device.xdp_syn_cookies`).
+    pub xdp_syn_cookies: Option<u64>,
     pub xdp_after_exit: Option<String>,
     /// The tokio adapter's check (`axum_server` on the stack, curl from the host), or why it
     /// did not run.
@@ -103,6 +116,7 @@ pub fn run(args: &SmokeArgs) -> Result<bool> {
         kernel_config: env.kernel().kernel.config_facts(),
         attach: args.attach.clone(),
         addr: args.addr.clone(),
+        server_args: args.server_args.clone(),
         prepare_s: env.prepare_secs,
         logs: env.run_dir.display().to_string(),
         ..SmokeReport::default()
@@ -152,7 +166,8 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
         _ => ("shared".to_string(), net.guest_addr),
     };
     let port = 7000;
-    let s = ServerSpec::xsk("smoke", &args.attach, &addr_arg, port);
+    let mut s = ServerSpec::xsk("smoke", &args.attach, &addr_arg, port);
+    s.extra = args.server_args.clone();
     match server::start(&mut g, &s)? {
         Ok(st) => {
             eprintln!(
@@ -251,6 +266,18 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
     // Stop the server whatever happened, for its counters and the detach check.
     let stopped = server::stop(&mut g, &s)?;
     let _ = std::fs::write(env.run_dir.join("server.log"), &stopped.log);
+    rep.xdp_syn_cookies = stopped
+        .log
+        .lines()
+        .find_map(|l| l.strip_prefix("xsk device: "))
+        .and_then(|j| serde_json::from_str::<serde_json::Value>(j).ok())
+        .and_then(|v| v["xdp_syn_cookies"].as_u64());
+    if args.expect_xdp_cookies && rep.xdp_syn_cookies.unwrap_or(0) == 0 {
+        problems.push(format!(
+            "the XDP program answered no SYN with a cookie (xdp_syn_cookies {:?})",
+            rep.xdp_syn_cookies
+        ));
+    }
     if !stopped.clean() {
         problems.push(format!(
             "rr-server did not stop cleanly (status {}, {})",
@@ -318,10 +345,15 @@ fn table(r: &SmokeReport) -> String {
     t.row(
         "server",
         format!(
-            "rr-server --backend xsk --attach {} --addr {}",
-            r.attach, r.addr
+            "rr-server --backend xsk --attach {} --addr {}{}",
+            r.attach,
+            r.addr,
+            r.server_args.iter().map(|a| format!(" {a}")).collect::<String>()
         ),
     );
+    if let Some(n) = r.xdp_syn_cookies {
+        t.row("xdp syn cookies", format!("{n} SYNs answered by the XDP program"));
+    }
     if let Some(s) = &r.server {
         if let Some(p) = &s.port_line {
             t.row("port", p.trim_start_matches("xsk port: ").to_string());

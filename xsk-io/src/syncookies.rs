@@ -18,9 +18,11 @@
 //! and veth's default is neither; the frames are then dropped and counted
 //! in the device's `xdp_tx_errors`. So while the switch is on, the slot
 //! reads the device's XDP_TX error counters (`ethtool -S`): once a
-//! millisecond until the program's first SYN-ACKs went out without one, then
-//! once a second. Errors since it turned on turn it off for good, and
-//! [`CookieSlot::drive`] says why once; the stack answers SYNs itself again.
+//! millisecond until some of the program's SYN-ACKs went out, then once a
+//! second. If every SYN-ACK since the last look failed (at first: any; then
+//! at least [`PROOF_LATER`] of them, as a peer that falls behind a flood
+//! drops some), it turns off for good and [`CookieSlot::drive`] says why
+//! once; the stack answers SYNs itself again.
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -96,8 +98,10 @@ impl TxErrors {
 /// until the program's first SYN-ACKs went out without an error, and after.
 const CHECK_NEW_NS: u64 = 1_000_000;
 const CHECK_NS: u64 = 1_000_000_000;
-/// SYN-ACKs sent without an error that show XDP_TX works.
-const PROOF: u64 = 8;
+/// Once XDP_TX has worked: SYN-ACKs that must all fail within one look
+/// before it counts as not working (a flood's peer drops some when it falls
+/// behind; that is loss, not a device that cannot send).
+pub const PROOF_LATER: u64 = 64;
 
 /// One queue's cookie switch and count in the program's per-queue slot:
 /// off until [`set_on`](Self::set_on), off again when dropped.
@@ -113,7 +117,7 @@ pub struct CookieSlot {
     /// Errors and SYN-ACKs sent at the last look, and when to look next.
     seen: (u64, u64),
     next_check: u64,
-    /// Sent without an error since it turned on.
+    /// Some SYN-ACKs went out since it turned on.
     proven: bool,
     /// XDP_TX failed: off for good.
     broken: bool,
@@ -149,22 +153,28 @@ impl CookieSlot {
                 return Ok(self.on);
             }
         };
+        let (failed, made) = (count.saturating_sub(self.seen.0), sent.wrapping_sub(self.seen.1));
         if turned_on {
             self.seen = (count, sent);
-        } else if count > self.seen.0 {
-            let why = format!(
-                "{}: the XDP program's SYN-ACKs were not sent ({} XDP_TX errors for {} SYN-ACKs); SYN cookies are answered \
-                 by the stack from now on. On veth the peer must run NAPI for XDP_TX: `ethtool -K <peer> gro on`, or \
-                 an XDP program on the peer",
-                errors.ifname,
-                count - self.seen.0,
-                sent.wrapping_sub(self.seen.1),
-            );
-            self.broken = true;
-            self.set_on(false);
-            return Err(why);
-        } else if sent.wrapping_sub(self.seen.1) >= PROOF {
-            self.proven = true;
+        } else {
+            match judge(failed, made, self.proven) {
+                Verdict::Wait => {}
+                Verdict::Works => {
+                    self.proven = true;
+                    self.seen = (count, sent);
+                }
+                Verdict::Broken => {
+                    let why = format!(
+                        "{}: the XDP program's SYN-ACKs were not sent ({failed} XDP_TX errors for {made} SYN-ACKs); \
+                         SYN cookies are answered by the stack from now on. On veth the peer must run an XDP \
+                         program for XDP_TX to reach it",
+                        errors.ifname,
+                    );
+                    self.broken = true;
+                    self.set_on(false);
+                    return Err(why);
+                }
+            }
         }
         self.next_check = now_ns + if self.proven { CHECK_NS } else { CHECK_NEW_NS };
         Ok(self.on)
@@ -201,6 +211,29 @@ impl CookieSlot {
     }
 }
 
+/// What the XDP_TX error counters say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Too few SYN-ACKs since the last look to tell.
+    Wait,
+    /// Some went out.
+    Works,
+    /// Every one failed.
+    Broken,
+}
+
+/// `failed` XDP_TX errors for `made` SYN-ACKs since the last look; `proven`:
+/// some went out before.
+fn judge(failed: u64, made: u64, proven: bool) -> Verdict {
+    if made < if proven { PROOF_LATER } else { 1 } {
+        Verdict::Wait
+    } else if failed >= made {
+        Verdict::Broken
+    } else {
+        Verdict::Works
+    }
+}
+
 impl Drop for CookieSlot {
     fn drop(&mut self) {
         self.state.u32(self.slot + SLOT_COOKIES_ON).store(0, Ordering::SeqCst);
@@ -210,6 +243,23 @@ impl Drop for CookieSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xdp_tx_counts_as_broken_only_when_every_syn_ack_failed() {
+        // At first any SYN-ACK decides: a device that drops them all is found at once.
+        assert_eq!(judge(0, 0, false), Verdict::Wait);
+        assert_eq!(judge(1, 1, false), Verdict::Broken);
+        assert_eq!(judge(16, 16, false), Verdict::Broken);
+        assert_eq!(judge(15, 16, false), Verdict::Works);
+        assert_eq!(judge(0, 3, false), Verdict::Works);
+        // Once it worked, a flood's peer may drop most of them; only a whole look of
+        // failures, and enough of them, counts.
+        assert_eq!(judge(63, 63, true), Verdict::Wait);
+        assert_eq!(judge(900, 1000, true), Verdict::Works);
+        assert_eq!(judge(1000, 1000, true), Verdict::Broken);
+        // Errors from before the look are not in `failed`; more than made is still broken.
+        assert_eq!(judge(70, 64, true), Verdict::Broken);
+    }
 
     #[test]
     fn params_encode_as_the_programs_struct() {

@@ -155,6 +155,12 @@ struct Args {
     /// Extra arguments for the xsk server (repeatable), e.g. --xsk-arg=--syn-shed=off.
     #[arg(long = "xsk-arg", value_name = "ARG", allow_hyphen_values = true)]
     xsk_args: Vec<String>,
+    /// Attach an XDP program that passes every frame to ns_b's veth, in every case (both
+    /// backends then have the same peer): a veth sends native XDP_TX into its peer only while
+    /// the peer runs one, so this is what lets the stack's XDP program answer the flood's SYNs
+    /// itself on veth (with --xsk-arg=--xdp-cookies=on); virtio_net needs nothing of the kind.
+    #[arg(long)]
+    peer_xdp: bool,
     /// Internal: run as a holder of idle connections to ADDR:PORT (started by flood-bench in
     /// ns_b, talks to it over stdin/stdout).
     #[arg(long, hide = true, value_name = "ADDR:PORT")]
@@ -255,6 +261,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
             "idle_conns": args.idle_conns,
             "flood_pps": args.flood_pps,
             "offlink_percent": args.offlink_percent,
+            "peer_xdp": args.peer_xdp,
             "idle_ping_s": args.idle_ping.as_secs_f64(),
             "max_conns": args.max_conns,
             "buffer": args.buffer,
@@ -995,6 +1002,11 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
         eprintln!("== {}: building the lab", case.name());
     }
     let lab = Lab::new(&LabConfig::new(LAB_TAG)).context("building the veth lab")?;
+    let _peer_xdp = if args.peer_xdp {
+        Some(lab.peer_xdp_pass().map_err(anyhow::Error::msg).context("an XDP program on ns_b's veth")?)
+    } else {
+        None
+    };
     let o = lab.addr_a.octets();
     let target = if case.xsk() { Ipv4Addr::new(o[0], o[1], o[2], XSK_HOST) } else { lab.addr_a };
     // One client address has ~64k ports towards one server port: enough for 60k connections.
