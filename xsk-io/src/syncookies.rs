@@ -33,7 +33,7 @@ use crate::mmap::AtomicMap;
 
 /// What the program needs to answer a SYN exactly as the stack would
 /// (`struct cookie_cfg`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CookieParams {
     /// The SipHash-2-4 key of the stack's cookies.
     pub k0: u64,
@@ -48,10 +48,20 @@ pub struct CookieParams {
     pub window: u16,
     /// Our window scale, sent when the peer offers one.
     pub window_shift: u8,
+    /// Our MAC: a SYN to another is left to the stack (which drops it).
+    pub mac: [u8; 6],
+    /// Our address and the prefix of our subnet (sources the stack refuses
+    /// are left to it: its own address, the subnet broadcast, ...).
+    pub addr: std::net::Ipv4Addr,
+    /// The prefix length of our subnet.
+    pub prefix_len: u8,
+    /// Whether a TCP checksum left partial by the sender (checksum offload on
+    /// veth, virtio_net) is accepted, as the stack decides for the device.
+    pub accept_partial: bool,
 }
 
 /// Bytes of `struct cookie_cfg`.
-pub(crate) const PARAMS_BYTES: usize = 32;
+pub(crate) const PARAMS_BYTES: usize = 48;
 
 impl CookieParams {
     pub(crate) fn encode(&self) -> [u8; PARAMS_BYTES] {
@@ -62,6 +72,10 @@ impl CookieParams {
         v[24..26].copy_from_slice(&self.mss.to_ne_bytes());
         v[26..28].copy_from_slice(&self.window.to_ne_bytes());
         v[28] = self.window_shift;
+        v[29] = u8::from(self.accept_partial);
+        v[30] = self.prefix_len;
+        v[32..36].copy_from_slice(&self.addr.octets()); // network order
+        v[36..42].copy_from_slice(&self.mac);
         v
     }
 }
@@ -263,13 +277,27 @@ mod tests {
 
     #[test]
     fn params_encode_as_the_programs_struct() {
-        let p = CookieParams { k0: 1, k1: 2, epoch_ns: 3, mss: 1460, window: 4096, window_shift: 7 };
+        let p = CookieParams {
+            k0: 1,
+            k1: 2,
+            epoch_ns: 3,
+            mss: 1460,
+            window: 4096,
+            window_shift: 7,
+            mac: [2, 0, 0, 0, 0, 1],
+            addr: std::net::Ipv4Addr::new(198, 18, 0, 1),
+            prefix_len: 24,
+            accept_partial: true,
+        };
         let v = p.encode();
         assert_eq!(u64::from_ne_bytes(v[0..8].try_into().unwrap()), 1);
         assert_eq!(u64::from_ne_bytes(v[8..16].try_into().unwrap()), 2);
         assert_eq!(u64::from_ne_bytes(v[16..24].try_into().unwrap()), 3);
         assert_eq!(u16::from_ne_bytes([v[24], v[25]]), 1460);
         assert_eq!(u16::from_ne_bytes([v[26], v[27]]), 4096);
-        assert_eq!(&v[28..], &[7, 0, 0, 0]);
+        assert_eq!(&v[28..32], &[7, 1, 24, 0]);
+        assert_eq!(&v[32..36], &[198, 18, 0, 1]);
+        assert_eq!(&v[36..42], &[2, 0, 0, 0, 0, 1]);
+        assert_eq!(&v[42..], &[0; 6]);
     }
 }

@@ -183,6 +183,10 @@ impl XskTransport {
                 mss: t.mss,
                 window: t.window,
                 window_shift: t.window_shift,
+                mac: t.mac,
+                addr: t.addr,
+                prefix_len: t.prefix_len,
+                accept_partial: t.accept_partial,
             };
             match port.steer().map(|s| s.cookie_slot(port.features().queue, &params)) {
                 Some(Ok(Some(slot))) => Some(slot),

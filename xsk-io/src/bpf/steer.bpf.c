@@ -216,7 +216,12 @@ struct cookie_cfg {
 	__u16 mss;      /* our MSS; 0 = not set up: leave SYNs to the stack */
 	__u16 window;   /* the SYN-ACK's window (unscaled) */
 	__u8 wshift;    /* our window scale, sent when the peer offers one */
-	__u8 pad[3];
+	__u8 accept_partial; /* a TCP checksum left partial by the sender is fine */
+	__u8 prefix_len;     /* of our subnet */
+	__u8 pad0;
+	__be32 addr;    /* ours */
+	__u8 mac[ETH_ALEN]; /* ours */
+	__u8 pad[6];
 };
 
 struct {
@@ -273,6 +278,92 @@ static __always_inline __u16 csum_fold(__u64 sum)
 	sum = (sum & 0xffff) + (sum >> 16);
 	sum = (sum & 0xffff) + (sum >> 16);
 	return (__u16)sum;
+}
+
+/* 16-bit words of a TCP header, summed in a bpf_loop callback. */
+struct sum_ctx {
+	void *p;
+	void *data_end;
+	__u32 len;  /* bytes, even */
+	__u32 i;
+	__u64 sum;
+	__u32 bail;
+};
+
+static long sum_word(__u32 index, void *arg)
+{
+	struct sum_ctx *c = arg;
+	__u32 i = c->i;
+	__u8 *w;
+
+	if (i >= c->len || i >= 60)
+		return 1;
+	w = c->p + i;
+	if ((void *)(w + 2) > c->data_end) {
+		c->bail = 1;
+		return 1;
+	}
+	c->sum += (__u32)w[0] << 8 | w[1];
+	c->i = i + 2;
+	return 0;
+}
+
+/*
+ * The checks of the engine's demux::inspect that a SYN must pass before the
+ * engine answers it, for a pure SYN without IP options or payload: our MAC
+ * and address, a source that can send (unicast MAC, no reserved address),
+ * no fragment, ports, both checksums (the TCP one may be partial where the
+ * engine accepts that). 1 if it passes.
+ */
+static __always_inline int syn_checks(const struct cookie_cfg *cc, struct ethhdr *eth, struct iphdr *ip,
+				      struct tcphdr *tcp, void *data, void *data_end)
+{
+	__u32 src = bpf_ntohl(ip->saddr), ours = bpf_ntohl(cc->addr);
+	__u32 mask = cc->prefix_len == 0 ? 0 : 0xffffffffu << (32 - (cc->prefix_len > 32 ? 32 : cc->prefix_len));
+	__u32 dst = bpf_ntohl(ip->daddr), tcplen = (__u32)tcp->doff * 4;
+	__u16 *ipw = (void *)ip, field, pseudo;
+	struct sum_ctx sc = {};
+	__u64 sum = 0;
+	int k;
+
+	if ((eth->h_source[0] & 1) || !(eth->h_source[0] | eth->h_source[1] | eth->h_source[2] |
+					eth->h_source[3] | eth->h_source[4] | eth->h_source[5]))
+		return 0;
+	if ((eth->h_dest[0] ^ cc->mac[0]) | (eth->h_dest[1] ^ cc->mac[1]) | (eth->h_dest[2] ^ cc->mac[2]) |
+	    (eth->h_dest[3] ^ cc->mac[3]) | (eth->h_dest[4] ^ cc->mac[4]) | (eth->h_dest[5] ^ cc->mac[5]))
+		return 0;
+	/* No payload: tot_len is the headers, inside the frame (Ethernet may pad). */
+	if (bpf_ntohs(ip->tot_len) != 20 + tcplen || (void *)ip + 20 + tcplen > data_end)
+		return 0;
+#pragma unroll
+	for (k = 0; k < 10; k++)
+		sum += bpf_ntohs(ipw[k]);
+	if (csum_fold(sum) != 0xffff)
+		return 0;
+	if (ip->daddr != cc->addr)
+		return 0;
+	if (src == 0 || src == 0xffffffffu || (src >> 28) == 0xe || (src >> 24) == 127 || (src >> 24) >= 240 ||
+	    src == ours || (cc->prefix_len < 31 && src == ((ours & mask) | ~mask)))
+		return 0;
+	if (ip->frag_off & bpf_htons(0x3fff))
+		return 0;
+	if (tcp->source == 0 || tcp->dest == 0)
+		return 0;
+	sc.p = tcp;
+	sc.data_end = data_end;
+	sc.len = tcplen;
+	bpf_loop(30, sum_word, &sc, 0);
+	if (sc.bail || sc.i != tcplen)
+		return 0;
+	sum = (src >> 16) + (src & 0xffff) + (dst >> 16) + (dst & 0xffff) + IPPROTO_TCP + tcplen;
+	pseudo = csum_fold(sum);
+	if (csum_fold(sum + sc.sum) == 0xffff)
+		return 1;
+	if (!cc->accept_partial)
+		return 0;
+	/* What a sender with checksum offload leaves: the pseudo-header sum (either zero). */
+	field = bpf_ntohs(tcp->check);
+	return field == pseudo || (pseudo == 0xffff && field == 0) || (pseudo == 0 && field == 0xffff);
 }
 
 /* Option bytes a SYN may carry (TCP's limit): as many steps read them all. */
@@ -384,6 +475,8 @@ static __always_inline int answer_syn(struct xdp_md *ctx, struct ack_slot *slot)
 	optlen -= 20;
 	if ((void *)opt + optlen > data_end)
 		return 0; /* the engine reads no such SYN: neither do we */
+	if (!syn_checks(cc, eth, ip, tcp, data, data_end))
+		return 0; /* the stack drops it, counted by reason */
 
 	/* Read in a bpf_loop callback, which the verifier checks once: as a
 	 * plain loop, every option's outcome multiplied its states. */

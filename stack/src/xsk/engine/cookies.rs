@@ -221,6 +221,11 @@ pub(crate) struct CookieTemplate {
     pub(crate) mss: u16,
     pub(crate) window: u16,
     pub(crate) window_shift: u8,
+    /// What a SYN must pass before the engine answers it (`demux::inspect`).
+    pub(crate) mac: [u8; 6],
+    pub(crate) addr: Ipv4Addr,
+    pub(crate) prefix_len: u8,
+    pub(crate) accept_partial: bool,
 }
 
 /// Whether SYNs are answered ahead of the engine (by the steering program),

@@ -388,6 +388,10 @@ impl Engine {
             // A fresh socket's receive buffer, as smoltcp's SYN-ACK would say.
             window: self.initial_buffers().0.min(u16::MAX as usize) as u16,
             window_shift: window_shift(self.cfg.rx_buffer),
+            mac: self.rules.mac,
+            addr: self.rules.addr,
+            prefix_len: self.rules.prefix_len,
+            accept_partial: self.rules.accept_partial,
         }
     }
 

@@ -354,12 +354,14 @@ impl Default for Pair {
 /// cookie (`SynCookies::Always`), at `at` on its clock, and what the XDP
 /// program needs to answer the same SYN the same way (`epoch_ns` left 0 for
 /// the caller). The engine has address 198.18.0.1 and MAC
-/// `02:00:00:00:00:01` ([`frames::TcpSpec`]'s default destination) and
-/// listens on `syn`'s destination port; `None` if it sent nothing. For the
-/// root test that runs the XDP program on the same SYNs.
-pub fn cookie_answer(syn: &[u8], at: Duration) -> (Option<Vec<u8>>, xsk_io::syncookies::CookieParams) {
+/// `02:00:00:00:00:01` ([`frames::TcpSpec`]'s default destination), takes
+/// partial TCP checksums if `accept_partial`, and listens on `syn`'s
+/// destination port; `None` if it sent nothing. For the root test that runs
+/// the XDP program on the same SYNs.
+pub fn cookie_answer(syn: &[u8], at: Duration, accept_partial: bool) -> (Option<Vec<u8>>, xsk_io::syncookies::CookieParams) {
     let mut cfg = config(Ipv4Addr::new(198, 18, 0, 1));
     cfg.syn_cookies = crate::xsk::SynCookies::Always;
+    cfg.accept_partial_csum = accept_partial;
     let mut t = MemTransport::new(cfg);
     if let Some(s) = frames::parse_tcp(syn) {
         let _ = t.listen(s.dport);
@@ -377,6 +379,10 @@ pub fn cookie_answer(syn: &[u8], at: Duration) -> (Option<Vec<u8>>, xsk_io::sync
         mss: c.mss,
         window: c.window,
         window_shift: c.window_shift,
+        mac: c.mac,
+        addr: c.addr,
+        prefix_len: c.prefix_len,
+        accept_partial: c.accept_partial,
     };
     (sent, params)
 }
