@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """This study's tables from runs/*.json (flood-bench --json): one line per run and case, then
-the median of each variant's flood case; writes results.json with every line."""
-import glob, json, os, re, statistics
+the median of each variant's flood case; writes results.json with every line.
+`summarize.py runs-first` does the same for the first set (results-first.json)."""
+import glob, json, os, re, statistics, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
+runs = sys.argv[1] if len(sys.argv) > 1 else "runs"
 lines = []
-for path in sorted(glob.glob(os.path.join(here, "runs", "*.json"))):
+for path in sorted(glob.glob(os.path.join(here, runs, "*.json"))):
     rate, variant, rnd = re.match(r"(full|150k)-(off|on|kernel)-(\d+)\.json", os.path.basename(path)).groups()
     for c in json.load(open(path))["cases"]:
         drops, fresh, srv = c.get("drops") or {}, c.get("fresh") or {}, c.get("server_stack") or {}
@@ -47,4 +49,5 @@ for rate in ["full", "150k"]:
         r["ratio"] = r["p99_us"] / r["baseline_p99_us"]
         medians.append(r)
         print(f"| {rate} | {name[v]} | {r['rounds']} | {r['syn_per_s']:,.0f} | {r['p99_us']:,.0f} | {r['baseline_p99_us']:,.0f} | {r['ratio']:.1f}x | {r['requests']:,.0f} | {r['fresh_within_100ms']:.0f} of {r['fresh_tried']:.0f} ({r['fresh_worst']}) |")
-json.dump({"lines": lines, "medians": medians}, open(os.path.join(here, "results.json"), "w"), indent=1)
+out = "results.json" if runs == "runs" else f"results-{runs.removeprefix('runs-')}.json"
+json.dump({"lines": lines, "medians": medians}, open(os.path.join(here, out), "w"), indent=1)

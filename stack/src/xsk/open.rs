@@ -154,16 +154,10 @@ impl XskTransport {
             Engine::new(ecfg, SmolInstant::from_micros(0), &mut link)
         };
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
+        let queue = port.features().queue;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
-            match port.steer().map(|s| s.ack_ring(port.features().queue)) {
-                Some(Ok(Some(ring))) => Some(DeferredAcks::new(ring, port.rx_ready(), port.rx_lost())),
-                // No program, or one without deferred ACKs (attach said why).
-                None | Some(Ok(None)) => None,
-                Some(Err(e)) => {
-                    tracing::warn!("{ifname}: deferred ACKs off: {e}");
-                    None
-                }
-            }
+            program_part(port.steer().map(|s| s.ack_ring(queue)), &ifname, "deferred ACKs")
+                .map(|ring| DeferredAcks::new(ring, port.rx_ready(), port.rx_lost()))
         } else {
             None
         };
@@ -188,15 +182,7 @@ impl XskTransport {
                 prefix_len: t.prefix_len,
                 accept_partial: t.accept_partial,
             };
-            match port.steer().map(|s| s.cookie_slot(port.features().queue, &params)) {
-                Some(Ok(Some(slot))) => Some(slot),
-                // No program, or one without SYN cookies (attach said why).
-                None | Some(Ok(None)) => None,
-                Some(Err(e)) => {
-                    tracing::warn!("{ifname}: SYN cookies in XDP off: {e}");
-                    None
-                }
-            }
+            program_part(port.steer().map(|s| s.cookie_slot(queue, &params)), &ifname, "SYN cookies in XDP")
         } else {
             None
         };
@@ -242,4 +228,18 @@ fn seed() -> u64 {
         let _ = f.read_exact(&mut b);
     }
     u64::from_ne_bytes(b) ^ (std::process::id() as u64) << 32
+}
+
+/// A part of the steering program set up for a queue: `None` without a
+/// program, or with one that lacks the part (an older kernel: attach said
+/// why), or when setting it up failed (said here, once per port).
+fn program_part<T>(r: Option<Result<Option<T>, xsk_io::steer::SteerError>>, ifname: &str, what: &str) -> Option<T> {
+    match r {
+        Some(Ok(part)) => part,
+        None => None,
+        Some(Err(e)) => {
+            tracing::warn!("{ifname}: {what} off: {e}");
+            None
+        }
+    }
 }

@@ -89,26 +89,20 @@ struct EthtoolSsetInfo {
     data: [u32; 1],
 }
 
-/// `struct ethtool_gstrings` with room for [`MAX_FEATURES`] strings.
+
+/// Capacity of our statistics arrays (veth has 9 per queue pair, virtio_net
+/// about 20).
+const MAX_STATS: usize = 2048;
+/// Strings of a string set we read at most.
+const MAX_STRINGS: usize = MAX_STATS;
+
+/// `struct ethtool_gstrings` with room for [`MAX_STRINGS`] strings.
 #[repr(C)]
 struct EthtoolGstrings {
     cmd: u32,
     string_set: u32,
     len: u32,
-    data: [u8; MAX_FEATURES * ETH_GSTRING_LEN],
-}
-
-/// Capacity of our statistics arrays (veth has 9 per queue pair, virtio_net
-/// about 20).
-const MAX_STATS: usize = 2048;
-
-/// `struct ethtool_gstrings` with room for [`MAX_STATS`] strings.
-#[repr(C)]
-struct EthtoolStatNames {
-    cmd: u32,
-    string_set: u32,
-    len: u32,
-    data: [u8; MAX_STATS * ETH_GSTRING_LEN],
+    data: [u8; MAX_STRINGS * ETH_GSTRING_LEN],
 }
 
 /// `struct ethtool_stats` with room for [`MAX_STATS`] values.
@@ -172,8 +166,6 @@ unsafe impl EthtoolCmd for EthtoolSsetInfo {}
 unsafe impl EthtoolCmd for EthtoolGstrings {}
 // SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolGfeatures {}
-// SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
-unsafe impl EthtoolCmd for EthtoolStatNames {}
 // SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
 unsafe impl EthtoolCmd for EthtoolStats {}
 // SAFETY: #[repr(C)] copy of the kernel struct; its counts are set or checked by the wrapper that uses it.
@@ -370,39 +362,10 @@ impl Features {
 /// `ETHTOOL_GFEATURES`: features looked up by name, so independent of the
 /// kernel's `NETIF_F_*_BIT` numbering.
 pub fn features(ifname: &str) -> io::Result<Features> {
-    let mut info = EthtoolSsetInfo {
-        cmd: ETHTOOL_GSSET_INFO,
-        reserved: 0,
-        sset_mask: 1u64 << ETH_SS_FEATURES,
-        data: [0],
-    };
-    ethtool_ioctl(ifname, &mut info)?;
-    if info.sset_mask & (1u64 << ETH_SS_FEATURES) == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "no ETH_SS_FEATURES string set",
-        ));
+    let names = strings(ifname, ETH_SS_FEATURES, MAX_FEATURES)?;
+    if names.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, "no features in ETH_SS_FEATURES"));
     }
-    let count = info.data[0] as usize;
-    if count == 0 || count > MAX_FEATURES {
-        // The kernel writes `count` strings whatever `len` says: refuse rather
-        // than let it write past our buffer.
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!("{count} features: more than the {MAX_FEATURES} this code handles"),
-        ));
-    }
-    let mut strings = Box::new(EthtoolGstrings {
-        cmd: ETHTOOL_GSTRINGS,
-        string_set: ETH_SS_FEATURES,
-        len: count as u32,
-        data: [0; MAX_FEATURES * ETH_GSTRING_LEN],
-    });
-    ethtool_ioctl(ifname, &mut *strings)?;
-    let n = (strings.len as usize).min(MAX_FEATURES);
-    let names: Vec<String> = (0..n)
-        .map(|i| c_string(&strings.data[i * ETH_GSTRING_LEN..(i + 1) * ETH_GSTRING_LEN]))
-        .collect();
 
     let mut get = EthtoolGfeatures {
         cmd: ETHTOOL_GFEATURES,
@@ -438,18 +401,25 @@ fn sset_len(ifname: &str, set: u32, max: usize) -> io::Result<usize> {
     Ok(count)
 }
 
-/// The names of the device's statistics (`ethtool -S`), in order.
-pub fn stat_names(ifname: &str) -> io::Result<Vec<String>> {
-    let count = sset_len(ifname, ETH_SS_STATS, MAX_STATS)?;
-    let mut strings = Box::new(EthtoolStatNames {
+/// The strings of string set `set` (`ETHTOOL_GSSET_INFO`, then
+/// `ETHTOOL_GSTRINGS`), at most `max` of them (else an error: the kernel
+/// writes them all whatever our buffer holds).
+fn strings(ifname: &str, set: u32, max: usize) -> io::Result<Vec<String>> {
+    let count = sset_len(ifname, set, max.min(MAX_STRINGS))?;
+    let mut strings = Box::new(EthtoolGstrings {
         cmd: ETHTOOL_GSTRINGS,
-        string_set: ETH_SS_STATS,
+        string_set: set,
         len: count as u32,
-        data: [0; MAX_STATS * ETH_GSTRING_LEN],
+        data: [0; MAX_STRINGS * ETH_GSTRING_LEN],
     });
     ethtool_ioctl(ifname, &mut *strings)?;
     let n = (strings.len as usize).min(count);
     Ok((0..n).map(|i| c_string(&strings.data[i * ETH_GSTRING_LEN..(i + 1) * ETH_GSTRING_LEN])).collect())
+}
+
+/// The names of the device's statistics (`ethtool -S`), in order.
+pub fn stat_names(ifname: &str) -> io::Result<Vec<String>> {
+    strings(ifname, ETH_SS_STATS, MAX_STATS)
 }
 
 /// The device's statistics (`ethtool -S`), in the order of [`stat_names`].
@@ -524,7 +494,6 @@ mod tests {
         assert_eq!(offset_of!(EthtoolSsetInfo, sset_mask), 8);
         assert_eq!(offset_of!(EthtoolSsetInfo, data), 16);
         assert_eq!(offset_of!(EthtoolGstrings, data), 12);
-        assert_eq!(offset_of!(EthtoolStatNames, data), 12);
         assert_eq!(offset_of!(EthtoolStats, data), 8);
         assert_eq!(offset_of!(EthtoolGfeatures, features), 8);
         assert_eq!(size_of::<GetFeaturesBlock>(), 16);
