@@ -109,8 +109,11 @@ impl TxErrors {
 }
 
 /// How often the XDP_TX error counters are read while the switch is on:
-/// until the program's first SYN-ACKs went out without an error, and after.
+/// right after the program's first SYN-ACKs (a millisecond), while it has
+/// sent none yet (doubling up to 100 ms, so an idle stack with cookies
+/// always on is not woken a thousand times a second), and once they went out.
 const CHECK_NEW_NS: u64 = 1_000_000;
+const CHECK_IDLE_MAX_NS: u64 = 100_000_000;
 const CHECK_NS: u64 = 1_000_000_000;
 /// Once XDP_TX has worked: SYN-ACKs that must all fail within one look
 /// before it counts as not working (a flood's peer drops some when it falls
@@ -131,6 +134,8 @@ pub struct CookieSlot {
     /// Errors and SYN-ACKs sent at the last look, and when to look next.
     seen: (u64, u64),
     next_check: u64,
+    /// The wait before that look.
+    interval: u64,
     /// Some SYN-ACKs went out since it turned on.
     proven: bool,
     /// XDP_TX failed: off for good.
@@ -141,7 +146,17 @@ impl CookieSlot {
     pub(crate) fn new(state: Arc<AtomicMap>, queue: u32, errors: Option<TxErrors>) -> CookieSlot {
         let slot = queue as usize * SLOT_BYTES;
         state.u32(slot + SLOT_COOKIES_ON).store(0, Ordering::SeqCst);
-        CookieSlot { state, slot, on: false, errors, seen: (0, 0), next_check: 0, proven: false, broken: false }
+        CookieSlot {
+            state,
+            slot,
+            on: false,
+            errors,
+            seen: (0, 0),
+            next_check: 0,
+            interval: CHECK_NEW_NS,
+            proven: false,
+            broken: false,
+        }
     }
 
     /// [`set_on`](Self::set_on)`(want)` at `now_ns` (`CLOCK_MONOTONIC`),
@@ -190,7 +205,8 @@ impl CookieSlot {
                 }
             }
         }
-        self.next_check = now_ns + if self.proven { CHECK_NS } else { CHECK_NEW_NS };
+        self.interval = if turned_on { CHECK_NEW_NS } else { next_interval(self.interval, made, self.proven) };
+        self.next_check = now_ns + self.interval;
         Ok(self.on)
     }
 
@@ -248,6 +264,18 @@ fn judge(failed: u64, made: u64, proven: bool) -> Verdict {
     }
 }
 
+/// The wait before the next look at the error counters, after a look that
+/// waited `interval` and found `made` SYN-ACKs since the one before.
+fn next_interval(interval: u64, made: u64, proven: bool) -> u64 {
+    if proven {
+        CHECK_NS
+    } else if made == 0 {
+        (interval * 2).min(CHECK_IDLE_MAX_NS)
+    } else {
+        CHECK_NEW_NS
+    }
+}
+
 impl Drop for CookieSlot {
     fn drop(&mut self) {
         self.state.u32(self.slot + SLOT_COOKIES_ON).store(0, Ordering::SeqCst);
@@ -273,6 +301,20 @@ mod tests {
         assert_eq!(judge(1000, 1000, true), Verdict::Broken);
         // Errors from before the look are not in `failed`; more than made is still broken.
         assert_eq!(judge(70, 64, true), Verdict::Broken);
+    }
+
+    #[test]
+    fn an_idle_check_backs_off_and_a_busy_one_does_not() {
+        let mut i = CHECK_NEW_NS;
+        let mut waits = Vec::new();
+        for _ in 0..10 {
+            i = next_interval(i, 0, false);
+            waits.push(i / 1_000_000);
+        }
+        assert_eq!(waits, [2, 4, 8, 16, 32, 64, 100, 100, 100, 100]);
+        assert_eq!(next_interval(CHECK_IDLE_MAX_NS, 3, false), CHECK_NEW_NS, "SYN-ACKs to judge: look again soon");
+        assert_eq!(next_interval(CHECK_NEW_NS, 3, true), CHECK_NS);
+        assert_eq!(next_interval(CHECK_NEW_NS, 0, true), CHECK_NS);
     }
 
     #[test]

@@ -169,19 +169,7 @@ impl XskTransport {
             && cfg.syn_cookies != super::SynCookies::Off
             && !cfg.faults.any()
         {
-            let t = engine.cookie_template(mtu);
-            let params = xsk_io::syncookies::CookieParams {
-                k0: t.k0,
-                k1: t.k1,
-                epoch_ns,
-                mss: t.mss,
-                window: t.window,
-                window_shift: t.window_shift,
-                mac: t.mac,
-                addr: t.addr,
-                prefix_len: t.prefix_len,
-                accept_partial: t.accept_partial,
-            };
+            let params = cookie_params(&engine, mtu, epoch_ns);
             program_part(port.steer().map(|s| s.cookie_slot(queue, &params)), &ifname, "SYN cookies in XDP")
         } else {
             None
@@ -228,6 +216,24 @@ fn seed() -> u64 {
         let _ = f.read_exact(&mut b);
     }
     u64::from_ne_bytes(b) ^ (std::process::id() as u64) << 32
+}
+
+/// What the XDP program needs to answer SYNs as `engine` does over a link
+/// of `mtu`, on the engine's clock (time 0 at `epoch_ns`).
+pub(crate) fn cookie_params(engine: &Engine, mtu: usize, epoch_ns: u64) -> xsk_io::syncookies::CookieParams {
+    let t = engine.cookie_template(mtu);
+    xsk_io::syncookies::CookieParams {
+        k0: t.k0,
+        k1: t.k1,
+        epoch_ns,
+        mss: t.mss,
+        window: t.window,
+        window_shift: t.window_shift,
+        mac: t.mac,
+        addr: t.addr,
+        prefix_len: t.prefix_len,
+        accept_partial: t.accept_partial,
+    }
 }
 
 /// A part of the steering program set up for a queue: `None` without a

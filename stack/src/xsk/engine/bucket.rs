@@ -81,8 +81,7 @@ fn key_of(s: &tcp::Socket) -> Option<u64> {
 impl Bucket {
     /// Whether a connection socket (not a listener) has this peer and port.
     pub(super) fn has_conn(&self, src: Ipv4Addr, sport: u16, dport: u16) -> bool {
-        let want = key(src, sport, dport);
-        self.keys.iter().any(|&(k, h)| k == want && key_of(self.sockets.get::<tcp::Socket>(h)) == Some(want))
+        self.find_conn(src, sport, dport).is_some()
     }
 
     /// The connection socket (not a listener) with this peer and port.

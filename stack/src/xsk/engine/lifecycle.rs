@@ -459,29 +459,34 @@ impl Engine {
         }
         let t = seg.tuple;
         let (peer_isn, cookie) = (seg.seq.wrapping_sub(1), seg.ack.wrapping_sub(1));
-        if let Some(h) = self.buckets[b].find_conn(t.src, t.sport, t.dport) {
-            // A half-open connection of the same tuple, and an ACK of a cookie: the
-            // peer's SYN came again after the steering program took over the SYNs
-            // and got a cookie SYN-ACK, which it answers. The half-open socket (its
-            // ISN is not the cookie) goes, silently, and the cookie's connection
-            // takes its place.
-            let embryo = self.buckets[b].embryos.iter().position(|e| e.0 == h);
-            let Some(k) = embryo else { return };
-            if self.buckets[b].sockets.get::<tcp::Socket>(h).state() != tcp::State::SynReceived
-                || self.jar.check(now, &t, peer_isn, cookie).is_none()
-            {
-                return;
+        // A live connection of the same tuple takes the segment, unless it is half-open and
+        // the segment returns a cookie (below).
+        let embryo = match self.buckets[b].find_conn(t.src, t.sport, t.dport) {
+            None => None,
+            Some(h) => match self.buckets[b].embryos.iter().position(|e| e.0 == h) {
+                Some(k) if self.buckets[b].sockets.get::<tcp::Socket>(h).state() == tcp::State::SynReceived => {
+                    Some((k, h))
+                }
+                _ => return,
+            },
+        };
+        let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
+            if embryo.is_none() {
+                // smoltcp finds no socket and answers with RST, as Linux does.
+                self.stats.drops.count(DropReason::BadCookie);
             }
+            return;
+        };
+        if let Some((k, h)) = embryo {
+            // The peer's SYN came again after the steering program took over the SYNs
+            // and got a cookie SYN-ACK, which it answers: the half-open socket (its ISN
+            // is not the cookie) goes, silently, and the cookie's connection takes its
+            // place.
             self.buckets[b].embryos.swap_remove(k);
             self.embryos -= 1;
             let s = self.buckets[b].take(h);
             self.recycle(s);
         }
-        let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
-            // smoltcp finds no socket and answers with RST, as Linux does.
-            self.stats.drops.count(DropReason::BadCookie);
-            return;
-        };
         let Some(lid) = self.listeners.iter().position(|p| *p == Some(t.dport)) else { return };
         // A completed handshake is worth more than a half-open connection of a flood: only
         // established connections refuse it (the half-open table has its own bound).

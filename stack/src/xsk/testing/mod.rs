@@ -371,18 +371,5 @@ pub fn cookie_answer(syn: &[u8], at: Duration, accept_partial: bool) -> (Option<
     t.inbox.push_back(syn.to_vec());
     t.ingest();
     let sent = t.take_sent().into_iter().next();
-    let c = t.engine.cookie_template(t.link.mtu);
-    let params = xsk_io::syncookies::CookieParams {
-        k0: c.k0,
-        k1: c.k1,
-        epoch_ns: 0,
-        mss: c.mss,
-        window: c.window,
-        window_shift: c.window_shift,
-        mac: c.mac,
-        addr: c.addr,
-        prefix_len: c.prefix_len,
-        accept_partial: c.accept_partial,
-    };
-    (sent, params)
+    (sent, super::open::cookie_params(&t.engine, t.link.mtu, 0))
 }
