@@ -24,3 +24,12 @@ for r in 1 2; do
   done
   $fb "${common[@]}" --flood-pps 150000 --case kernel-baseline,kernel-flood --json "$out/150k-kernel-$r.json" > "$out/150k-kernel-$r.txt" 2>&1 || true
 done
+# rr-demo before (832a7b2, built in a worktree with its own CARGO_TARGET_DIR, $BASE) and after
+# this change, alternating, one round each: the cases a change to the SYN path could touch.
+# (ab/*/results.json; summarize.py prints them.)
+for r in 1 2; do
+  for v in base new; do
+    if [ $v = base ]; then d=$BASE; else d=./target/release; fi
+    "$d/rr-demo" --only rr-16,storm-1000,churn-16,rr-10000 --rounds 1 --duration 4s --out "docs/2026-12-03-xdp-cookies/ab/$v-$r" || true
+  done
+done

@@ -51,3 +51,19 @@ for rate in ["full", "150k"]:
         print(f"| {rate} | {name[v]} | {r['rounds']} | {r['syn_per_s']:,.0f} | {r['p99_us']:,.0f} | {r['baseline_p99_us']:,.0f} | {r['ratio']:.1f}x | {r['requests']:,.0f} | {r['fresh_within_100ms']:.0f} of {r['fresh_tried']:.0f} ({r['fresh_worst']}) |")
 out = "results.json" if runs == "runs" else f"results-{runs.removeprefix('runs-')}.json"
 json.dump({"lines": lines, "medians": medians}, open(os.path.join(here, out), "w"), indent=1)
+
+# rr-demo before/after (ab/), only for the default set of runs.
+if runs == "runs":
+    print("\nrr-demo before (832a7b2) and after this change, alternating (one round per invocation)\n")
+    print("| run | case | xsk req/s | kernel req/s | xsk p99 us | xsk server CPU us/req | xsk setup s |")
+    print("|---|---|---|---|---|---|---|")
+    for v in ["base-1", "new-1", "base-2", "new-2"]:
+        p = os.path.join(here, "ab", v, "results.json")
+        if not os.path.exists(p):
+            continue
+        by = {}
+        for s in json.load(open(p))["summary"]:
+            by.setdefault(s["case"], {})[s["backend"]] = s
+        for case in sorted(by):
+            x, k = by[case].get("xsk", {}), by[case].get("kernel", {})
+            print(f"| {v} | {case} | {x.get('rps', 0):,.0f} | {k.get('rps', 0):,.0f} | {x.get('p99_us', 0):,.0f} | {x.get('cpu_us_per_req', 0):.1f} | {x.get('setup_s', 0):.2f} |")
