@@ -275,6 +275,11 @@ pub struct XskOpts {
     /// and a local receiver such as a veth peer skips verifying them (PortConfig.tx_csum).
     #[arg(long)]
     pub no_csum_offload: bool,
+    /// Give every segment to smoltcp's general receive path. By default in-order ACK/PSH
+    /// segments of established connections take the fast path (header prediction, same
+    /// effects); this is for comparing the two.
+    #[arg(long)]
+    pub no_fast_path: bool,
     /// Router for off-link peers [default: the kernel's default route with a shared
     /// address; none with a dedicated one].
     #[arg(long, value_name = "A.B.C.D")]
@@ -365,6 +370,7 @@ impl XskOpts {
         "initial_buffer",
         "no_tune",
         "no_csum_offload",
+        "no_fast_path",
         "gateway",
         "partial_csum",
         "idle_timeout",
@@ -413,6 +419,7 @@ impl XskOpts {
         c.port.busy_poll = busy_poll.map(|usecs| BusyPoll { usecs, budget: self.busy_budget });
         c.port.tune = !self.no_tune;
         c.port.tx_csum = !self.no_csum_offload;
+        c.fast_path = !self.no_fast_path;
         c.rx_batch = self.batch;
         c.max_conns = max_conns;
         c.rx_buffer = self.buffer;

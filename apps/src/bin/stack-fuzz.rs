@@ -17,7 +17,9 @@ use stack::xsk::testing::fuzz::{run, FuzzConfig};
 RST/ACK storms, zero windows, option soup, bad and partial checksums, fragments, truncated and random \
 frames, ARP/ICMP junk, impossible sources, bit flips) against the engine and rr::Server with the echo \
 handler, while an honest client keeps checking echoes. Fails (exit 1) on a panic, a wedged server or \
-sockets left after every timeout. Deterministic for a given --seed."
+sockets left after every timeout. Deterministic for a given --seed. With --twin, a second server that \
+gives every segment to smoltcp's general path gets the same frames: its answers and every socket's \
+state must equal those of the server that takes the fast path (header prediction), or the run fails."
 )]
 struct Cli {
     /// Frames to send.
@@ -36,6 +38,10 @@ struct Cli {
     /// default), always (every handshake through the cookie path), off.
     #[arg(long, value_name = "auto|always|off", default_value = "auto")]
     syn_cookies: apps::SynCookiesArg,
+    /// Run a twin server without the fast path and compare answers and socket states after
+    /// every batch (about 3x slower).
+    #[arg(long)]
+    twin: bool,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -59,6 +65,7 @@ fn main() -> ExitCode {
         peers: cli.peers,
         max_conns: cli.max_conns,
         syn_cookies: cli.syn_cookies.into(),
+        twin: cli.twin,
     };
     let start = Instant::now();
     let quiet = cli.quiet;
@@ -83,6 +90,12 @@ fn main() -> ExitCode {
     };
     println!("stack-fuzz: {} frames, seed {}, {:.1} s ({:.0} frames/s), peak RSS {} KiB", rep.frames, rep.seed, secs, rep.frames as f64 / secs, rss_kib());
     println!("  server: accepted {}, requests {}, answers {}, honest echoes {}", rep.accepted, rep.requests, rep.answers, rep.honest_echoes);
+    println!(
+        "  fast path: {} segments; twin: answers compared after every batch, states of {} buckets{}",
+        rep.fast_path,
+        rep.twin_checks,
+        if cli.twin { "" } else { " (no twin: --twin)" }
+    );
     println!("  SYN cookies: sent {}, connections made from one {}", rep.syn_cookies_sent, rep.syn_cookies_accepted);
     println!(
         "  peaks: live sockets {}, connections {}, half-open {}; closed by idle timeout {}, peer silent with data out {}, FIN timeout {}",

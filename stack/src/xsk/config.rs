@@ -141,6 +141,10 @@ pub struct XskConfig {
     pub xdp_syn_cookies: XdpCookies,
     /// Partial TCP checksums (a local sender's checksum offload).
     pub partial_csum: PartialCsum,
+    /// Header prediction: in-order ACK/PSH segments of established connections skip
+    /// smoltcp's general receive path (the same effects; see `stack/vendor/smoltcp/PATCHES.md`,
+    /// fast-path). On by default; off only to compare.
+    pub fast_path: bool,
     /// Congestion control.
     pub congestion: Congestion,
     /// Loss recovery: retransmission timeout bounds, tail-loss probe.
@@ -192,6 +196,7 @@ impl XskConfig {
             syn_cookies: SynCookies::Auto,
             xdp_syn_cookies: XdpCookies::Auto,
             partial_csum: PartialCsum::Auto,
+            fast_path: true,
             congestion: Congestion::Cubic,
             recovery: Recovery::default(),
             rx_batch: 128,

@@ -128,6 +128,7 @@ impl XskTransport {
             congestion: cfg.congestion,
             recovery: cfg.recovery,
             accept_partial_csum: accept_partial,
+            fast_path: cfg.fast_path,
             seed: seed(),
         };
         ports

@@ -63,6 +63,9 @@ pub(super) struct Bucket {
     /// A socket here wants the peer's pure ACKs as they come (see
     /// `Engine::acks_can_wait`), as of its last egress.
     pub(super) eager: bool,
+    /// Segments the fast path took here (for the fuzzer's twin, which compares the
+    /// buckets where it did).
+    pub(super) fast_hits: u64,
 }
 
 /// A connection's peer address, peer port and local port in one word.
@@ -124,6 +127,7 @@ impl Bucket {
             queued: None,
             dirty: false,
             eager: false,
+            fast_hits: 0,
         }
     }
 }

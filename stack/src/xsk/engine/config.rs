@@ -48,6 +48,10 @@ pub(crate) struct EngineConfig {
     pub(crate) recovery: Recovery,
     /// Accept TCP checksums left partial by a local sender's offload.
     pub(crate) accept_partial_csum: bool,
+    /// Header prediction: in-order ACK/PSH segments of established connections go
+    /// straight to their socket (`Interface::process_tcp_fast`), not through smoltcp's
+    /// layers. Off only to compare the two paths.
+    pub(crate) fast_path: bool,
     pub(crate) seed: u64,
 }
 
@@ -58,6 +62,8 @@ pub struct EngineStats {
     pub rx_frames: u64,
     /// Frames accepted with a partial TCP checksum (peer's offload, trusted link).
     pub rx_partial_csum: u64,
+    /// Segments taken by the fast path (header prediction), not smoltcp's general one.
+    pub fast_path: u64,
     /// Frames not given to a socket, by reason.
     pub drops: DropStats,
     /// Retransmissions, tail-loss probes, and those found spurious.

@@ -171,6 +171,41 @@ impl Engine {
         s
     }
 
+    /// The buckets where the fast path took a segment since `seen` was last updated (it
+    /// holds each bucket's count then), or all of them: what the fuzzer's twin compares.
+    pub(crate) fn fast_buckets(&self, seen: &mut Vec<u64>, all: bool) -> Vec<usize> {
+        seen.resize(self.buckets.len(), 0);
+        let mut v = Vec::new();
+        for (i, b) in self.buckets.iter().enumerate() {
+            if all || seen[i] != b.fast_hits {
+                seen[i] = b.fast_hits;
+                v.push(i);
+            }
+        }
+        v
+    }
+
+    /// The whole state of every socket of `buckets` (smoltcp's `Debug`: sequence numbers,
+    /// buffers, timers, RTT and congestion state), and the counters but the fast path's:
+    /// what the tests and the fuzzer compare between an engine that takes the fast path
+    /// and one that gives every segment to smoltcp's general path.
+    /// Listening sockets (which the fast path never sees) only with `listeners`.
+    pub(crate) fn dump_state(&self, buckets: &[usize], listeners: bool, out: &mut String) {
+        use std::fmt::Write;
+        for &i in buckets {
+            let b = &self.buckets[i];
+            for (h, s) in b.sockets.iter() {
+                let _ = writeln!(out, "{i} {h} {s:?}");
+            }
+            for (h, s) in b.listen.iter().filter(|_| listeners) {
+                let _ = writeln!(out, "{i} listening {h} {s:?}");
+            }
+        }
+        let mut stats = self.stats;
+        stats.fast_path = 0;
+        let _ = writeln!(out, "{stats:?} {} {}", self.embryos, self.conns.len());
+    }
+
     /// Ports the driver must start or stop steering (and holding in the kernel).
     pub(crate) fn port_changes(&mut self) -> std::vec::Drain<'_, PortChange> {
         self.ports.changes()
@@ -187,6 +222,8 @@ impl Engine {
 
 #[cfg(test)]
 mod cookie_tests;
+#[cfg(test)]
+mod fast_path_tests;
 #[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]

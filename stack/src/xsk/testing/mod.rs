@@ -124,6 +124,7 @@ pub(crate) fn config(addr: Ipv4Addr) -> EngineConfig {
         congestion: Congestion::Cubic,
         recovery: crate::xsk::Recovery::default(),
         accept_partial_csum: false,
+        fast_path: true,
         seed: 1,
     }
 }

@@ -13,6 +13,12 @@
 //! and checking echoes, so a wedged server is caught as it happens. At the
 //! end time runs past every timeout and the server must be back to its
 //! listeners: no connection, half-open socket or closing socket left.
+//!
+//! With `twin`, a second server that gives every segment to smoltcp's general
+//! path gets the same frames at the same times: its answers must equal the
+//! first's (which takes the fast path) frame for frame, and every socket's whole
+//! state must match after each batch. That is the fast path's equivalence test
+//! under everything hostile peers send.
 
 mod honest;
 mod hostile;
@@ -47,11 +53,13 @@ pub struct FuzzConfig {
     /// When the server answers SYNs with cookies (`Always` takes every
     /// handshake through the cookie path).
     pub syn_cookies: crate::xsk::SynCookies,
+    /// Run a twin server without the fast path and compare (see the module docs).
+    pub twin: bool,
 }
 
 impl Default for FuzzConfig {
     fn default() -> Self {
-        FuzzConfig { frames: 100_000, seed: 1, peers: 256, max_conns: 160, syn_cookies: crate::xsk::SynCookies::Auto }
+        FuzzConfig { frames: 100_000, seed: 1, peers: 256, max_conns: 160, syn_cookies: crate::xsk::SynCookies::Auto, twin: false }
     }
 }
 
@@ -98,6 +106,11 @@ pub struct FuzzReport {
     pub timed_out: u64,
     /// Closes aborted by the FIN timeout.
     pub fin_timeouts: u64,
+    /// Segments the server's fast path took.
+    pub fast_path: u64,
+    /// Buckets whose sockets' states were compared with the twin's (0: no twin); the
+    /// answers are compared after every batch.
+    pub twin_checks: u64,
 }
 
 
@@ -109,31 +122,10 @@ type EchoServer = Server<MemTransport, LengthPrefixed, Echo>;
 // call per run, so its size costs nothing.
 #[allow(clippy::result_large_err)]
 pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<FuzzReport, (String, FuzzReport)> {
-    let mut scfg = config(SERVER);
-    scfg.max_conns = cfg.max_conns;
-    scfg.backlog = 32;
-    scfg.rx_buffer = 4096;
-    scfg.tx_buffer = 4096;
-    // Bounds that make every hostile connection go away in the end.
-    scfg.idle_timeout = Some(Duration::from_secs(30));
-    scfg.fin_timeout = Duration::from_secs(10);
-    scfg.timeout = Some(Duration::from_secs(20));
-    scfg.half_open_bytes = 128 * 8192;
-    scfg.accept_partial_csum = true;
-    scfg.seed = cfg.seed;
-    scfg.syn_cookies = cfg.syn_cookies;
-    let srv_t = MemTransport::new(scfg);
-    let scfg = ServerConfig { port: PORT, write_high_water: 64 << 10, poll_timeout: Some(Duration::ZERO) };
-    let mut server: EchoServer = Server::new(srv_t, LengthPrefixed::new(1024), Echo, scfg).map_err(|e| (e.to_string(), FuzzReport::default()))?;
-    // Odd seeds send through a link with TX checksum offload (as the AF_XDP
-    // port with TX metadata): every frame the server answers hostile peers
-    // with then takes the offload path (pseudo-header sum, completed by the
-    // link), even seeds the user-space fill.
-    server.transport_mut().link.csum_offload = cfg.seed % 2 == 1;
+    let mut server = new_server(cfg, true).map_err(|e| (e, FuzzReport::default()))?;
+    let mut twin = if cfg.twin { Some(new_server(cfg, false).map_err(|e| (e, FuzzReport::default()))?) } else { None };
     let mut honest = MemTransport::new(config(HONEST));
     let now = server.transport().now;
-    let t = server.transport_mut();
-    t.engine.teach_neighbour(now, HONEST, mac_of(HONEST), &mut t.link);
     honest.engine.teach_neighbour(now, SERVER, mac_of(SERVER), &mut honest.link);
 
     let mut rng = Rng(cfg.seed ^ 0x5eed);
@@ -146,6 +138,27 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
     let mut honest_state = Honest::default();
     let step = (cfg.frames / 100).max(1);
     let mut events = Vec::new();
+    let mut states = (String::new(), String::new(), Vec::new());
+    let mut batches = 0u64;
+    // One batch of time for both servers, their answers routed and compared.
+    macro_rules! batch {
+        ($d:expr) => {{
+            let d = $d;
+            server.transport_mut().advance(d);
+            honest.advance(d);
+            server.step(Some(Duration::ZERO)).map_err(|e| (format!("server step failed: {e}"), rep.clone()))?;
+            if let Some(t) = twin.as_mut() {
+                t.transport_mut().advance(d);
+                t.step(Some(Duration::ZERO)).map_err(|e| (format!("twin step failed: {e}"), rep.clone()))?;
+            }
+            route(&mut server, twin.as_mut(), &mut honest, &mut peers, &mut rep).map_err(|e| (e, rep.clone()))?;
+            batches += 1;
+            if let Some(t) = twin.as_ref() {
+                // Every bucket now and then, as well.
+                rep.twin_checks += compare(&server, t, &mut states, batches % 64 == 0).map_err(|e| (e, rep.clone()))?;
+            }
+        }};
+    }
 
     for i in 0..cfg.frames {
         let p = rng.below(peers.len() as u64) as usize;
@@ -153,16 +166,15 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
         if frame.len() >= 54 && rng.chance(300) {
             last_valid.clone_from(&frame);
         }
+        if let Some(t) = twin.as_mut() {
+            t.transport_mut().inbox.push_back(frame.clone());
+        }
         server.transport_mut().inbox.push_back(std::mem::take(&mut frame));
         frame = Vec::with_capacity(2048);
         // Batches as the driver sees them; time moves a little per batch
         // and now and then a lot (retransmission and idle timers fire).
         if i % 32 == 31 {
-            let d = if rng.chance(5) { Duration::from_millis(rng.below(5000)) } else { Duration::from_micros(200) };
-            server.transport_mut().advance(d);
-            honest.advance(d);
-            server.step(Some(Duration::ZERO)).map_err(|e| (format!("server step failed: {e}"), rep.clone()))?;
-            route(&mut server, &mut honest, &mut peers, &mut rep);
+            batch!(if rng.chance(5) { Duration::from_millis(rng.below(5000)) } else { Duration::from_micros(200) });
             honest_state.drive(&mut honest, &mut events);
             rep.honest_echoes = honest_state.echoes;
             let s = server.transport().engine.stats();
@@ -180,10 +192,7 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
     // the idle timeout (30 s here) has freed them.
     let echoes_before = honest_state.echoes;
     for _ in 0..4000 {
-        server.transport_mut().advance(Duration::from_millis(10));
-        honest.advance(Duration::from_millis(10));
-        server.step(Some(Duration::ZERO)).map_err(|e| (format!("server step failed: {e}"), rep.clone()))?;
-        route(&mut server, &mut honest, &mut peers, &mut rep);
+        batch!(Duration::from_millis(10));
         honest_state.drive(&mut honest, &mut events);
         if honest_state.echoes >= echoes_before + 3 {
             break;
@@ -204,19 +213,66 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
     // Let every timer run out: idle, FIN, retransmission, keepalive.
     honest_state.close(&mut honest);
     for _ in 0..200 {
-        server.transport_mut().advance(Duration::from_millis(500));
-        honest.advance(Duration::from_millis(500));
-        server.step(Some(Duration::ZERO)).map_err(|e| (format!("server step failed: {e}"), rep.clone()))?;
-        route(&mut server, &mut honest, &mut peers, &mut rep);
+        batch!(Duration::from_millis(500));
         let _ = honest.poll(&mut events, None);
         events.clear();
     }
     snapshot(&server, &mut rep, cfg.frames);
+    if let Some(t) = twin.as_ref() {
+        rep.twin_checks += compare(&server, t, &mut states, true).map_err(|e| (e, rep.clone()))?;
+    }
     let s = server.transport().engine.stats();
     if s.connections != 0 || s.half_open != 0 || s.live_sockets != s.listening || server.connections() != 0 {
         return Err((format!("sockets left after every timeout: {s:?}, server connections {}", server.connections()), rep));
     }
     Ok(rep)
+}
+
+/// The echo server under test, knowing the honest client as the shared-mode driver would.
+fn new_server(cfg: &FuzzConfig, fast_path: bool) -> Result<EchoServer, String> {
+    let mut scfg = config(SERVER);
+    scfg.max_conns = cfg.max_conns;
+    scfg.backlog = 32;
+    scfg.rx_buffer = 4096;
+    scfg.tx_buffer = 4096;
+    // Bounds that make every hostile connection go away in the end.
+    scfg.idle_timeout = Some(Duration::from_secs(30));
+    scfg.fin_timeout = Duration::from_secs(10);
+    scfg.timeout = Some(Duration::from_secs(20));
+    scfg.half_open_bytes = 128 * 8192;
+    scfg.accept_partial_csum = true;
+    scfg.seed = cfg.seed;
+    scfg.syn_cookies = cfg.syn_cookies;
+    scfg.fast_path = fast_path;
+    let srv_t = MemTransport::new(scfg);
+    let scfg = ServerConfig { port: PORT, write_high_water: 64 << 10, poll_timeout: Some(Duration::ZERO) };
+    let mut server: EchoServer = Server::new(srv_t, LengthPrefixed::new(1024), Echo, scfg).map_err(|e| e.to_string())?;
+    // Odd seeds send through a link with TX checksum offload (as the AF_XDP
+    // port with TX metadata): every frame the server answers hostile peers
+    // with then takes the offload path (pseudo-header sum, completed by the
+    // link), even seeds the user-space fill.
+    server.transport_mut().link.csum_offload = cfg.seed % 2 == 1;
+    let t = server.transport_mut();
+    let now = t.now;
+    t.engine.teach_neighbour(now, HONEST, mac_of(HONEST), &mut t.link);
+    Ok(server)
+}
+
+/// The twin's state against the server's, in the buckets where the fast path took a
+/// segment since the last look (or all): the first difference, with both lines. Where
+/// it took none, both engines ran the same code on the same input. Returns the number of
+/// buckets compared.
+fn compare(server: &EchoServer, twin: &EchoServer, bufs: &mut (String, String, Vec<u64>), all: bool) -> Result<u64, String> {
+    let buckets = server.transport().engine.fast_buckets(&mut bufs.2, all);
+    bufs.0.clear();
+    bufs.1.clear();
+    server.transport().engine.dump_state(&buckets, all, &mut bufs.0);
+    twin.transport().engine.dump_state(&buckets, all, &mut bufs.1);
+    if bufs.0 == bufs.1 {
+        return Ok(buckets.len() as u64);
+    }
+    let (l, (a, b)) = bufs.0.lines().zip(bufs.1.lines()).enumerate().find(|(_, (a, b))| a != b).unwrap_or((0, ("(shorter)", "(shorter)")));
+    Err(format!("the fast path's state differs from the general path's (line {l}):\n fast:    {a}\n general: {b}"))
 }
 
 fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
@@ -230,6 +286,7 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.idle_closed = s.idle_closed;
     rep.timed_out = s.timed_out;
     rep.fin_timeouts = s.fin_timeouts;
+    rep.fast_path = s.fast_path;
     rep.end_live_sockets = s.live_sockets;
     rep.end_listening = s.listening;
     rep.end_connections = s.connections;
@@ -237,16 +294,30 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.end_server_conns = server.connections();
 }
 
-/// The server's answers: to the honest client, or learned from by the peers.
-fn route(server: &mut EchoServer, honest: &mut MemTransport, peers: &mut [Peer], rep: &mut FuzzReport) {
-    for f in server.transport_mut().take_sent() {
+/// The server's answers: to the honest client, or learned from by the peers. The
+/// twin's must be the same.
+fn route(server: &mut EchoServer, mut twin: Option<&mut EchoServer>, honest: &mut MemTransport, peers: &mut [Peer], rep: &mut FuzzReport) -> Result<(), String> {
+    let sent = server.transport_mut().take_sent();
+    if let Some(t) = twin.as_deref_mut() {
+        let other = t.transport_mut().take_sent();
+        if other != sent {
+            let i = sent.iter().zip(&other).position(|(a, b)| a != b).unwrap_or(sent.len().min(other.len()));
+            return Err(format!(
+                "the fast path's answers differ from the general path's: {} frames against {}, first difference at frame {i}:\n fast:    {:?}\n general: {:?}",
+                sent.len(), other.len(), sent.get(i).and_then(|f| parse_tcp(f)), other.get(i).and_then(|f| parse_tcp(f))
+            ));
+        }
+    }
+    for f in sent {
         rep.answers += 1;
         // ARP for the honest client is answered the way the shared-mode
         // driver does (from the "kernel's table").
         if arp_target(&f) == Some(HONEST) {
-            let t = server.transport_mut();
-            let now = t.now;
-            t.engine.teach_neighbour(now, HONEST, mac_of(HONEST), &mut t.link);
+            for s in std::iter::once(&mut *server).chain(twin.as_deref_mut()) {
+                let t = s.transport_mut();
+                let now = t.now;
+                t.engine.teach_neighbour(now, HONEST, mac_of(HONEST), &mut t.link);
+            }
             continue;
         }
         let Some(seg) = parse_tcp(&f) else { continue };
@@ -272,8 +343,12 @@ fn route(server: &mut EchoServer, honest: &mut MemTransport, peers: &mut [Peer],
             honest.engine.teach_neighbour(now, SERVER, mac_of(SERVER), &mut honest.link);
             continue;
         }
+        if let Some(t) = twin.as_deref_mut() {
+            t.transport_mut().inbox.push_back(f.clone());
+        }
         server.transport_mut().inbox.push_back(f);
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -285,6 +360,17 @@ mod tests {
         assert!(r.accepted > 0, "the fuzzer never got a connection in: {r:?}");
         assert!(r.requests > 0, "no request reached the handler: {r:?}");
         assert!(r.drops.total() > 0);
+    }
+
+    /// The fast path against the general one under hostile input: the twin must answer
+    /// the same and hold the same state throughout (the run fails otherwise).
+    #[test]
+    fn the_fast_path_matches_the_general_path_under_fuzzing() {
+        for seed in [1, 2] {
+            let cfg = super::FuzzConfig { frames: 20_000, seed, twin: true, ..Default::default() };
+            let r = super::run(&cfg, |_| {}).unwrap_or_else(|(e, r)| panic!("{e}: {r:?}"));
+            assert!(r.fast_path > 100 && r.twin_checks > 100, "the fast path was hardly taken: {r:?}");
+        }
     }
 
     #[test]

@@ -596,6 +596,18 @@ pub enum CongestionControl {
     Cubic,
 }
 
+/// [xsk-stack patch: fast-path] A received segment for `Interface::process_tcp_fast`:
+/// the fields header prediction needs, read by the caller from a checked segment
+/// with only ACK (and perhaps PSH) set and no options.
+#[derive(Debug, Clone, Copy)]
+pub struct FastSegment<'a> {
+    pub seq_number: TcpSeqNumber,
+    pub ack_number: TcpSeqNumber,
+    /// The window field as sent (before scaling).
+    pub window_len: u16,
+    pub payload: &'a [u8],
+}
+
 /// A Transmission Control Protocol socket.
 ///
 /// A TCP socket may passively listen for connections or actively connect to another endpoint.
@@ -2637,47 +2649,8 @@ impl<'a> Socket<'a> {
             self.last_remote_tsval = timestamp.tsval;
         }
 
-        // update timers.
-        match self.timer {
-            Timer::Retransmit { .. } | Timer::FastRetransmit => {
-                if ack_all {
-                    // RFC 6298: (5.2) ACK of all outstanding data turn off the retransmit timer.
-                    self.timer.set_for_idle(cx.now(), self.keep_alive);
-                } else if ack_len > 0 {
-                    // (5.3) ACK of new data in ESTABLISHED state restart the retransmit timer.
-                    let rto = self.rtte.retransmission_timeout();
-                    self.timer.set_for_retransmit(cx.now(), rto);
-                }
-            }
-            Timer::Idle { .. } => {
-                // any packet on idle refresh the keepalive timer.
-                self.timer.set_for_idle(cx.now(), self.keep_alive);
-            }
-            _ => {}
-        }
-
-        // [xsk-stack patch: tail-loss-probe] The probe follows the retransmission timer:
-        // off once everything is acknowledged, re-armed from now when an ACK moves the
-        // flight along (RFC 8985 7.2).
-        if ack_all || !self.timer.is_retransmit() {
-            self.tlp_at = None;
-        } else if ack_len > 0 || ack_of_fin {
-            self.arm_tail_probe(cx);
-        }
-
-        // start/stop the Zero Window Probe timer.
-        if self.remote_win_len == 0
-            && !self.tx_buffer.is_empty()
-            && (self.timer.is_idle() || ack_len > 0)
-        {
-            let delay = self.rtte.retransmission_timeout();
-            tcp_trace!("starting zero-window-probe timer for t+{}", delay);
-            self.timer.set_for_zero_window_probe(cx.now(), delay);
-        }
-        if self.remote_win_len != 0 && self.timer.is_zero_window_probe() {
-            tcp_trace!("stopping zero-window-probe timer");
-            self.timer.set_for_idle(cx.now(), self.keep_alive);
-        }
+        // [xsk-stack patch: fast-path] Timers after an ACK, shared with `process_fast`.
+        self.timers_after_ack(cx, ack_len, ack_all, ack_of_fin);
 
         let payload_len = payload.len();
         if payload_len == 0 {
@@ -2727,6 +2700,73 @@ impl<'a> Socket<'a> {
             tcp_trace!("assembler: {}", self.assembler);
         }
 
+        // [xsk-stack patch: fast-path] Shared with `process_fast`.
+        self.schedule_delayed_ack(cx);
+
+        // Per RFC 5681, we should send an immediate ACK when either:
+        //  1) an out-of-order segment is received, or
+        //  2) a segment arrives that fills in all or part of a gap in sequence space.
+        if !self.assembler.is_empty() || !assembler_was_empty {
+            // Note that we change the transmitter state here.
+            // This is fine because smoltcp assumes that it can always transmit zero or one
+            // packets for every packet it receives.
+            tcp_trace!("ACKing incoming segment");
+            Some(self.ack_reply(ip_repr, repr))
+        } else {
+            None
+        }
+    }
+
+    /// [xsk-stack patch: fast-path] The retransmission, tail-probe and zero-window-probe
+    /// timers after an acceptable ACK (moved out of `process` unchanged, so that
+    /// `process_fast` runs the same code).
+    fn timers_after_ack(&mut self, cx: &mut Context, ack_len: usize, ack_all: bool, ack_of_fin: bool) {
+        // update timers.
+        match self.timer {
+            Timer::Retransmit { .. } | Timer::FastRetransmit => {
+                if ack_all {
+                    // RFC 6298: (5.2) ACK of all outstanding data turn off the retransmit timer.
+                    self.timer.set_for_idle(cx.now(), self.keep_alive);
+                } else if ack_len > 0 {
+                    // (5.3) ACK of new data in ESTABLISHED state restart the retransmit timer.
+                    let rto = self.rtte.retransmission_timeout();
+                    self.timer.set_for_retransmit(cx.now(), rto);
+                }
+            }
+            Timer::Idle { .. } => {
+                // any packet on idle refresh the keepalive timer.
+                self.timer.set_for_idle(cx.now(), self.keep_alive);
+            }
+            _ => {}
+        }
+
+        // [xsk-stack patch: tail-loss-probe] The probe follows the retransmission timer:
+        // off once everything is acknowledged, re-armed from now when an ACK moves the
+        // flight along (RFC 8985 7.2).
+        if ack_all || !self.timer.is_retransmit() {
+            self.tlp_at = None;
+        } else if ack_len > 0 || ack_of_fin {
+            self.arm_tail_probe(cx);
+        }
+
+        // start/stop the Zero Window Probe timer.
+        if self.remote_win_len == 0
+            && !self.tx_buffer.is_empty()
+            && (self.timer.is_idle() || ack_len > 0)
+        {
+            let delay = self.rtte.retransmission_timeout();
+            tcp_trace!("starting zero-window-probe timer for t+{}", delay);
+            self.timer.set_for_zero_window_probe(cx.now(), delay);
+        }
+        if self.remote_win_len != 0 && self.timer.is_zero_window_probe() {
+            tcp_trace!("stopping zero-window-probe timer");
+            self.timer.set_for_idle(cx.now(), self.keep_alive);
+        }
+    }
+
+    /// [xsk-stack patch: fast-path] Starts, keeps or forces the delayed-ACK timer after
+    /// in-order data (moved out of `process` unchanged).
+    fn schedule_delayed_ack(&mut self, cx: &mut Context) {
         // Handle delayed acks
         if let Some(ack_delay) = self.ack_delay
             && self.ack_to_transmit()
@@ -2750,19 +2790,108 @@ impl<'a> Socket<'a> {
                 }
             };
         }
+    }
 
-        // Per RFC 5681, we should send an immediate ACK when either:
-        //  1) an out-of-order segment is received, or
-        //  2) a segment arrives that fills in all or part of a gap in sequence space.
-        if !self.assembler.is_empty() || !assembler_was_empty {
-            // Note that we change the transmitter state here.
-            // This is fine because smoltcp assumes that it can always transmit zero or one
-            // packets for every packet it receives.
-            tcp_trace!("ACKing incoming segment");
-            Some(self.ack_reply(ip_repr, repr))
-        } else {
-            None
+    /// [xsk-stack patch: fast-path] Header prediction (Van Jacobson; Linux
+    /// `tcp_rcv_established`): an in-order segment of an established connection whose
+    /// ACK moves nothing but the send queue is taken without `process`'s general path,
+    /// with exactly its effects, and true is returned. Anything else returns false having
+    /// changed nothing; give that segment to `process` (`Interface::poll_ingress_single`).
+    ///
+    /// The caller vouches for what `accepts` and the interface check: the segment is for
+    /// this socket's 4-tuple, its checksum is valid, and its only flags are ACK and PSH,
+    /// with no TCP options (so no SACK blocks and no timestamp to act on).
+    pub(crate) fn process_fast(&mut self, cx: &mut Context, seg: &FastSegment) -> bool {
+        // `resent`: an ACK may judge a retransmission spurious (`check_spurious`);
+        // assembler: out-of-order data is waiting, so this segment fills a hole.
+        if self.state != State::Established || self.resent.is_some() || !self.assembler.is_empty() {
+            return false;
         }
+        let ack_number = seg.ack_number;
+        // Below: a duplicate, ignored whole; beyond: a challenge ACK.
+        if ack_number < self.local_seq_no || ack_number > self.local_seq_no + self.tx_buffer.len() {
+            return false;
+        }
+        let window_start = self.remote_seq_no + self.rx_buffer.len();
+        if seg.seq_number != window_start {
+            return false;
+        }
+        let window_end = match self.remote_last_ack {
+            Some(last_ack) => last_ack + ((self.remote_last_win as usize) << self.remote_win_shift),
+            None => window_start,
+        };
+        let len = seg.payload.len();
+        // As `process` judges acceptability, and all of the payload inside the window
+        // (else it would be trimmed) and the buffer.
+        let fits = if len == 0 {
+            window_start <= window_end
+        } else {
+            window_start < window_end
+                && seg.seq_number + len <= window_end
+                && self.rx_buffer.window() >= len
+        };
+        if !fits {
+            return false;
+        }
+        let new_remote_win_len = (seg.window_len as usize) << (self.remote_win_scale.unwrap_or(0) as usize);
+        let is_window_update = new_remote_win_len != self.remote_win_len;
+        // A duplicate ACK counts towards a fast retransmit: the general path.
+        if len == 0
+            && self.local_rx_last_ack == Some(ack_number)
+            && ack_number < self.remote_last_seq
+            && !is_window_update
+        {
+            return false;
+        }
+
+        // From here on, `process`'s steps for this case, in its order.
+        self.local_rx_last_seq = Some(seg.seq_number);
+        let ack_len = ack_number - self.local_seq_no;
+        let ack_all = self.remote_last_seq <= ack_number;
+        self.remote_last_ts = Some(cx.now());
+        self.remote_win_len = new_remote_win_len;
+        self.congestion_controller
+            .inner_mut()
+            .set_remote_window(new_remote_win_len);
+        if ack_len > 0 {
+            self.tx_buffer.dequeue_allocated(ack_len);
+            #[cfg(feature = "async")]
+            self.tx_waker.wake();
+        }
+        // `check_spurious` has nothing to judge (`resent` is none).
+        if self.tlp_high.is_some_and(|high| ack_number >= high) {
+            self.tlp_high = None;
+        }
+        if self.local_rx_dup_acks > 0 {
+            self.local_rx_dup_acks = 0;
+            net_debug!("reset duplicate ACK count");
+        }
+        self.local_rx_last_ack = Some(ack_number);
+        self.rtte.on_ack(cx.now(), ack_number);
+        let new_flight_size = self.flight_size().saturating_sub(ack_len);
+        self.congestion_controller.inner_mut().on_ack(
+            cx.now(),
+            ack_len,
+            new_flight_size,
+            &self.rtte,
+        );
+        self.local_seq_no = ack_number;
+        if self.remote_last_seq < self.local_seq_no {
+            self.remote_last_seq = self.local_seq_no
+        }
+        self.timers_after_ack(cx, ack_len, ack_all, false);
+        if len == 0 {
+            return true;
+        }
+        // The assembler is empty and the data starts the window: all of it is
+        // contiguous, as `add_then_remove_front(0, len)` would find.
+        let written = self.rx_buffer.write_unallocated(0, seg.payload);
+        debug_assert!(written == len);
+        self.rx_buffer.enqueue_unallocated(len);
+        #[cfg(feature = "async")]
+        self.rx_waker.wake();
+        self.schedule_delayed_ack(cx);
+        true
     }
 
     fn timed_out(&self, timestamp: Instant) -> bool {

@@ -56,3 +56,39 @@ impl InterfaceInner {
         }
     }
 }
+
+impl Interface {
+    /// [xsk-stack patch: fast-path] Header prediction for a segment the caller has
+    /// already checked and matched to `socket` by its 4-tuple: an in-order ACK or
+    /// ACK|PSH segment of an established connection goes straight to the socket
+    /// (`tcp::Socket::process_fast`), skipping the Ethernet and IP layers, the socket
+    /// search and the general TCP path; its effects are those of `poll_ingress_single`
+    /// on the same frame, the neighbour's refresh included. Returns false, having
+    /// changed no socket, where the segment needs the general path: then give its frame
+    /// to `poll_ingress_single`.
+    ///
+    /// The caller vouches for what the layers skipped check: the frame is for our
+    /// hardware and IPv4 address, from a unicast `src` at `src_hw`, not a fragment,
+    /// with valid IP and TCP checksums; the TCP header carries ACK, perhaps PSH,
+    /// no other flag and no options; `socket` is the socket of its 4-tuple.
+    pub fn process_tcp_fast(
+        &mut self,
+        timestamp: Instant,
+        socket: &mut crate::socket::tcp::Socket,
+        src: IpAddress,
+        src_hw: HardwareAddress,
+        seg: &crate::socket::tcp::FastSegment,
+    ) -> bool {
+        self.inner.now = timestamp;
+        if !socket.process_fast(&mut self.inner, seg) {
+            return false;
+        }
+        #[cfg(feature = "medium-ethernet")]
+        self.inner
+            .neighbor_cache
+            .reset_expiry_if_existing(src, src_hw, timestamp);
+        #[cfg(not(feature = "medium-ethernet"))]
+        let _ = (src, src_hw);
+        true
+    }
+}

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The fast-path study's results.json and tables, from its runs.
+
+Usage: summarize.py [RUNS_DIR]   (default: runs/ next to this file)
+Reads RUNS_DIR/cg/{fast,general,base}-N.cg (+ .txt: requests in the window) and
+RUNS_DIR/ab/{base,general,fast}-N/results.json (rr-demo), writes results.json next
+to this file and prints the tables (tables.txt is this output)."""
+import glob, json, os, re, statistics, subprocess, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+runs = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "runs")
+out = {"instructions": {}, "parts": {}, "ab": {}}
+
+# callgrind: user-space instructions per request, and the engine's parts (inclusive).
+PARTS = {
+    "ingest (checks, demux, receive)": r"engine::Engine>::ingest \[",
+    "egress (smoltcp dispatch, timers)": r"engine::Engine>::egress \[",
+    "application (rr server, codec)": r"rr::server::Server<T,C,H>::service \[",
+}
+for f in sorted(glob.glob(f"{runs}/cg/*.cg")):
+    name = os.path.basename(f)[:-3]
+    variant = name.rsplit("-", 1)[0]
+    txt = open(f[:-3] + ".txt").read()
+    reqs = int(re.search(r"requests in window: (\d+)", txt).group(1))
+    ann = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f], capture_output=True, text=True).stdout
+    total = int(re.search(r"([\d,]+) \([^)]*\)\s+PROGRAM TOTALS", ann).group(1).replace(",", ""))
+    out["instructions"].setdefault(variant, []).append({"run": name, "requests": reqs, "instructions": total, "per_request": round(total / reqs)})
+    for part, pat in PARTS.items():
+        m = [int(l.split()[0].replace(",", "")) for l in ann.splitlines() if re.search(pat, l) and "/stack/src/" in l.split(":")[0]]
+        if m:
+            out["parts"].setdefault(variant, {}).setdefault(part, []).append(round(max(m) / reqs))
+
+print("User-space instructions per request, stack's rr-server (callgrind, open loop 1,000 req/s, 16 connections, kernel client)")
+print(f"{'variant':<10} {'runs':<22} {'median':>7}   " + "   ".join(f"{p}" for p in PARTS))
+for v in ("base", "general", "fast"):
+    xs = out["instructions"].get(v)
+    if not xs:
+        continue
+    per = [x["per_request"] for x in xs]
+    parts = out["parts"].get(v, {})
+    cols = "   ".join(f"{statistics.median(parts[p]):>{len(p)}.0f}" if p in parts else " " * len(p) for p in PARTS)
+    print(f"{v:<10} {', '.join(map(str, per)):<22} {statistics.median(per):>7.0f}   {cols}")
+
+# rr-demo, alternating base / general / fast.
+METRICS = [("rps", True), ("p50_us", False), ("p99_us", False), ("cpu_us_per_req", False)]
+per = {}
+for f in sorted(glob.glob(f"{runs}/ab/*-*/results.json")):
+    v, i = os.path.basename(os.path.dirname(f)).rsplit("-", 1)
+    per[(v, int(i))] = json.load(open(f))["runs"]
+rounds = sorted({i for (_, i) in per})
+cases = sorted({(x["case"], x["backend"]) for rs in per.values() for x in rs})
+rows = []
+for case, backend in cases:
+    for m, higher in METRICS:
+        vals = {}
+        for v in ("base", "general", "fast"):
+            vals[v] = [next((x[m] for x in per.get((v, i), []) if x["case"] == case and x["backend"] == backend and x.get(m) is not None), None) for i in rounds]
+        def cmp(a, b):
+            pairs = [(x, y) for x, y in zip(vals[a], vals[b]) if x is not None and y is not None]
+            if not pairs:
+                return None
+            better = sum(1 for x, y in pairs if (y > x if higher else y < x))
+            return {"ratio": statistics.median(y for _, y in pairs) / statistics.median(x for x, _ in pairs), "better": better, "n": len(pairs)}
+        rows.append({"case": case, "backend": backend, "metric": m,
+                     "median": {v: (statistics.median([x for x in vals[v] if x is not None]) if any(x is not None for x in vals[v]) else None) for v in vals},
+                     "fast_vs_general": cmp("general", "fast"), "fast_vs_base": cmp("base", "fast")})
+out["ab"] = {"rounds": len(rounds), "rows": rows, "runs": {f"{v}-{i}": r for (v, i), r in sorted(per.items())}}
+
+print()
+print(f"rr-demo, {len(rounds)} rounds alternating base (8b43dfc) / general (--no-fast-path) / fast; medians; ratio = fast / other (rps: higher is better; latency, CPU: lower), [k/n] = rounds where fast was better")
+print(f"{'case':<12} {'backend':<8} {'metric':<15} {'base':>9} {'general':>9} {'fast':>9}   {'fast/general':>16}   {'fast/base':>14}")
+def fmt(x):
+    return "-" if x is None else (f"{x:.0f}" if abs(x) >= 100 else f"{x:.2f}")
+def fr(c):
+    return "-" if c is None else f"{c['ratio']:.2f} [{c['better']}/{c['n']}]"
+for r in rows:
+    med = r["median"]
+    print(f"{r['case']:<12} {r['backend']:<8} {r['metric']:<15} {fmt(med['base']):>9} {fmt(med['general']):>9} {fmt(med['fast']):>9}   {fr(r['fast_vs_general']):>16}   {fr(r['fast_vs_base']):>14}")
+
+json.dump(out, open(os.path.join(here, "results.json"), "w"), indent=1, sort_keys=True)
+
+# The rechecks: fast first in each round (a), then general (b), for the cases where the
+# first run (general always before fast) showed the fast path behind.
+for name in ("recheck", "recheck2"):
+    per = {}
+    for f in sorted(glob.glob(f"{runs}/{name}/*-*/results.json")):
+        v, i = os.path.basename(os.path.dirname(f)).rsplit("-", 1)
+        per[({"a": "fast", "b": "general"}[v], int(i))] = json.load(open(f))["runs"]
+    if not per:
+        continue
+    rounds = sorted({i for (_, i) in per})
+    cases = sorted({(x["case"], x["backend"]) for rs in per.values() for x in rs})
+    rows = []
+    print()
+    print(f"rr-demo {name}, {len(rounds)} rounds alternating fast (first) / general; medians; [k/n] = rounds where fast was better")
+    print(f"{'case':<12} {'backend':<8} {'metric':<15} {'general':>9} {'fast':>9}   {'fast/general':>16}")
+    for case, backend in cases:
+        for m, higher in METRICS:
+            g = [next((x[m] for x in per.get(("general", i), []) if x["case"] == case and x["backend"] == backend), None) for i in rounds]
+            fa = [next((x[m] for x in per.get(("fast", i), []) if x["case"] == case and x["backend"] == backend), None) for i in rounds]
+            pairs = [(x, y) for x, y in zip(g, fa) if x is not None and y is not None]
+            if not pairs:
+                continue
+            better = sum(1 for x, y in pairs if (y > x if higher else y < x))
+            mg, mf = statistics.median(x for x, _ in pairs), statistics.median(y for _, y in pairs)
+            rows.append({"case": case, "backend": backend, "metric": m, "general": mg, "fast": mf, "ratio": mf / mg, "better": better, "n": len(pairs)})
+            print(f"{case:<12} {backend:<8} {m:<15} {fmt(mg):>9} {fmt(mf):>9}   {mf / mg:>8.2f} [{better}/{len(pairs)}]")
+    out[name] = {"rounds": len(rounds), "rows": rows, "runs": {f"{v}-{i}": r for (v, i), r in sorted(per.items())}}
+
+# Within one rr-demo invocation kernel TCP runs next to xsk; its rows cannot see the flag,
+# so xsk / kernel per invocation takes out what the slot did to both.
+def normalized(per, variants, label):
+    print()
+    print(f"xsk / kernel within each invocation ({label}): requests/s ratio, and server CPU per request ratio; per round, then median")
+    res = []
+    for case in sorted({x["case"] for rs in per.values() for x in rs}):
+        line = {}
+        for v in variants:
+            rr, cc = [], []
+            for (vv, i), rs in sorted(per.items()):
+                if vv != v:
+                    continue
+                x = next((r for r in rs if r["case"] == case and r["backend"] == "xsk"), None)
+                k = next((r for r in rs if r["case"] == case and r["backend"] == "kernel"), None)
+                if x and k and x.get("rps") and k.get("rps"):
+                    rr.append(x["rps"] / k["rps"])
+                    if x.get("cpu_us_per_req") and k.get("cpu_us_per_req"):
+                        cc.append(x["cpu_us_per_req"] / k["cpu_us_per_req"])
+            line[v] = (rr, cc)
+        cells = "   ".join(f"{v}: rps {' '.join(f'{a:.2f}' for a in line[v][0])} (median {statistics.median(line[v][0]):.2f}), cpu {statistics.median(line[v][1]):.2f}" for v in variants if line[v][0] and line[v][1])
+        print(f"{case:<12} {cells}")
+        res.append({"case": case, **{v: {"rps_ratio": line[v][0], "cpu_ratio": line[v][1]} for v in variants}})
+    return res
+
+per_ab = {tuple(k.rsplit("-", 1)[0:1]) + (int(k.rsplit("-", 1)[1]),): v for k, v in out["ab"]["runs"].items()}
+out["ab"]["normalized"] = normalized(per_ab, ["base", "general", "fast"], "first run")
+for name in ("recheck", "recheck2"):
+    if name in out:
+        per_rc = {tuple(k.rsplit("-", 1)[0:1]) + (int(k.rsplit("-", 1)[1]),): v for k, v in out[name]["runs"].items()}
+        out[name]["normalized"] = normalized(per_rc, ["general", "fast"], name)
+json.dump(out, open(os.path.join(here, "results.json"), "w"), indent=1, sort_keys=True)

@@ -1,0 +1,338 @@
+//! The fast path (header prediction, `Interface::process_tcp_fast`) against smoltcp's
+//! general path: two server engines, one taking it and one not, get the same frames at
+//! the same times from a scripted peer and run the same application. After every frame
+//! they must have sent the same frames and hold the same state (every socket's `Debug`:
+//! sequence numbers, buffers, timers, RTT and congestion state; the counters).
+
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use bytes::BytesMut;
+
+use super::EngineConfig;
+use crate::transport::{ConnId, Event, Transport};
+use crate::xsk::testing::frames::{self, parse_tcp, Seg, TcpSpec};
+use crate::xsk::testing::{config, mac_of, MemTransport};
+
+const SRV: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+const PEER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+/// The two servers, their application, and what the peer knows of the connection.
+struct Twin {
+    sides: Vec<MemTransport>,
+    conns: [Option<ConnId>; 2],
+    /// The application reads what arrives (else the receive window fills).
+    reading: bool,
+    /// And sends it back.
+    echo: bool,
+    /// The peer's port for the current connection.
+    port: u16,
+    /// The peer's next sequence number, and the server's (as last seen).
+    seq: u32,
+    srv: u32,
+    /// The server's last advertised window and acknowledgement.
+    win: u16,
+    srv_ack: u32,
+    syn_options: &'static [u8],
+    steps: usize,
+}
+
+impl Twin {
+    fn new(tweak: impl Fn(&mut EngineConfig)) -> Twin {
+        let sides = [true, false]
+            .into_iter()
+            .map(|fast| {
+                let mut c = config(SRV);
+                c.fast_path = fast;
+                tweak(&mut c);
+                let mut t = MemTransport::new(c);
+                let now = t.now;
+                t.engine.teach_neighbour(now, PEER, mac_of(PEER), &mut t.link);
+                t.listen(7).unwrap();
+                t
+            })
+            .collect();
+        Twin {
+            sides,
+            conns: [None; 2],
+            reading: true,
+            echo: true,
+            port: 40000,
+            seq: 1000,
+            srv: 0,
+            win: 0,
+            srv_ack: 0,
+            syn_options: &[2, 4, 5, 0xb4],
+            steps: 0,
+        }
+    }
+
+    fn spec(&self, flags: u8, payload: &'static [u8]) -> TcpSpec<'static> {
+        TcpSpec { sport: self.port, seq: self.seq, ack: self.srv, flags, payload, ..TcpSpec::default() }
+    }
+
+    /// Gives `frame` to both servers (or none: time passes), runs the application on
+    /// each, and checks that they sent the same and hold the same state; returns what
+    /// the server sent.
+    fn step(&mut self, frame: Option<Vec<u8>>, advance: Duration, send: usize) -> Vec<Seg> {
+        self.steps += 1;
+        let mut out = Vec::new();
+        for (i, t) in self.sides.iter_mut().enumerate() {
+            t.advance(advance);
+            if let Some(f) = &frame {
+                t.inbox.push_back(f.clone());
+            }
+            let mut events = Vec::new();
+            t.poll(&mut events, None).unwrap();
+            for e in events {
+                match e {
+                    Event::Accepted { conn, .. } => self.conns[i] = Some(conn),
+                    Event::Closed(c) => {
+                        t.close(c);
+                        self.conns[i] = None;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(c) = self.conns[i] {
+                let mut buf = BytesMut::new();
+                while self.reading && matches!(t.recv(c, &mut buf), Ok(n) if n > 0) {}
+                if self.echo && !buf.is_empty() {
+                    let _ = t.send(c, &buf);
+                }
+                if send > 0 {
+                    let _ = t.send(c, &vec![0x5a; send]);
+                }
+            }
+            t.flush().unwrap();
+            out.push(t.take_sent());
+        }
+        assert_eq!(out[0], out[1], "step {}: the fast path sent other frames than the general path", self.steps);
+        let mut dumps = [String::new(), String::new()];
+        for (t, d) in self.sides.iter().zip(&mut dumps) {
+            let all: Vec<usize> = (0..t.engine.buckets()).collect();
+            t.engine.dump_state(&all, self.steps % 50 == 0, d);
+        }
+        if dumps[0] != dumps[1] {
+            let (a, b) = dumps[0].lines().zip(dumps[1].lines()).find(|(a, b)| a != b).unwrap_or(("", ""));
+            panic!("step {}: the fast path's state differs:\n fast:    {a}\n general: {b}", self.steps);
+        }
+        let segs: Vec<Seg> = out.swap_remove(0).iter().filter_map(|f| parse_tcp(f)).collect();
+        for s in &segs {
+            if s.ack_set() {
+                self.srv_ack = s.ack;
+                self.win = s.window;
+            }
+            let end = s.seq.wrapping_add(s.payload.len() as u32 + s.syn() as u32 + s.fin() as u32);
+            if end.wrapping_sub(self.srv) as i32 > 0 || s.syn() {
+                self.srv = end;
+            }
+        }
+        segs
+    }
+
+    /// A new connection from the next port: SYN, SYN-ACK, ACK.
+    fn handshake(&mut self) {
+        self.port += 1;
+        self.seq = self.seq.wrapping_add(100_000);
+        let mut syn = self.spec(0x02, &[]);
+        syn.options = self.syn_options;
+        let segs = self.step(Some(frames::tcp(&syn)), Duration::ZERO, 0);
+        assert!(segs.iter().any(|s| s.syn() && s.ack_set()), "no SYN-ACK: {segs:?}");
+        self.seq = self.seq.wrapping_add(1);
+        // A round trip of 100 us: no RTT sample is zero.
+        self.step(Some(frames::tcp(&self.spec(0x10, &[]))), Duration::from_micros(100), 0);
+    }
+
+    fn fast_taken(&self) -> (u64, u64) {
+        (self.sides[0].engine.stats().fast_path, self.sides[1].engine.stats().fast_path)
+    }
+}
+
+static DATA: [u8; 3000] = [0x42; 3000];
+
+/// Requests and responses in order, pure ACKs, a receive window filled past its end,
+/// a zero window, duplicate ACKs, a hole and its fill, segments with options, FIN: each
+/// case the fast path takes or leaves, compared frame by frame with the general path.
+#[test]
+fn the_fast_path_equals_the_general_path_on_every_edge() {
+    let mut t = Twin::new(|_| {});
+    t.handshake();
+    // In-order requests (the fast path), echoed; the peer's ACKs of the echoes.
+    for n in [1usize, 100, 536, 1460] {
+        t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..n]))), Duration::from_micros(50), 0);
+        t.seq = t.seq.wrapping_add(n as u32);
+        t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(50), 0);
+    }
+    let (fast, general) = t.fast_taken();
+    assert!(fast >= 8 && general == 0, "fast path taken {fast}, general engine {general}");
+    // The application reads after the last ACK, so the buffer has more room than the
+    // window advertised: a segment past the window's end must still be trimmed to it.
+    t.reading = false;
+    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..1460]))), Duration::ZERO, 0);
+    t.seq = t.srv_ack;
+    t.reading = true;
+    t.echo = false;
+    let quiet = t.step(None, Duration::ZERO, 0);
+    assert!(quiet.is_empty(), "a window update went out: {quiet:?}");
+    let over = t.win as usize + 100;
+    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..over]))), Duration::ZERO, 0);
+    assert_eq!(t.srv_ack, t.seq.wrapping_add(over as u32 - 100), "the segment was not trimmed to the window");
+    t.seq = t.srv_ack;
+    t.echo = true;
+    // Data the application does not read: the window fills, then data past its end
+    // (trimmed by the general path), then into a zero window.
+    t.reading = false;
+    for _ in 0..12 {
+        let n = (t.win as usize).clamp(1, 1460);
+        t.step(Some(frames::tcp(&t.spec(0x10, &DATA[..n]))), Duration::from_micros(10), 0);
+        t.seq = t.srv_ack;
+        let over = (t.win as usize + 1).min(3000);
+        t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..over]))), Duration::from_micros(10), 0);
+        t.seq = t.srv_ack;
+    }
+    assert_eq!(t.win, 0, "the window should have closed");
+    t.reading = true;
+    t.step(None, Duration::from_millis(1), 0);
+    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_millis(1), 0);
+    // Outstanding data, then duplicate ACKs (fast retransmit on the third), then an ACK
+    // of part of it and of all of it.
+    t.echo = false;
+    let before = t.srv;
+    t.step(None, Duration::ZERO, 2500);
+    for _ in 0..4 {
+        t.step(Some(frames::tcp(&TcpSpec { ack: before, ..t.spec(0x10, &[]) })), Duration::from_micros(20), 0);
+    }
+    t.step(Some(frames::tcp(&TcpSpec { ack: before.wrapping_add(1000), ..t.spec(0x10, &[]) })), Duration::from_micros(20), 0);
+    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(20), 0);
+    // A window update alone, then an ACK beyond what was sent (challenge ACK).
+    t.step(Some(frames::tcp(&TcpSpec { window: 1000, ..t.spec(0x10, &[]) })), Duration::ZERO, 0);
+    t.step(Some(frames::tcp(&TcpSpec { ack: t.srv.wrapping_add(10), ..t.spec(0x10, &[]) })), Duration::ZERO, 0);
+    // A hole, then the segment that fills it.
+    let s0 = t.seq;
+    t.step(Some(frames::tcp(&TcpSpec { seq: s0.wrapping_add(100), ..t.spec(0x18, &DATA[..200]) })), Duration::ZERO, 0);
+    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..100]))), Duration::ZERO, 0);
+    t.seq = t.srv_ack;
+    // Old data again (a retransmission: the general path's duplicate answer).
+    t.step(Some(frames::tcp(&TcpSpec { seq: s0, ..t.spec(0x18, &DATA[..100]) })), Duration::ZERO, 0);
+    // Options on an in-order segment (timestamps; a SACK block) and the URG flag.
+    let ts = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0];
+    t.step(Some(frames::tcp(&TcpSpec { options: &ts, ..t.spec(0x18, &DATA[..10]) })), Duration::ZERO, 0);
+    t.seq = t.srv_ack;
+    t.step(Some(frames::tcp(&t.spec(0x38, &DATA[..10]))), Duration::ZERO, 0);
+    t.seq = t.srv_ack;
+    // Time passes past the retransmission timer; then the FIN.
+    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..10]))), Duration::from_secs(3), 0);
+    t.seq = t.srv_ack;
+    t.step(Some(frames::tcp(&t.spec(0x11, &[]))), Duration::ZERO, 0);
+    t.step(None, Duration::from_secs(70), 0);
+    let (fast, general) = t.fast_taken();
+    assert!(fast >= 10 && general == 0, "fast path taken {fast}, general engine {general}");
+}
+
+/// A retransmission (tail probe or RTO) answered at once by the ACK of the original:
+/// the general path judges it spurious (`check_spurious`), so the fast path leaves every
+/// ACK to it while a retransmission is out.
+#[test]
+fn an_ack_that_judges_a_retransmission_takes_the_general_path() {
+    let mut t = Twin::new(|_| {});
+    t.handshake();
+    t.echo = false;
+    t.step(None, Duration::ZERO, 1000);
+    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(200), 0);
+    t.step(None, Duration::ZERO, 1000);
+    let resent = t.step(None, Duration::from_secs(2), 0);
+    assert!(resent.iter().any(|s| !s.payload.is_empty()), "nothing was sent again: {resent:?}");
+    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(10), 0);
+    let r = t.sides[1].engine.stats().recovery;
+    assert!(r.spurious_probes + r.spurious_retransmits > 0, "no spurious verdict: {r:?}");
+    // And with nothing resent, the next request and ACK take the fast path again.
+    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..10]))), Duration::from_micros(100), 0);
+    assert!(t.fast_taken().0 >= 2, "{:?}", t.fast_taken());
+}
+
+/// splitmix64.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+/// Random segments near every edge the fast path checks (sequence number one off, the
+/// window's end, ACKs old, partial, exact and beyond, windows zero and changing, PSH,
+/// FIN, RST), with the application reading or not and sending now and then, time
+/// jumping past timers; SACK allowed or not, loss recovery as configured by default
+/// (tail probes, RTO).
+#[test]
+fn random_segments_near_the_edges_get_the_same_answers_and_state() {
+    let mut taken = 0;
+    for seed in 1..=12u64 {
+        let mut rng = Rng(seed);
+        let mut t = Twin::new(|c| {
+            c.rx_buffer = 8192;
+            c.initial_buffer = 2048;
+        });
+        if seed % 2 == 0 {
+            t.syn_options = &[2, 4, 5, 0xb4, 4, 2, 1, 1];
+        }
+        t.handshake();
+        for _ in 0..300 {
+            if t.conns[0].is_none() {
+                t.handshake();
+            }
+            let win = t.win as u32;
+            let len = [0, 0, 1, 7, 100, 536, 1460][rng.below(7) as usize].min(3000) as usize;
+            let len = match rng.below(8) {
+                0 => (win as usize).min(3000),
+                1 => (win as usize + 1).min(3000),
+                _ => len,
+            };
+            let seq = match rng.below(10) {
+                0 => t.seq.wrapping_sub(1),
+                1 => t.seq.wrapping_add(1),
+                2 => t.seq.wrapping_add(win),
+                _ => t.seq,
+            };
+            let ack = match rng.below(10) {
+                0 => t.srv.wrapping_sub(rng.below(2000) as u32),
+                1 => t.srv.wrapping_add(1),
+                2 => t.srv_ack.wrapping_add(0),
+                _ => t.srv,
+            };
+            let window = match rng.below(8) {
+                0 => 0,
+                1 => rng.below(3000) as u16,
+                _ => 65535,
+            };
+            let flags = match rng.below(40) {
+                0 => 0x11,
+                1 => 0x14,
+                2..=20 => 0x18,
+                _ => 0x10,
+            };
+            if rng.below(10) == 0 {
+                t.reading = !t.reading;
+            }
+            t.echo = rng.below(2) == 0;
+            let send = if rng.below(6) == 0 { rng.below(3000) as usize } else { 0 };
+            let advance = match rng.below(12) {
+                0 => Duration::from_millis(300),
+                1 => Duration::from_secs(2),
+                2..=5 => Duration::from_micros(100),
+                _ => Duration::ZERO,
+            };
+            let frame = (rng.below(8) != 0).then(|| frames::tcp(&TcpSpec { seq, ack, window, flags, ..t.spec(flags, &DATA[..len]) }));
+            t.step(frame, advance, send);
+            // The peer follows what the server acknowledged (lost data is sent again).
+            t.seq = t.srv_ack;
+        }
+        taken += t.fast_taken().0;
+        assert_eq!(t.fast_taken().1, 0);
+    }
+    assert!(taken > 500, "the fast path was taken only {taken} times");
+}
