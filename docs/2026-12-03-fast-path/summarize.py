@@ -19,6 +19,8 @@ PARTS = {
 }
 for f in sorted(glob.glob(f"{runs}/cg/*.cg")):
     name = os.path.basename(f)[:-3]
+    if name.startswith("churn-"):
+        continue
     variant = name.rsplit("-", 1)[0]
     txt = open(f[:-3] + ".txt").read()
     reqs = int(re.search(r"requests in window: (\d+)", txt).group(1))
@@ -40,6 +42,47 @@ for v in ("base", "general", "fast"):
     parts = out["parts"].get(v, {})
     cols = "   ".join(f"{statistics.median(parts[p]):>{len(p)}.0f}" if p in parts else " " * len(p) for p in PARTS)
     print(f"{v:<10} {', '.join(map(str, per)):<22} {statistics.median(per):>7.0f}   {cols}")
+
+# churn-profile.sh: instructions per connection (connect, one request, close).
+churn = {}
+for f in sorted(glob.glob(f"{runs}/cg/churn-*.out")):
+    name = os.path.basename(f)[:-4]
+    variant = name.split("-")[1]
+    txt = open(f).read()
+    churn.setdefault(variant, []).append({"run": name, "connections": int(re.search(r"accepted: (\d+)", txt).group(1)),
+                                          "instructions": int(re.search(r"instructions: (\d+)", txt).group(1)),
+                                          "per_connection": int(re.search(r"per connection: (\d+)", txt).group(1))})
+if churn:
+    out["churn"] = churn
+    print()
+    print("User-space instructions per connection under churn (callgrind over the server's life, 4 at a time, kernel client)")
+    for v, xs in churn.items():
+        print(f"{v:<10} {', '.join(str(x['per_connection']) for x in xs):<22} median {statistics.median(x['per_connection'] for x in xs):.0f}")
+
+# vm-cost.sh and vm-cost-light.sh: guest CPU per request (vm-tests cost, -icount, 16
+# connections; closed loop, and open loop at 300 requests/s), per guest kernel.
+for name, title in (("vm", "closed loop"), ("vm-light", "open loop, 300 requests/s")):
+    vm = {}
+    for f in sorted(glob.glob(f"{runs}/{name}/*.json")):
+        v, i = os.path.basename(f)[:-5].rsplit("-", 1)
+        for r in json.load(open(f))["rows"]:
+            vm.setdefault((r["kernel"], r["backend"], v), []).append({"round": int(i), "sub": r["round"], "cpu_us": r["cpu_us"], "task_us": r["task_us"]})
+    if not vm:
+        continue
+    out[name] = {"/".join(k): xs for k, xs in vm.items()}
+    print()
+    print(f"Guest CPU per request, virtio_net guest under -icount, 16 connections, {title} (vm-tests cost; 2 rounds x 2 measurements per variant)")
+    print("'task' is the server's own run time (schedstat), 'busy' the guest's busy time; medians, and xsk / kernel TCP of the same invocations")
+    for kern in sorted({k for k, _, _ in vm}):
+        for v in ("general", "fast"):
+            x, k = vm.get((kern, "xsk", v), []), vm.get((kern, "kernel", v), [])
+            if not x or not k:
+                continue
+            tx, tk = statistics.median(a["task_us"] for a in x), statistics.median(a["task_us"] for a in k)
+            bx, bk = statistics.median(a["cpu_us"] for a in x), statistics.median(a["cpu_us"] for a in k)
+            runs_ = ", ".join("%.1f" % a["task_us"] for a in x)
+            print(f"kernel {kern:<4} {v:<8} xsk task {runs_} (median {tx:.1f}), busy median {bx:.1f};"
+                  f" kernel TCP task median {tk:.1f}, busy {bk:.1f}; xsk/kernel task {tx / tk:.2f}, busy {bx / bk:.2f}")
 
 # rr-demo, alternating base / general / fast.
 METRICS = [("rps", True), ("p50_us", False), ("p99_us", False), ("cpu_us_per_req", False)]

@@ -1,0 +1,11 @@
+#!/bin/bash
+# Guest CPU per request in a virtio_net guest (vm-tests cost, -icount, 16 connections):
+# the fast path against --no-fast-path, alternating. Usage: vm-cost.sh OUT_DIR ROUNDS (root)
+set -euo pipefail
+out=$1; rounds=$2
+mkdir -p "$out"
+for r in $(seq "$rounds"); do
+  ./target/release/vm-tests cost --conns 16 --runs 2 --json "$out/general-$r.json" --xsk-arg=--no-fast-path > "$out/general-$r.log" 2>&1
+  ./target/release/vm-tests cost --conns 16 --runs 2 --json "$out/fast-$r.json" > "$out/fast-$r.log" 2>&1
+  echo "round $r done"
+done
