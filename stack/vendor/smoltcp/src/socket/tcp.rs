@@ -10247,14 +10247,17 @@ mod test {
     fn test_rtt_estimator() {
         let mut r = RttEstimator::default();
 
-        let rtos = &[
-            6000, 5000, 4252, 3692, 3272, 2956, 2720, 2540, 2408, 2308, 2232, 2176, 2132, 2100,
-            2076, 2060, 2048, 2036, 2028, 2024, 2020, 2016, 2012, 2012,
-        ];
-
-        for &rto in rtos {
-            r.sample(2000);
-            assert_eq!(r.retransmission_timeout(), Duration::from_millis(rto));
+        // [xsk-stack patch: rto-us] Samples are microseconds now, and the estimator no
+        // longer rounds to milliseconds (upstream expected 6000, 5000, 4252, 3692, ...):
+        // the RTOs are RFC 6298's for a constant 2 s RTT, 2 s + 4 RTTVAR with RTTVAR
+        // starting at 1 s and shrinking by a quarter per sample, to within the integer
+        // arithmetic's rounding (RTTVAR is rounded up by less than 1 us per sample, an error
+        // that shrinks by a quarter per sample too, so less than 4 us; the RTO's, 16 us).
+        for i in 0..24 {
+            r.sample(2_000_000);
+            let exact = 2_000_000.0 + 4.0 * 1_000_000.0 * 0.75f64.powi(i);
+            let rto = r.retransmission_timeout().total_micros() as f64;
+            assert!((rto - exact).abs() <= 16.0, "sample {i}: RTO {rto} us, RFC 6298 says {exact}");
         }
     }
 
