@@ -116,32 +116,32 @@ fn the_program_answers_what_the_engine_answers_and_nothing_else() {
     for i in 0..4000 {
         let r = xorshift(&mut x);
         let opts = random_options(&mut x);
-        let payload: &[u8] = if r % 10 == 0 { b"data on a SYN" } else { b"" };
+        let payload: &[u8] = if r.is_multiple_of(10) { b"data on a SYN" } else { b"" };
         let accept_partial = r & 0x10 != 0;
         let mut spec = frames::TcpSpec {
             src: sources[(xorshift(&mut x) % 10) as usize % if r & 0x20 != 0 { 10 } else { 3 }],
             src_mac: macs[(xorshift(&mut x) % 4) as usize % if r & 0x40 != 0 { 4 } else { 1 }],
-            dst_mac: if r % 23 == 0 { [2, 0, 0, 0, 0, 7] } else { [2, 0, 0, 0, 0, 1] },
-            sport: if r % 97 == 0 { 0 } else { 1024 + (r >> 20) as u16 % 60000 },
+            dst_mac: if r.is_multiple_of(23) { [2, 0, 0, 0, 0, 7] } else { [2, 0, 0, 0, 0, 1] },
+            sport: if r.is_multiple_of(97) { 0 } else { 1024 + (r >> 20) as u16 % 60000 },
             dport: PORT,
             seq: (r >> 32) as u32,
             flags: 0x02,
             options: &opts,
             payload,
-            partial_csum: r % 7 == 0,
-            frag: [0x4000, 0x4000, 0x4000, 0x2000, 0x0001][(xorshift(&mut x) % 5) as usize % if r % 3 == 0 { 5 } else { 1 }],
+            partial_csum: r.is_multiple_of(7),
+            frag: [0x4000, 0x4000, 0x4000, 0x2000, 0x0001][(xorshift(&mut x) % 5) as usize % if r.is_multiple_of(3) { 5 } else { 1 }],
             ..Default::default()
         };
-        if r % 31 == 0 {
+        if r.is_multiple_of(31) {
             spec.dst = Ipv4Addr::new(198, 18, 0, 3);
         }
         let mut f = frames::tcp(&spec);
-        let corrupt = r % 11 == 0;
+        let corrupt = r.is_multiple_of(11);
         if corrupt {
             let at = 14 + (xorshift(&mut x) as usize % (f.len() - 14));
             f[at] ^= 1 << (xorshift(&mut x) % 8);
         }
-        let ip_options = r % 13 == 0;
+        let ip_options = r.is_multiple_of(13);
         if ip_options {
             f.splice(34..34, [1, 1, 1, 0]);
             f[14] = 0x46;

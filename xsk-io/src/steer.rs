@@ -802,9 +802,7 @@ impl SteerRun {
     pub fn run(&mut self, frame: &[u8]) -> Result<(Verdict, Vec<u8>), SteerError> {
         let prog = self.obj.progs_mut().find(|p| p.name() == PROG_NAME).ok_or_else(|| missing(format!("program {PROG_NAME}")))?;
         let mut out = vec![0u8; frame.len() + 256];
-        let mut input = libbpf_rs::ProgramInput::default();
-        input.data_in = Some(frame);
-        input.data_out = Some(&mut out);
+        let input = libbpf_rs::ProgramInput { data_in: Some(frame), data_out: Some(&mut out), ..Default::default() };
         let o = prog.test_run(input).map_err(|source| SteerError::Map { map: "-", op: "BPF_PROG_RUN".into(), source })?;
         let verdict = match o.return_value {
             0 => Verdict::Aborted,

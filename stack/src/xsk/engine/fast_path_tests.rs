@@ -12,6 +12,7 @@ use bytes::BytesMut;
 use super::EngineConfig;
 use crate::transport::{ConnId, Event, Transport};
 use crate::xsk::testing::frames::{self, parse_tcp, Seg, TcpSpec};
+use crate::xsk::testing::fuzz::Rng;
 use crate::xsk::testing::{config, mac_of, MemTransport};
 
 const SRV: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
@@ -111,7 +112,7 @@ impl Twin {
         let mut dumps = [String::new(), String::new()];
         for (t, d) in self.sides.iter().zip(&mut dumps) {
             let all: Vec<usize> = (0..t.engine.buckets()).collect();
-            t.engine.dump_state(&all, self.steps % 50 == 0, d);
+            t.engine.dump_state(&all, self.steps.is_multiple_of(50), d);
         }
         if dumps[0] != dumps[1] {
             let (a, b) = dumps[0].lines().zip(dumps[1].lines()).find(|(a, b)| a != b).unwrap_or(("", ""));
@@ -249,18 +250,6 @@ fn an_ack_that_judges_a_retransmission_takes_the_general_path() {
     // And with nothing resent, the next request and ACK take the fast path again.
     t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..10]))), Duration::from_micros(100), 0);
     assert!(t.fast_taken().0 >= 2, "{:?}", t.fast_taken());
-}
-
-/// splitmix64.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n.max(1)
-    }
 }
 
 /// Random segments near every edge the fast path checks (sequence number one off, the

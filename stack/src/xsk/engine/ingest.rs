@@ -61,7 +61,7 @@ impl Engine {
                 if !syn && listening && now < self.cookies_until {
                     self.take_cookie(now, b, frame);
                 }
-                if !syn && self.cfg.fast_path && self.ingest_fast(now, b, frame, src, info.src_mac) {
+                if !syn && self.cfg.fast_path && self.ingest_fast(now, b, frame, (src, sport, dport), info.src_mac) {
                     self.stats.fast_path += 1;
                     self.mark_dirty(b as u32);
                     return Ok(info);
@@ -95,7 +95,7 @@ impl Engine {
     /// (our MAC and address, a unicast source, no fragment, lengths and checksums), which
     /// is what smoltcp's skipped layers would check. False: nothing changed, the general
     /// path takes it.
-    fn ingest_fast(&mut self, now: Instant, b: usize, frame: &[u8], src: Ipv4Addr, mac: [u8; 6]) -> bool {
+    fn ingest_fast(&mut self, now: Instant, b: usize, frame: &[u8], (src, sport, dport): (Ipv4Addr, u16, u16), mac: [u8; 6]) -> bool {
         let ip = &frame[14..];
         let ihl = (ip[0] & 0x0f) as usize * 4;
         let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
@@ -104,8 +104,6 @@ impl Engine {
         if tcp[12] >> 4 != 5 || tcp[13] & !0x08 != 0x10 {
             return false;
         }
-        let sport = u16::from_be_bytes([tcp[0], tcp[1]]);
-        let dport = u16::from_be_bytes([tcp[2], tcp[3]]);
         let bucket = &mut self.buckets[b];
         let Some(h) = bucket.find_conn(src, sport, dport) else {
             return false;

@@ -33,7 +33,8 @@ use crate::rr::{Echo, Server, ServerConfig};
 use crate::transport::Transport;
 use crate::xsk::drops::DropStats;
 use honest::Honest;
-use hostile::{generate, Peer, Rng};
+use hostile::{generate, Peer};
+pub(crate) use hostile::Rng;
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const HONEST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
