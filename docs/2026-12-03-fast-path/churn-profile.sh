@@ -3,7 +3,7 @@
 # one request, close; 4 in progress at once, kernel client), counted by callgrind over
 # the server's whole life (start-up included, the same for every variant) and divided by
 # the connections it accepted.
-# Usage: churn-profile.sh BIN_DIR OUT_FILE SECONDS [extra rr-server args...]   (root, valgrind)
+# Usage: [VG_ARGS=--cache-sim=yes] churn-profile.sh BIN_DIR OUT_FILE SECONDS [extra rr-server args...]   (root, valgrind)
 set -euo pipefail
 BIN=$1; OUTF=$2; SECS=$3; shift 3
 tag=cp$$; S=${tag}s; C=${tag}c; OUT=$(mktemp -d)
@@ -16,7 +16,7 @@ ip link set ${tag}a netns $S; ip link set ${tag}b netns $C
 ip -n $S addr add 198.18.93.1/24 dev ${tag}a; ip -n $C addr add 198.18.93.2/24 dev ${tag}b
 ip -n $S link set ${tag}a up; ip -n $C link set ${tag}b up
 tgt=198.18.93.10
-ip netns exec $S valgrind --tool=callgrind --callgrind-out-file=$OUT/xsk.cg "$BIN/rr-server" --backend xsk \
+ip netns exec $S valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file=$OUT/xsk.cg "$BIN/rr-server" --backend xsk \
   --service echo --port 7000 --max-conns 1024 --iface ${tag}a --attach auto --addr $tgt/24 "$@" > $OUT/xsk.log 2>&1 &
 vg=$!
 for _ in $(seq 120); do sleep 1; grep -q "listening on" $OUT/xsk.log && break; done

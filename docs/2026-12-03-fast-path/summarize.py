@@ -84,6 +84,22 @@ for name, title in (("vm", "closed loop"), ("vm-light", "open loop, 300 requests
             print(f"kernel {kern:<4} {v:<8} xsk task {runs_} (median {tx:.1f}), busy median {bx:.1f};"
                   f" kernel TCP task median {tk:.1f}, busy {bk:.1f}; xsk/kernel task {tx / tk:.2f}, busy {bx / bk:.2f}")
 
+# churn-profile.sh with VG_ARGS=--cache-sim=yes: valgrind's cache model per connection.
+cache = {}
+for f in sorted(glob.glob(f"{runs}/cache/churn-*.cg")):
+    v = os.path.basename(f)[:-3].split("-", 1)[1]
+    acc = int(re.search(r"accepted: (\d+)", open(f[:-3] + ".out").read()).group(1))
+    ann = subprocess.run(["callgrind_annotate", f], capture_output=True, text=True).stdout
+    events = re.search(r"Events shown:\s+(.*)", ann).group(1).split()
+    totals = [int(x.replace(",", "")) for x in re.findall(r"([\d,]+) \(100.0%\)", ann.split("PROGRAM TOTALS")[0].splitlines()[-1] + " PROGRAM")]
+    cache[v] = {"connections": acc, **{e: round(t / acc, 1) for e, t in zip(events, totals)}}
+if cache:
+    out["cache"] = cache
+    print()
+    print("valgrind's cache model under churn, per connection (one run each): instructions, I1 misses, D1 read and write misses")
+    for v, c in cache.items():
+        print(f"{v:<10} Ir {c['Ir']:>9.0f}  I1mr {c['I1mr']:>6.1f}  D1mr {c['D1mr']:>6.1f}  D1mw {c['D1mw']:>6.1f}  ({c['connections']} connections)")
+
 # rr-demo, alternating base / general / fast.
 METRICS = [("rps", True), ("p50_us", False), ("p99_us", False), ("cpu_us_per_req", False)]
 per = {}
@@ -149,6 +165,38 @@ for name in ("recheck", "recheck2"):
             rows.append({"case": case, "backend": backend, "metric": m, "general": mg, "fast": mf, "ratio": mf / mg, "better": better, "n": len(pairs)})
             print(f"{case:<12} {backend:<8} {m:<15} {fmt(mg):>9} {fmt(mf):>9}   {mf / mg:>8.2f} [{better}/{len(pairs)}]")
     out[name] = {"rounds": len(rounds), "rows": rows, "runs": {f"{v}-{i}": r for (v, i), r in sorted(per.items())}}
+
+# abba.sh: fast / general / general / fast per cycle; per cycle, each variant's mean of its two.
+per = {}
+for f in sorted(glob.glob(f"{runs}/abba/*-*/results.json")):
+    v, k = os.path.basename(os.path.dirname(f)).rsplit("-", 1)
+    per[(v, int(k))] = json.load(open(f))["runs"]
+if per:
+    cycles = sorted({(k - 1) // 4 for (_, k) in per})
+    cases = sorted({(x["case"], x["backend"]) for rs in per.values() for x in rs})
+    rows = []
+    print()
+    print(f"rr-demo, {len(cycles)} cycles of fast / general / general / fast (abba.sh); per cycle the mean of each variant's two runs; medians over cycles; [k/n] = cycles where fast was better")
+    print(f"{'case':<12} {'backend':<8} {'metric':<15} {'general':>9} {'fast':>9}   {'fast/general':>16}")
+    for case, backend in cases:
+        for m, higher in METRICS:
+            pairs = []
+            for c in cycles:
+                def mean(v):
+                    xs = [next((x[m] for x in per.get((v, k), []) if x["case"] == case and x["backend"] == backend and x.get(m) is not None), None)
+                          for k in range(4 * c + 1, 4 * c + 5) if (v, k) in per]
+                    xs = [x for x in xs if x is not None]
+                    return sum(xs) / len(xs) if xs else None
+                g, fa = mean("general"), mean("fast")
+                if g is not None and fa is not None:
+                    pairs.append((g, fa))
+            if not pairs:
+                continue
+            better = sum(1 for x, y in pairs if (y > x if higher else y < x))
+            mg, mf = statistics.median(x for x, _ in pairs), statistics.median(y for _, y in pairs)
+            rows.append({"case": case, "backend": backend, "metric": m, "general": mg, "fast": mf, "ratio": mf / mg, "better": better, "n": len(pairs)})
+            print(f"{case:<12} {backend:<8} {m:<15} {fmt(mg):>9} {fmt(mf):>9}   {mf / mg:>8.2f} [{better}/{len(pairs)}]")
+    out["abba"] = {"cycles": len(cycles), "rows": rows, "runs": {f"{v}-{k}": r for (v, k), r in sorted(per.items())}}
 
 # Within one rr-demo invocation kernel TCP runs next to xsk; its rows cannot see the flag,
 # so xsk / kernel per invocation takes out what the slot did to both.

@@ -63,8 +63,8 @@ pub(super) struct Bucket {
     /// A socket here wants the peer's pure ACKs as they come (see
     /// `Engine::acks_can_wait`), as of its last egress.
     pub(super) eager: bool,
-    /// Segments the fast path took here (for the fuzzer's twin, which compares the
-    /// buckets where it did).
+    /// Segments the fast path took here: `EngineStats::fast_path` is their sum, and the
+    /// fuzzer's twin compares the buckets where it took any.
     pub(super) fast_hits: u64,
 }
 

@@ -62,7 +62,6 @@ impl Engine {
                     self.take_cookie(now, b, frame);
                 }
                 if !syn && self.cfg.fast_path && self.ingest_fast(now, b, frame, (src, sport, dport), info.src_mac) {
-                    self.stats.fast_path += 1;
                     self.mark_dirty(b as u32);
                     return Ok(info);
                 }

@@ -159,6 +159,7 @@ impl Engine {
         s.listening = self.buckets.iter().map(|b| b.listeners.len()).sum();
         s.half_open = self.embryos;
         s.connections = self.conns.len();
+        s.fast_path = self.buckets.iter().map(|b| b.fast_hits).sum();
         // Live sockets' counters; recycled ones were added as they went.
         for b in &self.buckets {
             for (_, sock) in b.sockets.iter() {
@@ -201,9 +202,9 @@ impl Engine {
                 let _ = writeln!(out, "{i} listening {h} {s:?}");
             }
         }
-        let mut stats = self.stats;
-        stats.fast_path = 0;
-        let _ = writeln!(out, "{stats:?} {} {}", self.embryos, self.conns.len());
+        // `self.stats`, not `stats()`: the fast path's count (which only one engine has)
+        // is summed from the buckets there.
+        let _ = writeln!(out, "{:?} {} {}", self.stats, self.embryos, self.conns.len());
     }
 
     /// Ports the driver must start or stop steering (and holding in the kernel).
