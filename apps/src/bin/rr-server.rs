@@ -351,6 +351,10 @@ fn drop_handler<T, H>((t, summary, _): (T, ServerSummary, H)) -> (T, ServerSumma
     (t, summary)
 }
 
+/// Zero-timeout steps at the stop: a close takes two (the read that finds the FIN, then its
+/// `Closed`); more only while events keep coming.
+const SETTLE_ROUNDS: usize = 8;
+
 fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     t: T,
     codec: C,
@@ -429,6 +433,9 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
             }
         }
     };
+    // Closes the stack has already seen (a client that closed just before the stop) are
+    // delivered and counted as closed, not as open at exit.
+    let result = result.and_then(|()| server.settle(SETTLE_ROUNDS).map(drop));
     let uptime = started.elapsed();
     let cpu = process_cpu().unwrap_or_default().saturating_sub(cpu0);
     let stats: ServerStats = server.stats();
