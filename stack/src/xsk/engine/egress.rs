@@ -1,6 +1,7 @@
 //! The path out: events from touched buckets, egress, timers.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 
 use smoltcp::time::Instant;
 
@@ -94,7 +95,9 @@ impl Engine {
             // which ran after the ingest.
             self.scan(b);
             // Only now: a socket that entered TIME-WAIT has sent its last ACK.
-            self.reap_closing(b);
+            if !self.buckets[b].closing.is_empty() {
+                self.reap_closing(b);
+            }
             let bucket = &mut self.buckets[b];
             let eager = self.track_acks
                 && bucket.sockets.iter().any(|(_, s)| match s {
@@ -147,10 +150,11 @@ impl Engine {
 
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).
     pub(crate) fn poll_at(&mut self) -> Option<Instant> {
-        while let Some(&Reverse((d, b))) = self.timers.peek() {
+        while let Some(mut top) = self.timers.peek_mut() {
+            let Reverse((d, b)) = *top;
             let bucket = &mut self.buckets[b as usize];
             if bucket.queued != Some(d) {
-                self.timers.pop(); // stale
+                PeekMut::pop(top); // stale
                 continue;
             }
             // The earliest entry is live, but its bucket's deadline may have moved
@@ -158,16 +162,17 @@ impl Engine {
             // timer on): queue the real deadline now, once before a sleep, rather
             // than wake for nothing at the old one. With timers tens of
             // milliseconds out (the tail-loss probe), every busy bucket would
-            // otherwise wake the driver that often.
+            // otherwise wake the driver that often. The entry is moved in place
+            // (one sift down) rather than popped and pushed again: this runs
+            // about once per request.
             match bucket.deadline {
                 Some(x) if x > d => {
-                    self.timers.pop();
                     bucket.queued = Some(x);
-                    self.timers.push(Reverse((x, b)));
+                    *top = Reverse((x, b));
                 }
                 Some(_) => break,
                 None => {
-                    self.timers.pop();
+                    PeekMut::pop(top);
                     bucket.queued = None;
                 }
             }

@@ -18,6 +18,10 @@ mod socket_set;
 
 mod packet;
 
+// [xsk-stack patch: fast-emit]
+#[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+mod fast_emit;
+
 #[cfg(feature = "multicast")]
 pub use self::interface::multicast::MulticastError;
 pub use self::interface::{

@@ -1388,6 +1388,29 @@ impl InterfaceInner {
                 } else {
                     tx_token.set_meta(meta);
 
+                    // [xsk-stack patch: fast-emit] A TCP segment without options
+                    // (nearly every one of an established connection) in one pass.
+                    #[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
+                    if let (Medium::Ethernet, IpPayload::Tcp(tcp), None) =
+                        (self.caps.medium, packet.payload(), caps.max_burst_size)
+                    {
+                        if super::fast_emit::applies(tcp) {
+                            let src_mac = self.hardware_addr.ethernet_or_panic();
+                            let repr = *repr;
+                            tx_token.consume(total_len, |buf| {
+                                super::fast_emit::emit(
+                                    buf,
+                                    src_mac,
+                                    dst_hardware_addr,
+                                    &repr,
+                                    tcp,
+                                    &caps.checksum,
+                                )
+                            });
+                            return Ok(());
+                        }
+                    }
+
                     // No fragmentation is required.
                     tx_token.consume(total_len, |mut tx_buffer| {
                         #[cfg(feature = "medium-ethernet")]
