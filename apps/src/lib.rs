@@ -280,6 +280,11 @@ pub struct XskOpts {
     /// effects); this is for comparing the two.
     #[arg(long)]
     pub no_fast_path: bool,
+    /// Time where each request goes inside the stack (RX ring, engine, application, egress,
+    /// the kernel's send, waiting) and report it: the `stages` object of the JSON, a line at
+    /// exit. A diagnostic: about ten clock reads per request.
+    #[arg(long)]
+    pub stage_times: bool,
     /// Router for off-link peers [default: the kernel's default route with a shared
     /// address; none with a dedicated one].
     #[arg(long, value_name = "A.B.C.D")]
@@ -371,6 +376,7 @@ impl XskOpts {
         "no_tune",
         "no_csum_offload",
         "no_fast_path",
+        "stage_times",
         "gateway",
         "partial_csum",
         "idle_timeout",
@@ -420,6 +426,7 @@ impl XskOpts {
         c.port.tune = !self.no_tune;
         c.port.tx_csum = !self.no_csum_offload;
         c.fast_path = !self.no_fast_path;
+        c.stage_times = self.stage_times;
         c.rx_batch = self.batch;
         c.max_conns = max_conns;
         c.rx_buffer = self.buffer;

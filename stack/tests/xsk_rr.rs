@@ -387,8 +387,6 @@ fn close_paths_behave_like_kernel_tcp() {
     assert_eq!(st.live_sockets, st.listening, "every closed connection was recycled: {st:?}");
 }
 
-/// Recomputes the TCP checksum of an Ethernet/IPv4/TCP frame (no IP options).
-
 /// One shard per RX queue: a two-queue veth in native mode, a server thread
 /// per queue, connections spread over both by the peer's TX queue choice.
 #[test]

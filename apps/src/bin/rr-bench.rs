@@ -342,6 +342,9 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
             let (mut t, m) = drive(t, addr, args, plan, None)?;
             let mut result = m.result(args, plan, addr);
             let stats = t.stats();
+            if let Some(st) = &stats.stages {
+                eprintln!("xsk stages: {st}");
+            }
             let audit = t.audit();
             // Dropping the transport detaches the XDP program.
             drop(t);

@@ -263,6 +263,9 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 serde_json::to_string(&stats.drops).unwrap_or_default()
             );
             println!("xsk loss recovery: {}", RecoveryCounts::from(stats.recovery).line());
+            if let Some(st) = &stats.stages {
+                println!("xsk stages: {st}");
+            }
             println!("xsk port counters: {}", serde_json::to_string(&stats.port.port).unwrap_or_default());
             println!("xsk xdp statistics: {}", serde_json::to_string(&stats.port.xdp).unwrap_or_default());
             match &audit {

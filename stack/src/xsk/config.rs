@@ -145,6 +145,10 @@ pub struct XskConfig {
     /// smoltcp's general receive path (the same effects; see `stack/vendor/smoltcp/PATCHES.md`,
     /// fast-path). On by default; off only to compare.
     pub fast_path: bool,
+    /// Time the transport's stages per request (`StackStats::stages`: RX ring, engine,
+    /// application, egress, the kernel's send, waiting): a diagnostic, off by default; it
+    /// reads the clock about ten times per request.
+    pub stage_times: bool,
     /// Congestion control.
     pub congestion: Congestion,
     /// Loss recovery: retransmission timeout bounds, tail-loss probe.
@@ -197,6 +201,7 @@ impl XskConfig {
             xdp_syn_cookies: XdpCookies::Auto,
             partial_csum: PartialCsum::Auto,
             fast_path: true,
+            stage_times: false,
             congestion: Congestion::Cubic,
             recovery: Recovery::default(),
             rx_batch: 128,

@@ -26,6 +26,7 @@ use super::claims::Claims;
 use super::device::{DevState, PortLink};
 use super::engine::{Engine, PortChange};
 use super::faults::{FaultState, Faulty, RxFrames};
+use super::stages::Stages;
 use super::{backend_err, DeviceStats, StackStats, XskConfig};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
@@ -57,6 +58,8 @@ pub struct XskTransport {
     pub(super) acks: Option<DeferredAcks>,
     /// The XDP program's SYN cookies for this queue (None: off or unavailable).
     pub(super) xdp_cookies: Option<xsk_io::syncookies::CookieSlot>,
+    /// Where a request's time goes (`XskConfig::stage_times`; None: off).
+    pub(super) stages: Option<Stages>,
     pub(super) cfg: XskConfig,
 }
 
@@ -104,7 +107,7 @@ impl XskTransport {
             xdp_syn_cookies: self.xdp_cookies.as_ref().map_or(0, |c| c.sent()),
             ..self.dev.stats
         };
-        StackStats { engine, device, port: self.port.stats() }
+        StackStats { engine, device, port: self.port.stats(), stages: self.stages.as_ref().map(|s| s.t) }
     }
 
     /// Listening sockets waiting for a SYN, over all buckets.
@@ -218,6 +221,25 @@ impl XskTransport {
     }
 
     fn egress(&mut self, now: SmolInstant) -> Result<(), TransportError> {
+        let t0 = self.stages.as_ref().map(|_| Stages::now());
+        let r = self.egress_untimed(now);
+        if let (Some(s), Some(t0)) = (&mut self.stages, t0) {
+            s.egress(t0);
+        }
+        r
+    }
+
+    /// The TX ring is given to the kernel now (a sendto).
+    fn send_now(&mut self) -> Result<(), TransportError> {
+        let t0 = self.stages.as_ref().map(|_| Stages::now());
+        let r = self.port.flush().map_err(backend_err);
+        if let (Some(s), Some(t0)) = (&mut self.stages, t0) {
+            s.kick(t0);
+        }
+        r
+    }
+
+    fn egress_untimed(&mut self, now: SmolInstant) -> Result<(), TransportError> {
         with_link!(self, |link| self.engine.egress(now, link));
         if let Some(a) = &mut self.acks {
             a.allow(self.engine.acks_can_wait());
@@ -251,7 +273,16 @@ impl XskTransport {
             let now = self.smol_ns(wall);
             self.neighbours(now);
             let mut batch = std::mem::take(&mut self.rx_batch);
+            let rx_start = self.stages.as_ref().map(|_| Stages::now());
             let n = self.port.recv(&mut batch, self.cfg.rx_batch);
+            let rx_end = match (&mut self.stages, rx_start) {
+                (Some(s), Some(t0)) if n > 0 => {
+                    let t1 = Stages::now();
+                    s.rx(t0, t1);
+                    Some(t1)
+                }
+                _ => None,
+            };
             self.ingest(&mut batch, now);
             self.rx_batch = batch;
             if n < self.cfg.rx_batch {
@@ -268,6 +299,9 @@ impl XskTransport {
             // sends both), instead of a bare ACK going out first.
             self.engine.scan_dirty();
             if self.engine.take_events(events) {
+                if let (Some(s), Some(t1)) = (&mut self.stages, rx_end) {
+                    s.events(t1);
+                }
                 return Ok(());
             }
             // Nothing to send, no timer due: the completions and fill ring
@@ -283,7 +317,7 @@ impl XskTransport {
                 // More frames waiting: no sleep, so what this pass queued
                 // goes out now.
                 if self.port.kick_owed() {
-                    self.port.flush().map_err(backend_err)?;
+                    self.send_now()?;
                 }
                 continue;
             }
@@ -296,7 +330,7 @@ impl XskTransport {
             let wait = self.wait_for(now, left);
             if self.port.tx_pending() || self.arp.has_pending() {
                 // TX left in the ring (budget) or a neighbour being resolved: come back soon.
-                self.port.flush().map_err(backend_err)?;
+                self.send_now()?;
                 let w = wait.map_or(RETRY, |w| w.min(RETRY));
                 std::thread::sleep(w);
                 continue;
@@ -304,7 +338,7 @@ impl XskTransport {
             if busy || wait == Some(Duration::ZERO) {
                 // No sleep: what this pass queued goes out now.
                 if self.port.kick_owed() {
-                    self.port.flush().map_err(backend_err)?;
+                    self.send_now()?;
                 }
                 if busy {
                     std::hint::spin_loop();
@@ -404,7 +438,7 @@ impl Transport for XskTransport {
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let r = self.poll_events(events, timeout);
         if self.port.kick_owed() {
-            let kicked = self.port.flush().map_err(backend_err);
+            let kicked = self.send_now();
             // The loop's own error, if any, is the one to report.
             r?;
             return kicked;
@@ -430,12 +464,15 @@ impl Transport for XskTransport {
     /// poll will not sleep, and the answers should not wait for the next
     /// batch to be taken in: kicked now).
     fn flush(&mut self) -> Result<(), TransportError> {
+        if let Some(s) = &mut self.stages {
+            s.flush();
+        }
         if self.engine.wants_egress() || self.port.tx_pending() {
             let now = self.now();
             self.egress(now)?;
         }
         if self.port.kick_owed() && self.port.rx_ready() > 0 {
-            self.port.flush().map_err(backend_err)?;
+            self.send_now()?;
         }
         Ok(())
     }
@@ -472,7 +509,7 @@ impl Transport for XskTransport {
     /// port's poll(2) does.
     fn kick(&mut self) -> Result<(), TransportError> {
         if self.port.kick_owed() || self.port.tx_pending() {
-            self.port.flush().map_err(backend_err)?;
+            self.send_now()?;
         }
         Ok(())
     }

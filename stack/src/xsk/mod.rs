@@ -36,6 +36,7 @@ mod engine;
 pub mod faults;
 mod open;
 mod recovery;
+mod stages;
 pub mod testing;
 
 pub use acks::AckStats;
@@ -45,6 +46,7 @@ pub use drops::{DropReason, DropStats};
 pub use engine::{EngineStats, SynCookies};
 pub use faults::Faults;
 pub use recovery::{Recovery, RecoveryStats};
+pub use stages::StageTimes;
 
 pub use driver::XskTransport;
 
@@ -66,6 +68,9 @@ pub struct StackStats {
     pub device: DeviceStats,
     /// The port's and the XDP socket's.
     pub port: PortStats,
+    /// Where requests' time went (`XskConfig::stage_times`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<StageTimes>,
 }
 
 impl std::ops::Deref for StackStats {

@@ -13,6 +13,7 @@ use super::claims::Claims;
 use super::device::DevState;
 use super::engine::{Engine, EngineConfig};
 use super::faults::FaultState;
+use super::stages::Stages;
 use super::arp::{self, SharedArp};
 use super::{AddrMode, XskConfig, XskError, XskTransport};
 
@@ -204,6 +205,7 @@ impl XskTransport {
             timer,
             acks,
             xdp_cookies,
+            stages: cfg.stage_times.then(Stages::default),
             cfg,
         })
     }

@@ -522,7 +522,7 @@ fn out_of_order_data_survives_the_receive_buffer_growing() {
         let (mut out, mut late) = (Vec::new(), Vec::new());
         for f in v {
             n += 1;
-            if n % 3 == 0 { late.push(f) } else { out.push(f) }
+            if n.is_multiple_of(3) { late.push(f) } else { out.push(f) }
         }
         out.extend(late);
         out
