@@ -558,3 +558,35 @@ fn light_load_answers_leave_with_the_sleep() {
     assert!(p.folded_kicks >= 30, "kicks made by the sleep: {p:?}");
     assert!(p.kicks < p.folded_kicks / 2, "sendto kicks: {p:?}");
 }
+
+/// `stage_times`: every request is a cycle with its stages timed, and the stages fit in
+/// the time they were taken from; off, nothing is reported.
+#[test]
+fn stage_times_account_for_every_request() {
+    let lab = lab("sst");
+    let (mode, a) = dedicated(&lab);
+    let mut c = xsk_cfg(&lab, mode);
+    c.stage_times = true;
+    let srv = xsk_server(&lab.ns_a, c, 7110);
+    let n = 400;
+    let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7110), 1, 1, n), 16, 64);
+    assert_clean(&r, n);
+    let (_, stats, _) = srv.finish_all();
+    let st = stats.stages.expect("stage_times on: stages reported");
+    // One connection, one request in flight: each request's frames bring an event (plus the
+    // handshake's and the close's); a few requests may share a pass with the close's frames.
+    assert!(st.cycles >= n && st.cycles <= n + 8, "{st:?}");
+    assert!(st.rx_passes >= st.cycles && st.egress_runs >= n, "{st:?}");
+    assert!(st.ingest_ns > 0 && st.app_ns > 0 && st.egress_ns > 0 && st.rx_ns > 0, "{st:?}");
+    let p = st.per_cycle().expect("per cycle");
+    assert!(p.iter().all(|v| v.is_finite() && *v >= 0.0), "{p:?}");
+    // The busy stages of all cycles but the last lie inside the span from the first to the last.
+    let busy = st.rx_ns + st.ingest_ns + st.app_ns + st.egress_ns + st.kick_ns;
+    assert!(busy <= st.span_ns + 50_000_000, "{st:?}");
+
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, dedicated(&lab).0), 7111);
+    let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7111), 1, 1, 20), 16, 64);
+    assert_clean(&r, 20);
+    let (_, stats, _) = srv.finish_all();
+    assert!(stats.stages.is_none(), "{:?}", stats.stages);
+}

@@ -9,6 +9,8 @@
 //! send them (`kick`: in copy mode the kernel's generic transmit, and on veth the peer's
 //! XDP receive too, run inside this call). What is left of the time between cycles is
 //! spent waiting for the peer (`wait`), the network and the other side included.
+//! A driver that sleeps makes its kick in the sleep's poll(2): that one is not
+//! separable and lands in `wait`; with busy polling every kick is a `sendto`.
 //!
 //! Each stage costs two CLOCK_MONOTONIC reads (vDSO); off, nothing is read.
 
