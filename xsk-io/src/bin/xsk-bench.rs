@@ -33,12 +33,19 @@ enum Mode {
     Rxdrop,
     /// Receive steered TCP frames, swap MAC addresses, send them back.
     L2fwd,
+    /// One TCP frame at a time to a reflector on the peer end and back: the round-trip
+    /// time of two ports with nothing above them, the floor under a request/response
+    /// exchange through the same rings (the lab runs the reflector, `pong`).
+    Pingpong,
+    /// The reflector of `pingpong`: like l2fwd, but it also swaps the IP addresses and
+    /// ports, so the frame is steered to the sender's socket.
+    Pong,
 }
 
 #[derive(Parser, Debug, Clone)]
 #[command(
     version,
-    about = "Packet rates of the copy-mode AF_XDP port (txonly, rxdrop, l2fwd)",
+    about = "Packet rates and round trips of the copy-mode AF_XDP port (txonly, rxdrop, l2fwd, pingpong)",
     long_about = None,
     after_help = "\
 Also: `xsk-bench restore IF` puts back what a killed xsk-io process left changed on IF (see
@@ -107,7 +114,7 @@ struct Args {
     /// TCP port steered to the socket in rxdrop/l2fwd (and targeted by --proto tcp).
     #[arg(long, default_value_t = 9000)]
     port: u16,
-    /// Protocol of generated frames.
+    /// Protocol of generated frames (pingpong: always tcp).
     #[arg(long, default_value = "udp", value_parser = ["udp", "tcp"])]
     proto: String,
     /// Don't change device settings (offloads, channels); only check them.
@@ -134,6 +141,34 @@ struct Summary {
     features: Features,
     stats: PortStats,
     audit: String,
+    /// Round trips (pingpong).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtt: Option<Rtt>,
+}
+
+/// Round-trip times of `pingpong`, in nanoseconds.
+#[derive(Serialize)]
+struct Rtt {
+    count: u64,
+    /// Frames not back within 100 ms (sent again).
+    lost: u64,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    p999_ns: u64,
+    mean_ns: f64,
+}
+
+impl Rtt {
+    fn from_samples(mut s: Vec<u32>, lost: u64) -> Option<Rtt> {
+        if s.is_empty() {
+            return None;
+        }
+        s.sort_unstable();
+        let q = |f: f64| u64::from(s[((s.len() - 1) as f64 * f).round() as usize]);
+        let mean_ns = s.iter().map(|&v| f64::from(v)).sum::<f64>() / s.len() as f64;
+        Some(Rtt { count: s.len() as u64, lost, p50_ns: q(0.5), p90_ns: q(0.9), p99_ns: q(0.99), p999_ns: q(0.999), mean_ns })
+    }
 }
 
 /// Durations the way every binary of the project takes them: `5s`, `500ms`, `1m`.
@@ -216,7 +251,19 @@ fn in_lab(args: &Args) -> Result<()> {
     let exe = std::env::current_exe()?;
     let mut gen: Option<Child> = None;
     let mut gen_json = None;
-    if args.mode != Mode::Txonly {
+    if args.mode == Mode::Pingpong {
+        // The reflector on the peer end, polled the same way as this side.
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &lab.ns_b.name]).arg(&exe).args(["pong", "--iface", &lab.if_b, "--quiet"]);
+        c.args(["--attach", &args.attach.to_string(), "--ring-size", &args.ring_size.to_string()]);
+        c.args(["--src-ip", &lab.addr_b.to_string(), "--dst-ip", &lab.addr_a.to_string(), "--port", &args.port.to_string()]);
+        if let Some(b) = args.busy_poll {
+            c.args(["--busy-poll", &b.to_string(), "--busy-budget", &args.busy_budget.to_string()]);
+        }
+        c.args(["--duration", &format!("{}ms", (args.duration + Duration::from_secs(3)).as_millis())]);
+        gen = Some(c.stdout(Stdio::null()).spawn().context("starting the reflector")?);
+        std::thread::sleep(Duration::from_millis(700));
+    } else if args.mode != Mode::Txonly {
         // The generator: a txonly port on the peer end sending TCP to our steered port.
         let j = std::env::temp_dir().join(format!("xsk-bench-gen-{}.json", std::process::id()));
         let mut c = Command::new("ip");
@@ -243,7 +290,12 @@ fn in_lab(args: &Args) -> Result<()> {
         Mode::Txonly => "txonly",
         Mode::Rxdrop => "rxdrop",
         Mode::L2fwd => "l2fwd",
+        Mode::Pingpong => "pingpong",
+        Mode::Pong => "pong",
     });
+    if args.mode == Mode::Pingpong && args.dst_mac.is_none() {
+        c.args(["--dst-mac", &pktgen::format_mac(&lab.mac_b)]);
+    }
     c.args(["--iface", &lab.if_a, "--queue", &args.queue.to_string()]);
     c.args(["--size", &args.size.to_string(), "--batch", &args.batch.to_string()]);
     c.args(["--attach", &args.attach.to_string()]);
@@ -346,7 +398,9 @@ fn fmt_rate(pps: f64) -> String {
 }
 
 fn bench(args: &Args, ifname: &str) -> Result<()> {
-    let proto = if args.proto == "tcp" { Proto::Tcp } else { Proto::Udp };
+    // The reflected frame must be steered back, and only TCP is.
+    let tcp = args.proto == "tcp" || matches!(args.mode, Mode::Pingpong | Mode::Pong);
+    let proto = if tcp { Proto::Tcp } else { Proto::Udp };
     if args.size < pktgen::min_size(proto) || args.size > args.frame_size as usize - 256 {
         bail!("--size {} out of range ({}..={})", args.size, pktgen::min_size(proto), args.frame_size - 256);
     }
@@ -363,8 +417,13 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
     };
     cfg.busy_poll = args.busy_poll.map(|usecs| BusyPoll { usecs, budget: args.busy_budget });
     cfg.tune = !args.no_tune;
-    if args.mode != Mode::Txonly {
-        cfg.steer = Some(SteerSpec { addr: args.src_ip, tcp_ports: vec![args.port], flags: SteerFlags::default() });
+    match args.mode {
+        Mode::Txonly => {}
+        // The reflected frame comes back to our source port.
+        Mode::Pingpong => {
+            cfg.steer = Some(SteerSpec { addr: args.src_ip, tcp_ports: vec![PING_PORT], flags: SteerFlags::default() })
+        }
+        _ => cfg.steer = Some(SteerSpec { addr: args.src_ip, tcp_ports: vec![args.port], flags: SteerFlags::default() }),
     }
     let mut port = Port::open(&cfg).with_context(|| format!("opening {ifname} queue {}", args.queue))?;
     port.log_features();
@@ -379,7 +438,7 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
         dst_mac,
         src_ip: args.src_ip,
         dst_ip: args.dst_ip,
-        src_port: 4000,
+        src_port: PING_PORT,
         dst_port: args.port,
         proto,
         size: args.size,
@@ -401,9 +460,11 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
         let s = p.stats().port;
         match args.mode {
             Mode::Txonly => s.completions,
-            Mode::Rxdrop | Mode::L2fwd => s.rx_frames,
+            Mode::Rxdrop | Mode::L2fwd | Mode::Pingpong | Mode::Pong => s.rx_frames,
         }
     };
+    let mut rtts: Vec<u32> = Vec::new();
+    let mut lost = 0u64;
     while !lab::interrupted() {
         match args.mode {
             Mode::Txonly => {
@@ -418,7 +479,16 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
                 }
                 port.flush()?;
             }
-            Mode::Rxdrop | Mode::L2fwd => {
+            Mode::Pingpong => {
+                if let Some(rtt) = ping(&mut port, &spec, &mut rx)? {
+                    if rtts.len() < MAX_SAMPLES {
+                        rtts.push(rtt.as_nanos().min(u128::from(u32::MAX)) as u32);
+                    }
+                } else {
+                    lost += 1;
+                }
+            }
+            Mode::Rxdrop | Mode::L2fwd | Mode::Pong => {
                 let n = port.recv(&mut rx, batch);
                 if n == 0 {
                     port.flush()?;
@@ -438,11 +508,14 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
                         let (dst, src) = d.split_at_mut(6);
                         dst.swap_with_slice(&mut src[..6]);
                     }
+                    if args.mode == Mode::Pong {
+                        swap_ip_and_ports(d);
+                    }
                     if let Err(f) = port.send(f) {
                         port.release(f);
                     }
                 }
-                if args.mode == Mode::L2fwd {
+                if args.mode != Mode::Rxdrop {
                     port.flush()?;
                 }
             }
@@ -500,8 +573,23 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
         features: port.features().clone(),
         stats: port.stats(),
         audit,
+        rtt: Rtt::from_samples(rtts, lost),
     };
     println!("---- {:?} {} bytes on {} ({})", args.mode, args.size, ifname, port.features());
+    if let Some(r) = &summary.rtt {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        println!(
+            "{:>28}: p50 {:.2} us  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  mean {:.2}  ({} round trips, {} lost)",
+            "round trip",
+            us(r.p50_ns),
+            us(r.p90_ns),
+            us(r.p99_ns),
+            us(r.p999_ns),
+            r.mean_ns / 1000.0,
+            r.count,
+            r.lost
+        );
+    }
     println!("{:>28}: {}", "median rate", fmt_rate(summary.pps));
     println!("{:>28}: {}", "mean rate", fmt_rate(summary.pps_mean));
     println!("{:>28}: {:.1} ns", "CPU per packet (process)", summary.cpu_ns_per_pkt);
@@ -516,7 +604,70 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
     if summary.audit.starts_with("FAILED") {
         bail!("frame accounting failed: {}", summary.audit);
     }
+    if args.mode == Mode::Pingpong {
+        match &summary.rtt {
+            None => bail!("pingpong: no frame came back (is `pong` running on the peer end?)"),
+            Some(r) if r.lost * 100 > r.count => bail!("pingpong: {} of {} frames did not come back", r.lost, r.count + r.lost),
+            Some(_) => {}
+        }
+    }
     Ok(())
+}
+
+/// The source port of pingpong's frames, steered back to its socket.
+const PING_PORT: u16 = 4000;
+/// Round trips kept for the percentiles (4 bytes each).
+const MAX_SAMPLES: usize = 20_000_000;
+
+/// One round trip: a frame out, busy-polling the RX ring until it is back (100 ms at
+/// most). None if it did not come back.
+fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>) -> Result<Option<Duration>> {
+    let Some(mut f) = port.alloc() else {
+        // Every frame in flight or in a ring: take completions back first.
+        port.flush()?;
+        return Ok(None);
+    };
+    let len = pktgen::build(spec, port.umem().buf_mut(&mut f));
+    f.set_len(len);
+    let t0 = Instant::now();
+    if let Err(f) = port.send(f) {
+        port.release(f);
+        return Ok(None);
+    }
+    port.flush()?;
+    let deadline = t0 + Duration::from_millis(100);
+    loop {
+        if port.recv(rx, 1) > 0 {
+            let rtt = t0.elapsed();
+            for f in rx.drain(..) {
+                port.release(f);
+            }
+            return Ok(Some(rtt));
+        }
+        if lab::interrupted() || Instant::now() > deadline {
+            return Ok(None);
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Swaps the IPv4 source and destination and the TCP/UDP ports of an Ethernet frame
+/// (checksums stay valid: their sums do not depend on the order).
+fn swap_ip_and_ports(d: &mut [u8]) {
+    if d.len() < 14 + 20 + 4 || d[12..14] != [0x08, 0x00] {
+        return;
+    }
+    let ihl = usize::from(d[14] & 0x0f) * 4;
+    if ihl < 20 || d.len() < 14 + ihl + 4 {
+        return;
+    }
+    for i in 0..4 {
+        d.swap(26 + i, 30 + i);
+    }
+    let l4 = 14 + ihl;
+    for i in 0..2 {
+        d.swap(l4 + i, l4 + 2 + i);
+    }
 }
 
 /// Writes the frame template once into every frame: frames are reused
@@ -541,6 +692,44 @@ fn iface_mac(ifname: &str) -> Option<[u8; 6]> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn pong_swaps_addresses_and_ports_and_keeps_the_checksums() {
+        let spec = FrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: Ipv4Addr::new(198, 18, 0, 1),
+            dst_ip: Ipv4Addr::new(198, 18, 0, 2),
+            src_port: PING_PORT,
+            dst_port: 9000,
+            proto: Proto::Tcp,
+            size: 118,
+        };
+        let mut a = vec![0u8; 118];
+        pktgen::build(&spec, &mut a);
+        let mut b = a.clone();
+        swap_ip_and_ports(&mut b);
+        let back = FrameSpec { src_ip: spec.dst_ip, dst_ip: spec.src_ip, src_port: 9000, dst_port: PING_PORT, ..spec };
+        let mut c = vec![0u8; 118];
+        pktgen::build(&back, &mut c);
+        // What the reflector sends back is the frame built the other way round (MACs aside).
+        assert_eq!(b[12..], c[12..]);
+        // Not IPv4, or too short: left alone.
+        let mut arp = a.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let before = arp.clone();
+        swap_ip_and_ports(&mut arp);
+        assert_eq!(arp, before);
+        swap_ip_and_ports(&mut a[..20]);
+    }
+
+    #[test]
+    fn round_trip_percentiles() {
+        assert!(Rtt::from_samples(vec![], 3).is_none());
+        let r = Rtt::from_samples((1..=1000).rev().collect(), 2).unwrap();
+        assert_eq!((r.count, r.lost, r.p50_ns, r.p99_ns, r.p999_ns), (1000, 2, 501, 990, 999));
+        assert_eq!(r.mean_ns, 500.5);
+    }
 
     #[test]
     fn cli_conventions() {
