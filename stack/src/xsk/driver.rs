@@ -460,9 +460,10 @@ impl Transport for XskTransport {
     }
 
     /// The frames go into the TX ring; the kick waits for the next `poll`'s
-    /// sleep unless frames are already waiting in the RX ring (then that
-    /// poll will not sleep, and the answers should not wait for the next
-    /// batch to be taken in: kicked now).
+    /// sleep unless that poll will not sleep: frames are already waiting in
+    /// the RX ring (the answers should not wait for the next batch to be
+    /// taken in), or the port busy-polls (it never sleeps, and the next
+    /// poll's pass would only delay the kick). Kicked now then.
     fn flush(&mut self) -> Result<(), TransportError> {
         if let Some(s) = &mut self.stages {
             s.flush();
@@ -471,7 +472,8 @@ impl Transport for XskTransport {
             let now = self.now();
             self.egress(now)?;
         }
-        if self.port.kick_owed() && self.port.rx_ready() > 0 {
+        let busy = self.port.features().busy_poll.is_some();
+        if self.port.kick_owed() && (busy || self.port.rx_ready() > 0) {
             self.send_now()?;
         }
         Ok(())
