@@ -117,6 +117,10 @@ struct Args {
     /// Protocol of generated frames (pingpong: always tcp).
     #[arg(long, default_value = "udp", value_parser = ["udp", "tcp"])]
     proto: String,
+    /// pingpong/pong: send with the TCP checksum left to the kernel (AF_XDP TX metadata, as
+    /// the stack does by default), the pseudo-header sum in the checksum field.
+    #[arg(long)]
+    tx_csum: bool,
     /// Don't change device settings (offloads, channels); only check them.
     #[arg(long)]
     no_tune: bool,
@@ -257,6 +261,9 @@ fn in_lab(args: &Args) -> Result<()> {
         c.args(["netns", "exec", &lab.ns_b.name]).arg(&exe).args(["pong", "--iface", &lab.if_b, "--quiet"]);
         c.args(["--attach", &args.attach.to_string(), "--ring-size", &args.ring_size.to_string()]);
         c.args(["--src-ip", &lab.addr_b.to_string(), "--dst-ip", &lab.addr_a.to_string(), "--port", &args.port.to_string()]);
+        if args.tx_csum {
+            c.arg("--tx-csum");
+        }
         if let Some(b) = args.busy_poll {
             c.args(["--busy-poll", &b.to_string(), "--busy-budget", &args.busy_budget.to_string()]);
         }
@@ -317,6 +324,9 @@ fn in_lab(args: &Args) -> Result<()> {
     }
     if args.no_tune {
         c.arg("--no-tune");
+    }
+    if args.tx_csum {
+        c.arg("--tx-csum");
     }
     let j = std::env::temp_dir().join(format!("xsk-bench-{}.json", std::process::id()));
     c.arg("--json").arg(&j);
@@ -480,7 +490,7 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
                 port.flush()?;
             }
             Mode::Pingpong => {
-                if let Some(rtt) = ping(&mut port, &spec, &mut rx)? {
+                if let Some(rtt) = ping(&mut port, &spec, &mut rx, args.tx_csum)? {
                     if rtts.len() < MAX_SAMPLES {
                         rtts.push(rtt.as_nanos().min(u128::from(u32::MAX)) as u32);
                     }
@@ -510,8 +520,11 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
                     }
                     if args.mode == Mode::Pong {
                         swap_ip_and_ports(d);
+                        if args.tx_csum {
+                            partial_tcp_csum(d);
+                        }
                     }
-                    if let Err(f) = port.send(f) {
+                    if let Err(f) = send(&mut port, f, args.tx_csum && args.mode == Mode::Pong) {
                         port.release(f);
                     }
                 }
@@ -621,7 +634,7 @@ const MAX_SAMPLES: usize = 20_000_000;
 
 /// One round trip: a frame out, busy-polling the RX ring until it is back (100 ms at
 /// most). None if it did not come back.
-fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>) -> Result<Option<Duration>> {
+fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>, tx_csum: bool) -> Result<Option<Duration>> {
     let Some(mut f) = port.alloc() else {
         // Every frame in flight or in a ring: take completions back first.
         port.flush()?;
@@ -629,8 +642,11 @@ fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>) -> Result<Option
     };
     let len = pktgen::build(spec, port.umem().buf_mut(&mut f));
     f.set_len(len);
+    if tx_csum {
+        partial_tcp_csum(port.umem().data_mut(&mut f));
+    }
     let t0 = Instant::now();
-    if let Err(f) = port.send(f) {
+    if let Err(f) = send(port, f, tx_csum) {
         port.release(f);
         return Ok(None);
     }
@@ -649,6 +665,33 @@ fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>) -> Result<Option
         }
         std::hint::spin_loop();
     }
+}
+
+/// Queues `f`, with the TCP checksum offloaded if `tx_csum` (TX metadata: the checksum at
+/// offset 16 of the TCP header after a 14-byte Ethernet and a 20-byte IPv4 header).
+fn send(port: &mut Port, f: Frame, tx_csum: bool) -> Result<(), Frame> {
+    if tx_csum {
+        port.split().1.send_csum(f, 34, 16)
+    } else {
+        port.send(f)
+    }
+}
+
+/// Writes the pseudo-header sum (not complemented) into the TCP checksum of an
+/// Ethernet/IPv4 (20-byte header)/TCP frame: what a CHECKSUM_PARTIAL packet carries.
+fn partial_tcp_csum(d: &mut [u8]) {
+    if d.len() < 54 || d[12..14] != [0x08, 0x00] || d[14] != 0x45 || d[23] != 6 {
+        return;
+    }
+    let tcp_len = (usize::from(u16::from_be_bytes([d[16], d[17]]))).saturating_sub(20);
+    let mut sum: u32 = 6 + tcp_len as u32;
+    for i in (26..34).step_by(2) {
+        sum += u32::from(u16::from_be_bytes([d[i], d[i + 1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    d[50..52].copy_from_slice(&(sum as u16).to_be_bytes());
 }
 
 /// Swaps the IPv4 source and destination and the TCP/UDP ports of an Ethernet frame
