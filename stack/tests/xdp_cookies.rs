@@ -203,3 +203,18 @@ fn what_the_program_must_not_answer_it_leaves_to_the_stack() {
     let (_, verdict, out) = both(&mut run, &g, true);
     assert_eq!((verdict, &out), (Verdict::Pass, &g));
 }
+
+/// A server may listen on a port inside the steered ephemeral range (a dedicated address
+/// steers the whole range): its SYNs get the program's cookie SYN-ACK too, and a SYN for
+/// a port of the range that nobody listens on (an outgoing connection's) is left alone.
+#[test]
+fn a_listener_inside_the_steered_range_gets_cookies_too() {
+    let mut run = program();
+    run.set_addr_and_range(Ipv4Addr::new(198, 18, 0, 1), SteerFlags::ARP | SteerFlags::ICMP, (6000, 8000)).unwrap();
+    let peer = Ipv4Addr::new(198, 18, 0, 2);
+    // PORT (7000) is inside the range and listening.
+    assert_same(&mut run, &syn(peer, 40000, 1, &[2, 4, 0x05, 0xb4], &[]), "a listener inside the range");
+    let g = frames::tcp(&frames::TcpSpec { src: peer, sport: 40001, dport: 7001, seq: 2, flags: 0x02, ..Default::default() });
+    let (verdict, out) = run.run(&g).unwrap();
+    assert_eq!((verdict, &out), (Verdict::Pass, &g), "a range port nobody listens on");
+}

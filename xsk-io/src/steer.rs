@@ -778,6 +778,12 @@ impl SteerRun {
         self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, None))
     }
 
+    /// Our address and flags with a steered port range, as [`Steer::set_addr`] followed
+    /// by [`Steer::add_tcp_port_range`].
+    pub fn set_addr_and_range(&self, addr: Ipv4Addr, flags: SteerFlags, range: (u16, u16)) -> Result<(), SteerError> {
+        self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, Some(range)))
+    }
+
     /// A listening port, as [`Steer::add_tcp_listener`].
     pub fn add_tcp_listener(&self, port: u16) -> Result<(), SteerError> {
         self.update(MAP_TCP_PORTS, &port_key(port), &[3])

@@ -770,13 +770,14 @@ int xsk_steer(struct xdp_md *ctx)
 
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *tcp = (void *)ip + ihl_bytes;
-		__u32 port, listener = 0;
+		__u32 port, listener = 0, in_range;
 		__u8 *want;
 
 		if ((void *)(tcp + 1) > data_end)
 			return pass();
 		port = bpf_ntohs(tcp->dest);
-		if (!(port_hi != 0 && port >= port_lo && port <= port_hi)) {
+		in_range = port_hi != 0 && port >= port_lo && port <= port_hi;
+		if (!in_range) {
 			want = bpf_map_lookup_elem(&tcp_ports, &port);
 			if (!want || !(*want & 1))
 				return pass();
@@ -786,6 +787,13 @@ int xsk_steer(struct xdp_md *ctx)
 		if (tcp->syn && !tcp->ack && !tcp->rst) {
 			__u32 q = ctx->rx_queue_index;
 			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+
+			/* A port in the steered range may listen too (a server on
+			 * a port among the ephemeral ones): only a SYN looks. */
+			if (in_range) {
+				want = bpf_map_lookup_elem(&tcp_ports, &port);
+				listener = want && (*want & 2);
+			}
 
 			if (listener && slot && slot->cookies_on) {
 				int r = answer_syn(ctx, slot);
@@ -809,6 +817,7 @@ int xsk_steer(struct xdp_md *ctx)
 		}
 #else
 		(void)listener;
+		(void)in_range;
 #endif
 		return steer(ctx);
 	}
