@@ -88,6 +88,15 @@ pub enum LabError {
     /// The helper thread of [`Netns::run_in`] could not be started.
     #[error("could not start a thread: {0}")]
     Thread(#[source] io::Error),
+    /// An XDP program for the lab ([`Lab::peer_xdp_pass`]) could not be attached.
+    #[error("attaching an XDP program to {ifname}: {source}")]
+    Xdp {
+        /// The interface.
+        ifname: String,
+        /// Why.
+        #[source]
+        source: crate::steer::SteerError,
+    },
 }
 
 impl LabError {
@@ -819,12 +828,12 @@ impl Lab {
     /// program (its NAPI is not scheduled for them otherwise), so this is
     /// how a lab lets the XDP program on `if_a` answer SYNs itself. Detached
     /// when the returned value is dropped (or the lab removed).
-    pub fn peer_xdp_pass(&self) -> Result<crate::steer::Steer, String> {
+    pub fn peer_xdp_pass(&self) -> Result<crate::steer::Steer, LabError> {
         let ifname = self.if_b.clone();
+        let name = ifname.clone();
         self.ns_b
-            .run_in(move || crate::steer::Steer::attach(&ifname, crate::AttachMode::Drv))
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+            .run_in(move || crate::steer::Steer::attach(&name, crate::AttachMode::Drv))?
+            .map_err(|source| LabError::Xdp { ifname, source })
     }
 
     /// Permanent neighbour entries on both ends, so no ARP is needed.

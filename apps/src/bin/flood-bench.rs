@@ -1003,7 +1003,7 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
     }
     let lab = Lab::new(&LabConfig::new(LAB_TAG)).context("building the veth lab")?;
     let _peer_xdp = if args.peer_xdp {
-        Some(lab.peer_xdp_pass().map_err(anyhow::Error::msg).context("an XDP program on ns_b's veth")?)
+        Some(lab.peer_xdp_pass().context("an XDP program on ns_b's veth")?)
     } else {
         None
     };
