@@ -133,6 +133,18 @@ for v, xs in res["pingpong-csum"].items():
     out.append(f"  {v}: {' '.join(f'{x:.2f}' for x in xs)}  median {statistics.median(xs):.2f}")
 out.append("")
 
+ab_table("Deferred ACKs on / off (--no-defer-acks), busy-same-1, on off off on x 3", "defer",
+         [f"{v}-{i}" for i, v in enumerate(["on", "off", "off", "on"] * 3, 1)])
+
+out.append("pingpong with rings of 256 and 8192 entries (256 8192 8192 256 x 3): p50 us")
+res["pingpong-rings"] = {}
+for f in sorted((here / "pingpong-rings").glob("*.json")):
+    v = f.stem.split("-")[0]
+    res["pingpong-rings"].setdefault(v, []).append(json.loads(f.read_text())["rtt"]["p50_ns"] / 1000)
+for v, xs in res["pingpong-rings"].items():
+    out.append(f"  {v}: {' '.join(f'{x:.2f}' for x in xs)}  median {statistics.median(xs):.2f}")
+out.append("")
+
 for folder, title in [("floor-before", "The floor before the kick change (17739b9): pingpong, then busy-same-1 with offload on and off"),
                       ("floor", "The floor after it (76abefa): pingpong, then busy-same-1")]:
     out.append(title)
