@@ -145,6 +145,49 @@ for v, xs in res["pingpong-rings"].items():
     out.append(f"  {v}: {' '.join(f'{x:.2f}' for x in xs)}  median {statistics.median(xs):.2f}")
 out.append("")
 
+def abba_table(folder, title):
+    abba = here / folder
+    if not abba.is_dir():
+        return
+    out.append(title)
+    out.append("(xsk rows; `kernel rps` is kernel TCP's row of the same invocations, which neither build touches: the slots' noise)")
+    out.append(f"{'case':12} {'metric':10} {'A runs':>32} {'B runs':>32} {'B/A':>6} {'B better':>9}")
+    runs = {}
+    for d in sorted((d for d in abba.glob("[AB]-*") if d.is_dir()), key=lambda d: int(d.name.split("-")[1])):
+        if not (d / "results.json").exists():
+            continue
+        v, k = d.name.split("-")
+        for r in json.loads((d / "results.json").read_text())["summary"]:
+            runs.setdefault(r["case"], []).append((v, (int(k) - 1) // 4, r))
+    res[folder] = {}
+    for case, rs in runs.items():
+        for metric, better in [("rps", max), ("p50_us", min), ("cpu_us_per_req", min), ("kernel rps", max)]:
+            be = "kernel" if metric.startswith("kernel") else "xsk"
+            key = metric.split()[-1]
+            rs_all = rs
+            rs = [(v, c, r) for v, c, r in rs_all if r["backend"] == be]
+            a = [r[key] for v, _, r in rs if v == "A"]
+            b = [r[key] for v, _, r in rs if v == "B"]
+            cycles = sorted({c for _, c, _ in rs})
+            wins = 0
+            for c in cycles:
+                ca = [r[key] for v, cc, r in rs if v == "A" and cc == c]
+                cb = [r[key] for v, cc, r in rs if v == "B" and cc == c]
+                if ca and cb and better(statistics.median(ca), statistics.median(cb)) == statistics.median(cb) \
+                        and statistics.median(ca) != statistics.median(cb):
+                    wins += 1
+            ratio = statistics.median(b) / statistics.median(a) if a and b else float("nan")
+            res[folder].setdefault(case, {})[metric] = {"A": a, "B": b, "B_over_A": ratio, "B_better_cycles": wins,
+                                                       "cycles": len(cycles)}
+            fmt = (lambda x: f"{x:,.0f}") if key == "rps" else (lambda x: f"{x:.1f}")
+            out.append(f"{case:12} {metric[:10]:10} {' '.join(fmt(x) for x in a):>32} {' '.join(fmt(x) for x in b):>32} "
+                       f"{ratio:6.3f} {wins:>4} of {len(cycles)}")
+            rs = rs_all
+    out.append("")
+
+abba_table("abba", "rr-demo before (A = 45e15d6, the session's start) and after (B = this study's last code), A B B A per cycle, 2 cycles")
+abba_table("abba-rr256", "The same for rr-256 and same-16 again, 3 cycles")
+
 for folder, title in [("floor-before", "The floor before the kick change (17739b9): pingpong, then busy-same-1 with offload on and off"),
                       ("floor", "The floor after it (76abefa): pingpong, then busy-same-1")]:
     out.append(title)
