@@ -18,15 +18,12 @@ use crate::wire::{
 const ETH: usize = 14;
 const HEADERS: usize = ETH + IPV4_HEADER_LEN + TCP_HEADER_LEN;
 
-/// Whether [`emit`] writes `tcp`: no options, the case where
+/// Whether [`emit`] writes `tcp`: a segment without options, the case where
 /// `TcpRepr::header_len` is 20 (the caller has already ruled out
-/// fragmentation).
+/// fragmentation). `header_len` decides, so the two writers cannot disagree
+/// on the data offset.
 pub(crate) fn applies(tcp: &TcpRepr) -> bool {
-    tcp.max_seg_size.is_none()
-        && tcp.window_scale.is_none()
-        && !tcp.sack_permitted
-        && tcp.timestamp.is_none()
-        && tcp.sack_ranges.iter().all(|r| r.is_none())
+    tcp.header_len() == TCP_HEADER_LEN
 }
 
 /// Writes the frame of `tcp` in `ip` into `buf`, which is exactly
