@@ -475,6 +475,7 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
     };
     let mut rtts: Vec<u32> = Vec::new();
     let mut lost = 0u64;
+    let mut seq = 0u64;
     while !lab::interrupted() {
         match args.mode {
             Mode::Txonly => {
@@ -490,12 +491,13 @@ fn bench(args: &Args, ifname: &str) -> Result<()> {
                 port.flush()?;
             }
             Mode::Pingpong => {
-                if let Some(rtt) = ping(&mut port, &spec, &mut rx, args.tx_csum)? {
-                    if rtts.len() < MAX_SAMPLES {
-                        rtts.push(rtt.as_nanos().min(u128::from(u32::MAX)) as u32);
+                seq += 1;
+                match ping(&mut port, &spec, &mut rx, args.tx_csum, seq)? {
+                    Ping::Back(rtt) if rtts.len() < MAX_SAMPLES => {
+                        rtts.push(rtt.as_nanos().min(u128::from(u32::MAX)) as u32)
                     }
-                } else {
-                    lost += 1;
+                    Ping::Back(_) | Ping::NotSent => {}
+                    Ping::Lost => lost += 1,
                 }
             }
             Mode::Rxdrop | Mode::L2fwd | Mode::Pong => {
@@ -632,39 +634,75 @@ const PING_PORT: u16 = 4000;
 /// Round trips kept for the percentiles (4 bytes each).
 const MAX_SAMPLES: usize = 20_000_000;
 
-/// One round trip: a frame out, busy-polling the RX ring until it is back (100 ms at
-/// most). None if it did not come back.
-fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>, tx_csum: bool) -> Result<Option<Duration>> {
+/// What became of one ping.
+enum Ping {
+    /// Its reply came back after this long.
+    Back(Duration),
+    /// No reply within 100 ms.
+    Lost,
+    /// Not sent: no free frame or no TX ring room (completions were taken back).
+    NotSent,
+}
+
+/// Where the ping's sequence number goes: the first 8 payload bytes after the
+/// Ethernet, IPv4 and TCP headers, which the reflector leaves alone.
+const SEQ_AT: usize = 54;
+
+/// One round trip: a frame out carrying `seq`, busy-polling the RX ring until the reply
+/// with the same `seq` is back (100 ms at most). A late reply to an earlier ping is
+/// released and not taken for this one's.
+fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>, tx_csum: bool, seq: u64) -> Result<Ping> {
     let Some(mut f) = port.alloc() else {
         // Every frame in flight or in a ring: take completions back first.
         port.flush()?;
-        return Ok(None);
+        return Ok(Ping::NotSent);
     };
     let len = pktgen::build(spec, port.umem().buf_mut(&mut f));
     f.set_len(len);
-    if tx_csum {
-        partial_tcp_csum(port.umem().data_mut(&mut f));
+    {
+        let d = port.umem().data_mut(&mut f);
+        stamp(d, seq);
+        if tx_csum {
+            partial_tcp_csum(d);
+        }
     }
     let t0 = Instant::now();
     if let Err(f) = send(port, f, tx_csum) {
         port.release(f);
-        return Ok(None);
+        port.flush()?;
+        return Ok(Ping::NotSent);
     }
     port.flush()?;
     let deadline = t0 + Duration::from_millis(100);
     loop {
         if port.recv(rx, 1) > 0 {
             let rtt = t0.elapsed();
-            for f in rx.drain(..) {
+            let mut ours = false;
+            for mut f in rx.drain(..) {
+                let d = port.umem().data_mut(&mut f);
+                ours |= d.len() < SEQ_AT + 8 || d[SEQ_AT..SEQ_AT + 8] == seq.to_be_bytes();
                 port.release(f);
             }
-            return Ok(Some(rtt));
+            if ours {
+                return Ok(Ping::Back(rtt));
+            }
         }
         if lab::interrupted() || Instant::now() > deadline {
-            return Ok(None);
+            return Ok(Ping::Lost);
         }
         std::hint::spin_loop();
     }
+}
+
+/// Writes `seq` at [`SEQ_AT`] of a TCP frame long enough for it, and its checksum again.
+fn stamp(d: &mut [u8], seq: u64) {
+    if d.len() < SEQ_AT + 8 {
+        return;
+    }
+    d[SEQ_AT..SEQ_AT + 8].copy_from_slice(&seq.to_be_bytes());
+    d[50..52].fill(0);
+    let c = pktgen::checksum(&d[34..], u32::from(pseudo_sum(d)));
+    d[50..52].copy_from_slice(&c.to_be_bytes());
 }
 
 /// Queues `f`, with the TCP checksum offloaded if `tx_csum` (TX metadata: the checksum at
@@ -683,15 +721,16 @@ fn partial_tcp_csum(d: &mut [u8]) {
     if d.len() < 54 || d[12..14] != [0x08, 0x00] || d[14] != 0x45 || d[23] != 6 {
         return;
     }
-    let tcp_len = (usize::from(u16::from_be_bytes([d[16], d[17]]))).saturating_sub(20);
-    let mut sum: u32 = 6 + tcp_len as u32;
-    for i in (26..34).step_by(2) {
-        sum += u32::from(u16::from_be_bytes([d[i], d[i + 1]]));
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    d[50..52].copy_from_slice(&(sum as u16).to_be_bytes());
+    let sum = pseudo_sum(d);
+    d[50..52].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// The folded (not complemented) TCP pseudo-header sum of an Ethernet/IPv4 (20-byte
+/// header) frame: addresses, protocol, TCP length from the IP total length.
+fn pseudo_sum(d: &[u8]) -> u16 {
+    let tcp_len = u32::from(u16::from_be_bytes([d[16], d[17]])).saturating_sub(20);
+    // `checksum` complements its folded sum: undone here.
+    !pktgen::checksum(&d[26..34], 6 + tcp_len)
 }
 
 /// Swaps the IPv4 source and destination and the TCP/UDP ports of an Ethernet frame
@@ -764,6 +803,35 @@ mod tests {
         swap_ip_and_ports(&mut arp);
         assert_eq!(arp, before);
         swap_ip_and_ports(&mut a[..20]);
+    }
+
+    #[test]
+    fn the_partial_checksum_completes_to_the_full_one() {
+        let spec = FrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: Ipv4Addr::new(198, 18, 0, 1),
+            dst_ip: Ipv4Addr::new(198, 18, 7, 9),
+            src_port: PING_PORT,
+            dst_port: 9000,
+            proto: Proto::Tcp,
+            size: 121,
+        };
+        let mut a = vec![0u8; 121];
+        pktgen::build(&spec, &mut a);
+        let full = u16::from_be_bytes([a[50], a[51]]);
+        // A stamped frame carries a valid checksum: the TCP segment sums to zero with its
+        // pseudo header.
+        let mut st = a.clone();
+        stamp(&mut st, 0x0102_0304_0506_0708);
+        assert_eq!(st[SEQ_AT..SEQ_AT + 8], [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(pktgen::checksum(&st[34..], u32::from(pseudo_sum(&st))), 0);
+        let mut b = a.clone();
+        partial_tcp_csum(&mut b);
+        assert_ne!(b[50..52], a[50..52]);
+        // What the device (or the kernel) does with CHECKSUM_PARTIAL: sum from csum_start
+        // with the pseudo-header sum in the field, and write the complement there.
+        assert_eq!(pktgen::checksum(&b[34..], 0), full);
     }
 
     #[test]
