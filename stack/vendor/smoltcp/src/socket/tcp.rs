@@ -19,6 +19,8 @@ use crate::wire::{
 };
 
 mod congestion;
+// [xsk-stack patch: cc-static] The controller's methods are called on the enum.
+use congestion::Controller as _;
 
 macro_rules! tcp_trace {
     ($($arg:expr),*) => (net_log!(trace, $($arg),*));
@@ -2907,6 +2909,26 @@ impl<'a> Socket<'a> {
             return true;
         }
 
+        // [xsk-stack patch: idle-exit] Everything buffered has been sent and no SYN or
+        // FIN is owed: the window arithmetic below cannot find an octet to send
+        // (`max_send_seq` is at most `remote_last_seq`). In request/response traffic
+        // about every other call is this one: the poll after an answer went out, an
+        // ACK that brought nothing to send.
+        if !matches!(
+            self.state,
+            State::SynSent | State::SynReceived | State::FinWait1 | State::Closing | State::LastAck
+        ) && self.local_seq_no + self.tx_buffer.len() <= self.remote_last_seq
+        {
+            // Every test and fuzz run in a debug build checks that claim.
+            debug_assert!(self.tuple.is_none() || !self.seq_to_transmit_window(cx));
+            return false;
+        }
+        self.seq_to_transmit_window(cx)
+    }
+
+    /// `seq_to_transmit` after its early answers: what the windows, the MSS and Nagle
+    /// allow.
+    fn seq_to_transmit_window(&self, cx: &mut Context) -> bool {
         let ip_header_len = match self.tuple.unwrap().local.addr {
             #[cfg(feature = "proto-ipv4")]
             IpAddress::Ipv4(_) => crate::wire::IPV4_HEADER_LEN,

@@ -78,29 +78,79 @@ impl AnyController {
         AnyController::None(no_control::NoControl)
     }
 
+    // [xsk-stack patch: cc-static] The controller is called through a `match` on the
+    // variant (`impl Controller for AnyController` below) instead of a `&dyn Controller`:
+    // an indirect call the compiler cannot inline, several times per segment sent and
+    // received. Callers are unchanged: these return the enum, whose methods forward.
     #[inline]
-    pub fn inner_mut(&mut self) -> &mut dyn Controller {
-        match self {
-            AnyController::None(n) => n,
-
-            #[cfg(feature = "socket-tcp-reno")]
-            AnyController::Reno(r) => r,
-
-            #[cfg(feature = "socket-tcp-cubic")]
-            AnyController::Cubic(c) => c,
-        }
+    pub fn inner_mut(&mut self) -> &mut Self {
+        self
     }
 
     #[inline]
-    pub fn inner(&self) -> &dyn Controller {
-        match self {
-            AnyController::None(n) => n,
+    pub fn inner(&self) -> &Self {
+        self
+    }
+}
+
+/// Calls `$call` on the controller inside `$self`, whichever it is.
+macro_rules! forward {
+    ($self:ident, $c:ident => $call:expr) => {
+        match $self {
+            AnyController::None($c) => $call,
 
             #[cfg(feature = "socket-tcp-reno")]
-            AnyController::Reno(r) => r,
+            AnyController::Reno($c) => $call,
 
             #[cfg(feature = "socket-tcp-cubic")]
-            AnyController::Cubic(c) => c,
+            AnyController::Cubic($c) => $call,
         }
+    };
+}
+
+impl Controller for AnyController {
+    #[inline]
+    fn window(&self) -> usize {
+        forward!(self, c => c.window())
+    }
+
+    #[inline]
+    fn set_remote_window(&mut self, remote_window: usize) {
+        forward!(self, c => c.set_remote_window(remote_window))
+    }
+
+    #[inline]
+    fn on_ack(&mut self, now: Instant, len: usize, in_flight: usize, rtt: &RttEstimator) {
+        forward!(self, c => c.on_ack(now, len, in_flight, rtt))
+    }
+
+    #[inline]
+    fn on_dup_ack(&mut self, now: Instant, len: usize, in_flight: usize) {
+        forward!(self, c => c.on_dup_ack(now, len, in_flight))
+    }
+
+    #[inline]
+    fn on_rto(&mut self, now: Instant, in_flight: usize) {
+        forward!(self, c => c.on_rto(now, in_flight))
+    }
+
+    #[inline]
+    fn on_loss(&mut self, now: Instant, in_flight: usize) {
+        forward!(self, c => c.on_loss(now, in_flight))
+    }
+
+    #[inline]
+    fn pre_transmit(&mut self, now: Instant) {
+        forward!(self, c => c.pre_transmit(now))
+    }
+
+    #[inline]
+    fn post_transmit(&mut self, now: Instant, len: usize) {
+        forward!(self, c => c.post_transmit(now, len))
+    }
+
+    #[inline]
+    fn set_mss(&mut self, mss: usize) {
+        forward!(self, c => c.set_mss(mss))
     }
 }
