@@ -291,6 +291,10 @@ pub struct Port {
 /// sleeper for that).
 const FOLD_MAX: u32 = 32;
 
+/// [`Port::publish`] reaps completions once this many frames are out for TX (half of
+/// [`FOLD_MAX`], so completed frames left unreaped never make a small batch look large).
+const REAP_BATCH: u32 = FOLD_MAX / 2;
+
 /// How often a port whose link is down tries the kick again.
 const LINK_RETRY: Duration = Duration::from_millis(10);
 
@@ -611,6 +615,13 @@ impl Port {
         if published > 0 {
             self.counters.tx_batches += 1;
         }
+        // Completions are taken in batches here: at light load every publish sends one
+        // frame, and reading the completion ring for it cost more than building it.
+        // Fewer than REAP_BATCH frames wait, so the count below still tells a burst.
+        // (`flush` takes them all: `drain_tx` waits for that.)
+        if self.frames.count(Place::Tx) >= REAP_BATCH {
+            self.reap();
+        }
         if (published > 0 || self.kick_pending) && self.tx.needs_wakeup() {
             // One poll(2) transmits at most one TX budget (32 before 6.17),
             // and what it leaves would wait out the sleep: many frames in
@@ -622,7 +633,6 @@ impl Port {
                 self.kick_owed = true;
             }
         }
-        self.reap();
         self.refill();
         Ok(())
     }
@@ -743,9 +753,19 @@ impl Port {
     }
 
     /// Tops up the fill ring from the free list, keeping the TX reserve.
+    ///
+    /// Not while it lacks fewer than [`REFILL_BATCH`] frames and still holds an RX
+    /// ring's worth: at light load every receive brings one frame, and topping up one
+    /// (the free list, a ring write, the index store the kernel reads) per frame cost
+    /// more than reading it. A burst still finds the RX ring full before the fill ring
+    /// empty, as when it was always full.
     fn refill(&mut self) {
-        if self.fill.in_flight() == 0 && self.counters.rx_frames > 0 {
+        let in_flight = self.fill.in_flight();
+        if in_flight == 0 && self.counters.rx_frames > 0 {
             self.fill_ran_empty();
+        }
+        if skip_refill(in_flight, self.features.rings.fill, self.features.rings.rx) {
+            return;
         }
         let spare = crate::socket::fill_spare(self.frames.free_len() as u32, self.tx_reserve, self.frames.count(Place::Tx));
         let want = self.fill.free(spare.max(1)).min(spare);
@@ -1004,8 +1024,36 @@ impl mio::event::Source for Port {
     }
 }
 
+/// Frames the fill ring may lack before [`Port`] tops it up: the receive batch.
+pub(crate) const REFILL_BATCH: u32 = 64;
+
+/// Whether a fill ring with `in_flight` of its `fill` slots given to the kernel can wait
+/// for its top-up: it lacks fewer than [`REFILL_BATCH`] and holds at least an RX ring
+/// (`rx` slots) of frames, so a burst fills the RX ring before it empties the fill ring.
+fn skip_refill(in_flight: u32, fill: u32, rx: u32) -> bool {
+    in_flight >= rx && fill - in_flight.min(fill) < REFILL_BATCH
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_fill_ring_waits_for_a_batch_but_never_below_an_rx_ring() {
+        use super::{skip_refill, REFILL_BATCH};
+        // The stack's sizing: fill twice the RX ring.
+        assert!(skip_refill(8192, 8192, 4096));
+        assert!(skip_refill(8192 - REFILL_BATCH + 1, 8192, 4096));
+        assert!(!skip_refill(8192 - REFILL_BATCH, 8192, 4096));
+        assert!(!skip_refill(0, 8192, 4096));
+        // Fill and RX the same size: only a full ring waits, as before.
+        assert!(skip_refill(2048, 2048, 2048));
+        assert!(!skip_refill(2047, 2048, 2048));
+        // A ring smaller than a batch waits down to an RX ring's worth; a count past
+        // the size does not wrap.
+        assert!(skip_refill(15, 16, 8));
+        assert!(!skip_refill(7, 16, 8));
+        assert!(skip_refill(9000, 8192, 4096));
+    }
+
     #[test]
     fn a_port_can_move_to_its_thread() {
         fn is_send<T: Send>() {}
