@@ -48,7 +48,8 @@ pub enum CodecError {
 /// connection.
 pub trait Codec {
     /// Extracts one complete message from the front of `buf` (advancing it), or `None` if
-    /// `buf` does not hold a complete one yet. Must not panic on any input.
+    /// `buf` does not hold a complete one yet. Must not panic on any input. No message is
+    /// zero bytes long: the server does not call it with an empty `buf`.
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, CodecError>;
 
     /// Like `decode`, for a caller that knows the message is `len` bytes long: a client

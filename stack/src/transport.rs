@@ -26,7 +26,10 @@
 //! `recv(c)` has returned `Ok(0)`. So the application must keep calling `recv` until it returns
 //! `Ok(0)`. It may postpone that, e.g. for back-pressure, but then it must remember that the
 //! connection may still hold data. Extra `Readable` events are allowed, and a `recv` that then
-//! returns `Ok(0)` handles them. Backends should not re-report `Readable` for data the application
+//! returns `Ok(0)` handles them. A backend whose [`Transport::recv_drains`] is true takes every
+//! byte the connection holds in each `recv` and re-arms `Readable` then, so one `recv` that
+//! returned bytes counts as drained: the call that would return `Ok(0)` may be left out.
+//! Backends should not re-report `Readable` for data the application
 //! is deliberately leaving unread, because that would make a back-pressured loop spin. A
 //! level-triggered backend (smoltcp: `can_recv()`) meets this by reporting only for
 //! connections that it marked "wants notification" when their last `recv` returned 0.
@@ -196,6 +199,14 @@ pub trait Transport {
     /// working until the peer's FIN (`Closed`). Later `send`s fail with
     /// [`TransportError::ConnectionClosed`]. The id stays valid until `close`.
     fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError>;
+
+    /// True if every `recv` takes all the bytes the connection holds and re-arms `Readable`
+    /// as an `Ok(0)` would (see the module docs): an application may then stop reading after
+    /// one `recv` that returned bytes. False (the default) asks for the `Ok(0)`: the kernel
+    /// backend reads what fits its buffer.
+    fn recv_drains(&self) -> bool {
+        false
+    }
 
     /// For a loop that sleeps elsewhere (the tokio adapter, [`crate::tokio`]): a descriptor
     /// that becomes readable when `poll` has I/O to take in. Edge-triggered use is fine as long

@@ -281,6 +281,7 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
     id: ConnId,
     conn: &mut ServerConn<C>,
 ) -> Next {
+    let drains = transport.recv_drains();
     loop {
         if !conn.paused && !conn.closing && !conn.pending {
             // Requests left in the buffer when we paused come first.
@@ -301,6 +302,11 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
                 // Decode after every read, so the read buffer only ever holds about one
                 // read's worth plus a partial message.
                 decode_buffered(handler, scratch, stats, high_water, id, conn);
+                if drains {
+                    // That read took everything and re-armed `Readable`: the one that would
+                    // return 0 is left out (a call per request).
+                    break;
+                }
             }
             if conn.wbuf.len() >= high_water {
                 // Leave the rest unread (and undecoded). The transport will not remind us (edge
@@ -349,7 +355,9 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
 
 /// Decodes and handles the requests in the read buffer until it holds no complete one, the
 /// response backlog reaches `high_water` (the rest waits: this bounds the per-connection
-/// response queue however much a client pipelines), or the connection is closing.
+/// response queue however much a client pipelines), or the connection is closing. An empty
+/// buffer holds none (no message is zero bytes long), so the codec is not asked: that saves
+/// two calls per request, before and after the one that finds it.
 fn decode_buffered<C: Codec, H: Handler>(
     handler: &mut H,
     scratch: &mut BytesMut,
@@ -358,7 +366,7 @@ fn decode_buffered<C: Codec, H: Handler>(
     id: ConnId,
     conn: &mut ServerConn<C>,
 ) {
-    while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
+    while !conn.rbuf.is_empty() && !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
         match conn.codec.decode(&mut conn.rbuf) {
             Ok(Some(req)) => {
                 scratch.clear();

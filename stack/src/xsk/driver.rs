@@ -133,6 +133,11 @@ impl XskTransport {
     /// one is configured; each UMEM frame goes back to the port once read.
     /// Deferred ACKs that came between these frames go in between them.
     fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
+        if batch.is_empty() && self.faults.is_none() {
+            // The pass before a sleep: nothing came. (The fault injector may hold
+            // frames that are due now.)
+            return;
+        }
         let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch_ns);
         let (link, umem) = self.dev.link(&mut self.port);
         match &mut self.faults {
@@ -252,6 +257,9 @@ impl XskTransport {
 
     /// Ports of finished connections go back to the kernel.
     fn release_ports(&mut self) {
+        if !self.engine.has_port_changes() {
+            return; // nearly every egress: no connection finished
+        }
         let steer = self.port.steer();
         for PortChange::Released(p) in self.engine.port_changes() {
             if let Some(c) = &self.claims {
@@ -518,6 +526,11 @@ impl Transport for XskTransport {
 
     fn closing(&self) -> usize {
         self.engine.closing()
+    }
+
+    /// The engine's `recv` reads until smoltcp's buffer is empty.
+    fn recv_drains(&self) -> bool {
+        true
     }
 
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {

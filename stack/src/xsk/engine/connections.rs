@@ -103,8 +103,9 @@ impl Engine {
         }
         let eof = !s.may_recv() && !s.can_recv();
         let c = self.conns.get_mut(conn).expect("checked above");
+        // The buffer is empty now, whatever was read: `Readable` is re-armed (`recv_drains`).
+        c.want_read = true;
         if total == 0 {
-            c.want_read = true;
             if eof && !c.closed_reported {
                 c.closed_reported = true;
                 self.stats.closed += 1;

@@ -212,6 +212,11 @@ impl Engine {
         self.ports.changes()
     }
 
+    /// Whether [`port_changes`](Self::port_changes) has any.
+    pub(crate) fn has_port_changes(&self) -> bool {
+        self.ports.has_changes()
+    }
+
     fn mark_dirty(&mut self, b: u32) {
         let bucket = &mut self.buckets[b as usize];
         if !bucket.dirty {

@@ -62,6 +62,10 @@ impl PortTable {
     pub(super) fn changes(&mut self) -> std::vec::Drain<'_, PortChange> {
         self.changes.drain(..)
     }
+
+    pub(super) fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
 }
 
 #[cfg(test)]

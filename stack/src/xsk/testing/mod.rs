@@ -243,6 +243,10 @@ impl Transport for MemTransport {
         self.engine.shutdown_write(conn)
     }
 
+    fn recv_drains(&self) -> bool {
+        true
+    }
+
     fn flush(&mut self) -> Result<(), TransportError> {
         self.egress();
         Ok(())
