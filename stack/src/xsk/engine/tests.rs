@@ -68,6 +68,41 @@ fn handshake_data_and_close_reported_once() {
     assert_eq!(s.live_sockets, 0, "{s:?}");
 }
 
+/// `recv_drains`: one recv that returned bytes re-arms `Readable` as an `Ok(0)` would, so an
+/// application that never makes the call returning 0 still hears of the next bytes and of
+/// the peer's FIN (and reads both).
+#[test]
+fn a_draining_recv_rearms_readable_without_the_empty_one() {
+    let mut p = Pair::new();
+    let (ca, cb) = connected(&mut p);
+    assert!(p.a.recv_drains());
+    let mut buf = BytesMut::new();
+    for (i, msg) in [&b"one"[..], b"two", b"three"].into_iter().enumerate() {
+        assert_eq!(p.b.send(cb, msg).unwrap(), msg.len());
+        let (ea, _) = p.settle(20);
+        assert!(ea.contains(&Event::Readable(ca)), "message {i}: no Readable, events {ea:?}");
+        buf.clear();
+        // One recv only: it returns everything the connection holds.
+        assert_eq!(p.a.recv(ca, &mut buf).unwrap(), msg.len(), "message {i}");
+        assert_eq!(&buf[..], msg);
+    }
+    // Data and FIN: the one recv reads the data, and the FIN still comes as an event.
+    assert_eq!(p.b.send(cb, b"last").unwrap(), 4);
+    p.b.close(cb);
+    let (ea, _) = p.settle(20);
+    assert!(ea.contains(&Event::Readable(ca)), "events {ea:?}");
+    buf.clear();
+    assert_eq!(p.a.recv(ca, &mut buf).unwrap(), 4);
+    let (mut ea, _) = p.settle(20);
+    let _ = p.a.poll(&mut ea, None);
+    assert!(ea.contains(&Event::Readable(ca)) || ea.contains(&Event::Closed(ca)), "the FIN went unreported: {ea:?}");
+    assert_eq!(p.a.recv(ca, &mut buf).unwrap(), 0);
+    let mut more = Vec::new();
+    let _ = p.a.poll(&mut more, None);
+    ea.extend(more);
+    assert_eq!(closed_count(&ea, ca), 1, "{ea:?}");
+}
+
 #[test]
 fn bytes_survive_loss_and_reordering() {
     let mut p = Pair::new();
