@@ -94,52 +94,60 @@ if out["vm"]:
 # abba: rr-demo, base (A) and new (B) in the order A B B A per cycle (abba-builds.sh of
 # docs/2026-12-03-egress). Per case: the xsk row's requests/s, p50 and CPU per request, and
 # kernel TCP's requests/s from the same invocations (neither build touches it: the slots' noise).
-runs, inv_rows = {}, {}
-for d in sorted((d for d in glob.glob(f"{here}/abba/[AB]-*") if os.path.isdir(d)), key=lambda d: int(d.rsplit("-", 1)[1])):
-    if not os.path.exists(f"{d}/results.json"):
-        continue
-    v, k = os.path.basename(d).split("-")
-    for r in json.load(open(f"{d}/results.json"))["summary"]:
-        runs.setdefault(r["case"], []).append((v, (int(k) - 1) // 4, r))
-        inv_rows.setdefault(r["case"], []).append((v, (int(k) - 1) // 4, r, int(k)))
-if runs:
-    print()
-    print("rr-demo, base (A) against new (B), A B B A per cycle; B/A of the medians, and the cycles where B was better")
-    print(f"  {'case':12} {'metric':14} {'A runs':>34} {'B runs':>34} {'B/A':>6} {'B better':>9}")
-for case, rs in runs.items():
-    for metric, better in [("rps", max), ("p50_us", min), ("cpu_us_per_req", min), ("kernel rps", max)]:
-        be = "kernel" if metric.startswith("kernel") else "xsk"
-        key = metric.split()[-1]
-        sel = [(v, c, r[key]) for v, c, r in rs if r["backend"] == be and r.get(key) is not None]
-        a = [x for v, _, x in sel if v == "A"]
-        b = [x for v, _, x in sel if v == "B"]
-        if not a or not b:
+def abba(folder, title):
+    """rr-demo invocations A-k and B-k of FOLDER, in the order A B B A per cycle."""
+    runs, inv_rows = {}, {}
+    for d in sorted((d for d in glob.glob(f"{here}/{folder}/[AB]-*") if os.path.isdir(d)), key=lambda d: int(d.rsplit("-", 1)[1])):
+        if not os.path.exists(f"{d}/results.json"):
             continue
-        cycles = sorted({c for _, c, _ in sel})
-        wins = 0
-        for c in cycles:
-            ca = [x for v, cc, x in sel if v == "A" and cc == c]
-            cb = [x for v, cc, x in sel if v == "B" and cc == c]
-            if ca and cb and statistics.median(ca) != statistics.median(cb) \
-                    and better(statistics.median(ca), statistics.median(cb)) == statistics.median(cb):
-                wins += 1
-        ratio = statistics.median(b) / statistics.median(a)
-        out["abba"].setdefault(case, {})[metric] = {"A": a, "B": b, "B_over_A": ratio, "B_better_cycles": wins, "cycles": len(cycles)}
-        fmt = (lambda x: f"{x:,.0f}") if key == "rps" else (lambda x: f"{x:.1f}")
-        print(f"  {case:12} {metric:14} {' '.join(fmt(x) for x in a):>34} {' '.join(fmt(x) for x in b):>34} {ratio:6.3f} {wins:>4} of {len(cycles)}")
-    # The stack's rate over kernel TCP's in the same invocation: what the goals are stated in.
-    ratios = {}
-    for v in ("A", "B"):
-        for k in sorted({k for vv, _, r, k in inv_rows[case] if vv == v}):
-            x = [r for vv, _, r, kk in inv_rows[case] if vv == v and kk == k and r["backend"] == "xsk"]
-            kr = [r for vv, _, r, kk in inv_rows[case] if vv == v and kk == k and r["backend"] == "kernel"]
-            if x and kr and x[0].get("rps") and kr[0].get("rps"):
-                ratios.setdefault(v, []).append(x[0]["rps"] / kr[0]["rps"])
-    if ratios.get("A") and ratios.get("B"):
-        out["abba"][case]["xsk/kernel rps"] = ratios
-        print(f"  {case:12} {'xsk/kernel rps':14} {' '.join('%.2f' % x for x in ratios['A']):>34} "
-              f"{' '.join('%.2f' % x for x in ratios['B']):>34}   median {statistics.median(ratios['A']):.2f} -> {statistics.median(ratios['B']):.2f}")
+        v, k = os.path.basename(d).split("-")
+        for r in json.load(open(f"{d}/results.json"))["summary"]:
+            runs.setdefault(r["case"], []).append((v, (int(k) - 1) // 4, r))
+            inv_rows.setdefault(r["case"], []).append((v, (int(k) - 1) // 4, r, int(k)))
+    if runs:
+        print()
+        print(title)
+        print(f"  {'case':12} {'metric':14} {'A runs':>34} {'B runs':>34} {'B/A':>6} {'B better':>9}")
+    for case, rs in runs.items():
+        for metric, better in [("rps", max), ("p50_us", min), ("cpu_us_per_req", min), ("kernel rps", max)]:
+            be = "kernel" if metric.startswith("kernel") else "xsk"
+            key = metric.split()[-1]
+            sel = [(v, c, r[key]) for v, c, r in rs if r["backend"] == be and r.get(key) is not None]
+            a = [x for v, _, x in sel if v == "A"]
+            b = [x for v, _, x in sel if v == "B"]
+            if not a or not b:
+                continue
+            cycles = sorted({c for _, c, _ in sel})
+            wins = 0
+            for c in cycles:
+                ca = [x for v, cc, x in sel if v == "A" and cc == c]
+                cb = [x for v, cc, x in sel if v == "B" and cc == c]
+                if ca and cb and statistics.median(ca) != statistics.median(cb) \
+                        and better(statistics.median(ca), statistics.median(cb)) == statistics.median(cb):
+                    wins += 1
+            ratio = statistics.median(b) / statistics.median(a)
+            out[folder].setdefault(case, {})[metric] = {"A": a, "B": b, "B_over_A": ratio, "B_better_cycles": wins, "cycles": len(cycles)}
+            fmt = (lambda x: f"{x:,.0f}") if key == "rps" else (lambda x: f"{x:.1f}")
+            print(f"  {case:12} {metric:14} {' '.join(fmt(x) for x in a):>34} {' '.join(fmt(x) for x in b):>34} {ratio:6.3f} {wins:>4} of {len(cycles)}")
+        # The stack's rate over kernel TCP's in the same invocation: what the goals are stated in.
+        ratios = {}
+        for v in ("A", "B"):
+            for k in sorted({k for vv, _, r, k in inv_rows[case] if vv == v}):
+                x = [r for vv, _, r, kk in inv_rows[case] if vv == v and kk == k and r["backend"] == "xsk"]
+                kr = [r for vv, _, r, kk in inv_rows[case] if vv == v and kk == k and r["backend"] == "kernel"]
+                if x and kr and x[0].get("rps") and kr[0].get("rps"):
+                    ratios.setdefault(v, []).append(x[0]["rps"] / kr[0]["rps"])
+        if ratios.get("A") and ratios.get("B"):
+            out[folder][case]["xsk/kernel rps"] = ratios
+            print(f"  {case:12} {'xsk/kernel rps':14} {' '.join('%.2f' % x for x in ratios['A']):>34} "
+                  f"{' '.join('%.2f' % x for x in ratios['B']):>34}   median {statistics.median(ratios['A']):.2f} -> {statistics.median(ratios['B']):.2f}")
 
+
+
+
+out["abba-client"] = {}
+abba("abba", "rr-demo, base (A = 1c74182) against new (B = dfc19c4), A B B A per cycle, 2 cycles; B/A of the medians, and the cycles where B was better")
+abba("abba-client", "rr-demo, the load generator's client too (A = dfc19c4, B = its client reading once per Readable), A B B A per cycle, 3 cycles")
 
 # busy/: busy-same-1 alone, base (A) and new (C), A C C A x 3 (--stage-times on both).
 busy = {}

@@ -576,7 +576,8 @@ impl Port {
 
     /// Publishes queued TX descriptors (one Release store) and kicks the
     /// kernel (one sendto) if it asks for it; reaps completions and tops up
-    /// the fill ring. Transient kick errors are retried on the next flush.
+    /// the fill ring (once it lacks a batch, see `refill`). Transient kick
+    /// errors are retried on the next flush.
     ///
     /// A link that is down (`ENETDOWN`/`ENXIO`) is not an error: the frames
     /// stay queued, [`link_down`](Self::link_down) turns true, and flushes
@@ -606,7 +607,8 @@ impl Port {
     /// syscall instead of a sendto and a wait, and the peer the frames wake
     /// (veth: on this CPU) runs once this thread sleeps instead of
     /// preempting it on its way back from sendto. While the link is down
-    /// the kick is made here, as `flush` makes it (every 10 ms).
+    /// the kick is made here, as `flush` makes it (every 10 ms). Completions
+    /// are reaped once 16 frames are out for TX (`flush` reaps them all).
     ///
     /// # Errors
     /// As [`flush`](Self::flush) while the link is down; otherwise none.
