@@ -775,20 +775,26 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    #[test]
-    fn pong_swaps_addresses_and_ports_and_keeps_the_checksums() {
+    /// A ping's frame from 198.18.0.1 to `dst_ip`, `size` bytes, and the spec it was built from.
+    fn ping_frame(dst_ip: Ipv4Addr, size: usize) -> (FrameSpec, Vec<u8>) {
         let spec = FrameSpec {
             src_mac: [2, 0, 0, 0, 0, 1],
             dst_mac: [2, 0, 0, 0, 0, 2],
             src_ip: Ipv4Addr::new(198, 18, 0, 1),
-            dst_ip: Ipv4Addr::new(198, 18, 0, 2),
+            dst_ip,
             src_port: PING_PORT,
             dst_port: 9000,
             proto: Proto::Tcp,
-            size: 118,
+            size,
         };
-        let mut a = vec![0u8; 118];
+        let mut a = vec![0u8; size];
         pktgen::build(&spec, &mut a);
+        (spec, a)
+    }
+
+    #[test]
+    fn pong_swaps_addresses_and_ports_and_keeps_the_checksums() {
+        let (spec, mut a) = ping_frame(Ipv4Addr::new(198, 18, 0, 2), 118);
         let mut b = a.clone();
         swap_ip_and_ports(&mut b);
         let back = FrameSpec { src_ip: spec.dst_ip, dst_ip: spec.src_ip, src_port: 9000, dst_port: PING_PORT, ..spec };
@@ -807,18 +813,7 @@ mod tests {
 
     #[test]
     fn the_partial_checksum_completes_to_the_full_one() {
-        let spec = FrameSpec {
-            src_mac: [2, 0, 0, 0, 0, 1],
-            dst_mac: [2, 0, 0, 0, 0, 2],
-            src_ip: Ipv4Addr::new(198, 18, 0, 1),
-            dst_ip: Ipv4Addr::new(198, 18, 7, 9),
-            src_port: PING_PORT,
-            dst_port: 9000,
-            proto: Proto::Tcp,
-            size: 121,
-        };
-        let mut a = vec![0u8; 121];
-        pktgen::build(&spec, &mut a);
+        let (_, a) = ping_frame(Ipv4Addr::new(198, 18, 7, 9), 121);
         let full = u16::from_be_bytes([a[50], a[51]]);
         // A stamped frame carries a valid checksum: the TCP segment sums to zero with its
         // pseudo header.
