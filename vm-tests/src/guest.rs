@@ -102,11 +102,20 @@ pub fn kvm_openable() -> bool {
         .is_ok()
 }
 
+/// A command the guest has not started after this long gets a newline on its console.
+/// CI once saw a TCG guest not start `sleep 1` for 20 s after a load run, with QEMU's
+/// side unexplained. Should an emulated 16550 have lost the receive interrupt for a
+/// command's last bytes, they wait for more input: the empty line is that input (the
+/// init shell ignores it), and the harness says when it needed one.
+pub const NUDGE_AFTER: Duration = Duration::from_secs(5);
+
 #[derive(Default)]
 struct State {
     lines: Vec<String>,
     partial: Vec<u8>,
     eof: bool,
+    /// When the last byte came from the guest.
+    last_output: Option<Instant>,
 }
 
 struct Shared {
@@ -133,6 +142,8 @@ pub struct Guest {
     writer: UnixStream,
     shared: Arc<Shared>,
     next_id: u64,
+    /// Newlines sent to a guest that had not started a command (see [`NUDGE_AFTER`]).
+    pub nudges: u32,
     pub name: String,
     /// kvm or tcg.
     pub accel: Accel,
@@ -360,6 +371,7 @@ impl Guest {
                             st.partial.push(b);
                         }
                     }
+                    st.last_output = Some(Instant::now());
                     sh.cv.notify_all();
                 }
             })?;
@@ -369,6 +381,7 @@ impl Guest {
             writer: stream,
             shared,
             next_id: 1,
+            nudges: 0,
             name: spec.name.clone(),
             accel,
             accel_note: note,
@@ -465,6 +478,28 @@ impl Guest {
         }
     }
 
+    fn serial_eof(&self) -> bool {
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner()).eof
+    }
+
+    /// Whether QEMU still runs and when the guest last wrote, for error messages.
+    fn liveness(&mut self) -> String {
+        let qemu = match self.child.try_wait() {
+            Ok(None) => "QEMU running".to_string(),
+            Ok(Some(st)) => format!("QEMU exited: {st}"),
+            Err(e) => format!("QEMU state unknown: {e}"),
+        };
+        let quiet = self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_output
+            .map(|t| format!("guest output {:.1} s ago", t.elapsed().as_secs_f64()))
+            .unwrap_or_else(|| "no guest output".into());
+        format!("{qemu}, {quiet}, {} newline(s) sent", self.nudges)
+    }
+
     /// The last `n` serial lines, for error messages.
     pub fn tail(&self, n: usize) -> String {
         let st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -500,14 +535,38 @@ impl Guest {
             .with_context(|| format!("writing to the serial console of guest {}", self.name))?;
         let begin = format!("VMTEST-BEGIN {id}");
         let end = format!("VMTEST-END {id} ");
-        let deadline = Instant::now() + timeout;
-        let Some((bi, _)) = self.wait_line(from, deadline, |l| {
-            l.contains(&begin) && !l.contains("VMTEST-CMD")
-        }) else {
-            check_interrupted()?;
-            bail!(
-                "guest {} did not start command {id} `{command}` (last lines:\n{})",
+        let sent = Instant::now();
+        let deadline = sent + timeout;
+        let mut nudged = 0;
+        let begun = loop {
+            let step = (Instant::now() + NUDGE_AFTER).min(deadline);
+            let found = self.wait_line(from, step, |l| {
+                l.contains(&begin) && !l.contains("VMTEST-CMD")
+            });
+            if found.is_some() || Instant::now() >= deadline || self.serial_eof() || interrupted() {
+                break found;
+            }
+            // The init shell ignores an empty line; the bytes make the UART raise its
+            // receive interrupt again should the one for the command's tail have been lost.
+            let _ = self.writer.write_all(b"\n");
+            nudged += 1;
+        };
+        if nudged > 0 {
+            self.nudges += nudged;
+            eprintln!(
+                "vm-tests: guest {}: command {id} {} after {:.1} s and {nudged} newline(s) sent to its console",
                 self.name,
+                if begun.is_some() { "started" } else { "had not started" },
+                sent.elapsed().as_secs_f64()
+            );
+        }
+        let Some((bi, _)) = begun else {
+            check_interrupted()?;
+            let live = self.liveness();
+            bail!(
+                "guest {} did not start command {id} `{command}` within {:.0} s ({live}; last lines:\n{})",
+                self.name,
+                timeout.as_secs_f64(),
                 self.tail(8)
             );
         };
