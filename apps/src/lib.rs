@@ -1356,7 +1356,7 @@ mod tests {
                 resp.clear();
                 w.next_request(conn, seq, &mut req);
                 assert!(matches!(KvRequest::parse(&req), Ok(KvRequest::Set { .. })) == (seq < 4));
-                h.handle(ConnId(0), &req, &mut resp);
+                h.handle(ConnId(0), &mut (), &req, &mut resp);
                 assert!(w.check(conn, &req, &resp), "conn {conn} seq {seq}");
             }
         }

@@ -11,6 +11,9 @@
 //! dedicated address; everything else keeps reaching the kernel.
 
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use stack::codec::Stream;
 use stack::kernel::{KernelConfig, KernelTransport};
@@ -21,28 +24,36 @@ use stack::xsk::{AddrMode, XskConfig, XskTransport};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: echo_server kernel [PORT] | echo_server xsk IFACE ADDR/LEN [PORT]";
-    xsk_io::lab::install_signal_handlers();
+    // Ctrl-C and SIGTERM set the flag. The server then stops and the transport is dropped,
+    // which detaches the XDP program (a signal that killed the process would leave the
+    // interface's settings for the next start to put back).
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
     match args.first().map(String::as_str) {
         Some("kernel") => {
             let port = args.get(1).map_or(Ok(7007), |p| p.parse())?;
             let t = KernelTransport::new(KernelConfig { bind: Ipv4Addr::UNSPECIFIED, ..KernelConfig::default() })?;
-            serve(t, port)
+            serve(t, port, &stop)
         }
         Some("xsk") if args.len() >= 3 => {
             let (addr, len) = args[2].split_once('/').ok_or(usage)?;
             let mode = AddrMode::Dedicated { addr: addr.parse()?, prefix_len: len.parse()? };
             let port = args.get(3).map_or(Ok(7007), |p| p.parse())?;
-            serve(XskTransport::new(XskConfig::new(&args[1], mode))?, port)
+            serve(XskTransport::new(XskConfig::new(&args[1], mode))?, port, &stop)
         }
         _ => Err(usage.into()),
     }
 }
 
 /// The part that does not care about the backend.
-fn serve<T: Transport>(t: T, port: u16) -> Result<(), Box<dyn std::error::Error>> {
+fn serve<T: Transport>(t: T, port: u16, stop: &AtomicBool) -> Result<(), Box<dyn std::error::Error>> {
     let mut server = Server::new(t, Stream, Echo, ServerConfig { port, ..ServerConfig::default() })?;
     println!("echo on {} ({}), Ctrl-C stops", server.local_addr().ok_or("no address")?, server.transport().name());
-    server.run_until(xsk_io::lab::interrupted)?;
-    println!("served {:?}", server.stats());
+    server.run_until(|| stop.load(Ordering::Relaxed))?;
+    // What the clients sent before the stop is echoed, then each connection gets a FIN.
+    let done = server.shutdown(Duration::from_secs(5))?;
+    println!("served {:?}; at the stop {done:?}", server.stats());
     Ok(())
 }

@@ -12,9 +12,11 @@
 //! `stack/tests/examples.rs` runs this file's `run` end to end.
 
 use std::io::Write as _;
+use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use bytes::BytesMut;
+use stack::bytes::BytesMut;
 use stack::codec::Lines;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Handler, Reply, Server, ServerConfig};
@@ -23,31 +25,26 @@ use stack::transport::ConnId;
 /// Longest accepted line: longer ones are a protocol error and close the connection.
 pub const MAX_LINE: usize = 4096;
 
-/// Per-connection state lives in the handler, in a table indexed by the connection's slot
-/// (dense, reused after close): no map lookup and no allocation per request.
+/// The protocol. Its per-connection state (`Session`) is kept by the server, which makes
+/// it in `on_open`, lends it to each `handle` and gives it back in `on_close`.
 #[derive(Default)]
 pub struct LineProto {
-    conns: Vec<Option<(ConnId, u64)>>,
+    /// Connections served so far (state of the whole server lives in the handler).
+    pub served: u64,
 }
 
-impl LineProto {
-    fn state(&mut self, conn: ConnId) -> &mut u64 {
-        let slot = conn.slot();
-        if self.conns.len() <= slot {
-            self.conns.resize(slot + 1, None);
-        }
-        // The full id guards against a slot reused by a newer connection.
-        let entry = self.conns[slot].get_or_insert((conn, 0));
-        if entry.0 != conn {
-            *entry = (conn, 0);
-        }
-        &mut entry.1
-    }
+/// One connection's state.
+#[derive(Default)]
+pub struct Session {
+    requests: u64,
+    peer: Option<SocketAddrV4>,
 }
 
 impl Handler for LineProto {
-    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
-        *self.state(conn) += 1;
+    type Conn = Session;
+
+    fn handle(&mut self, _conn: ConnId, session: &mut Session, req: &[u8], resp: &mut BytesMut) -> Reply {
+        session.requests += 1;
         let line = String::from_utf8_lossy(req);
         let (cmd, rest) = line.split_once(' ').unwrap_or((&line, ""));
         match cmd.to_ascii_uppercase().as_str() {
@@ -60,58 +57,61 @@ impl Handler for LineProto {
                     None => resp.extend_from_slice(b"ERR numbers please"),
                 }
             }
-            "COUNT" => write!(resp.as_mut_writer(), "{}", self.state(conn)).unwrap_or(()),
+            "COUNT" => write!(resp.as_mut_writer(), "{}", session.requests).unwrap_or(()),
             "QUIT" => {
                 resp.extend_from_slice(b"BYE");
                 return Reply::Close;
             }
             _ => resp.extend_from_slice(b"ERR unknown command"),
         }
+        // `Lines` ends each response with the `\n`.
         Reply::Done
     }
 
-    fn on_open(&mut self, conn: ConnId) {
-        *self.state(conn) = 0;
+    fn on_open(&mut self, _conn: ConnId, peer: Option<SocketAddrV4>) -> Session {
+        Session { requests: 0, peer }
     }
 
-    fn on_close(&mut self, conn: ConnId) {
-        if let Some(e) = self.conns.get_mut(conn.slot()) {
-            *e = None;
+    fn on_close(&mut self, conn: ConnId, session: Session) {
+        self.served += 1;
+        if let Some(peer) = session.peer {
+            eprintln!("{conn} from {peer}: {} requests", session.requests);
         }
     }
 }
 
 /// Serves on 127.0.0.1:`port` (0 = any free port) until `stop` is set; `ready` gets the port.
+/// Then stops gracefully: the requests already received are answered, and each connection
+/// is closed with a FIN (within 5 s).
 pub fn run(port: u16, stop: &AtomicBool, ready: impl FnOnce(u16)) -> Result<(), Box<dyn std::error::Error>> {
     let t = KernelTransport::new(KernelConfig::default())?;
     let mut server =
         Server::new(t, Lines::new(MAX_LINE), LineProto::default(), ServerConfig { port, ..ServerConfig::default() })?;
     ready(server.local_addr().ok_or("no address")?.port());
     server.run_until(|| stop.load(Ordering::Relaxed))?;
+    let done = server.shutdown(Duration::from_secs(5))?;
+    eprintln!("stopped: {done:?}, {} connections served", server.handler().served);
     Ok(())
 }
 
 /// `BytesMut` as `io::Write`, for `write!` without a temporary `String`.
 trait AsWriter {
-    fn as_mut_writer(&mut self) -> bytes::buf::Writer<&mut BytesMut>;
+    fn as_mut_writer(&mut self) -> stack::bytes::buf::Writer<&mut BytesMut>;
 }
 
 impl AsWriter for BytesMut {
-    fn as_mut_writer(&mut self) -> bytes::buf::Writer<&mut BytesMut> {
-        bytes::BufMut::writer(self)
+    fn as_mut_writer(&mut self) -> stack::bytes::buf::Writer<&mut BytesMut> {
+        stack::bytes::BufMut::writer(self)
     }
 }
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let port = std::env::args().nth(1).map_or(Ok(7008), |p| p.parse())?;
-    xsk_io::lab::install_signal_handlers();
-    static STOP: AtomicBool = AtomicBool::new(false);
-    std::thread::spawn(|| {
-        while !xsk_io::lab::interrupted() {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        STOP.store(true, Ordering::Relaxed);
-    });
-    run(port, &STOP, |p| println!("line protocol on 127.0.0.1:{p}; try: nc 127.0.0.1 {p}"))
+    // Ctrl-C or SIGTERM sets the flag; `run_until` checks it between steps.
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    run(port, &stop, |p| println!("line protocol on 127.0.0.1:{p}; try: nc 127.0.0.1 {p}"))
 }

@@ -73,6 +73,9 @@ pub trait Codec {
 
 /// `u32` big-endian payload length, then the payload. A length over `max_len` is a protocol
 /// error: it would otherwise let a peer make us buffer up to 4 GiB.
+///
+/// Framing: a decoded request is the payload without its length; `encode` writes the
+/// 4-byte length before the response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LengthPrefixed {
     /// Longest payload accepted.
@@ -122,8 +125,8 @@ impl Codec for LengthPrefixed {
     }
 }
 
-/// No framing: every decode returns everything buffered, and encode writes the bytes as they
-/// are (RFC 862 echo). On the client side [`Codec::decode_exact`] recovers message boundaries
+/// No framing: every decode returns everything buffered (a "request" is whatever one read
+/// brought), and encode writes the bytes as they are, adding nothing (RFC 862 echo). On the client side [`Codec::decode_exact`] recovers message boundaries
 /// from the known reply length.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stream;
@@ -151,7 +154,12 @@ impl Codec for Stream {
 }
 
 /// `\n`-terminated lines (an optional `\r` before the `\n` is stripped too), at most `max_len`
-/// bytes without the terminator. The example for building text protocols: keep the scan position
+/// bytes without the terminator.
+///
+/// Framing: a decoded request is the line without its terminator; `encode` writes the
+/// response and adds the `\n` (a handler writes `OK`, the peer reads `OK\n`).
+///
+/// The example for building text protocols: keep the scan position
 /// so input that arrives byte by byte is not rescanned from the start (O(n), not O(n²)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lines {

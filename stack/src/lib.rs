@@ -55,20 +55,23 @@
 //! the process (bpf_link), shared-mode ports are released with their placeholder sockets, and
 //! the device settings are restored by the next start on that interface or by
 //! `xsk-bench restore IF`. So stop on SIGINT/SIGTERM by returning from the event loop, which
-//! drops the transport (the examples use `xsk_io::lab::install_signal_handlers` and
-//! `interrupted` for this).
+//! drops the transport: the examples set a flag with `signal_hook::flag::register` and stop
+//! with [`Server::run_until`] and [`Server::shutdown`].
 //!
 //! # The request/response API ([`rr`])
 //!
 //! - A [`Handler`] gets each decoded request and appends its response: [`Reply::Done`], or
 //!   [`Reply::Close`] to close after the response, or [`Reply::Pending`] to answer later
 //!   through [`Completions`] (in [`Handler::tick`]) or [`Server::complete`], with responses kept
-//!   in request order. `on_open` and `on_close` bracket a connection, for per-connection state
-//!   indexed by [`ConnId::slot`]. [`Echo`] and [`Kv`] are ready-made handlers.
+//!   in request order. The server keeps each connection's [`Handler::Conn`] for the handler:
+//!   `on_open` makes it (with the peer's address), `handle` gets it, `on_close` gets it back.
+//!   [`Echo`] and [`Kv`] are ready-made handlers.
 //! - A [`Server`] runs a handler over a transport with a [`Codec`] ([`LengthPrefixed`],
 //!   [`Lines`], [`Stream`], or your own): [`Server::run_until`] or one [`Server::step`] at a
 //!   time. It pipelines, batches responses, and stops reading a connection whose unsent
-//!   responses reach [`ServerConfig::write_high_water`].
+//!   responses reach [`ServerConfig::write_high_water`]. [`Server::shutdown`] stops it
+//!   gracefully (answers what was received, FIN, `on_close` for every connection); dropping
+//!   a server resets its connections.
 //! - A [`Client`] is a load generator: connections, closed or open loop ([`LoadMode`]), requests
 //!   from a [`Workload`] ([`EchoWorkload`], or [`FnWorkload`] from two closures), each response
 //!   checked and timed, a [`ClientReport`] at the end.
@@ -118,12 +121,16 @@ pub(crate) mod timer;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod transport;
+#[cfg(feature = "xsk")]
 pub mod xsk;
 
+/// The `bytes` crate, whose `BytesMut` [`Handler::handle`] writes responses into and
+/// [`Transport::recv`] reads into: use it from here, so the versions always match.
+pub use bytes;
 pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
 pub use kernel::{KernelConfig, KernelTransport};
 pub use rr::{
     Client, ClientConfig, ClientError, ClientReport, Completions, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest,
-    KvResponse, KvStatus, LoadMode, Reply, Server, ServerConfig, ServerStats, Workload,
+    KvResponse, KvStatus, LoadMode, Reply, Server, ServerConfig, ServerStats, ShutdownStats, Workload,
 };
 pub use transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};

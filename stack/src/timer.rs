@@ -47,6 +47,7 @@ impl PreciseTimer {
     }
 
     /// The timer's descriptor, for a wait that is not mio's (readable on expiry).
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.fd.as_fd()
@@ -57,6 +58,7 @@ impl PreciseTimer {
     /// entry added and removed per sleep. An expiry left armed and not
     /// waited for is harmless: arming again resets it, and a wait that
     /// includes it early just loops.
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn wanted_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.wanted.get().then(|| self.fd())
     }

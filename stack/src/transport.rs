@@ -98,6 +98,13 @@ impl ConnId {
     }
 }
 
+/// `slot.generation`, e.g. `3.1`: the second connection to use slot 3.
+impl std::fmt::Display for ConnId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.slot(), self.generation())
+    }
+}
+
 /// A listening port opened with [`Transport::listen`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ListenerId(pub u32);

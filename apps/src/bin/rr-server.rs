@@ -27,7 +27,6 @@ use stack::resp::{Resp, RespCodec, RespLimits};
 use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
-use xsk_io::lab;
 
 #[derive(Parser, Debug, Clone)]
 #[command(
@@ -154,9 +153,30 @@ fn main() -> ExitCode {
     apps::main_with::<Args>("rr-server", |args, matches| run(args, matches).map(|()| ExitCode::SUCCESS))
 }
 
+/// Set by the first SIGINT or SIGTERM: the loop stops, the transport is dropped and the
+/// interface put back. A second one ends the process at once (status 1; the XDP program
+/// goes with it, the next start restores the device's settings).
+static INTERRUPTED: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+
+fn interrupted() -> bool {
+    INTERRUPTED.get().is_some_and(|f| f.load(Ordering::Relaxed))
+}
+
+/// signal-hook's two-step idiom: the conditional exit is registered first, so it sees
+/// the flag as the first signal left it.
+fn install_signal_handlers() -> Result<()> {
+    let flag = Arc::clone(INTERRUPTED.get_or_init(|| Arc::new(AtomicBool::new(false))));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 1, Arc::clone(&flag))
+            .and_then(|_| signal_hook::flag::register(sig, Arc::clone(&flag)))
+            .with_context(|| format!("installing the handler of signal {sig}"))?;
+    }
+    Ok(())
+}
+
 /// Why the loop stopped.
 fn stop_reason(deadline: Option<Instant>) -> &'static str {
-    if lab::interrupted() {
+    if interrupted() {
         "signal"
     } else if deadline.is_some_and(|d| Instant::now() >= d) {
         "--duration"
@@ -177,7 +197,7 @@ impl Drop for ReadyFile<'_> {
 }
 
 fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
-    lab::install_signal_handlers();
+    install_signal_handlers()?;
     if let Some(p) = &args.ready_file {
         // A stale file from an earlier run would tell waiters we are up before we are.
         match std::fs::remove_file(p) {
@@ -378,7 +398,7 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     let started = Instant::now();
     let cpu0 = process_cpu().unwrap_or_default();
     let deadline = args.duration.map(|d| started + d);
-    let stop = || lab::interrupted() || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
+    let stop = || interrupted() || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
     let usr1 = Arc::new(AtomicBool::new(false));
     if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&usr1)) {
         tracing::warn!("SIGUSR1 will not print the counters: {e}");

@@ -84,7 +84,7 @@ fn random_commands_keep_the_store_consistent() {
     let h = &mut Resp::new(limits);
     h.set_clock_ms(0);
     for conn in 0..4 {
-        h.on_open(ConnId(conn));
+        h.on_open(ConnId(conn), None);
     }
     // Replies that show the stream reached the interesting states.
     let kinds = ["+QUEUED", "-OOM", "-EXECABORT", "-WRONGTYPE", "%", "_\r\n", "-ERR transaction too large"];
@@ -111,9 +111,9 @@ fn random_commands_keep_the_store_consistent() {
         if step % 1000 == 0 {
             h.set_clock_ms(step / 10);
             // Connections come and go; a closed one leaves no session behind.
-            h.on_close(ConnId(conn));
+            h.on_close(ConnId(conn), ());
             assert!(!h.sessions.contains_key(&ConnId(conn)));
-            h.on_open(ConnId(conn));
+            h.on_open(ConnId(conn), None);
         }
         check_accounting(h);
     }

@@ -252,7 +252,10 @@ impl Resp {
 }
 
 impl Handler for Resp {
-    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
+    /// Sessions live in the service's own table ([`Resp`] serves without a server too).
+    type Conn = ();
+
+    fn handle(&mut self, conn: ConnId, _state: &mut (), req: &[u8], resp: &mut BytesMut) -> Reply {
         let mut ranges = std::mem::take(&mut self.ranges);
         let mut inline = std::mem::take(&mut self.inline);
         ranges.clear();
@@ -280,14 +283,14 @@ impl Handler for Resp {
         reply
     }
 
-    fn on_open(&mut self, conn: ConnId) {
+    fn on_open(&mut self, conn: ConnId, _peer: Option<std::net::SocketAddrV4>) {
         // Ids are not reused while open, but a new connection must not inherit old state.
         self.sessions.remove(&conn);
         self.stats.connected += 1;
         self.stats.accepted += 1;
     }
 
-    fn on_close(&mut self, conn: ConnId) {
+    fn on_close(&mut self, conn: ConnId, _state: ()) {
         self.stats.connected = self.stats.connected.saturating_sub(1);
         self.sessions.remove(&conn);
     }

@@ -336,7 +336,7 @@ mod tests {
     #[test]
     fn hello_switches_the_protocol_per_connection() {
         let h = &mut Resp::default();
-        h.on_open(ConnId(7));
+        h.on_open(ConnId(7), None);
         assert_eq!(on(h, 7, &["HELLO"]), hello_reply(2, 7));
         assert_eq!(on(h, 7, &["hello", "3"]), hello_reply(3, 7));
         // RESP3 types where Redis uses them; connection 8 still speaks RESP2.
@@ -372,7 +372,7 @@ mod tests {
         assert_eq!(on(h, 7, &["CLIENT", "GETNAME"]), "$2\r\nme\r\n");
         // Closing forgets the session.
         on(h, 7, &["HELLO", "3"]);
-        h.on_close(ConnId(7));
+        h.on_close(ConnId(7), ());
         assert_eq!(on(h, 7, &["GET", "nope"]), "$-1\r\n");
         assert!(h.sessions.is_empty(), "a closed connection leaves no state");
     }

@@ -20,7 +20,7 @@ pub(super) fn serve(h: &mut Resp, limits: RespLimits, wire: &[u8], chunk: usize)
             match codec.decode(&mut buf) {
                 Ok(Some(req)) => {
                     resp.clear();
-                    let reply = h.handle(ConnId(1), &req, &mut resp);
+                    let reply = h.handle(ConnId(1), &mut (), &req, &mut resp);
                     codec.encode(&resp, &mut out);
                     if reply == Reply::Close {
                         return (String::from_utf8_lossy(&out).into_owned(), true);

@@ -82,7 +82,7 @@ mod tests {
             let frame = codec.decode(&mut buf).unwrap().unwrap();
             assert!(buf.is_empty());
             let mut resp = BytesMut::new();
-            h.handle(ConnId(1), &frame, &mut resp);
+            h.handle(ConnId(1), &mut (), &frame, &mut resp);
             assert_eq!(w.response_len(&req), Some(resp.len()));
             assert!(w.check(3, &req, &resp), "{:?}", String::from_utf8_lossy(&resp));
         }

@@ -2,6 +2,8 @@
 //! ([`Reply`]), how it completes deferred responses ([`Completions`]), and the simplest handler,
 //! [`Echo`].
 
+use std::net::SocketAddrV4;
+
 use bytes::BytesMut;
 
 use crate::transport::ConnId;
@@ -52,24 +54,33 @@ impl Completions {
 
 /// Application logic of a [`Server`](super::Server): one decoded request in, one response out.
 ///
-/// Everything but [`Handler::handle`] has a no-op default. The server calls the hooks from its
-/// single event-loop thread, so a handler keeps per-connection state in its own table indexed
-/// by [`ConnId::slot`] (dense, reused after close) without locks; compare the full id to be safe
-/// against reuse.
+/// The server calls the hooks from its single event-loop thread, without locks. It keeps a
+/// [`Handler::Conn`] for each connection on the handler's behalf (made by `on_open`, lent to
+/// every `handle`, given back to `on_close`), so per-connection state needs no table of the
+/// handler's own; `type Conn = ();` when there is none. Everything but `handle` has a default.
 pub trait Handler {
-    /// Appends the response payload for `req` to `resp` (empty on entry). The server frames
-    /// it with the connection's codec. Must not panic on any `req`: it is peer input.
-    fn handle(&mut self, conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply;
+    /// Per-connection state, kept by the server from `on_open` to `on_close`. Its `Default`
+    /// is what the provided `on_open` makes.
+    type Conn: Default;
 
-    /// A connection was accepted. Called before any `handle` for it.
-    fn on_open(&mut self, conn: ConnId) {
-        let _ = conn;
+    /// Appends the response payload for `req` to `resp` (empty on entry). The server frames
+    /// it with the connection's codec. `state` is this connection's. Must not panic on any
+    /// `req`: it is peer input.
+    fn handle(&mut self, conn: ConnId, state: &mut Self::Conn, req: &[u8], resp: &mut BytesMut) -> Reply;
+
+    /// A connection was accepted from `peer` (None if the transport no longer knows it):
+    /// returns its state. Called before any `handle` for it.
+    fn on_open(&mut self, conn: ConnId, peer: Option<SocketAddrV4>) -> Self::Conn {
+        let _ = (conn, peer);
+        Self::Conn::default()
     }
 
-    /// The server closed the connection (peer closed, `Reply::Close`, protocol or I/O error).
-    /// No further calls for this id follow.
-    fn on_close(&mut self, conn: ConnId) {
-        let _ = conn;
+    /// The connection is closed (peer closed, `Reply::Close`, protocol or I/O error, or
+    /// [`Server::shutdown`](super::Server::shutdown)); `state` is its state, handed back. No
+    /// further calls for this id follow. Not called for connections still open when a
+    /// server is dropped.
+    fn on_close(&mut self, conn: ConnId, state: Self::Conn) {
+        let _ = (conn, state);
     }
 
     /// Called once per event-loop iteration (at least every
@@ -86,7 +97,9 @@ pub trait Handler {
 pub struct Echo;
 
 impl Handler for Echo {
-    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
+    type Conn = ();
+
+    fn handle(&mut self, _conn: ConnId, _state: &mut (), req: &[u8], resp: &mut BytesMut) -> Reply {
         resp.extend_from_slice(req);
         Reply::Done
     }

@@ -193,7 +193,9 @@ impl Kv {
 }
 
 impl Handler for Kv {
-    fn handle(&mut self, _conn: ConnId, req: &[u8], resp: &mut BytesMut) -> Reply {
+    type Conn = ();
+
+    fn handle(&mut self, _conn: ConnId, _state: &mut (), req: &[u8], resp: &mut BytesMut) -> Reply {
         match KvRequest::parse(req) {
             Ok(KvRequest::Get { key }) => match self.map.get(key) {
                 Some(v) => {
@@ -240,7 +242,7 @@ mod tests {
         let mut msg = BytesMut::new();
         req.encode(&mut msg).unwrap();
         let mut resp = BytesMut::new();
-        h.handle(ConnId(0), &msg, &mut resp);
+        h.handle(ConnId(0), &mut (), &msg, &mut resp);
         let r = KvResponse::parse(&resp).unwrap();
         (r.status, r.value.to_vec())
     }
@@ -283,7 +285,7 @@ mod tests {
         assert_eq!(kv(&mut h, KvRequest::Del { key: b"a" }), (KvStatus::Ok, vec![]));
         assert_eq!(kv(&mut h, KvRequest::Del { key: b"a" }), (KvStatus::NotFound, vec![]));
         let mut resp = BytesMut::new();
-        h.handle(ConnId(0), b"\x00garbage", &mut resp);
+        h.handle(ConnId(0), &mut (), b"\x00garbage", &mut resp);
         assert_eq!(&resp[..], &[KvStatus::BadRequest as u8]);
     }
 

@@ -3,7 +3,7 @@
 //! per-response verification and latency.
 //!
 //! A [`Handler`] gets each decoded request and writes its response; it can also keep
-//! per-connection state (open/close callbacks, a table indexed by [`ConnId::slot`]), ask to close
+//! per-connection state ([`Handler::Conn`], made at open, lent to each request), ask to close
 //! ([`Reply::Close`]), and answer later ([`Reply::Pending`], completed through [`Completions`] in
 //! [`Handler::tick`] or [`Server::complete`]). `stack/examples/line_server.rs` shows per-connection
 //! state and `Reply::Close`; `pending_replies_complete_later_in_order_without_blocking_others` in
@@ -40,7 +40,7 @@ pub use client::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientE
 pub use handler::{Completions, Echo, Handler, Reply};
 pub use kv::{Kv, KvError, KvRequest, KvResponse, KvStatus};
 pub use report::ClientReport;
-pub use server::{Server, ServerConfig, ServerStats};
+pub use server::{Server, ServerConfig, ServerStats, ShutdownStats};
 pub use workloads::{EchoWorkload, FnWorkload, Workload};
 
 /// Initial per-connection buffer capacity: enough for typical pipelined small messages without

@@ -3,7 +3,7 @@
 //! unsent responses reach [`ServerConfig::write_high_water`] is not read until they drain.
 
 use std::net::SocketAddrV4;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 
@@ -51,8 +51,10 @@ pub struct ServerStats {
     pub io_errors: u64,
 }
 
-struct ServerConn<C> {
+struct ServerConn<C, S> {
     codec: C,
+    /// The handler's state for this connection.
+    state: S,
     rbuf: BytesMut,
     wbuf: BytesMut,
     /// Reading is suspended for back-pressure. The connection may still hold unread data.
@@ -64,6 +66,25 @@ struct ServerConn<C> {
     closing: bool,
     /// A request is waiting for its [`Reply::Pending`] completion: decode nothing more.
     pending: bool,
+    /// Shutting down: every response is out and the FIN sent; what still comes is read and
+    /// dropped until the peer's FIN (closing a kernel socket with unread input resets it).
+    lingering: bool,
+}
+
+/// What [`Server::shutdown`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShutdownStats {
+    /// Connections open when it began.
+    pub open: usize,
+    /// Of them, closed after their responses went out and the peer closed too.
+    pub graceful: usize,
+    /// Of them, still open at the deadline, closed then (the transport may reset them).
+    /// The rest of `open` ended with an error (a reset from the peer, say).
+    pub forced: usize,
+    /// Connections accepted while it ran, closed at once without being served.
+    pub refused: usize,
+    /// Requests answered while it ran.
+    pub answered: u64,
 }
 
 #[derive(PartialEq, Eq)]
@@ -80,7 +101,7 @@ pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
     handler: H,
     cfg: ServerConfig,
     listener: ListenerId,
-    conns: ConnMap<ServerConn<C>>,
+    conns: ConnMap<ServerConn<C, H::Conn>>,
     events: Vec<Event>,
     /// Response payload before framing. Reused for every request.
     scratch: BytesMut,
@@ -88,6 +109,8 @@ pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
     completions: Completions,
     /// Events handled since start (for [`Server::settle`]).
     delivered: usize,
+    /// [`Server::shutdown`] runs: accept nothing, close with FIN and linger.
+    stopping: Option<ShutdownStats>,
 }
 
 impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
@@ -107,6 +130,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             stats: ServerStats::default(),
             completions: Completions::default(),
             delivered: 0,
+            stopping: None,
         })
     }
 
@@ -191,6 +215,53 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         Ok(total)
     }
 
+    /// Stops serving gracefully: accepts nothing more (a connection that arrives is closed at
+    /// once, without `on_open`), answers every request already received (what the transport
+    /// holds is read first; a client's pipelined requests past
+    /// [`ServerConfig::write_high_water`] of unsent responses are not), waits for
+    /// [`Reply::Pending`] completions, then closes each connection with a FIN once its
+    /// responses are out, reads and drops what the peer still sends until it closes too, and
+    /// calls [`Handler::on_close`] for every connection. Returns when every connection is
+    /// closed and the transport has delivered every FIN ([`Transport::closing`] is 0), or at
+    /// `deadline`: connections left then are closed as they are (the transport may reset
+    /// them) and counted as forced.
+    ///
+    /// Dropping a server instead closes every connection at once: on the kernel backend a
+    /// connection with unread input is reset, the xsk backend resets all of them, responses
+    /// not yet sent are lost, and `on_close` is not called.
+    pub fn shutdown(&mut self, deadline: Duration) -> Result<ShutdownStats, TransportError> {
+        let end = Instant::now() + deadline;
+        let before = self.stats.requests;
+        self.stopping = Some(ShutdownStats { open: self.conns.len(), ..ShutdownStats::default() });
+        // What has arrived but not been reported yet is taken in first.
+        self.step(Some(Duration::ZERO))?;
+        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.service(id);
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.closing = true;
+                self.service(id);
+            }
+        }
+        self.transport.flush()?;
+        while !self.conns.is_empty() || self.transport.closing() > 0 {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            self.step(Some((end - now).min(Duration::from_millis(10))))?;
+        }
+        let left: Vec<ConnId> = self.conns.keys().copied().collect();
+        for &id in &left {
+            self.finish(id);
+        }
+        self.transport.flush()?;
+        let mut st = self.stopping.take().unwrap_or_default();
+        st.answered = self.stats.requests - before;
+        st.forced = left.len();
+        Ok(st)
+    }
+
     /// One event-loop iteration: poll (waiting up to `timeout`), serve every event, run
     /// [`Handler::tick`] and its completions, flush. Errors are the transport's `poll` and `flush`
     /// failures (not a peer's: those close the connection and are counted in [`ServerStats`]).
@@ -224,7 +295,15 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         match ev {
             Event::Accepted { conn, .. } => {
                 self.stats.accepted += 1;
+                if let Some(st) = &mut self.stopping {
+                    st.refused += 1;
+                    self.transport.close(conn);
+                    self.stats.closed += 1;
+                    return;
+                }
+                let peer = self.transport.peer_addr(conn);
                 let state = ServerConn {
+                    state: self.handler.on_open(conn, peer),
                     codec: self.codec.clone(),
                     rbuf: BytesMut::with_capacity(INITIAL_BUF),
                     wbuf: BytesMut::with_capacity(INITIAL_BUF),
@@ -232,9 +311,9 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
                     peer_closed: false,
                     closing: false,
                     pending: false,
+                    lingering: false,
                 };
                 self.conns.insert(conn, state);
-                self.handler.on_open(conn);
             }
             Event::Readable(c) | Event::Writable(c) => self.service(c),
             Event::Closed(c) => {
@@ -252,6 +331,12 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
     fn service(&mut self, id: ConnId) {
         // Events for connections closed earlier in this batch are stale: skip them.
         let Some(conn) = self.conns.get_mut(&id) else { return };
+        if conn.lingering {
+            if linger(&mut self.transport, id, conn) == Next::Close {
+                self.finish(id);
+            }
+            return;
+        }
         let next = serve_conn(
             &mut self.transport,
             &mut self.handler,
@@ -262,11 +347,48 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             conn,
         );
         if next == Next::Close {
-            self.conns.remove(&id);
-            self.transport.close(id);
-            self.stats.closed += 1;
-            self.handler.on_close(id);
+            if self.stopping.is_some() && !conn.peer_closed {
+                // Every response is out: FIN now, then wait for the peer's.
+                conn.lingering = true;
+                if self.transport.shutdown_write(id).is_ok() && linger(&mut self.transport, id, conn) == Next::Keep {
+                    return;
+                }
+            }
+            self.finish(id);
         }
+    }
+
+    /// Closes a connection and gives its state back to the handler.
+    fn finish(&mut self, id: ConnId) {
+        let Some(c) = self.conns.remove(&id) else { return };
+        self.transport.close(id);
+        self.stats.closed += 1;
+        if let Some(st) = &mut self.stopping {
+            // Closed before the deadline after its responses went out (or the peer went
+            // first): graceful. Those the deadline closes are counted as forced.
+            if c.peer_closed && c.wbuf.is_empty() {
+                st.graceful += 1;
+            }
+        }
+        self.handler.on_close(id, c.state);
+    }
+}
+
+/// A lingering connection: reads and drops its input; closes once the peer has closed.
+fn linger<T: Transport, C, S>(transport: &mut T, id: ConnId, conn: &mut ServerConn<C, S>) -> Next {
+    loop {
+        conn.rbuf.clear();
+        match transport.recv(id, &mut conn.rbuf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(_) => return Next::Close,
+        }
+    }
+    conn.rbuf.clear();
+    if conn.peer_closed {
+        Next::Close
+    } else {
+        Next::Keep
     }
 }
 
@@ -279,7 +401,7 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
     stats: &mut ServerStats,
     high_water: usize,
     id: ConnId,
-    conn: &mut ServerConn<C>,
+    conn: &mut ServerConn<C, H::Conn>,
 ) -> Next {
     let drains = transport.recv_drains();
     loop {
@@ -364,13 +486,13 @@ fn decode_buffered<C: Codec, H: Handler>(
     stats: &mut ServerStats,
     high_water: usize,
     id: ConnId,
-    conn: &mut ServerConn<C>,
+    conn: &mut ServerConn<C, H::Conn>,
 ) {
     while !conn.rbuf.is_empty() && !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
         match conn.codec.decode(&mut conn.rbuf) {
             Ok(Some(req)) => {
                 scratch.clear();
-                let reply = handler.handle(id, &req, scratch);
+                let reply = handler.handle(id, &mut conn.state, &req, scratch);
                 stats.requests += 1;
                 match reply {
                     Reply::Done => conn.codec.encode(scratch, &mut conn.wbuf),
@@ -393,7 +515,8 @@ fn decode_buffered<C: Codec, H: Handler>(
     }
 }
 
-#[cfg(test)]
+// The in-memory transport these tests drive the server with is the xsk engine's.
+#[cfg(all(test, feature = "xsk"))]
 mod tests {
     use std::net::SocketAddrV4;
 
