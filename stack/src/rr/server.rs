@@ -109,8 +109,10 @@ pub struct Server<T: Transport, C: Codec + Clone, H: Handler> {
     completions: Completions,
     /// Events handled since start (for [`Server::settle`]).
     delivered: usize,
-    /// [`Server::shutdown`] runs: accept nothing, close with FIN and linger.
+    /// [`Server::shutdown`] runs: close with FIN and linger; its counts.
     stopping: Option<ShutdownStats>,
+    /// Shut down (or shutting down): every new connection is closed unserved.
+    refusing: bool,
 }
 
 impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
@@ -131,6 +133,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             completions: Completions::default(),
             delivered: 0,
             stopping: None,
+            refusing: false,
         })
     }
 
@@ -226,6 +229,8 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
     /// `deadline`: connections left then are closed as they are (the transport may reset
     /// them) and counted as forced.
     ///
+    /// The server stays shut: later steps close every new connection unserved.
+    ///
     /// Dropping a server instead closes every connection at once: on the kernel backend a
     /// connection with unread input is reset, the xsk backend resets all of them, responses
     /// not yet sent are lost, and `on_close` is not called.
@@ -233,6 +238,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         let end = Instant::now() + deadline;
         let before = self.stats.requests;
         self.stopping = Some(ShutdownStats { open: self.conns.len(), ..ShutdownStats::default() });
+        self.refusing = true;
         // What has arrived but not been reported yet is taken in first.
         self.step(Some(Duration::ZERO))?;
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
@@ -295,8 +301,10 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         match ev {
             Event::Accepted { conn, .. } => {
                 self.stats.accepted += 1;
-                if let Some(st) = &mut self.stopping {
-                    st.refused += 1;
+                if self.refusing {
+                    if let Some(st) = &mut self.stopping {
+                        st.refused += 1;
+                    }
                     self.transport.close(conn);
                     self.stats.closed += 1;
                     return;
