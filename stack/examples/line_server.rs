@@ -16,7 +16,7 @@ use std::net::SocketAddrV4;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use stack::bytes::BytesMut;
+use stack::bytes::{BufMut, BytesMut};
 use stack::codec::Lines;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Handler, Reply, Server, ServerConfig};
@@ -53,11 +53,11 @@ impl Handler for LineProto {
                 let sum =
                     rest.split_whitespace().map(str::parse::<i64>).try_fold(0i64, |acc, n| acc.checked_add(n.ok()?));
                 match sum {
-                    Some(s) => write!(resp.as_mut_writer(), "{s}").unwrap_or(()),
+                    Some(s) => write!(resp.writer(), "{s}").unwrap_or(()),
                     None => resp.extend_from_slice(b"ERR numbers please"),
                 }
             }
-            "COUNT" => write!(resp.as_mut_writer(), "{}", session.requests).unwrap_or(()),
+            "COUNT" => write!(resp.writer(), "{}", session.requests).unwrap_or(()),
             "QUIT" => {
                 resp.extend_from_slice(b"BYE");
                 return Reply::Close;
@@ -92,17 +92,6 @@ pub fn run(port: u16, stop: &AtomicBool, ready: impl FnOnce(u16)) -> Result<(), 
     let done = server.shutdown(Duration::from_secs(5))?;
     eprintln!("stopped: {done:?}, {} connections served", server.handler().served);
     Ok(())
-}
-
-/// `BytesMut` as `io::Write`, for `write!` without a temporary `String`.
-trait AsWriter {
-    fn as_mut_writer(&mut self) -> stack::bytes::buf::Writer<&mut BytesMut>;
-}
-
-impl AsWriter for BytesMut {
-    fn as_mut_writer(&mut self) -> stack::bytes::buf::Writer<&mut BytesMut> {
-        stack::bytes::BufMut::writer(self)
-    }
 }
 
 #[allow(dead_code)]

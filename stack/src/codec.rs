@@ -23,8 +23,8 @@ pub enum CodecError {
         /// The limit.
         max: usize,
     },
-    #[error("no line terminator within {max} bytes")]
-    /// A text line without terminator within the limit.
+    #[error("line longer than {max} bytes")]
+    /// A text line longer than the limit (with or without its terminator yet).
     LineTooLong {
         /// The limit.
         max: usize,

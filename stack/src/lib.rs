@@ -72,9 +72,10 @@
 //!   responses reach [`ServerConfig::write_high_water`]. [`Server::shutdown`] stops it
 //!   gracefully (answers what was received, FIN, `on_close` for every connection); dropping
 //!   a server resets its connections.
-//! - A [`Client`] is a load generator: connections, closed or open loop ([`LoadMode`]), requests
-//!   from a [`Workload`] ([`EchoWorkload`], or [`FnWorkload`] from two closures), each response
-//!   checked and timed, a [`ClientReport`] at the end.
+//! - A [`Client`] (feature `client`, on by default) is a load generator: connections, closed
+//!   or open loop ([`LoadMode`]), requests from a [`Workload`] ([`EchoWorkload`], or
+//!   [`FnWorkload`] from two closures), each response checked and timed, a [`ClientReport`]
+//!   at the end.
 //! - Under both, [`Transport`] is the connection API itself (listen, connect, poll for
 //!   [`Event`]s, recv, send, close, flush) for programs that run their own loop; its module
 //!   docs give the exact contract.
@@ -130,7 +131,9 @@ pub use bytes;
 pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
 pub use kernel::{KernelConfig, KernelTransport};
 pub use rr::{
-    Client, ClientConfig, ClientError, ClientReport, Completions, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest,
-    KvResponse, KvStatus, LoadMode, Reply, Server, ServerConfig, ServerStats, ShutdownStats, Workload,
+    Completions, Echo, Handler, Kv, KvRequest, KvResponse, KvStatus, Reply, Server, ServerConfig, ServerStats,
+    ShutdownStats,
 };
+#[cfg(feature = "client")]
+pub use rr::{Client, ClientConfig, ClientError, ClientReport, EchoWorkload, FnWorkload, LoadMode, Workload};
 pub use transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};

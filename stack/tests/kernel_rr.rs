@@ -532,6 +532,8 @@ fn churn_and_storm_open_answer_and_close_every_connection() {
 #[derive(Default)]
 struct Counting {
     closed: Vec<(u64, Option<SocketAddrV4>)>,
+    /// Reply with this many bytes instead of the request (0: echo).
+    reply: usize,
 }
 
 #[derive(Default)]
@@ -545,7 +547,11 @@ impl Handler for Counting {
 
     fn handle(&mut self, _: stack::ConnId, st: &mut PerConn, req: &[u8], resp: &mut BytesMut) -> stack::rr::Reply {
         st.requests += 1;
-        resp.extend_from_slice(req);
+        if self.reply == 0 {
+            resp.extend_from_slice(req);
+        } else {
+            resp.resize(self.reply, b'x');
+        }
         stack::rr::Reply::Done
     }
 
@@ -601,9 +607,36 @@ fn shutdown_answers_what_was_received_then_closes_with_fin() {
     assert!(r.is_ok(), "the client's read ended with {r:?} after {} bytes (a reset?)", got.len());
     assert_eq!(got, reqs, "every request answered, in order, then EOF");
     assert_eq!((done.open, done.graceful, done.forced, done.refused, done.answered), (1, 1, 0, 0, 2000), "{done:?}");
+    assert_eq!(done.unanswered_bytes, 0, "{done:?}");
     let h = server.handler();
     assert_eq!(h.closed, vec![(2000, Some(client_addr))]);
     assert_eq!(server.connections(), 0);
+}
+
+/// The same with responses far larger than the requests: 2,000 requests received, 32 MiB of
+/// responses (more than loopback's socket buffers hold) against a 64 KiB write high-water
+/// mark. All are answered as the client reads.
+#[test]
+fn shutdown_answers_past_the_write_high_water_mark() {
+    let t = KernelTransport::new(KernelConfig::default()).unwrap();
+    let cfg = ServerConfig { write_high_water: 64 << 10, ..ServerConfig::default() };
+    let mut server = Server::new(t, Lines::new(64), Counting { reply: 16383, ..Counting::default() }, cfg).unwrap();
+    let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    accept_n(&mut server, 1);
+    for i in 0..2000 {
+        client.write_all(format!("{i}\n").as_bytes()).unwrap();
+    }
+    thread::sleep(Duration::from_millis(100));
+    let reader = thread::spawn(move || {
+        let mut got = Vec::new();
+        let r = client.read_to_end(&mut got);
+        (r.map_err(|e| e.kind()), got.len(), got.iter().filter(|&&b| b == b'\n').count())
+    });
+    let done = server.shutdown(Duration::from_secs(10)).unwrap();
+    let (r, bytes, lines) = reader.join().unwrap();
+    assert_eq!((r, bytes, lines), (Ok(2000 * 16384), 2000 * 16384, 2000), "{done:?}");
+    assert_eq!((done.graceful, done.answered, done.unanswered_bytes), (1, 2000, 0), "{done:?}");
 }
 
 /// A peer that never closes keeps its connection until the deadline, which then closes it

@@ -220,6 +220,7 @@ pub mod shed;
 pub mod syncookies;
 pub mod tune;
 pub mod state;
+pub mod config;
 pub mod iface;
 pub mod port;
 pub mod ifaddr;

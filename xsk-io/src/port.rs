@@ -70,7 +70,8 @@ pub enum PortError {
     Kick(#[source] io::Error),
 }
 
-pub use crate::iface::{BusyPoll, Iface, Knob, PortConfig, SteerSpec};
+pub use crate::config::{BusyPoll, Knob, PortConfig, SteerSpec};
+pub use crate::iface::Iface;
 
 
 /// What the kernel and the device gave a port, probed at bind; its
@@ -234,8 +235,8 @@ pub struct Accounting {
 pub struct Ready {
     /// The RX ring has frames.
     pub rx: bool,
-    /// The other descriptor is readable.
-    pub also: bool,
+    /// The extra descriptor given to [`Port::wait`] is readable.
+    pub extra: bool,
 }
 
 static SAID_FEATURES: AtomicBool = AtomicBool::new(false);
@@ -645,7 +646,7 @@ impl Port {
         self.kick_owed
     }
 
-    /// Sleeps until the RX ring has frames, `also` (e.g. a timerfd) is
+    /// Sleeps until the RX ring has frames, `extra` (e.g. a timerfd) is
     /// readable, or `timeout` (rounded up to whole milliseconds; None: no
     /// limit), and makes an owed kick on the way: in copy mode with
     /// need_wakeup the kernel's poll transmits the TX ring before it sleeps
@@ -655,10 +656,10 @@ impl Port {
     /// # Errors
     /// The OS error of poll(2) (`Interrupted` for a signal); an owed kick
     /// that the kernel did not finish stays due (the next flush makes it).
-    pub fn wait(&mut self, also: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> io::Result<Ready> {
+    pub fn wait(&mut self, extra: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> io::Result<Ready> {
         let ms = timeout.map_or(-1, |t| t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32);
         let folded = std::mem::take(&mut self.kick_owed);
-        let r = self.sock.wait_readable(also, ms);
+        let r = self.sock.wait_readable(extra, ms);
         if folded {
             self.counters.folded_kicks += 1;
             // A link that went down meanwhile sends nothing: what is left
@@ -666,8 +667,8 @@ impl Port {
             // the fold to loads one poll sends whole).
             self.kick_pending = self.tx.in_flight() > 0;
         }
-        let (rx, also) = r?;
-        Ok(Ready { rx, also })
+        let (rx, extra) = r?;
+        Ok(Ready { rx, extra })
     }
 
     fn kick(&mut self) -> Result<(), PortError> {

@@ -315,17 +315,17 @@ impl XskSocket {
         }
     }
 
-    /// Waits with poll(2) until this socket's RX ring has frames, `also`
+    /// Waits with poll(2) until this socket's RX ring has frames, `extra`
     /// is readable, or `timeout_ms` passes (-1: no limit). Returns
-    /// (socket readable, `also` readable). In copy mode with need_wakeup
+    /// (socket readable, `extra` readable). In copy mode with need_wakeup
     /// the kernel's `xsk_poll` also transmits what is in the TX ring before
     /// it sleeps: the wait doubles as the TX kick.
-    pub(crate) fn wait_readable(&self, also: Option<BorrowedFd<'_>>, timeout_ms: i32) -> io::Result<(bool, bool)> {
+    pub(crate) fn wait_readable(&self, extra: Option<BorrowedFd<'_>>, timeout_ms: i32) -> io::Result<(bool, bool)> {
         let mut fds = [
             libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
-            libc::pollfd { fd: also.map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: extra.map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
         ];
-        let n = if also.is_some() { 2 } else { 1 };
+        let n = if extra.is_some() { 2 } else { 1 };
         // SAFETY: `fds` is a live array of two pollfd and `n` is at most its
         // length.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), n, timeout_ms) };

@@ -24,7 +24,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::tune::ethtool::{self, Channels};
-use crate::tune::{Outcome, Step};
+use crate::tune::step::{Outcome, Step};
 
 /// Overrides the directory of the records (default `/run/xsk-io`).
 pub const STATE_DIR_ENV: &str = "XSK_IO_STATE_DIR";

@@ -628,7 +628,7 @@ fn the_wait_makes_the_kick_publish_left() {
 
     let t0 = Instant::now();
     let ready = port.wait(None, Some(Duration::from_millis(50))).unwrap();
-    assert!(!ready.rx && !ready.also, "nothing to read: {ready:?}");
+    assert!(!ready.rx && !ready.extra, "nothing to read: {ready:?}");
     assert!(t0.elapsed() >= Duration::from_millis(40), "the wait did not sleep");
     assert!(!port.kick_owed());
     assert_eq!(ours(Duration::from_secs(2)), 3, "the wait did not transmit the TX ring");
@@ -667,7 +667,7 @@ fn the_wait_makes_the_kick_publish_left() {
     let (mut w, r) = std::os::unix::net::UnixStream::pair().unwrap();
     w.write_all(b"x").unwrap();
     let ready = port.wait(Some(std::os::fd::AsFd::as_fd(&r)), Some(Duration::from_secs(5))).unwrap();
-    assert!(ready.also && !ready.rx, "{ready:?}");
+    assert!(ready.extra && !ready.rx, "{ready:?}");
     port.audit().unwrap();
 }
 

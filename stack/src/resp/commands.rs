@@ -13,24 +13,7 @@ use super::Resp;
 use crate::rr::Reply;
 use crate::transport::ConnId;
 
-/// Why a command failed: each variant is one Redis error reply.
-pub(super) enum Fail {
-    Arity(&'static str),
-    Syntax,
-    NotInt,
-    Overflow,
-    InvalidExpire(&'static str),
-    Oom,
-    TooManyKeys,
-    WrongType,
-    /// The reply passed [`super::RespLimits::max_reply`].
-    ReplyTooLarge(usize),
-    Unknown,
-    /// `-ERR ` and the message.
-    Msg(&'static str),
-    /// A whole error line (code and message) built at run time, without CRLF.
-    Line(String),
-}
+pub(super) use super::fail::Fail;
 
 pub(super) type CmdResult = Result<Reply, Fail>;
 

@@ -57,6 +57,7 @@ use crate::transport::ConnId;
 mod args;
 mod codec;
 mod commands;
+mod fail;
 #[cfg(test)]
 mod fuzz_tests;
 mod hashes;
@@ -66,6 +67,7 @@ mod store;
 #[cfg(test)]
 mod testutil;
 mod wire;
+#[cfg(feature = "client")]
 mod workload;
 
 use args::{split_inline, split_multibulk, Args};
@@ -74,6 +76,7 @@ use store::Entry;
 
 pub use codec::RespCodec;
 pub use session::MAX_CLIENT_NAME;
+#[cfg(feature = "client")]
 pub use workload::RespWorkload;
 
 /// The version reported by INFO and HELLO. Clients gate features on it; 7.2 is the first with

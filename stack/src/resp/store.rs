@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::commands::Fail;
+use super::fail::Fail;
 use super::{Resp, ENTRY_OVERHEAD, FIELD_OVERHEAD};
 
 /// One stored key.

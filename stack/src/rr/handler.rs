@@ -54,10 +54,13 @@ impl Completions {
 
 /// Application logic of a [`Server`](super::Server): one decoded request in, one response out.
 ///
-/// The server calls the hooks from its single event-loop thread, without locks. It keeps a
-/// [`Handler::Conn`] for each connection on the handler's behalf (made by `on_open`, lent to
-/// every `handle`, given back to `on_close`), so per-connection state needs no table of the
-/// handler's own; `type Conn = ();` when there is none. Everything but `handle` has a default.
+/// The server calls the hooks from its single event-loop thread, without locks. State shared
+/// by all connections (a store, counters) lives in the handler itself; a server per thread
+/// (one transport each) means a handler per thread, so sharing across threads is the
+/// handler's own choice (an `Arc<Mutex<..>>`, say). The server keeps a [`Handler::Conn`]
+/// for each connection on the handler's behalf (made by `on_open`, lent to every `handle`,
+/// given back to `on_close`), so per-connection state needs no table of the handler's own;
+/// `type Conn = ();` when there is none. Everything but `handle` has a default.
 pub trait Handler {
     /// Per-connection state, kept by the server from `on_open` to `on_close`. Its `Default`
     /// is what the provided `on_open` makes.

@@ -29,18 +29,25 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::transport::ConnId;
 
+// The load generator (feature `client`, on by default).
+#[cfg(feature = "client")]
 mod client;
 mod handler;
 mod kv;
+#[cfg(feature = "client")]
 mod report;
 mod server;
+#[cfg(feature = "client")]
 mod workloads;
 
+#[cfg(feature = "client")]
 pub use client::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientError, LoadMode};
 pub use handler::{Completions, Echo, Handler, Reply};
 pub use kv::{Kv, KvError, KvRequest, KvResponse, KvStatus};
+#[cfg(feature = "client")]
 pub use report::ClientReport;
 pub use server::{Server, ServerConfig, ServerStats, ShutdownStats};
+#[cfg(feature = "client")]
 pub use workloads::{EchoWorkload, FnWorkload, Workload};
 
 /// Initial per-connection buffer capacity: enough for typical pipelined small messages without

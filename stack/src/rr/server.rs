@@ -18,7 +18,7 @@ pub struct ServerConfig {
     pub port: u16,
     /// Stop reading from a connection once this many response bytes are waiting to be sent.
     /// Reading resumes when the backlog falls below half of it. This bounds memory when a
-    /// client pipelines requests but does not read its responses.
+    /// client pipelines requests but does not read its responses. Default 4 MiB.
     pub write_high_water: usize,
     /// Poll timeout used by [`Server::run_until`] (how often `stop` is checked when idle).
     /// `Some(Duration::ZERO)` busy-polls; `None` sleeps until an event, so `stop` is only
@@ -66,6 +66,8 @@ struct ServerConn<C, S> {
     closing: bool,
     /// A request is waiting for its [`Reply::Pending`] completion: decode nothing more.
     pending: bool,
+    /// Shutting down: what the transport held was read; answer what it holds, read no more.
+    input_done: bool,
     /// Shutting down: every response is out and the FIN sent; what still comes is read and
     /// dropped until the peer's FIN (closing a kernel socket with unread input resets it).
     lingering: bool,
@@ -85,6 +87,9 @@ pub struct ShutdownStats {
     pub refused: usize,
     /// Requests answered while it ran.
     pub answered: u64,
+    /// Input not answered: what came after the shutdown began (read and dropped until the
+    /// peer closed) and incomplete requests left at the close.
+    pub unanswered_bytes: u64,
 }
 
 #[derive(PartialEq, Eq)]
@@ -219,12 +224,13 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
     }
 
     /// Stops serving gracefully: accepts nothing more (a connection that arrives is closed at
-    /// once, without `on_open`), answers every request already received (what the transport
-    /// holds is read first; a client's pipelined requests past
-    /// [`ServerConfig::write_high_water`] of unsent responses are not), waits for
-    /// [`Reply::Pending`] completions, then closes each connection with a FIN once its
-    /// responses are out, reads and drops what the peer still sends until it closes too, and
-    /// calls [`Handler::on_close`] for every connection. Returns when every connection is
+    /// once, without `on_open`), answers every request already received (all the transport
+    /// holds is read at once; responses still go out at the pace the client reads them,
+    /// [`ServerConfig::write_high_water`] at a time), waits for [`Reply::Pending`]
+    /// completions, then closes each connection with a FIN once its responses are out, reads
+    /// and drops what the peer still sends until it closes too (counted in
+    /// [`ShutdownStats::unanswered_bytes`]), and calls [`Handler::on_close`] for every
+    /// connection. Returns when every connection is
     /// closed and the transport has delivered every FIN ([`Transport::closing`] is 0), or at
     /// `deadline`: connections left then are closed as they are (the transport may reset
     /// them) and counted as forced.
@@ -243,9 +249,12 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         self.step(Some(Duration::ZERO))?;
         let ids: Vec<ConnId> = self.conns.keys().copied().collect();
         for id in ids {
-            self.service(id);
             if let Some(c) = self.conns.get_mut(&id) {
-                c.closing = true;
+                // All of it, past the high-water mark: bounded by the transport's buffer.
+                while let Ok(n @ 1..) = self.transport.recv(id, &mut c.rbuf) {
+                    self.stats.bytes_in += n as u64;
+                }
+                c.input_done = true;
                 self.service(id);
             }
         }
@@ -319,6 +328,7 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
                     peer_closed: false,
                     closing: false,
                     pending: false,
+                    input_done: false,
                     lingering: false,
                 };
                 self.conns.insert(conn, state);
@@ -340,7 +350,11 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         // Events for connections closed earlier in this batch are stale: skip them.
         let Some(conn) = self.conns.get_mut(&id) else { return };
         if conn.lingering {
-            if linger(&mut self.transport, id, conn) == Next::Close {
+            let (next, dropped) = linger(&mut self.transport, id, conn);
+            if let Some(st) = &mut self.stopping {
+                st.unanswered_bytes += dropped;
+            }
+            if next == Next::Close {
                 self.finish(id);
             }
             return;
@@ -358,8 +372,18 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             if self.stopping.is_some() && !conn.peer_closed {
                 // Every response is out: FIN now, then wait for the peer's.
                 conn.lingering = true;
-                if self.transport.shutdown_write(id).is_ok() && linger(&mut self.transport, id, conn) == Next::Keep {
-                    return;
+                if let Some(st) = &mut self.stopping {
+                    // Incomplete requests: never answered.
+                    st.unanswered_bytes += conn.rbuf.len() as u64;
+                }
+                if self.transport.shutdown_write(id).is_ok() {
+                    let (next, dropped) = linger(&mut self.transport, id, conn);
+                    if let Some(st) = &mut self.stopping {
+                        st.unanswered_bytes += dropped;
+                    }
+                    if next == Next::Keep {
+                        return;
+                    }
                 }
             }
             self.finish(id);
@@ -382,22 +406,20 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
     }
 }
 
-/// A lingering connection: reads and drops its input; closes once the peer has closed.
-fn linger<T: Transport, C, S>(transport: &mut T, id: ConnId, conn: &mut ServerConn<C, S>) -> Next {
+/// A lingering connection: reads and drops its input (returns how much); closes once the
+/// peer has closed.
+fn linger<T: Transport, C, S>(transport: &mut T, id: ConnId, conn: &mut ServerConn<C, S>) -> (Next, u64) {
+    let mut dropped = 0;
+    conn.rbuf.clear();
     loop {
-        conn.rbuf.clear();
         match transport.recv(id, &mut conn.rbuf) {
             Ok(0) => break,
-            Ok(_) => {}
-            Err(_) => return Next::Close,
+            Ok(n) => dropped += n as u64,
+            Err(_) => return (Next::Close, dropped),
         }
+        conn.rbuf.clear();
     }
-    conn.rbuf.clear();
-    if conn.peer_closed {
-        Next::Close
-    } else {
-        Next::Keep
-    }
+    (if conn.peer_closed { Next::Close } else { Next::Keep }, dropped)
 }
 
 /// The per-connection state machine, a free function so it can borrow the server's fields
@@ -416,7 +438,7 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
         if !conn.paused && !conn.closing && !conn.pending {
             // Requests left in the buffer when we paused come first.
             decode_buffered(handler, scratch, stats, high_water, id, conn);
-            while !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
+            while !conn.input_done && !conn.closing && !conn.pending && conn.wbuf.len() < high_water {
                 let n = match transport.recv(id, &mut conn.rbuf) {
                     Ok(n) => n,
                     Err(e) => {
@@ -475,7 +497,9 @@ fn serve_conn<T: Transport, C: Codec, H: Handler>(
         }
         break;
     }
-    let done = !conn.pending && (conn.closing || (conn.peer_closed && !conn.paused));
+    // With no input to come (peer closed, or shutting down), a connection whose read buffer
+    // holds no complete request is done: `paused` would say one waits for the backlog.
+    let done = !conn.pending && (conn.closing || ((conn.peer_closed || conn.input_done) && !conn.paused));
     if done && conn.wbuf.is_empty() {
         Next::Close
     } else {

@@ -14,7 +14,7 @@
 //!    kernel's neighbour table (`/proc/thread-self/net/arp`), asking the
 //!    kernel to resolve missing ones with an empty UDP datagram;
 //! 3. the answer: the driver teaches the engine what the kernel found
-//!    (`Engine::teach_neighbour`), which feeds smoltcp a synthesised ARP
+//!    (`Engine::add_neighbour`), which feeds smoltcp a synthesised ARP
 //!    reply built by [`reply`].
 //!
 //! Peers that send us frames need none of this: the engine learns them from
@@ -85,7 +85,7 @@ pub(crate) struct SharedArp {
     /// Targets the kernel has not resolved yet, since when.
     pending: Vec<(Ipv4Addr, Instant)>,
     /// Sends the datagram that makes the kernel resolve a target.
-    poker: Option<UdpSocket>,
+    resolve_socket: Option<UdpSocket>,
 }
 
 impl SharedArp {
@@ -96,7 +96,7 @@ impl SharedArp {
             wishes: Wishes { targets: Vec::with_capacity(MAX_PENDING), intercepted: 0 },
             ifname: ifname.to_string(),
             pending: Vec::new(),
-            poker: UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok(),
+            resolve_socket: UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok(),
         }
     }
 
@@ -154,7 +154,7 @@ impl SharedArp {
         }
         self.pending.push((ip, now));
         // Any datagram to the target makes the kernel resolve it; port 9 is discard.
-        if let Some(s) = &self.poker {
+        if let Some(s) = &self.resolve_socket {
             let _ = s.send_to(&[], SocketAddrV4::new(ip, 9));
         }
     }

@@ -219,7 +219,7 @@ impl XskTransport {
             for (ip, mac) in found.drain(..) {
                 // The gateway is on-link; an off-link peer is never resolved
                 // (smoltcp asks for its gateway instead).
-                self.engine.teach_neighbour(now, ip, mac, link);
+                self.engine.add_neighbour(now, ip, mac, link);
             }
         });
         self.resolved = found;
@@ -364,7 +364,7 @@ impl XskTransport {
             // a retransmission timer, far off).
             match self.port.wait(self.timer.wanted_fd(), wait) {
                 Ok(ready) => {
-                    if ready.also {
+                    if ready.extra {
                         self.timer.clear();
                     }
                 }

@@ -47,7 +47,7 @@ pub(super) struct Bucket {
     pub(super) members: Vec<ConnId>,
     pub(super) listeners: Vec<(SocketHandle, ListenerId)>,
     /// Listeners that left LISTEN (SYN received), not established yet, with arrival time.
-    pub(super) embryos: Vec<(SocketHandle, ListenerId, Instant)>,
+    pub(super) half_open: Vec<(SocketHandle, ListenerId, Instant)>,
     /// Closed by the application, finishing their FIN exchange: (socket, local port, since).
     pub(super) closing: Vec<(SocketHandle, u16, Instant)>,
     /// When smoltcp wants this bucket polled next (its `poll_at`).
@@ -62,7 +62,7 @@ pub(super) struct Bucket {
     pub(super) dirty: bool,
     /// A socket here wants the peer's pure ACKs as they come (see
     /// `Engine::acks_can_wait`), as of its last egress.
-    pub(super) eager: bool,
+    pub(super) wants_acks_now: bool,
     /// Segments the fast path took here: `EngineStats::fast_path` is their sum, and the
     /// fuzzer's twin compares the buckets where it took any.
     pub(super) fast_hits: u64,
@@ -121,12 +121,12 @@ impl Bucket {
             listen: SocketSet::new(Vec::new()),
             members: Vec::new(),
             listeners: Vec::new(),
-            embryos: Vec::new(),
+            half_open: Vec::new(),
             closing: Vec::new(),
             deadline: None,
             queued: None,
             dirty: false,
-            eager: false,
+            wants_acks_now: false,
             fast_hits: 0,
         }
     }

@@ -398,7 +398,7 @@ fn cookies_ahead_follow_the_half_open_table_and_the_syn_rate() {
     assert!(t.engine.cookies_ahead(t.now, 0));
     assert!(t.engine.cookies_until > t.now, "ACKs are checked for cookies");
     let mut t = server(SynCookies::Auto);
-    let limit = t.engine.embryo_limit();
+    let limit = t.engine.half_open_limit();
     assert!(!t.engine.cookies_ahead(t.now, 0), "an empty table");
     for i in 0..limit as u32 {
         let mut s = spec(i, 0, 0x02, &LINUX_OPTS, b"");

@@ -99,18 +99,18 @@ impl Engine {
                 self.reap_closing(b);
             }
             let bucket = &mut self.buckets[b];
-            let eager = self.track_acks
+            let wants = self.track_acks
                 && bucket.sockets.iter().any(|(_, s)| match s {
                     smoltcp::socket::Socket::Tcp(t) => wants_acks_now(t),
                     #[allow(unreachable_patterns)]
                     _ => false,
                 });
-            if eager != bucket.eager {
-                bucket.eager = eager;
-                if eager {
-                    self.eager += 1;
+            if wants != bucket.wants_acks_now {
+                bucket.wants_acks_now = wants;
+                if wants {
+                    self.buckets_wanting_acks += 1;
                 } else {
-                    self.eager -= 1;
+                    self.buckets_wanting_acks -= 1;
                 }
             }
             let next = self.iface.poll_at(now, &bucket.sockets);
@@ -139,7 +139,7 @@ impl Engine {
     /// [`ACKS_CAN_WAIT_BYTES`] unacknowledged or unsent, or a handshake or
     /// a FIN waiting for its ACK, as of each bucket's last egress.
     pub(crate) fn acks_can_wait(&self) -> bool {
-        self.track_acks && self.eager == 0
+        self.track_acks && self.buckets_wanting_acks == 0
     }
 
     /// Keeps what [`acks_can_wait`](Self::acks_can_wait) needs up to date

@@ -33,8 +33,8 @@ impl Engine {
                 // cookies, a full half-open table (a flood, most likely) does not refuse a
                 // SYN: it gets a cookie, and a real client that completes the handshake gets
                 // in as long as established connections leave room.
-                let full = self.embryos + self.conns.len() >= self.cfg.max_conns;
-                let flooded = self.cfg.syn_cookies != SynCookies::Off && self.embryos >= self.embryo_limit();
+                let full = self.half_open + self.conns.len() >= self.cfg.max_conns;
+                let flooded = self.cfg.syn_cookies != SynCookies::Off && self.half_open >= self.half_open_limit();
                 let refuse = if syn && listening && full && (!flooded || self.conns.len() >= self.cfg.max_conns) {
                     Some(DropReason::ConnLimit)
                 } else if !listening && !self.ports.in_use(dport) {
@@ -125,20 +125,20 @@ impl Engine {
     /// answered: an RST needs the peer's MAC as much as data.
     #[inline]
     fn learn<L: Link>(&mut self, now: Instant, src: Ipv4Addr, mac: [u8; 6], link: &mut L) {
-        if let Some(src) = self.taught.learn(src, now, &self.rules) {
-            self.teach(now, src, mac, link);
+        if let Some(src) = self.neighbours.learn(src, now, &self.rules) {
+            self.insert_neighbour(now, src, mac, link);
         }
     }
 
     /// Teaches smoltcp that on-link `ip` is at `mac` (shared-address mode,
     /// where the kernel owns ARP): a synthetic ARP reply. Off-link addresses
     /// are refused: their frames come from a router, whose MAC is not theirs.
-    pub(crate) fn teach_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
+    pub(crate) fn add_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
         if !self.rules.on_link(ip) || self.rules.bad_source(ip) {
             return false;
         }
-        self.teach(now, ip, mac, link);
-        self.taught.note(ip, now);
+        self.insert_neighbour(now, ip, mac, link);
+        self.neighbours.note(ip, now);
         // Sockets waiting for this neighbour can send now (rare: once per
         // new neighbour, so a pass over all buckets is fine).
         for b in 0..self.buckets.len() as u32 {
@@ -148,7 +148,7 @@ impl Engine {
     }
 
     /// A synthetic ARP reply for smoltcp's neighbour cache.
-    fn teach<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) {
+    fn insert_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) {
         let f = crate::xsk::arp::reply(self.cfg.mac, self.cfg.addr, mac, ip);
         let mut dev = SmolDev { rx: Some(&f), link };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);

@@ -103,7 +103,7 @@ impl Engine {
     /// With SYN cookies, also at most half the connection limit: a half-open table that
     /// full is a flood (cookies from then on), while a limit reached mostly by established
     /// connections refuses SYNs at once.
-    pub(super) fn embryo_limit(&self) -> usize {
+    pub(super) fn half_open_limit(&self) -> usize {
         let by_count = (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns);
         let (rx, tx) = self.initial_buffers();
         let per_socket = (rx + tx).max(1);
@@ -112,7 +112,7 @@ impl Engine {
         limit.max(1)
     }
 
-    /// Listeners that got a SYN become embryos and a fresh listener takes
+    /// Listeners that got a SYN become half-open connections and a fresh listener takes
     /// their place at once, so a burst of SYNs into one bucket finds a
     /// listener for each (smoltcp has no accept queue). Called after every
     /// ingress; it only looks at the bucket's few listeners.
@@ -134,12 +134,12 @@ impl Engine {
             // the bucket has none, the new one is refused. Either way the
             // count never passes the limit.
             let mut admit = true;
-            if self.embryos >= self.embryo_limit() {
-                if self.buckets[b].embryos.is_empty() {
+            if self.half_open >= self.half_open_limit() {
+                if self.buckets[b].half_open.is_empty() {
                     admit = false;
                 } else {
-                    let (old, _, _) = self.buckets[b].embryos.remove(0);
-                    self.embryos -= 1;
+                    let (old, _, _) = self.buckets[b].half_open.remove(0);
+                    self.half_open -= 1;
                     self.buckets[b].sockets.get_mut::<tcp::Socket>(old).abort();
                     let s = self.buckets[b].take(old);
                     self.recycle(s);
@@ -147,8 +147,8 @@ impl Engine {
                 self.stats.drops.count(DropReason::SynBacklog);
             }
             if admit {
-                self.embryos += 1;
-                self.buckets[b].embryos.push((h, lid, self.clock));
+                self.half_open += 1;
+                self.buckets[b].half_open.push((h, lid, self.clock));
             } else {
                 let mut s = self.buckets[b].take(h);
                 s.abort();
@@ -169,19 +169,19 @@ impl Engine {
     pub(super) fn scan(&mut self, b: usize) {
         let now = self.clock;
         let mut k = 0;
-        while k < self.buckets[b].embryos.len() {
-            let (h, lid, _) = self.buckets[b].embryos[k];
+        while k < self.buckets[b].half_open.len() {
+            let (h, lid, _) = self.buckets[b].half_open[k];
             match self.buckets[b].sockets.get::<tcp::Socket>(h).state() {
                 tcp::State::SynReceived => k += 1,
                 tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait => {
-                    self.buckets[b].embryos.swap_remove(k);
-                    self.embryos -= 1;
+                    self.buckets[b].half_open.swap_remove(k);
+                    self.half_open -= 1;
                     let s = self.buckets[b].take(h);
                     self.recycle(s);
                 }
                 _ => {
-                    self.buckets[b].embryos.swap_remove(k);
-                    self.embryos -= 1;
+                    self.buckets[b].half_open.swap_remove(k);
+                    self.half_open -= 1;
                     if let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) =
                         self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint()
                     {
@@ -293,7 +293,7 @@ impl Engine {
 
     pub(super) fn needs_sweep(&self) -> bool {
         let timers = self.cfg.idle_timeout.is_some() || self.cfg.timeout.is_some();
-        (timers && (!self.conns.is_empty() || self.embryos > 0)) || self.closing > 0
+        (timers && (!self.conns.is_empty() || self.half_open > 0)) || self.closing > 0
     }
 
     /// Idle connections and closes the peer never finishes: both would hold
@@ -340,7 +340,7 @@ impl Engine {
             for b in 0..self.buckets.len() {
                 let bucket = &mut self.buckets[b];
                 let mut aborted = false;
-                for &(h, _, since) in &bucket.embryos {
+                for &(h, _, since) in &bucket.half_open {
                     if now >= since + t {
                         bucket.sockets.get_mut::<tcp::Socket>(h).abort();
                         aborted = true;
@@ -373,7 +373,7 @@ impl Engine {
         match self.cfg.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
-            SynCookies::Auto => self.embryos >= self.embryo_limit(),
+            SynCookies::Auto => self.half_open >= self.half_open_limit(),
         }
     }
 
@@ -411,7 +411,7 @@ impl Engine {
             SynCookies::Auto => match self.ahead.checked {
                 Some((at, n)) if now >= at + smoltcp::time::Duration::from_secs(1) => {
                     self.ahead.checked = Some((now, answered));
-                    answered.wrapping_sub(n) >= (self.embryo_limit() / 8).max(1) as u64
+                    answered.wrapping_sub(n) >= (self.half_open_limit() / 8).max(1) as u64
                 }
                 _ => true,
             },
@@ -461,9 +461,9 @@ impl Engine {
         let (peer_isn, cookie) = (seg.seq.wrapping_sub(1), seg.ack.wrapping_sub(1));
         // A live connection of the same tuple takes the segment, unless it is half-open and
         // the segment returns a cookie (below).
-        let embryo = match self.buckets[b].find_conn(t.src, t.sport, t.dport) {
+        let found = match self.buckets[b].find_conn(t.src, t.sport, t.dport) {
             None => None,
-            Some(h) => match self.buckets[b].embryos.iter().position(|e| e.0 == h) {
+            Some(h) => match self.buckets[b].half_open.iter().position(|e| e.0 == h) {
                 Some(k) if self.buckets[b].sockets.get::<tcp::Socket>(h).state() == tcp::State::SynReceived => {
                     Some((k, h))
                 }
@@ -471,19 +471,19 @@ impl Engine {
             },
         };
         let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
-            if embryo.is_none() {
+            if found.is_none() {
                 // smoltcp finds no socket and answers with RST, as Linux does.
                 self.stats.drops.count(DropReason::BadCookie);
             }
             return;
         };
-        if let Some((k, h)) = embryo {
+        if let Some((k, h)) = found {
             // The peer's SYN came again after the steering program took over the SYNs
             // and got a cookie SYN-ACK, which it answers: the half-open socket (its ISN
             // is not the cookie) goes, silently, and the cookie's connection takes its
             // place.
-            self.buckets[b].embryos.swap_remove(k);
-            self.embryos -= 1;
+            self.buckets[b].half_open.swap_remove(k);
+            self.half_open -= 1;
             let s = self.buckets[b].take(h);
             self.recycle(s);
         }
@@ -511,8 +511,8 @@ impl Engine {
             return;
         }
         let h = self.buckets[b].add(s);
-        self.buckets[b].embryos.push((h, ListenerId(lid as u32), now));
-        self.embryos += 1;
+        self.buckets[b].half_open.push((h, ListenerId(lid as u32), now));
+        self.half_open += 1;
         self.stats.syn_cookies_accepted += 1;
     }
 }

@@ -58,7 +58,7 @@ pub(crate) struct Engine {
     cfg: EngineConfig,
     rules: RxRules,
     /// Half-open connections over all buckets.
-    embryos: usize,
+    half_open: usize,
     /// Bucket timers, earliest first: at most one live entry per bucket (its
     /// `queued`), at or before its deadline; other entries are stale and
     /// skipped.
@@ -72,10 +72,10 @@ pub(crate) struct Engine {
     /// Sockets in the buckets' closing lists.
     closing: usize,
     /// Peers taught to smoltcp from their frames.
-    taught: neighbours::Taught,
-    /// Buckets with `eager` set.
-    eager: usize,
-    /// Keep `eager` up to date (deferred ACKs are on): a pass over each
+    neighbours: neighbours::Learned,
+    /// Buckets with `wants_acks_now` set.
+    buckets_wanting_acks: usize,
+    /// Keep `buckets_wanting_acks` up to date (deferred ACKs are on): a pass over each
     /// egressed bucket's sockets, which nobody else needs.
     track_acks: bool,
     /// Peers known to delay their ACKs (tail-loss probe allowance).
@@ -122,14 +122,14 @@ impl Engine {
             pool: Vec::new(),
             ports: PortTable::new(cfg.ephemeral.clone()),
             rules,
-            embryos: 0,
+            half_open: 0,
             timers: BinaryHeap::new(),
             no_sockets: SocketSet::new(Vec::new()),
             clock: now,
             next_sweep: now + SWEEP_EVERY.into(),
             closing: 0,
-            taught: neighbours::Taught::default(),
-            eager: 0,
+            neighbours: neighbours::Learned::default(),
+            buckets_wanting_acks: 0,
             track_acks: false,
             delayers: delayers::Delayers::default(),
             jar: cookies::CookieJar::new(cfg.seed),
@@ -157,7 +157,7 @@ impl Engine {
         s.live_sockets = self.buckets.iter().map(|b| b.sockets.iter().count() + b.listen.iter().count()).sum();
         s.pooled_sockets = self.pool.len();
         s.listening = self.buckets.iter().map(|b| b.listeners.len()).sum();
-        s.half_open = self.embryos;
+        s.half_open = self.half_open;
         s.connections = self.conns.len();
         s.fast_path = self.buckets.iter().map(|b| b.fast_hits).sum();
         // Live sockets' counters; recycled ones were added as they went.
@@ -204,7 +204,7 @@ impl Engine {
         }
         // `self.stats`, not `stats()`: the fast path's count (which only one engine has)
         // is summed from the buckets there.
-        let _ = writeln!(out, "{:?} {} {}", self.stats, self.embryos, self.conns.len());
+        let _ = writeln!(out, "{:?} {} {}", self.stats, self.half_open, self.conns.len());
     }
 
     /// Ports the driver must start or stop steering (and holding in the kernel).

@@ -23,12 +23,12 @@ use crate::xsk::demux::RxRules;
 const REFRESH: Duration = Duration::from_secs(20);
 
 #[derive(Default)]
-pub(super) struct Taught {
+pub(super) struct Learned {
     /// The peer of the last frame and when it was taught.
     last: Option<(Ipv4Addr, Instant)>,
 }
 
-impl Taught {
+impl Learned {
     /// `Some(ip)` when a frame from `ip` should teach smoltcp now.
     #[inline]
     pub(super) fn learn(&mut self, ip: Ipv4Addr, now: Instant, rules: &RxRules) -> Option<Ipv4Addr> {
@@ -59,7 +59,7 @@ mod tests {
 
     #[test]
     fn teaches_on_every_change_of_peer_and_after_refresh() {
-        let mut n = Taught::default();
+        let mut n = Learned::default();
         let (a, b) = (Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 3));
         let t0 = Instant::from_secs(1);
         assert_eq!(n.learn(a, t0, &rules()), Some(a));

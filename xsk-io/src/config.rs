@@ -1,0 +1,120 @@
+//! How a port is opened: [`PortConfig`] and its parts. Its own module, so that the
+//! interface ([`crate::iface`]) and the data plane ([`crate::port`]) both read it and
+//! neither imports the other for it.
+
+use std::net::Ipv4Addr;
+
+use crate::socket::RingSizes;
+use crate::steer::SteerFlags;
+use crate::umem::UmemConfig;
+use crate::AttachMode;
+
+/// A kernel knob: leave it alone, let the port choose, or force a value.
+/// Parses from `off` (or `0`), `auto`, or a number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Knob {
+    /// Do not set the option: the kernel default stays.
+    Off,
+    /// The port's choice (see the [`PortConfig`] field); a kernel without
+    /// the option is reported once and the port runs without it.
+    Auto,
+    /// Exactly this value; a kernel that refuses it fails the port with
+    /// [`PortError::Knob`](crate::port::PortError::Knob), one without the option is reported as for `Auto`.
+    Value(u32),
+}
+
+impl std::str::FromStr for Knob {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Knob, String> {
+        match s {
+            "off" | "0" => Ok(Knob::Off),
+            "auto" => Ok(Knob::Auto),
+            n => n.parse().map(Knob::Value).map_err(|_| format!("expected off, auto or a number, got {n:?}")),
+        }
+    }
+}
+
+/// Which flows the XDP program hands to the port.
+#[derive(Clone, Debug)]
+pub struct SteerSpec {
+    /// Destination address of steered frames (`0.0.0.0`: any).
+    pub addr: Ipv4Addr,
+    /// TCP destination ports steered from the start (more can be added
+    /// later through [`Steer::add_tcp_port`](crate::steer::Steer::add_tcp_port)).
+    pub tcp_ports: Vec<u16>,
+    /// ARP for `addr` (dedicated-address mode), ICMP to `addr`.
+    pub flags: SteerFlags,
+}
+
+/// Socket busy polling (opt-in): with it, an empty `recv` drives the
+/// device's NAPI from the calling thread instead of waiting for an interrupt.
+/// Sets `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` and `SO_BUSY_POLL_BUDGET`.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct BusyPoll {
+    /// `SO_BUSY_POLL`: how long one poll may spin, in microseconds.
+    pub usecs: u32,
+    /// `SO_BUSY_POLL_BUDGET`: packets per poll.
+    pub budget: u32,
+}
+
+/// How to open a port (and prepare its interface). [`PortConfig::new`] gives
+/// the defaults: queue 0, 4096 frames of 4 KiB, 2048-entry rings, attach
+/// mode `Auto`, no steering program, both TX knobs `Auto`, no busy polling,
+/// tuning on.
+#[derive(Clone, Debug)]
+pub struct PortConfig {
+    /// The interface, in the calling thread's network namespace.
+    pub ifname: String,
+    /// The queue to bind ([`Port::open`](crate::port::Port::open); [`Port::open_all`](crate::port::Port::open_all) binds every queue).
+    pub queue: u32,
+    /// Size of the UMEM (one per port).
+    pub umem: UmemConfig,
+    /// Ring sizes.
+    pub rings: RingSizes,
+    /// Where the steering program runs; `Auto` lets the tuning decide.
+    pub attach: AttachMode,
+    /// None: bind the socket but attach no program (TX-only use).
+    pub steer: Option<SteerSpec>,
+    /// [`XDP_MAX_TX_SKB_BUDGET`](crate::sys::XDP_MAX_TX_SKB_BUDGET), in
+    /// descriptors per `sendto`; `Auto` = the TX ring size (a ring below 32
+    /// keeps the kernel default). The kernel allows 32 to the TX ring size.
+    pub tx_budget: Knob,
+    /// [`XDP_GENERIC_XMIT_BATCH`](crate::sys::XDP_GENERIC_XMIT_BATCH), in
+    /// frames per TX queue lock; `Auto` = 32, never above the budget.
+    pub xmit_batch: Knob,
+    /// Busy polling; None (the default) is off.
+    pub busy_poll: Option<BusyPoll>,
+    /// Ask for TX checksum offload through AF_XDP TX metadata (Linux 6.8+;
+    /// [`Features::tx_csum`](crate::port::Features::tx_csum) says whether the kernel took it). On by default.
+    pub tx_csum: bool,
+    /// Prepare the device (offloads, channels); false = check only.
+    pub tune: bool,
+    /// SYN shedding in the steering program (see [`crate::shed`]): `Off`
+    /// (the default here), `Auto` (keep an eighth of the RX ring for open
+    /// connections, [`crate::shed::default_keep`]) or `Value(keep)`. Needs
+    /// the program variant with deferred ACKs; without it the port says so
+    /// once and runs without.
+    pub syn_shed: Knob,
+}
+
+impl PortConfig {
+    /// The defaults (see the type) for `ifname`.
+    pub fn new(ifname: &str) -> PortConfig {
+        PortConfig {
+            ifname: ifname.to_string(),
+            queue: 0,
+            umem: UmemConfig::default(),
+            rings: RingSizes::default(),
+            attach: AttachMode::Auto,
+            steer: None,
+            tx_budget: Knob::Auto,
+            xmit_batch: Knob::Auto,
+            busy_poll: None,
+            tx_csum: true,
+            tune: true,
+            syn_shed: Knob::Off,
+        }
+    }
+}
+
