@@ -38,6 +38,7 @@
 //! | `args.rs` | splitting a request into arguments (multibulk ranges, inline unquoting) |
 //! | `store.rs` | the key space: typed values, lookups with lazy expiry, limits, the deadline heap |
 //! | `commands.rs` | dispatch, the string and key commands, the error replies |
+//! | `fail.rs` | `Fail`: why a command failed, one variant per Redis error reply |
 //! | `hashes.rs` | the hash commands |
 //! | `session.rs` | per-connection state: HELLO, AUTH, CLIENT, MULTI/EXEC |
 //! | `introspection.rs` | what stock clients ask at start: COMMAND, CONFIG GET, INFO |
