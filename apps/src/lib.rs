@@ -425,29 +425,29 @@ impl XskOpts {
         c.port.busy_poll = busy_poll.map(|usecs| BusyPoll { usecs, budget: self.busy_budget });
         c.port.tune = !self.no_tune;
         c.port.tx_csum = !self.no_csum_offload;
-        c.fast_path = !self.no_fast_path;
+        c.engine.fast_path = !self.no_fast_path;
         c.stage_times = self.stage_times;
         c.rx_batch = self.batch;
-        c.max_conns = max_conns;
-        c.rx_buffer = self.buffer;
-        c.tx_buffer = self.buffer;
-        c.initial_buffer = self.initial_buffer.clamp(512, self.buffer);
+        c.engine.max_conns = max_conns;
+        c.engine.rx_buffer = self.buffer;
+        c.engine.tx_buffer = self.buffer;
+        c.engine.initial_buffer = self.initial_buffer.clamp(512, self.buffer);
         c.gateway = self.gateway;
         c.partial_csum = match self.partial_csum {
             PartialCsumArg::Auto => PartialCsum::Auto,
             PartialCsumArg::Accept => PartialCsum::Accept,
             PartialCsumArg::Reject => PartialCsum::Reject,
         };
-        c.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
-        c.fin_timeout = self.fin_timeout;
+        c.engine.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
+        c.engine.fin_timeout = self.fin_timeout;
         c.defer_acks = !self.no_defer_acks;
-        c.syn_cookies = self.syn_cookies.into();
+        c.engine.syn_cookies = self.syn_cookies.into();
         c.xdp_syn_cookies = match self.xdp_cookies {
             XdpCookiesArg::Auto => stack::xsk::XdpCookies::Auto,
             XdpCookiesArg::On => stack::xsk::XdpCookies::On,
             XdpCookiesArg::Off => stack::xsk::XdpCookies::Off,
         };
-        c.recovery = self.loss_recovery.settings().map_err(UsageError)?;
+        c.engine.recovery = self.loss_recovery.settings().map_err(UsageError)?;
         c.faults = self.faults.faults();
         Ok(c)
     }
@@ -484,7 +484,7 @@ fn preset_defaults(f: fn(&Recovery) -> Duration) -> String {
     )
 }
 
-/// Loss recovery of the userspace stack's TCP (`XskConfig.recovery`): the retransmission
+/// Loss recovery of the userspace stack's TCP (`XskConfig.engine.recovery`): the retransmission
 /// timer's bounds and the tail-loss probe, set on every socket. `--recovery` picks the preset;
 /// each option given overrides its field. Only with `--backend xsk`.
 #[derive(Args, Clone, Debug)]
@@ -1476,13 +1476,13 @@ mod tests {
     #[test]
     fn config_takes_recovery_and_faults() {
         let c = xsk_opts(&["--iface", "lo"]).unwrap().config(1024, None).unwrap();
-        assert_eq!(c.recovery, Recovery::default());
+        assert_eq!(c.engine.recovery, Recovery::default());
         assert!(!c.faults.any());
         let c = xsk_opts(&["--iface", "lo", "--recovery", "smoltcp", "--fault-rx-drop", "1%", "--fault-tx-drop", "0.02"])
             .unwrap()
             .config(1024, None)
             .unwrap();
-        assert_eq!(c.recovery, Recovery::smoltcp());
+        assert_eq!(c.engine.recovery, Recovery::smoltcp());
         assert_eq!((c.faults.rx_drop, c.faults.tx_drop), (0.01, 0.02));
         for bad in [&["--fault-rx-drop", "2"][..], &["--fault-tx-drop", "-1%"], &["--fault-rx-drop", "x"]] {
             assert!(xsk_opts(bad).is_err(), "{bad:?}");

@@ -20,7 +20,7 @@
 //! [`xsk::AddrMode`] in [`xsk::XskConfig`]:
 //! - **Dedicated** `{ addr, prefix_len }`: an address the kernel does not have. The stack answers
 //!   ARP and ping for it; its listening ports and its whole ephemeral range
-//!   ([`xsk::XskConfig::ephemeral`]) are steered to it; off-link peers go through
+//!   ([`xsk::EngineConfig::ephemeral`]) are steered to it; off-link peers go through
 //!   [`xsk::XskConfig::gateway`]. Use it when you can add an address (a lab, a second address
 //!   in the subnet).
 //! - **Shared**: the interface's own IPv4 address (it must have one). Only the ports the stack

@@ -190,7 +190,7 @@ fn listen_on_a_port_the_kernel_has_fails_and_a_stack_port_is_held() {
 fn syns_beyond_the_connection_limit_are_refused_at_once() {
     let lab = lab("hzc");
     let mut c = xsk_cfg(&lab, AddrMode::Shared);
-    c.max_conns = 8;
+    c.engine.max_conns = 8;
     let srv = xsk_server(&lab.ns_a, c, 7400);
     let to = SocketAddrV4::new(lab.addr_a, 7400);
     let (held, refused) = lab
@@ -213,7 +213,7 @@ fn syns_beyond_the_connection_limit_are_refused_at_once() {
 fn idle_connections_are_closed() {
     let lab = lab("hzi");
     let mut c = xsk_cfg(&lab, AddrMode::Shared);
-    c.idle_timeout = Some(Duration::from_secs(1));
+    c.engine.idle_timeout = Some(Duration::from_secs(1));
     let srv = xsk_server(&lab.ns_a, c, 7500);
     let to = SocketAddrV4::new(lab.addr_a, 7500);
     let closed_after = lab

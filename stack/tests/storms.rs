@@ -59,7 +59,7 @@ fn ten_thousand_connections_at_once() {
     let lab = lab("sts");
     let (mode, a) = dedicated(&lab);
     let mut c = xsk_cfg(&lab, mode);
-    c.max_conns = 10_000;
+    c.engine.max_conns = 10_000;
     let srv = xsk_server(&lab.ns_a, c, 7300);
     let tcp0 = retrans_syns(&lab.ns_b);
     let t = Instant::now();
@@ -105,7 +105,7 @@ fn every_syn_answered_in_xdp_with_cookies_always() {
         let _peer = lab.peer_xdp_pass().expect("an XDP program on the client's veth");
         let (mode, a) = if shared { (stack::xsk::AddrMode::Shared, lab.addr_a) } else { dedicated(&lab) };
         let mut c = xsk_cfg(&lab, mode);
-        c.syn_cookies = stack::xsk::SynCookies::Always;
+        c.engine.syn_cookies = stack::xsk::SynCookies::Always;
         c.xdp_syn_cookies = stack::xsk::XdpCookies::On;
         let srv = xsk_server(&lab.ns_a, c, 7303);
         let r = churn(&lab.ns_b, lab.addr_b, SocketAddrV4::new(a, 7303), ChurnPattern::Churn, 16, 300);
@@ -133,7 +133,7 @@ fn xdp_cookies_that_the_device_cannot_send_fall_back_to_the_stack() {
     no_time_wait(&lab.ns_b);
     let (mode, a) = dedicated(&lab);
     let mut c = xsk_cfg(&lab, mode);
-    c.syn_cookies = stack::xsk::SynCookies::Always;
+    c.engine.syn_cookies = stack::xsk::SynCookies::Always;
     c.xdp_syn_cookies = stack::xsk::XdpCookies::On;
     let srv = xsk_server(&lab.ns_a, c, 7304);
     let syn0 = retrans_syns(&lab.ns_b);

@@ -156,7 +156,7 @@ fn run(tag: &str, port: u16, recovery: Recovery, conns: usize, per_conn: usize, 
     let (mode, a) = dedicated(&lab);
     let mut cfg = XskConfig::new(&lab.if_a, mode);
     cfg.port.attach = AttachMode::Auto;
-    cfg.recovery = recovery;
+    cfg.engine.recovery = recovery;
     let srv = xsk_server(&lab.ns_a, cfg, port);
     let dst = SocketAddrV4::new(a, port);
     // Connected before the loss starts: a lost SYN-ACK costs a second

@@ -72,9 +72,9 @@ fn thousand_connections_hundred_requests_each() {
     let lab = lab("sxk");
     let (mode, a) = dedicated(&lab);
     let mut c = xsk_cfg(&lab, mode);
-    c.max_conns = 2048;
-    c.rx_buffer = 16 * 1024;
-    c.tx_buffer = 16 * 1024;
+    c.engine.max_conns = 2048;
+    c.engine.rx_buffer = 16 * 1024;
+    c.engine.tx_buffer = 16 * 1024;
     let srv = xsk_server(&lab.ns_a, c, 7102);
     let r = kernel_client(&lab.ns_b, lab.addr_b, cfg(SocketAddrV4::new(a, 7102), 1000, 1, 100_000), 16, 256);
     assert_clean(&r, 100_000);
@@ -324,8 +324,8 @@ fn close_paths_behave_like_kernel_tcp() {
     let lab = lab("sxe");
     let (mode, a) = dedicated(&lab);
     let mut c = xsk_cfg(&lab, mode);
-    c.keepalive = Some(Duration::from_millis(200));
-    c.timeout = Some(Duration::from_secs(1));
+    c.engine.keepalive = Some(Duration::from_millis(200));
+    c.engine.timeout = Some(Duration::from_secs(1));
     let srv = xsk_server(&lab.ns_a, c, 7108);
     let dst = SocketAddrV4::new(a, 7108);
     lab.ns_b
@@ -459,7 +459,7 @@ fn light_server<T: Send + 'static>(
 ) -> (XskServer, T) {
     let (mode, a) = dedicated(lab);
     let mut c = xsk_cfg(lab, mode);
-    c.timeout = None;
+    c.engine.timeout = None;
     let srv = xsk_server_polling(&lab.ns_a, c, port, Duration::from_secs(5));
     let dst = SocketAddrV4::new(a, port);
     let out = lab

@@ -333,7 +333,7 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
         Backend::Xsk => {
             let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
-            let recovery = apps::describe_recovery(&xcfg.recovery);
+            let recovery = apps::describe_recovery(&xcfg.engine.recovery);
             let t = XskTransport::new(xcfg)
                 .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             eprintln!("xsk port: {}", t.port().features());

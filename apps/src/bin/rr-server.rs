@@ -248,7 +248,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)");
             let xcfg = args.xsk.config(args.max_conns, args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
-            let recovery = describe_recovery(&xcfg.recovery);
+            let recovery = describe_recovery(&xcfg.engine.recovery);
             if args.threads > 1 {
                 println!("xsk loss recovery: {recovery}");
                 return threads::xsk(xcfg, args, cfg, &ready);

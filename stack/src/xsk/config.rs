@@ -1,14 +1,11 @@
 //! What an `XskTransport` is configured with, and its errors.
 
 use std::net::Ipv4Addr;
-use std::ops::RangeInclusive;
-use std::time::Duration;
 
 use xsk_io::port::{PortConfig, PortError};
 
-use super::engine::SynCookies;
+use super::engine::EngineConfig;
 use super::faults::Faults;
-use super::recovery::Recovery;
 
 /// Which IPv4 address the stack uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,17 +22,6 @@ pub enum AddrMode {
         /// Its subnet's prefix length (on-link peers).
         prefix_len: u8,
     },
-}
-
-/// TCP congestion control (smoltcp's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Congestion {
-    /// None: the window is the receiver's.
-    None,
-    /// Reno.
-    Reno,
-    /// CUBIC (the default, as in Linux).
-    Cubic,
 }
 
 /// What to do with TCP segments whose checksum a local sender left partial
@@ -102,37 +88,8 @@ pub struct XskConfig {
     pub addr: AddrMode,
     /// Router for off-link peers; in shared mode the kernel's default route when unset.
     pub gateway: Option<Ipv4Addr>,
-    /// Connections this shard is sized for (decides the bucket count when `buckets` is 0).
-    pub max_conns: usize,
-    /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
-    pub buckets: usize,
-    /// Receive buffer per connection at most, bytes (the advertised window's bound).
-    pub rx_buffer: usize,
-    /// Send buffer per connection at most, bytes.
-    pub tx_buffer: usize,
-    /// What each connection's buffers start at, bytes: they grow (by four, up to `rx_buffer`
-    /// and `tx_buffer`) when a read or a write finds them too small, so a connection that
-    /// carries small requests and responses, and a half-open one, costs this much twice.
-    pub initial_buffer: usize,
-    /// Listening sockets kept ready per port, spread over the buckets (the accept backlog).
-    pub backlog: usize,
-    /// Local ports for outgoing connections.
-    pub ephemeral: RangeInclusive<u16>,
-    /// TCP keep-alive interval; none by default.
-    pub keepalive: Option<Duration>,
-    /// Abort a connection when the peer stops acknowledging for this long.
-    pub timeout: Option<Duration>,
-    /// Close a connection that carried no data either way for this long.
-    pub idle_timeout: Option<Duration>,
-    /// Abort a connection the application closed when the peer has not
-    /// finished the close after this long (FIN-WAIT-2 and friends).
-    pub fin_timeout: Duration,
-    /// Memory half-open connections may hold (their socket buffers).
-    pub half_open_bytes: usize,
-    /// When SYNs are answered with SYN cookies: by default when the half-open
-    /// table is full (as Linux), so a SYN flood costs no memory and no
-    /// half-open connection is evicted.
-    pub syn_cookies: SynCookies,
+    /// The TCP engine: limits, buffers, timers, SYN cookies, congestion control, recovery.
+    pub engine: EngineConfig,
     /// Let the XDP program answer SYNs to listening ports with the stack's
     /// own cookies while the stack uses cookies (see `xsk_io::syncookies`):
     /// a flood's SYNs then take no frame of the rings and none of the
@@ -141,18 +98,10 @@ pub struct XskConfig {
     pub xdp_syn_cookies: XdpCookies,
     /// Partial TCP checksums (a local sender's checksum offload).
     pub partial_csum: PartialCsum,
-    /// Header prediction: in-order ACK/PSH segments of established connections skip
-    /// smoltcp's general receive path (the same effects; see `stack/vendor/smoltcp/PATCHES.md`,
-    /// fast-path). On by default; off only to compare.
-    pub fast_path: bool,
     /// Time the transport's stages per request (`StackStats::stages`: RX ring, engine,
     /// application, egress, the kernel's send, waiting): a diagnostic, off by default; it
     /// reads the clock about ten times per request.
     pub stage_times: bool,
-    /// Congestion control.
-    pub congestion: Congestion,
-    /// Loss recovery: retransmission timeout bounds, tail-loss probe.
-    pub recovery: Recovery,
     /// Frames taken from the RX ring per loop iteration at most.
     pub rx_batch: usize,
     /// Let the peers' pure ACKs wait, while the stack sleeps and no socket
@@ -185,25 +134,10 @@ impl XskConfig {
             port,
             addr,
             gateway: None,
-            max_conns: 1024,
-            buckets: 0,
-            rx_buffer: 64 * 1024,
-            tx_buffer: 64 * 1024,
-            initial_buffer: 4096,
-            backlog: 256,
-            ephemeral: 40000..=59999,
-            keepalive: None,
-            timeout: Some(Duration::from_secs(60)),
-            idle_timeout: None,
-            fin_timeout: Duration::from_secs(60),
-            half_open_bytes: 64 << 20,
-            syn_cookies: SynCookies::Auto,
+            engine: EngineConfig::default(),
             xdp_syn_cookies: XdpCookies::Auto,
             partial_csum: PartialCsum::Auto,
-            fast_path: true,
             stage_times: false,
-            congestion: Congestion::Cubic,
-            recovery: Recovery::default(),
             rx_batch: 128,
             defer_acks: true,
             faults: Faults::default(),

@@ -40,7 +40,8 @@ mod stages;
 pub mod testing;
 
 pub use acks::AckStats;
-pub use config::{AddrMode, Congestion, PartialCsum, XdpCookies, XskConfig, XskError};
+pub use config::{AddrMode, PartialCsum, XdpCookies, XskConfig, XskError};
+pub use engine::{Congestion, EngineConfig};
 pub use device::DeviceStats;
 pub use drops::{DropReason, DropStats};
 pub use engine::{EngineStats, SynCookies};

@@ -11,7 +11,7 @@ use xsk_io::steer::SteerFlags;
 use super::acks::DeferredAcks;
 use super::claims::Claims;
 use super::device::DevState;
-use super::engine::{Engine, EngineConfig};
+use super::engine::{Engine, EngineSetup};
 use super::faults::FaultState;
 use super::stages::Stages;
 use super::arp::{self, SharedArp};
@@ -83,7 +83,7 @@ impl XskTransport {
             // Nobody else has the address: steer the whole ephemeral range.
             AddrMode::Dedicated { .. } => {
                 if let Some(steer) = ports[0].steer() {
-                    steer.add_tcp_port_range(cfg.ephemeral.clone()).map_err(PortError::from)?;
+                    steer.add_tcp_port_range(cfg.engine.ephemeral.clone()).map_err(PortError::from)?;
                 }
                 None
             }
@@ -108,28 +108,13 @@ impl XskTransport {
         if let Some(g) = gateway {
             tracing::info!("{ifname}: off-link peers through gateway {g}");
         }
-        let ecfg = EngineConfig {
+        let ecfg = EngineSetup {
+            tcp: cfg.engine.clone(),
             mac,
             addr,
             prefix_len,
             gateway,
-            max_conns: cfg.max_conns,
-            buckets: cfg.buckets,
-            rx_buffer: cfg.rx_buffer,
-            tx_buffer: cfg.tx_buffer,
-            initial_buffer: cfg.initial_buffer,
-            backlog: cfg.backlog,
-            ephemeral: cfg.ephemeral.clone(),
-            keepalive: cfg.keepalive,
-            timeout: cfg.timeout,
-            idle_timeout: cfg.idle_timeout,
-            fin_timeout: cfg.fin_timeout,
-            half_open_bytes: cfg.half_open_bytes,
-            syn_cookies: cfg.syn_cookies,
-            congestion: cfg.congestion,
-            recovery: cfg.recovery,
             accept_partial_csum: accept_partial,
-            fast_path: cfg.fast_path,
             seed: seed(),
         };
         ports
@@ -140,7 +125,7 @@ impl XskTransport {
 
     fn with_port(
         cfg: XskConfig,
-        mut ecfg: EngineConfig,
+        mut ecfg: EngineSetup,
         mut port: Port,
         mtu: usize,
         claims: Option<Arc<Claims>>,
@@ -168,7 +153,7 @@ impl XskTransport {
         }
         let native = port.steer().is_some_and(|s| s.mode() == xsk_io::AttachMode::Drv);
         let xdp_cookies = if cfg.xdp_syn_cookies.use_on(&port.features().driver, native)
-            && cfg.syn_cookies != super::SynCookies::Off
+            && cfg.engine.syn_cookies != super::SynCookies::Off
             && !cfg.faults.any()
         {
             let params = cookie_params(&engine, mtu, epoch_ns);
@@ -182,12 +167,12 @@ impl XskTransport {
             engine.rules().prefix_len,
             if shared { "shared with the kernel" } else { "dedicated" },
             engine.buckets(),
-            cfg.rx_buffer,
-            cfg.tx_buffer,
-            cfg.initial_buffer.min(cfg.rx_buffer.max(cfg.tx_buffer)),
-            cfg.max_conns,
+            cfg.engine.rx_buffer,
+            cfg.engine.tx_buffer,
+            cfg.engine.initial_buffer.min(cfg.engine.rx_buffer.max(cfg.engine.tx_buffer)),
+            cfg.engine.max_conns,
             if acks.is_some() { "on" } else { "off" },
-            cfg.syn_cookies,
+            cfg.engine.syn_cookies,
             if xdp_cookies.is_some() { " (answered in XDP while in use)" } else { "" },
         );
         Ok(XskTransport {

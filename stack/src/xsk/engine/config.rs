@@ -4,55 +4,118 @@ use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::xsk::config::Congestion;
 use crate::xsk::drops::DropStats;
 use crate::xsk::recovery::{Recovery, RecoveryStats};
 use super::cookies::SynCookies;
 
-/// What the engine is configured with (the protocol part of `XskConfig`).
+/// TCP congestion control (smoltcp's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Congestion {
+    /// None: the window is the receiver's.
+    None,
+    /// Reno.
+    Reno,
+    /// CUBIC (the default, as in Linux).
+    Cubic,
+}
+
+/// The TCP engine's settings: limits, buffers, timers, SYN cookies, congestion control, loss
+/// recovery. [`XskConfig::engine`](crate::xsk::XskConfig::engine) holds one; `Default`
+/// gives the values it starts with.
 #[derive(Clone, Debug)]
-pub(crate) struct EngineConfig {
+pub struct EngineConfig {
+    /// Connections this shard is sized for (decides the bucket count when `buckets` is 0);
+    /// connections and half-open ones beyond it are refused (RST).
+    pub max_conns: usize,
+    /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
+    pub buckets: usize,
+    /// Receive buffer per connection at most, bytes (the advertised window's bound).
+    pub rx_buffer: usize,
+    /// Send buffer per connection at most, bytes.
+    pub tx_buffer: usize,
+    /// What each connection's buffers start at, bytes: they grow (by four, up to `rx_buffer`
+    /// and `tx_buffer`) when a read or a write finds them too small, so a connection that
+    /// carries small requests and responses, and a half-open one, costs this much twice.
+    pub initial_buffer: usize,
+    /// Listening sockets kept ready per port, spread over the buckets (the accept backlog).
+    pub backlog: usize,
+    /// Local ports for outgoing connections.
+    pub ephemeral: RangeInclusive<u16>,
+    /// TCP keep-alive interval; none by default.
+    pub keepalive: Option<Duration>,
+    /// Abort a connection when the peer stops acknowledging data for this long, a connect
+    /// that gets no answer, and a half-open connection that never completes. An idle
+    /// connection is not affected (see `idle_timeout`).
+    pub timeout: Option<Duration>,
+    /// Close a connection that carried no data either way for this long.
+    pub idle_timeout: Option<Duration>,
+    /// Abort a connection the application closed when the peer has not finished the close
+    /// after this long (FIN-WAIT-2, CLOSING, LAST-ACK).
+    pub fin_timeout: Duration,
+    /// Memory half-open connections may hold (their socket buffers).
+    pub half_open_bytes: usize,
+    /// When SYNs are answered with SYN cookies: by default when the half-open table is full
+    /// (as Linux), so a SYN flood costs no memory and no half-open connection is evicted.
+    pub syn_cookies: SynCookies,
+    /// Congestion control.
+    pub congestion: Congestion,
+    /// Loss recovery: retransmission timeout bounds, tail-loss probe.
+    pub recovery: Recovery,
+    /// Header prediction: in-order ACK/PSH segments of established connections skip
+    /// smoltcp's general receive path (the same effects; see `stack/vendor/smoltcp/PATCHES.md`,
+    /// fast-path). On by default; off only to compare.
+    pub fast_path: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_conns: 1024,
+            buckets: 0,
+            rx_buffer: 64 * 1024,
+            tx_buffer: 64 * 1024,
+            initial_buffer: 4096,
+            backlog: 256,
+            ephemeral: 40000..=59999,
+            keepalive: None,
+            timeout: Some(Duration::from_secs(60)),
+            idle_timeout: None,
+            fin_timeout: Duration::from_secs(60),
+            half_open_bytes: 64 << 20,
+            syn_cookies: SynCookies::Auto,
+            congestion: Congestion::Cubic,
+            recovery: Recovery::default(),
+            fast_path: true,
+        }
+    }
+}
+
+/// What an engine runs with: its [`EngineConfig`] and where it sits on the link, which the
+/// transport finds out when it opens. It reads the settings as its own fields (`Deref`), so
+/// the engine's code says `cfg.max_conns` whichever struct holds it.
+#[derive(Clone, Debug)]
+pub(crate) struct EngineSetup {
+    pub(crate) tcp: EngineConfig,
     pub(crate) mac: [u8; 6],
     pub(crate) addr: Ipv4Addr,
     pub(crate) prefix_len: u8,
     pub(crate) gateway: Option<Ipv4Addr>,
-    /// Connections (established and half-open) at most; SYNs beyond get RST.
-    pub(crate) max_conns: usize,
-    /// Socket buckets (power of two); 0 = one per 8 connections, at least 16.
-    pub(crate) buckets: usize,
-    /// Largest receive and send buffer per connection (the receive window's bound).
-    pub(crate) rx_buffer: usize,
-    pub(crate) tx_buffer: usize,
-    /// What each buffer starts at; it grows (by 4, up to the largest) when a request,
-    /// response or window needs more.
-    pub(crate) initial_buffer: usize,
-    /// Listening sockets kept ready per port, spread over the buckets.
-    pub(crate) backlog: usize,
-    /// Local ports for outgoing connections.
-    pub(crate) ephemeral: RangeInclusive<u16>,
-    pub(crate) keepalive: Option<Duration>,
-    /// Abort a connection when the peer stops acknowledging data for this
-    /// long, a connect that gets no answer, and a half-open connection that
-    /// never completes. An idle connection is not affected (see `idle_timeout`).
-    pub(crate) timeout: Option<Duration>,
-    /// Close a connection that carried no data either way for this long.
-    pub(crate) idle_timeout: Option<Duration>,
-    /// Abort a connection the application closed when the peer has not
-    /// finished the close after this long (FIN-WAIT-2, CLOSING, LAST-ACK).
-    pub(crate) fin_timeout: Duration,
-    /// Memory that half-open connections may hold (their socket buffers).
-    pub(crate) half_open_bytes: usize,
-    /// When SYNs are answered with cookies instead of half-open sockets.
-    pub(crate) syn_cookies: SynCookies,
-    pub(crate) congestion: Congestion,
-    pub(crate) recovery: Recovery,
     /// Accept TCP checksums left partial by a local sender's offload.
     pub(crate) accept_partial_csum: bool,
-    /// Header prediction: in-order ACK/PSH segments of established connections go
-    /// straight to their socket (`Interface::process_tcp_fast`), not through smoltcp's
-    /// layers. Off only to compare the two paths.
-    pub(crate) fast_path: bool,
     pub(crate) seed: u64,
+}
+
+impl std::ops::Deref for EngineSetup {
+    type Target = EngineConfig;
+    fn deref(&self) -> &EngineConfig {
+        &self.tcp
+    }
+}
+
+impl std::ops::DerefMut for EngineSetup {
+    fn deref_mut(&mut self) -> &mut EngineConfig {
+        &mut self.tcp
+    }
 }
 
 /// Counters of the engine.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-use super::EngineConfig;
+use super::EngineSetup;
 use crate::transport::{ConnId, Event, Transport};
 use crate::xsk::testing::frames::{self, parse_tcp, Seg, TcpSpec};
 use crate::xsk::testing::fuzz::Rng;
@@ -39,7 +39,7 @@ struct Twin {
 }
 
 impl Twin {
-    fn new(tweak: impl Fn(&mut EngineConfig)) -> Twin {
+    fn new(tweak: impl Fn(&mut EngineSetup)) -> Twin {
         let sides = [true, false]
             .into_iter()
             .map(|fast| {

@@ -9,9 +9,9 @@ use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 
 use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
 use super::delayers::Delayers;
-use super::{Conn, Engine, EngineConfig, Link};
+use super::{Conn, Engine, EngineSetup, Link};
 use crate::transport::{Event, ListenerId};
-use crate::xsk::config::Congestion;
+use super::Congestion;
 use crate::xsk::drops::DropReason;
 
 impl Engine {
@@ -64,7 +64,7 @@ impl Engine {
     /// Remembers the peer of `s` if the connection learned that it delays
     /// its ACKs. Called while the socket still knows its peer: when the
     /// application closes it, and when it is recycled.
-    pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineConfig, s: &tcp::Socket<'static>) {
+    pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
         if let (Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }), Some(d)) =
             (s.remote_endpoint(), s.tail_loss_probe_ack_delay())
         {

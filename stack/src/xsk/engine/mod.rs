@@ -36,7 +36,8 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
 use super::demux::RxRules;
 use crate::transport::{ConnSlab, Event};
 use bucket::{Bucket, Conn};
-pub(crate) use config::EngineConfig;
+pub use config::{Congestion, EngineConfig};
+pub(crate) use config::EngineSetup;
 pub use config::EngineStats;
 pub use cookies::SynCookies;
 use link::SmolDev;
@@ -55,7 +56,7 @@ pub(crate) struct Engine {
     stats: EngineStats,
     pool: Vec<tcp::Socket<'static>>,
     ports: PortTable,
-    cfg: EngineConfig,
+    cfg: EngineSetup,
     rules: RxRules,
     /// Half-open connections over all buckets.
     half_open: usize,
@@ -93,7 +94,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl Engine {
     /// A new engine; `link` gives the MTU.
-    pub(crate) fn new<L: Link>(cfg: EngineConfig, now: Instant, link: &mut L) -> Engine {
+    pub(crate) fn new<L: Link>(cfg: EngineSetup, now: Instant, link: &mut L) -> Engine {
         let nb = if cfg.buckets > 0 {
             cfg.buckets.next_power_of_two()
         } else {

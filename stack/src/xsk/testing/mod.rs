@@ -18,8 +18,7 @@ use smoltcp::phy;
 use smoltcp::time::Instant;
 
 pub(crate) use super::arp::request_target as arp_target;
-use super::config::Congestion;
-use super::engine::{Engine, EngineConfig, Link};
+use super::engine::{Engine, EngineConfig, EngineSetup, Link};
 use super::faults::{FaultState, Faults, Faulty, RxFrames};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
@@ -102,29 +101,20 @@ impl RxFrames for MemLink {
 }
 
 /// An engine configuration for tests: `addr`/24 with MAC `02:00:00:00:00:<last octet>`.
-pub(crate) fn config(addr: Ipv4Addr) -> EngineConfig {
-    EngineConfig {
+pub(crate) fn config(addr: Ipv4Addr) -> EngineSetup {
+    EngineSetup {
+        tcp: EngineConfig {
+            buckets: 16,
+            rx_buffer: 16 * 1024,
+            tx_buffer: 16 * 1024,
+            backlog: 64,
+            ..EngineConfig::default()
+        },
         mac: mac_of(addr),
         addr,
         prefix_len: 24,
         gateway: None,
-        max_conns: 1024,
-        buckets: 16,
-        rx_buffer: 16 * 1024,
-        tx_buffer: 16 * 1024,
-        initial_buffer: 4096,
-        backlog: 64,
-        ephemeral: 40000..=59999,
-        keepalive: None,
-        timeout: Some(Duration::from_secs(60)),
-        idle_timeout: None,
-        fin_timeout: Duration::from_secs(60),
-        half_open_bytes: 64 << 20,
-        syn_cookies: crate::xsk::SynCookies::Auto,
-        congestion: Congestion::Cubic,
-        recovery: crate::xsk::Recovery::default(),
         accept_partial_csum: false,
-        fast_path: true,
         seed: 1,
     }
 }
@@ -148,7 +138,7 @@ pub(crate) struct MemTransport {
 }
 
 impl MemTransport {
-    pub(crate) fn new(cfg: EngineConfig) -> MemTransport {
+    pub(crate) fn new(cfg: EngineSetup) -> MemTransport {
         let mut link = MemLink::new();
         let now = Instant::from_millis(1);
         let engine = Engine::new(cfg, now, &mut link);
@@ -288,7 +278,7 @@ impl Pair {
         Self::with(config(Self::A), config(Self::B))
     }
 
-    pub(crate) fn with(a: EngineConfig, b: EngineConfig) -> Pair {
+    pub(crate) fn with(a: EngineSetup, b: EngineSetup) -> Pair {
         let mut p = Pair { a: MemTransport::new(a), b: MemTransport::new(b), filter: None };
         // Each side learns the other as a shared-mode driver would.
         let (ma, mb) = (mac_of(Self::A), mac_of(Self::B));
