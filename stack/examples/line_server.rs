@@ -22,7 +22,8 @@ use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Handler, Reply, Server, ServerConfig};
 use stack::transport::ConnId;
 
-/// Longest accepted line: longer ones are a protocol error and close the connection.
+/// Longest accepted line: a longer one is answered `ERR line longer than 4096 bytes` and
+/// closes the connection.
 pub const MAX_LINE: usize = 4096;
 
 /// The protocol. Its per-connection state (`Session`) is kept by the server, which makes
@@ -86,7 +87,7 @@ impl Handler for LineProto {
 pub fn run(port: u16, stop: &AtomicBool, ready: impl FnOnce(u16)) -> Result<(), Box<dyn std::error::Error>> {
     let t = KernelTransport::new(KernelConfig::default())?;
     let mut server =
-        Server::new(t, Lines::new(MAX_LINE), LineProto::default(), ServerConfig { port, ..ServerConfig::default() })?;
+        Server::new(t, Lines::with_errors(MAX_LINE), LineProto::default(), ServerConfig { port, ..ServerConfig::default() })?;
     ready(server.local_addr().ok_or("no address")?.port());
     server.run_until(|| stop.load(Ordering::Relaxed))?;
     let done = server.shutdown(Duration::from_secs(5))?;

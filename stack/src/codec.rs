@@ -165,6 +165,9 @@ impl Codec for Stream {
 pub struct Lines {
     /// Longest line accepted, without its terminator.
     pub max_len: usize,
+    /// Answer input it rejects with `ERR <why>\n` before the server closes the connection
+    /// (off: close without a word). [`Lines::with_errors`] turns it on.
+    pub errors: bool,
     /// Bytes at the front of the buffer already known to contain no `\n`.
     scanned: usize,
 }
@@ -172,7 +175,13 @@ pub struct Lines {
 impl Lines {
     /// Lines of at most `max_len` bytes.
     pub fn new(max_len: usize) -> Self {
-        Lines { max_len, scanned: 0 }
+        Lines { max_len, errors: false, scanned: 0 }
+    }
+
+    /// The same, and a peer whose line is too long reads `ERR line longer than N bytes\n`
+    /// before the close.
+    pub fn with_errors(max_len: usize) -> Self {
+        Lines { errors: true, ..Lines::new(max_len) }
     }
 }
 
@@ -208,11 +217,31 @@ impl Codec for Lines {
         out.extend_from_slice(msg);
         out.put_u8(b'\n');
     }
+
+    fn encode_error(&mut self, err: &CodecError, out: &mut BytesMut) {
+        if self.errors {
+            out.extend_from_slice(format!("ERR {err}\n").as_bytes());
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_with_errors_says_why_before_the_close() {
+        let mut buf = BytesMut::from(&b"0123456789\n"[..]);
+        let mut quiet = Lines::new(4);
+        let err = quiet.decode(&mut buf.clone()).unwrap_err();
+        let mut out = BytesMut::new();
+        quiet.encode_error(&err, &mut out);
+        assert!(out.is_empty());
+        let mut loud = Lines::with_errors(4);
+        let err = loud.decode(&mut buf).unwrap_err();
+        loud.encode_error(&err, &mut out);
+        assert_eq!(&out[..], b"ERR line longer than 4 bytes\n");
+    }
 
     /// Feeds `input` one byte at a time and collects every decoded message.
     fn decode_bytewise<C: Codec>(codec: &mut C, input: &[u8]) -> Result<Vec<Vec<u8>>, CodecError> {

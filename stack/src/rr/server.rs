@@ -267,13 +267,15 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             self.step(Some((end - now).min(Duration::from_millis(10))))?;
         }
         let left: Vec<ConnId> = self.conns.keys().copied().collect();
+        if let Some(st) = &mut self.stopping {
+            st.forced = left.len();
+        }
         for &id in &left {
-            self.finish(id);
+            self.finish_as(id, false);
         }
         self.transport.flush()?;
         let mut st = self.stopping.take().unwrap_or_default();
         st.answered = self.stats.requests - before;
-        st.forced = left.len();
         Ok(st)
     }
 
@@ -392,13 +394,17 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
 
     /// Closes a connection and gives its state back to the handler.
     fn finish(&mut self, id: ConnId) {
+        self.finish_as(id, true);
+    }
+
+    /// [`finish`](Self::finish); during a shutdown, `in_time`: closed before the deadline
+    /// (graceful once its responses went out and the peer closed), not by it (forced).
+    fn finish_as(&mut self, id: ConnId, in_time: bool) {
         let Some(c) = self.conns.remove(&id) else { return };
         self.transport.close(id);
         self.stats.closed += 1;
         if let Some(st) = &mut self.stopping {
-            // Closed before the deadline after its responses went out (or the peer went
-            // first): graceful. Those the deadline closes are counted as forced.
-            if c.peer_closed && c.wbuf.is_empty() {
+            if in_time && c.peer_closed && c.wbuf.is_empty() {
                 st.graceful += 1;
             }
         }
