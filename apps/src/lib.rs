@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub mod cpu;
 pub mod netrx;
 pub mod plot;
+pub mod resp;
 pub mod stats;
 pub mod table;
 

@@ -86,12 +86,12 @@
 //! `TcpStream` of its own, so axum (feature `axum`) and tonic (feature `tonic`) servers run
 //! unmodified but for the listener; `examples/axum_server.rs`, `grpc_server.rs`.
 //!
-//! # The Redis-protocol service ([`resp`])
+//! # The Redis-protocol service
 //!
-//! [`resp::Resp`] is a [`Handler`] that serves RESP2 strings (GET, SET with expiry, counters,
-//! MGET/MSET, ...) and the start-up queries of stock clients, with [`resp::RespCodec`] as the
-//! codec: `redis-cli` and `redis-benchmark` work against it on either backend. `rr-server
-//! --service resp` (crate `apps`) runs it.
+//! A `Handler` that serves RESP2/RESP3 (GET, SET with expiry, counters, hashes, MULTI/EXEC,
+//! the start-up queries of stock clients) lives in the `apps` crate (`apps::resp`), built on
+//! this API: `rr-server --service resp` runs it, and `redis-cli`, `redis-benchmark` and client
+//! libraries work against it on either backend.
 //!
 //! # Examples
 //!
@@ -116,7 +116,6 @@
 
 pub mod codec;
 pub mod kernel;
-pub mod resp;
 pub mod rr;
 pub(crate) mod timer;
 #[cfg(feature = "tokio")]

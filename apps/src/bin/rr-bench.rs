@@ -26,7 +26,7 @@ use apps::{
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::resp::RespWorkload;
+use apps::resp::RespWorkload;
 use stack::rr::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;

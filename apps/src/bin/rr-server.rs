@@ -23,7 +23,7 @@ use apps::{
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::resp::{Resp, RespCodec, RespLimits};
+use apps::resp::{Resp, RespCodec, RespLimits};
 use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;

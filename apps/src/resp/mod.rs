@@ -25,7 +25,7 @@
 //! stays open); commands and bytes queued in one MULTI by the handler (the transaction fails
 //! with EXECABORT); the length of one reply by the handler, while writing it (an error
 //! instead), so a short request cannot make a reply that repeats a large value without bound. The per-connection response backlog is bounded by the server's
-//! [`crate::rr::ServerConfig::write_high_water`]: decoding stops there until the client reads.
+//! [`stack::rr::ServerConfig::write_high_water`]: decoding stops there until the client reads.
 //!
 //! Steady state allocates nothing per request: arguments are ranges into the request frame
 //! (inline commands are unquoted into a reused buffer), replies are written straight into the
@@ -52,8 +52,8 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 
-use crate::rr::{Completions, Handler, Reply};
-use crate::transport::ConnId;
+use stack::rr::{Completions, Handler, Reply};
+use stack::transport::ConnId;
 
 mod args;
 mod codec;
@@ -68,7 +68,6 @@ mod store;
 #[cfg(test)]
 mod testutil;
 mod wire;
-#[cfg(feature = "client")]
 mod workload;
 
 use args::{split_inline, split_multibulk, Args};
@@ -77,7 +76,6 @@ use store::Entry;
 
 pub use codec::RespCodec;
 pub use session::MAX_CLIENT_NAME;
-#[cfg(feature = "client")]
 pub use workload::RespWorkload;
 
 /// The version reported by INFO and HELLO. Clients gate features on it; 7.2 is the first with
@@ -162,7 +160,7 @@ enum Clock {
 }
 
 /// The RESP command handler: an in-memory string store with expiry, shared by every
-/// connection of one [`crate::rr::Server`]. Use it with [`RespCodec`].
+/// connection of one [`stack::rr::Server`]. Use it with [`RespCodec`].
 pub struct Resp {
     limits: RespLimits,
     map: HashMap<Arc<[u8]>, Entry>,

@@ -5,9 +5,9 @@ use bytes::BytesMut;
 
 use super::wire::{array, bulk};
 use super::{Resp, RespCodec, RespLimits};
-use crate::codec::Codec;
-use crate::rr::{Handler, Reply};
-use crate::transport::ConnId;
+use stack::codec::Codec;
+use stack::rr::{Handler, Reply};
+use stack::transport::ConnId;
 
 /// Feeds `wire` through codec and handler (in chunks of `chunk` bytes) and returns every
 /// reply, concatenated, plus whether the connection would be closed.

@@ -240,7 +240,7 @@ mod tests {
     use super::*;
     use crate::resp::testutil::{cmd, mb, serve};
     use crate::resp::RespLimits;
-    use crate::rr::{Completions, Handler};
+    use stack::rr::{Completions, Handler};
 
     #[test]
     pub(super) fn expiry_lazy_and_swept() {

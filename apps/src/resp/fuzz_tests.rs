@@ -4,8 +4,8 @@
 use super::store::{cost, field_cost, Value};
 use super::testutil::{next, on};
 use super::{Resp, RespLimits};
-use crate::rr::Handler;
-use crate::transport::ConnId;
+use stack::rr::Handler;
+use stack::transport::ConnId;
 
 const WORDS: &[&str] = &[
     "GET",

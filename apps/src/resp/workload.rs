@@ -4,9 +4,9 @@ use bytes::BytesMut;
 
 use super::wire::{array, bulk, num, put_line};
 
-/// A [`crate::rr::Workload`] for `rr-bench --service resp`: each connection alternates
+/// A [`stack::rr::Workload`] for `rr-bench --service resp`: each connection alternates
 /// `SET key:N value` and `GET key:N` over `keys` keys, with one fixed value, and checks every
-/// reply byte for byte (`+OK`, then the bulk value). Use it with [`crate::codec::Stream`] on the
+/// reply byte for byte (`+OK`, then the bulk value). Use it with [`stack::codec::Stream`] on the
 /// client: the reply lengths are known, so no reply parser is needed.
 #[derive(Clone, Debug)]
 pub struct RespWorkload {
@@ -26,7 +26,7 @@ impl RespWorkload {
     }
 }
 
-impl crate::rr::Workload for RespWorkload {
+impl stack::rr::Workload for RespWorkload {
     fn next_request(&mut self, conn: usize, seq: u64, out: &mut BytesMut) {
         let key = (conn as u64).wrapping_mul(7919).wrapping_add(seq / 2) % self.keys;
         let mut buf = [0u8; 20];
@@ -65,10 +65,10 @@ impl RespWorkload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::Codec;
+    use stack::codec::Codec;
     use crate::resp::{Resp, RespCodec};
-    use crate::rr::{Handler, Workload};
-    use crate::transport::ConnId;
+    use stack::rr::{Handler, Workload};
+    use stack::transport::ConnId;
 
     #[test]
     fn workload_matches_the_server() {

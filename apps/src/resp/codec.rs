@@ -7,7 +7,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::wire::parse_i64;
 use super::RespLimits;
-use crate::codec::{Codec, CodecError};
+use stack::codec::{Codec, CodecError};
 
 /// The `*N` / `$N` header line: sign, 19 digits, CRLF.
 const MAX_LEN_LINE: usize = 22;

@@ -10,8 +10,8 @@ use super::args::Args;
 use super::store::{cost, Value};
 use super::wire::{array, bulk, int, nil, num, parse_i64, put_sanitized, simple};
 use super::Resp;
-use crate::rr::Reply;
-use crate::transport::ConnId;
+use stack::rr::Reply;
+use stack::transport::ConnId;
 
 pub(super) use super::fail::Fail;
 

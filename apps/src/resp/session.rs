@@ -11,8 +11,8 @@ use super::commands::{arity, sanitized, unknown_command, Fail};
 use super::introspection::lookup;
 use super::wire::{array, bulk, int, map, nil, parse_i64, simple};
 use super::{Resp, REDIS_VERSION};
-use crate::rr::Reply;
-use crate::transport::ConnId;
+use stack::rr::Reply;
+use stack::transport::ConnId;
 
 /// Longest client name kept (CLIENT SETNAME, HELLO SETNAME). Redis has no limit; here a name
 /// is per-connection memory, so it is bounded like everything else a peer can make us keep.
@@ -319,8 +319,8 @@ fn check_name(n: &[u8]) -> Result<(), Fail> {
 mod tests {
     use crate::resp::testutil::on;
     use crate::resp::{Resp, RespLimits};
-    use crate::rr::Handler;
-    use crate::transport::ConnId;
+    use stack::rr::Handler;
+    use stack::transport::ConnId;
 
     /// HELLO's map as Redis 7 sends it (checked against redis-server 7.0.15), but for the
     /// version and id.
