@@ -2,13 +2,13 @@
 """rr-demo before/after the embedder-API change (Handler::Conn, Server::shutdown): requests/s
 per case and backend, medians of the A (before) and B (after) invocations, and B/A.
 
-Usage: summarize.py   (reads abba/, abba-same16/ and abba-rr16/ next to this file, writes results.json
+Usage: summarize.py   (reads the abba*/ folders next to this file, writes results.json
 there and prints the table; tables.txt is this output)"""
 import glob, json, os, statistics
 
 here = os.path.dirname(os.path.abspath(__file__))
 out = {}
-for run in ["abba", "abba-same16", "abba-rr16"]:
+for run in ["abba", "abba-same16", "abba-rr16", "abba-churn", "abba-churn16"]:
     rows = {}
     for d in glob.glob(os.path.join(here, run, "[AB]-*")):
         v = os.path.basename(d)[0]
