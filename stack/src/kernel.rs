@@ -74,6 +74,8 @@ enum State {
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
+    /// The remote address, from `accept` or `connect`: `peer_addr` costs no getpeername.
+    peer: Option<SocketAddrV4>,
     state: State,
     readable: bool,
     /// Peer hung up or the socket has an error: keep reading until EOF, ignoring short reads.
@@ -85,8 +87,8 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, state: State) -> Self {
-        Conn { stream, state, readable: false, eof_pending: false, write_blocked: false, can_send: true }
+    fn new(stream: TcpStream, peer: Option<SocketAddrV4>, state: State) -> Self {
+        Conn { stream, peer, state, readable: false, eof_pending: false, write_blocked: false, can_send: true }
     }
 }
 
@@ -143,8 +145,9 @@ impl KernelTransport {
     fn accept_all(&mut self, index: usize, events: &mut Vec<Event>) {
         let listener_id = ListenerId(index as u32);
         loop {
-            let stream = match self.listeners[index].accept() {
-                Ok((stream, _)) => stream,
+            let (stream, peer) = match self.listeners[index].accept() {
+                Ok((stream, SocketAddr::V4(peer))) => (stream, Some(peer)),
+                Ok((stream, SocketAddr::V6(_))) => (stream, None),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 // The peer gave up between SYN and accept: not our problem, try the next one.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted || e.kind() == io::ErrorKind::Interrupted => {
@@ -157,7 +160,7 @@ impl KernelTransport {
                     return;
                 }
             };
-            match self.add_stream(stream, State::Open) {
+            match self.add_stream(stream, peer, State::Open) {
                 Ok(conn) => events.push(Event::Accepted { listener: listener_id, conn }),
                 Err(e) => tracing::warn!(error = %e, "dropping accepted connection"),
             }
@@ -166,12 +169,12 @@ impl KernelTransport {
 
     /// Configures a socket, registers it and gives it an id. On failure the socket is dropped
     /// (closed) and the slot released.
-    fn add_stream(&mut self, stream: TcpStream, state: State) -> Result<ConnId, TransportError> {
+    fn add_stream(&mut self, stream: TcpStream, peer: Option<SocketAddrV4>, state: State) -> Result<ConnId, TransportError> {
         stream.set_nodelay(true)?;
         if let Some(us) = self.cfg.busy_poll {
             set_int_opt(stream.as_raw_fd(), libc::SOL_SOCKET, SO_BUSY_POLL, us as libc::c_int)?;
         }
-        let id = self.conns.insert(Conn::new(stream, state))?;
+        let id = self.conns.insert(Conn::new(stream, peer, state))?;
         let conn = self.conns.get_mut(id).expect("just inserted");
         let reg = self.poll.registry().register(
             &mut conn.stream,
@@ -281,7 +284,7 @@ impl Transport for KernelTransport {
             }
         }
         let stream = TcpStream::from_std(std::net::TcpStream::from(fd));
-        self.add_stream(stream, State::Connecting)
+        self.add_stream(stream, Some(addr), State::Connecting)
     }
 
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
@@ -439,10 +442,7 @@ impl Transport for KernelTransport {
     }
 
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
-        match self.conns.get(conn)?.stream.peer_addr().ok()? {
-            SocketAddr::V4(a) => Some(a),
-            SocketAddr::V6(_) => None,
-        }
+        self.conns.get(conn)?.peer
     }
 
     fn name(&self) -> &'static str {

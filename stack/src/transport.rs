@@ -246,7 +246,9 @@ pub trait Transport {
     /// The address a listener is bound to (with the real port if `listen(0)` was used).
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4>;
 
-    /// The remote address of a connection, if it is known and the connection is still open.
+    /// The remote address of a connection: None once the backend no longer knows it, and
+    /// always after the application closed it. Costs no syscall (the kernel backend keeps
+    /// what `accept` and `connect` gave it).
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4>;
 
     /// Short backend name for reports: "kernel" or "xsk".
