@@ -14,7 +14,7 @@ use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::transport::{Transport, TransportError};
-use stack::xsk::testing::frames::{tcp, TcpSpec};
+use stack_engine::testing::frames::{tcp, TcpSpec};
 use stack::xsk::{AddrMode, XskTransport};
 use xsk_io::lab::{Lab, Netns};
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Client, ClientConfig, ClientReport, Echo, EchoWorkload, LoadMode, Server, ServerConfig, ServerStats};
-use stack::xsk::faults::Faults;
+use stack::xsk::Faults;
 use stack::xsk::{AddrMode, XskConfig, XskTransport};
 use std::io::{Read, Write};
 use std::net::TcpStream;

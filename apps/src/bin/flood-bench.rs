@@ -34,7 +34,7 @@ const LAB_TAG: &str = "fb";
 /// Host part of the stack's dedicated address on the lab /24.
 const XSK_HOST: u8 = 100;
 const PORT: u16 = 7000;
-/// Mirrors of the stack's sizing rules (stack/src/xsk/engine/{mod,lifecycle}.rs), used to
+/// Mirrors of the stack's sizing rules (stack/engine/src/engine/{mod,lifecycle}.rs), used to
 /// derive the memory bound from the configuration rr-server runs with.
 const STACK_BACKLOG: u64 = 256;
 /// rr-server's default --initial-buffer.

@@ -15,10 +15,10 @@
 //!    kernel to resolve missing ones with an empty UDP datagram;
 //! 3. the answer: the driver teaches the engine what the kernel found
 //!    (`Engine::add_neighbour`), which feeds smoltcp a synthesised ARP
-//!    reply built by [`reply`].
+//!    reply built by `stack_engine::arp::reply`.
 //!
 //! Peers that send us frames need none of this: the engine learns them from
-//! their frames (`engine/neighbours.rs`, both modes), with the same reply.
+//! their frames (`stack-engine`, `engine/neighbours.rs`, both modes), with the same reply.
 //! In dedicated mode the stack owns its address and smoltcp does its own ARP
 //! (the steering program brings it the replies): the wrapper passes
 //! everything through.
@@ -29,11 +29,8 @@ use std::time::{Duration, Instant};
 
 use smoltcp::phy;
 
-use super::engine::Link;
-use super::faults::RxFrames;
-
-/// An Ethernet/IPv4 ARP frame (14 + 28 bytes): all smoltcp sends.
-pub(crate) const FRAME_LEN: usize = 42;
+use stack_engine::arp::{is_arp, request_target, FRAME_LEN};
+use stack_engine::{Link, RxFrames};
 
 /// Targets asked for at most, waiting for the kernel.
 const MAX_PENDING: usize = 64;
@@ -41,30 +38,6 @@ const MAX_PENDING: usize = 64;
 /// How long the kernel gets to resolve a target before it is forgotten
 /// (smoltcp asks again if it still wants it).
 const RESOLVE_FOR: Duration = Duration::from_secs(3);
-
-/// A synthesised ARP reply from `ip` at `mac` to us, for smoltcp's
-/// neighbour cache.
-pub(crate) fn reply(our_mac: [u8; 6], our_ip: Ipv4Addr, mac: [u8; 6], ip: Ipv4Addr) -> [u8; FRAME_LEN] {
-    let mut f = [0u8; FRAME_LEN];
-    f[0..6].copy_from_slice(&our_mac);
-    f[6..12].copy_from_slice(&mac);
-    f[12..14].copy_from_slice(&[0x08, 0x06]);
-    f[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
-    f[22..28].copy_from_slice(&mac);
-    f[28..32].copy_from_slice(&ip.octets());
-    f[32..38].copy_from_slice(&our_mac);
-    f[38..42].copy_from_slice(&our_ip.octets());
-    f
-}
-
-/// The target of an ARP request frame.
-pub(crate) fn request_target(f: &[u8]) -> Option<Ipv4Addr> {
-    (is_arp(f) && f[20..22] == [0, 1]).then(|| Ipv4Addr::new(f[38], f[39], f[40], f[41]))
-}
-
-fn is_arp(f: &[u8]) -> bool {
-    f.len() >= FRAME_LEN && f[12..14] == [0x08, 0x06]
-}
 
 /// What smoltcp asked for since the driver last looked.
 #[derive(Debug, Default)]
@@ -274,7 +247,8 @@ fn parse_default_route(text: &str, ifname: &str) -> Option<Ipv4Addr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xsk::testing::MemLink;
+    use stack_engine::arp::reply;
+    use stack_engine::testing::MemLink;
 
     #[test]
     fn parses_proc_net_arp() {

@@ -4,8 +4,8 @@ use std::net::Ipv4Addr;
 
 use xsk_io::port::{PortConfig, PortError};
 
-use super::engine::EngineConfig;
-use super::faults::Faults;
+use stack_engine::EngineConfig;
+use stack_engine::Faults;
 
 /// Which IPv4 address the stack uses.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use smoltcp::phy;
 use xsk_io::port::{Port, TxHalf};
 use xsk_io::umem::{Frame, Umem};
 
-use super::engine::Link;
-use super::faults::RxFrames;
+use stack_engine::Link;
+use stack_engine::RxFrames;
 
 /// Counters of the device layer.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -120,10 +120,10 @@ impl phy::TxToken for Tx<'_, '_> {
         // With the offload, the engine left the TCP checksum to us
         // (`Link::csum_offload`): the pseudo-header sum, and the kernel does
         // the rest.
-        let csum = if self.tx.csum_offload() { crate::xsk::csum::fill_tcp_pseudo(buf) } else { None };
+        let csum = if self.tx.csum_offload() { stack_engine::csum::fill_tcp_pseudo(buf) } else { None };
         frame.set_len(len);
         let sent = match csum {
-            Some(start) => self.tx.send_csum(frame, start, crate::xsk::csum::TCP_CSUM_OFFSET),
+            Some(start) => self.tx.send_csum(frame, start, stack_engine::csum::TCP_CSUM_OFFSET),
             None => self.tx.send(frame),
         };
         match sent {

@@ -2,9 +2,10 @@
 //! [`Transport`](crate::transport::Transport) trait as the kernel backend.
 //! One [`XskTransport`] is one single-threaded shard bound to one RX queue.
 //!
-//! The protocol lives in a sans-IO engine (`engine/`): it does no I/O and
-//! reads no clock, so the whole stack runs in memory in unit tests and the
-//! fuzzer (`testing/`). `XskTransport` is its driver: it opens the port,
+//! The protocol lives in a sans-IO engine, its own crate (`stack-engine`,
+//! in `stack/engine/`): it does no I/O and reads no clock, so the whole
+//! stack runs in memory in unit tests and the fuzzer (`testing/`, feature
+//! `testing`). `XskTransport` is its driver: it opens the port,
 //! moves frames between the port and the engine, sleeps in the port's
 //! poll(2) (with a timerfd for waits under 10 ms that need sub-millisecond
 //! precision), resolves neighbours from the kernel's table and holds the
@@ -27,26 +28,19 @@ mod acks;
 mod arp;
 mod claims;
 mod config;
-mod csum;
-mod demux;
 mod device;
 mod driver;
-mod drops;
-mod engine;
-pub mod faults;
 mod open;
-mod recovery;
 mod stages;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use acks::AckStats;
 pub use config::{AddrMode, PartialCsum, XdpCookies, XskConfig, XskError};
-pub use engine::{Congestion, EngineConfig};
 pub use device::DeviceStats;
-pub use drops::{DropReason, DropStats};
-pub use engine::{EngineStats, SynCookies};
-pub use faults::Faults;
-pub use recovery::{Recovery, RecoveryStats};
+pub use stack_engine::{
+    Congestion, DropReason, DropStats, EngineConfig, EngineStats, Faults, Recovery, RecoveryStats, SynCookies,
+};
 pub use stages::StageTimes;
 
 pub use driver::XskTransport;

@@ -4,7 +4,7 @@ use bytes::BytesMut;
 use std::net::SocketAddrV4;
 
 use super::{PORT, SERVER};
-use crate::transport::{ConnId, Event, Transport};
+use crate::transport::{ConnId, Event};
 use crate::xsk::testing::MemTransport;
 
 /// One connection at a time, one echo at a time, checked byte for byte.

@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 
 use super::{PORT, SERVER};
 use crate::xsk::testing::frames::{self, TcpSpec};
-use crate::xsk::testing::mac_of;
+use crate::xsk::testing::{mac_of, Rng};
 
 pub(super) struct Peer {
     pub(super) ip: Ipv4Addr,
@@ -13,25 +13,6 @@ pub(super) struct Peer {
     pub(super) seq: u32,
     /// The server's next sequence number, once seen.
     pub(super) srv: Option<u32>,
-}
-
-/// splitmix64: fast, seedable, no dependency.
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    pub(super) fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
 }
 
 /// One hostile frame from `p` into `out`.

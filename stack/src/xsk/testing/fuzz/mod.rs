@@ -27,14 +27,13 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use super::frames::parse_tcp;
-use super::{arp_target, config, mac_of, MemTransport};
+use super::{config, mac_of, MemTransport, Rng};
+use stack_engine::testing::arp_target;
 use crate::codec::LengthPrefixed;
 use crate::rr::{Echo, Server, ServerConfig};
-use crate::transport::Transport;
-use crate::xsk::drops::DropStats;
+use crate::xsk::DropStats;
 use honest::Honest;
 use hostile::{generate, Peer};
-pub(crate) use hostile::Rng;
 
 const SERVER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const HONEST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);

@@ -100,7 +100,7 @@ impl Recovery {
 
 impl Recovery {
     /// smoltcp's retransmission timeout settings.
-    pub(crate) fn rto_config(&self) -> smoltcp::socket::tcp::RtoConfig {
+    pub fn rto_config(&self) -> smoltcp::socket::tcp::RtoConfig {
         smoltcp::socket::tcp::RtoConfig {
             min: self.rto_min.into(),
             max: self.rto_max.into(),
@@ -109,7 +109,7 @@ impl Recovery {
     }
 
     /// smoltcp's tail-loss probe settings (`None`: off).
-    pub(crate) fn tail_loss_probe(&self) -> Option<smoltcp::socket::tcp::TailLossProbe> {
+    pub fn tail_loss_probe(&self) -> Option<smoltcp::socket::tcp::TailLossProbe> {
         self.tail_probe.then(|| smoltcp::socket::tcp::TailLossProbe {
             ack_delay: self.ack_delay.into(),
             ack_delay_max: self.ack_delay_max.into(),
@@ -136,7 +136,7 @@ pub struct RecoveryStats {
 
 impl RecoveryStats {
     /// Adds one socket's counters.
-    pub(crate) fn add(&mut self, s: smoltcp::socket::tcp::RecoveryStats) {
+    pub fn add(&mut self, s: smoltcp::socket::tcp::RecoveryStats) {
         self.rto_retransmits += u64::from(s.rto_retransmits);
         self.fast_retransmits += u64::from(s.fast_retransmits);
         self.tail_probes += u64::from(s.tail_probes);

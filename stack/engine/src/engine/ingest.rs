@@ -9,13 +9,13 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, TcpSeqNumber};
 use super::cookies::SynCookies;
 use super::link::SmolDev;
 use super::{Engine, Link};
-use crate::xsk::demux::{bucket_of, inspect, Flow, Inspected};
-use crate::xsk::drops::DropReason;
+use crate::demux::{bucket_of, inspect, Flow, Inspected};
+use crate::drops::DropReason;
 
 impl Engine {
     /// One received frame: checked, then given to smoltcp in the bucket its
     /// flow hashes to. Answers (RST, ACK, ARP) go out through `link`.
-    pub(crate) fn ingest<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) -> Result<Inspected, DropReason> {
+    pub fn ingest<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) -> Result<Inspected, DropReason> {
         self.clock = now;
         self.stats.rx_frames += 1;
         let info = match inspect(frame, &self.rules) {
@@ -133,7 +133,7 @@ impl Engine {
     /// Teaches smoltcp that on-link `ip` is at `mac` (shared-address mode,
     /// where the kernel owns ARP): a synthetic ARP reply. Off-link addresses
     /// are refused: their frames come from a router, whose MAC is not theirs.
-    pub(crate) fn add_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
+    pub fn add_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
         if !self.rules.on_link(ip) || self.rules.bad_source(ip) {
             return false;
         }
@@ -149,7 +149,7 @@ impl Engine {
 
     /// A synthetic ARP reply for smoltcp's neighbour cache.
     fn insert_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) {
-        let f = crate::xsk::arp::reply(self.cfg.mac, self.cfg.addr, mac, ip);
+        let f = crate::arp::reply(self.cfg.mac, self.cfg.addr, mac, ip);
         let mut dev = SmolDev { rx: Some(&f), link };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);
     }

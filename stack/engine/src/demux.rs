@@ -17,7 +17,7 @@ use super::drops::DropReason;
 /// The bucket of a TCP flow, from the peer's address and port and our port.
 /// (Our address is the same for all flows of a stack.)
 #[inline]
-pub(crate) fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: usize) -> usize {
+pub fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: usize) -> usize {
     debug_assert!(buckets.is_power_of_two());
     // A multiply-xorshift mix: cheap, and spreads sequential ports well.
     let mut h = (u32::from(remote) as u64) << 32 | (remote_port as u64) << 16 | local_port as u64;
@@ -31,24 +31,30 @@ pub(crate) fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buc
 
 /// What the demultiplexer needs from an incoming frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Flow {
+pub enum Flow {
     /// IPv4/TCP: source address, source port, destination port, and whether
     /// it opens a connection (SYN without ACK).
+    #[allow(missing_docs)]
     Tcp { src: Ipv4Addr, sport: u16, dport: u16, syn: bool },
     /// IPv4 ICMP: source address.
+    #[allow(missing_docs)]
     Icmp { src: Ipv4Addr },
     /// ARP for us, from `sender`.
+    #[allow(missing_docs)]
     Arp { sender: Ipv4Addr },
 }
 
 /// What a received frame must satisfy before smoltcp may see it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct RxRules {
-    pub(crate) mac: [u8; 6],
-    pub(crate) addr: Ipv4Addr,
-    pub(crate) prefix_len: u8,
+pub struct RxRules {
+    /// Our MAC: unicast frames to another are dropped.
+    pub mac: [u8; 6],
+    /// Our address.
+    pub addr: Ipv4Addr,
+    /// Our subnet (its broadcast address is nobody's source).
+    pub prefix_len: u8,
     /// Accept TCP checksums left partial by a local sender's checksum offload.
-    pub(crate) accept_partial: bool,
+    pub accept_partial: bool,
 }
 
 impl RxRules {
@@ -58,7 +64,7 @@ impl RxRules {
     }
 
     /// An address that no peer can send from.
-    pub(crate) fn bad_source(&self, a: Ipv4Addr) -> bool {
+    pub fn bad_source(&self, a: Ipv4Addr) -> bool {
         a.is_unspecified()
             || a.is_broadcast()
             || a.is_multicast()
@@ -70,7 +76,7 @@ impl RxRules {
     }
 
     /// Whether `a` is on our link (a neighbour, not behind a router).
-    pub(crate) fn on_link(&self, a: Ipv4Addr) -> bool {
+    pub fn on_link(&self, a: Ipv4Addr) -> bool {
         let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - self.prefix_len.min(32)) };
         u32::from(a) & mask == u32::from(self.addr) & mask
     }
@@ -78,16 +84,18 @@ impl RxRules {
 
 /// A frame that passed [`inspect`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Inspected {
-    pub(crate) flow: Flow,
-    pub(crate) src_mac: [u8; 6],
+pub struct Inspected {
+    /// What it is and whose.
+    pub flow: Flow,
+    /// The sender's MAC (the engine learns the neighbour from it).
+    pub src_mac: [u8; 6],
     /// The TCP checksum was a partial one (accepted by the rules).
-    pub(crate) partial_csum: bool,
+    pub partial_csum: bool,
 }
 
 /// Checks everything smoltcp must never see (impossible lengths, addresses
 /// no peer can have, wrong checksums) and classifies the frame. Never panics.
-pub(crate) fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropReason> {
+pub fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropReason> {
     if frame.len() < 14 {
         return Err(DropReason::Malformed);
     }
@@ -223,7 +231,7 @@ mod tests {
         assert!(*max < *min * 2, "uneven: {min}..{max}");
     }
 
-    use crate::xsk::testing::frames::{tcp, TcpSpec};
+    use crate::testing::frames::{tcp, TcpSpec};
 
     const MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
     const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];

@@ -34,11 +34,15 @@ impl Faults {
 
 /// How often each fault struck.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct FaultStats {
-    pub(crate) rx_dropped: u64,
-    pub(crate) rx_duplicated: u64,
-    pub(crate) rx_reordered: u64,
-    pub(crate) tx_dropped: u64,
+pub struct FaultStats {
+    /// Received frames dropped.
+    pub rx_dropped: u64,
+    /// Received frames delivered twice.
+    pub rx_duplicated: u64,
+    /// Received frames held back behind the next.
+    pub rx_reordered: u64,
+    /// Sent frames dropped.
+    pub tx_dropped: u64,
 }
 
 /// What to do with one received frame.
@@ -53,7 +57,7 @@ enum RxFate {
 
 /// A link whose received frames are given back once the engine has read
 /// them: a UMEM frame to the port; memory is simply dropped.
-pub(crate) trait RxFrames: Link {
+pub trait RxFrames: Link {
     /// What holds one received frame.
     type Frame;
     /// Gives a received frame back.
@@ -69,17 +73,19 @@ impl<L: RxFrames + ?Sized> RxFrames for &mut L {
 
 /// The injector's state between calls: the dice, the counters and the
 /// frame held back for reordering. `F` holds a received frame.
-pub(crate) struct FaultState<F> {
+pub struct FaultState<F> {
     cfg: Faults,
     rng: u64,
     held: Option<F>,
     /// Where a dropped sent frame is written (smoltcp builds it anyway).
     scratch: Vec<u8>,
-    pub(crate) stats: FaultStats,
+    /// How often each fault struck.
+    pub stats: FaultStats,
 }
 
 impl<F> FaultState<F> {
-    pub(crate) fn new(cfg: Faults) -> FaultState<F> {
+    /// No frame held, the dice seeded from `cfg.seed`.
+    pub fn new(cfg: Faults) -> FaultState<F> {
         FaultState { cfg, rng: cfg.seed | 1, held: None, scratch: vec![0u8; 64 * 1024], stats: FaultStats::default() }
     }
 
@@ -122,19 +128,20 @@ impl<F> FaultState<F> {
 /// Sent frames pass through [`Link`]; received ones through
 /// [`receive`](Self::receive), which hands the engine each frame as its fate
 /// says, with this wrapper as the link its answers go out on.
-pub(crate) struct Faulty<'s, L: RxFrames> {
+pub struct Faulty<'s, L: RxFrames> {
     inner: L,
     state: &'s mut FaultState<L::Frame>,
 }
 
 impl<'s, L: RxFrames> Faulty<'s, L> {
-    pub(crate) fn new(inner: L, state: &'s mut FaultState<L::Frame>) -> Self {
+    /// `inner` behind the faults `state` holds (kept across calls by the caller).
+    pub fn new(inner: L, state: &'s mut FaultState<L::Frame>) -> Self {
         Faulty { inner, state }
     }
 
     /// One received frame through the RX faults. `deliver` gives a frame's
     /// bytes to the engine; every frame is released after its last delivery.
-    pub(crate) fn receive(&mut self, frame: L::Frame, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
+    pub fn receive(&mut self, frame: L::Frame, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
         match self.state.rx() {
             RxFate::Deliver => {
                 deliver(self, &frame);
@@ -158,7 +165,7 @@ impl<'s, L: RxFrames> Faulty<'s, L> {
 
     /// Delivers the frame held back, if any: at the end of each received
     /// batch, so that reordering never holds a frame across a sleep.
-    pub(crate) fn deliver_held(&mut self, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
+    pub fn deliver_held(&mut self, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
         if let Some(f) = self.state.held.take() {
             deliver(self, &f);
             self.inner.release(f);
@@ -190,7 +197,7 @@ impl<L: RxFrames> Link for Faulty<'_, L> {
 }
 
 /// A sent frame that may be dropped.
-pub(crate) struct FaultyTx<'a, T, F> {
+pub struct FaultyTx<'a, T, F> {
     inner: T,
     state: &'a mut FaultState<F>,
 }

@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 
 /// A port the driver stops steering (and holding in the kernel).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PortChange {
+pub enum PortChange {
     /// The ephemeral port of a finished connection is free again.
     Released(u16),
 }

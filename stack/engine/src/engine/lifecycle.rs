@@ -10,9 +10,9 @@ use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
 use super::delayers::Delayers;
 use super::{Conn, Engine, EngineSetup, Link};
-use crate::transport::{Event, ListenerId};
+use crate::conn::{Event, ListenerId};
 use super::Congestion;
-use crate::xsk::drops::DropReason;
+use crate::drops::DropReason;
 
 impl Engine {
     /// What a socket's receive and send buffers start at.
@@ -378,7 +378,7 @@ impl Engine {
     }
 
     /// What the engine's cookie SYN-ACKs say over a link of `mtu`, and the key.
-    pub(crate) fn cookie_template(&self, mtu: usize) -> CookieTemplate {
+    pub fn cookie_template(&self, mtu: usize) -> CookieTemplate {
         let (k0, k1) = self.jar.key();
         CookieTemplate {
             k0,
@@ -403,7 +403,7 @@ impl Engine {
     /// of that table (the flood is over; if not, the table fills again and
     /// this turns on again). Meanwhile ACKs that match no connection are
     /// checked for cookies. Cheap: call it once per pass.
-    pub(crate) fn cookies_ahead(&mut self, now: Instant, answered: u64) -> bool {
+    pub fn cookies_ahead(&mut self, now: Instant, answered: u64) -> bool {
         let on = match self.cfg.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,

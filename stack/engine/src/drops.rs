@@ -184,7 +184,7 @@ impl DropStats {
 
     /// Counts one drop; the first of each reason is logged with its cause.
     #[inline]
-    pub(crate) fn count(&mut self, r: DropReason) {
+    pub fn count(&mut self, r: DropReason) {
         let c = self.slot(r);
         *c += 1;
         if *c == 1 {

@@ -1,15 +1,8 @@
-//! The protocol engine: smoltcp's interface, the socket buckets, the
-//! connection slab, listeners, half-open connections, the socket pool and
-//! the timers. It performs no I/O and reads no clock: frames come in through
-//! [`Engine::ingest`], go out through a [`Link`] given to each call, and time
-//! is an argument (as in quinn-proto's endpoint). The AF_XDP driver
-//! (`super::XskTransport`) and the in-memory test device
-//! (`super::testing::MemLink`) both drive it.
-//!
-//! Scaling to many connections: smoltcp scans every socket of a set for each
-//! packet and each egress pass, so sockets live in many small sets (buckets)
-//! chosen by a hash of the 4-tuple (see `demux`); a packet and a timer only
-//! touch their own bucket.
+//! The engine: smoltcp's interface, the socket buckets, the connection
+//! slab, listeners, half-open connections, the socket pool and the timers.
+//! Its `impl` is spread over the files named for what they do (`ingest`,
+//! `egress`, `connections`, `lifecycle`, `cookies`, ...); the order the
+//! driver calls them in is in the crate docs.
 
 mod bucket;
 mod config;
@@ -33,20 +26,18 @@ use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
 
-use super::demux::RxRules;
-use crate::transport::{ConnSlab, Event};
+use crate::demux::RxRules;
+use crate::conn::{ConnSlab, Event};
 use bucket::{Bucket, Conn};
-pub use config::{Congestion, EngineConfig};
-pub(crate) use config::EngineSetup;
-pub use config::EngineStats;
-pub use cookies::SynCookies;
+pub use config::{Congestion, EngineConfig, EngineSetup, EngineStats};
+pub use cookies::{CookieTemplate, SynCookies};
 use link::SmolDev;
-pub(crate) use link::Link;
-pub(crate) use ports::PortChange;
+pub use link::Link;
+pub use ports::PortChange;
 use ports::PortTable;
 
-/// The sans-IO TCP engine. See the module docs.
-pub(crate) struct Engine {
+/// The sans-IO TCP engine. See the crate docs for the order of calls.
+pub struct Engine {
     iface: Interface,
     buckets: Vec<Bucket>,
     dirty: Vec<u32>,
@@ -94,7 +85,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 impl Engine {
     /// A new engine; `link` gives the MTU.
-    pub(crate) fn new<L: Link>(cfg: EngineSetup, now: Instant, link: &mut L) -> Engine {
+    pub fn new<L: Link>(cfg: EngineSetup, now: Instant, link: &mut L) -> Engine {
         let nb = if cfg.buckets > 0 {
             cfg.buckets.next_power_of_two()
         } else {
@@ -140,20 +131,23 @@ impl Engine {
         }
     }
 
-    pub(crate) fn addr(&self) -> Ipv4Addr {
+    /// Our address.
+    pub fn addr(&self) -> Ipv4Addr {
         self.cfg.addr
     }
 
-    pub(crate) fn buckets(&self) -> usize {
+    /// How many socket buckets there are.
+    pub fn buckets(&self) -> usize {
         self.buckets.len()
     }
 
     /// What the engine checks received frames against.
-    pub(crate) fn rules(&self) -> &RxRules {
+    pub fn rules(&self) -> &RxRules {
         &self.rules
     }
 
-    pub(crate) fn stats(&self) -> EngineStats {
+    /// The counters, with the live ones (sockets, connections, recovery) summed now.
+    pub fn stats(&self) -> EngineStats {
         let mut s = self.stats;
         s.live_sockets = self.buckets.iter().map(|b| b.sockets.iter().count() + b.listen.iter().count()).sum();
         s.pooled_sockets = self.pool.len();
@@ -175,7 +169,7 @@ impl Engine {
 
     /// The buckets where the fast path took a segment since `seen` was last updated (it
     /// holds each bucket's count then), or all of them: what the fuzzer's twin compares.
-    pub(crate) fn fast_buckets(&self, seen: &mut Vec<u64>, all: bool) -> Vec<usize> {
+    pub fn fast_buckets(&self, seen: &mut Vec<u64>, all: bool) -> Vec<usize> {
         seen.resize(self.buckets.len(), 0);
         let mut v = Vec::new();
         for (i, b) in self.buckets.iter().enumerate() {
@@ -192,7 +186,7 @@ impl Engine {
     /// what the tests and the fuzzer compare between an engine that takes the fast path
     /// and one that gives every segment to smoltcp's general path.
     /// Listening sockets (which the fast path never sees) only with `listeners`.
-    pub(crate) fn dump_state(&self, buckets: &[usize], listeners: bool, out: &mut String) {
+    pub fn dump_state(&self, buckets: &[usize], listeners: bool, out: &mut String) {
         use std::fmt::Write;
         for &i in buckets {
             let b = &self.buckets[i];
@@ -209,12 +203,12 @@ impl Engine {
     }
 
     /// Ports the driver must start or stop steering (and holding in the kernel).
-    pub(crate) fn port_changes(&mut self) -> std::vec::Drain<'_, PortChange> {
+    pub fn port_changes(&mut self) -> std::vec::Drain<'_, PortChange> {
         self.ports.changes()
     }
 
     /// Whether [`port_changes`](Self::port_changes) has any.
-    pub(crate) fn has_port_changes(&self) -> bool {
+    pub fn has_port_changes(&self) -> bool {
         self.ports.has_changes()
     }
 
@@ -227,6 +221,8 @@ impl Engine {
     }
 }
 
+#[cfg(test)]
+mod buffer_tests;
 #[cfg(test)]
 mod cookie_tests;
 #[cfg(test)]

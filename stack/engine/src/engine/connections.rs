@@ -8,11 +8,12 @@ use smoltcp::wire::IpEndpoint;
 
 use super::bucket::Conn;
 use super::Engine;
-use crate::transport::{ConnId, Event, ListenerId, TransportError};
-use crate::xsk::demux::bucket_of;
+use crate::conn::{ConnId, Event, ListenerId, TransportError};
+use crate::demux::bucket_of;
 
 impl Engine {
-    pub(crate) fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+    /// Listens on `port` (0: one of the ephemeral range): listening sockets in every bucket.
+    pub fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
         let port = if port == 0 { self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))? } else { port };
         if self.listeners.contains(&Some(port)) {
             return Err(TransportError::AddrInUse(port));
@@ -34,7 +35,7 @@ impl Engine {
 
     /// Opens a connection from an ephemeral port; `usable` may veto a port
     /// (the driver's claim on it in the kernel failed), up to a few tries.
-    pub(crate) fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
+    pub fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
         let mut lport = None;
         for _ in 0..16 {
             let p = self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))?;
@@ -81,7 +82,9 @@ impl Engine {
         Ok(id)
     }
 
-    pub(crate) fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+    /// Moves everything `conn` has received into `buf` (it drains: `Readable` is re-armed);
+    /// `Ok(0)` at EOF or after a reset, with `Closed` queued.
+    pub fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
         let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
         let (b, h) = (c.bucket, c.handle);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
@@ -119,7 +122,9 @@ impl Engine {
         Ok(total)
     }
 
-    pub(crate) fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+    /// Queues what fits of `data` in `conn`'s send buffer (growing it up to `tx_buffer`);
+    /// it goes out at the next `egress`. Short: `Writable` follows when there is room.
+    pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
         let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
         let (b, h, connected) = (c.bucket, c.handle, c.connected);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
@@ -151,7 +156,7 @@ impl Engine {
 
     /// Half-close: smoltcp's `close` is one (FIN after the queued data, receiving goes on);
     /// the connection stays the application's until `close`.
-    pub(crate) fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
+    pub fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
         let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
         let b = c.bucket;
         self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(c.handle).close();
@@ -160,16 +165,17 @@ impl Engine {
     }
 
     /// Sockets the application closed that are not finished yet.
-    pub(crate) fn closing(&self) -> usize {
+    pub fn closing(&self) -> usize {
         self.closing
     }
 
     /// Events gathered outside a poll (a `recv` that found EOF) wait to be taken.
-    pub(crate) fn has_events(&self) -> bool {
+    pub fn has_events(&self) -> bool {
         !self.pending.is_empty()
     }
 
-    pub(crate) fn close(&mut self, conn: ConnId) {
+    /// Closes `conn` gracefully (what was queued, then FIN) and frees its id at once.
+    pub fn close(&mut self, conn: ConnId) {
         let Some(c) = self.conns.remove(conn) else { return };
         let b = c.bucket as usize;
         let bucket = &mut self.buckets[b];
@@ -183,11 +189,13 @@ impl Engine {
         self.mark_dirty(b as u32);
     }
 
-    pub(crate) fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+    /// A listener's address.
+    pub fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
         self.listeners.get(listener.0 as usize).copied().flatten().map(|p| SocketAddrV4::new(self.cfg.addr, p))
     }
 
-    pub(crate) fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+    /// A connection's peer.
+    pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
         let c = self.conns.get(conn)?;
         let s = self.buckets[c.bucket as usize].sockets.get::<tcp::Socket>(c.handle);
         match s.remote_endpoint()? {

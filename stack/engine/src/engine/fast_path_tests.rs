@@ -10,10 +10,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 use super::EngineSetup;
-use crate::transport::{ConnId, Event, Transport};
-use crate::xsk::testing::frames::{self, parse_tcp, Seg, TcpSpec};
-use crate::xsk::testing::fuzz::Rng;
-use crate::xsk::testing::{config, mac_of, MemTransport};
+use crate::conn::{ConnId, Event};
+use crate::testing::frames::{self, parse_tcp, Seg, TcpSpec};
+use crate::testing::Rng;
+use crate::testing::{config, mac_of, MemTransport};
 
 const SRV: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);

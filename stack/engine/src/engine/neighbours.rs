@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 
 use smoltcp::time::{Duration, Instant};
 
-use crate::xsk::demux::RxRules;
+use crate::demux::RxRules;
 
 /// Re-teach the same peer well before smoltcp's entry expires (60 s).
 const REFRESH: Duration = Duration::from_secs(20);

@@ -7,7 +7,7 @@ use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 use smoltcp::wire::{IpAddress, IpEndpoint};
 
-use crate::transport::{ConnId, ListenerId};
+use crate::conn::{ConnId, ListenerId};
 
 #[derive(Debug)]
 pub(super) struct Conn {
@@ -138,8 +138,7 @@ mod tests {
 
     use smoltcp::socket::tcp;
 
-    use crate::transport::Transport;
-    use crate::xsk::testing::Pair;
+    use crate::testing::Pair;
 
     /// A connecting socket is found by its tuple; once the peer resets it, smoltcp forgets the
     /// tuple and so does `has_conn` (the socket still in the set); once taken, nothing is left.

@@ -6,24 +6,24 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 
-use crate::transport::{Event, Transport, TransportError};
-use crate::xsk::drops::DropReason;
-use crate::xsk::faults::Faults;
-use crate::xsk::testing::frames::{parse_tcp, tcp, TcpSpec};
-use crate::xsk::testing::{config, mac_of, MemTransport, Pair};
+use crate::conn::{Event, TransportError};
+use crate::drops::DropReason;
+use crate::faults::Faults;
+use crate::testing::frames::{parse_tcp, tcp, TcpSpec};
+use crate::testing::{config, mac_of, MemTransport, Pair};
 
 const PORT: u16 = 7;
 
-fn accepted(ev: &[Event]) -> Vec<crate::transport::ConnId> {
+fn accepted(ev: &[Event]) -> Vec<crate::conn::ConnId> {
     ev.iter().filter_map(|e| if let Event::Accepted { conn, .. } = e { Some(*conn) } else { None }).collect()
 }
 
-fn closed_count(ev: &[Event], c: crate::transport::ConnId) -> usize {
+fn closed_count(ev: &[Event], c: crate::conn::ConnId) -> usize {
     ev.iter().filter(|e| **e == Event::Closed(c)).count()
 }
 
 /// A connected pair: (pair, server conn on A, client conn on B).
-fn connected(p: &mut Pair) -> (crate::transport::ConnId, crate::transport::ConnId) {
+pub(super) fn connected(p: &mut Pair) -> (crate::conn::ConnId, crate::conn::ConnId) {
     p.a.listen(PORT).unwrap();
     let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
     let (ea, eb) = p.settle(20);
@@ -33,7 +33,7 @@ fn connected(p: &mut Pair) -> (crate::transport::ConnId, crate::transport::ConnI
     (ca[0], cb)
 }
 
-fn read_all(t: &mut MemTransport, c: crate::transport::ConnId) -> Vec<u8> {
+pub(super) fn read_all(t: &mut MemTransport, c: crate::conn::ConnId) -> Vec<u8> {
     let mut b = BytesMut::new();
     while t.recv(c, &mut b).unwrap() > 0 {}
     b.to_vec()
@@ -155,7 +155,7 @@ fn syn_beyond_the_connection_limit_gets_rst() {
     let mut cfg = config(Pair::A);
     cfg.max_conns = 4;
     // Without cookies: half-open connections count too (with them, see cookie_tests).
-    cfg.syn_cookies = crate::xsk::SynCookies::Off;
+    cfg.syn_cookies = crate::SynCookies::Off;
     let mut t = MemTransport::new(cfg);
     t.listen(PORT).unwrap();
     for i in 0..6u16 {
@@ -192,7 +192,7 @@ fn flood_then_connect(flood: u32, min_evicted: u64) {
     a.half_open_bytes = 64 * 8192; // 64 half-open connections
     a.max_conns = 100_000;
     // Eviction, the policy without cookies (see cookie_tests for the default).
-    a.syn_cookies = crate::xsk::SynCookies::Off;
+    a.syn_cookies = crate::SynCookies::Off;
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let mut ev = Vec::new();
@@ -485,145 +485,4 @@ fn shutdown_write_half_closes() {
     p.b.close(cb);
     p.settle(20);
     assert_eq!(p.a.engine.stats().connections + p.b.engine.stats().connections, 0);
-}
-
-/// (receive, send) capacity of connection `c`'s socket.
-fn capacities(t: &MemTransport, c: crate::transport::ConnId) -> (usize, usize) {
-    let conn = t.engine.conns.get(c).unwrap();
-    let s = t.engine.buckets[conn.bucket as usize].sockets.get::<smoltcp::socket::tcp::Socket>(conn.handle);
-    (s.recv_capacity(), s.send_capacity())
-}
-
-#[test]
-fn buffers_start_small_grow_for_a_large_request_and_response_and_the_pool_keeps_only_small_ones() {
-    let mut a = config(Pair::A);
-    (a.rx_buffer, a.tx_buffer, a.initial_buffer) = (256 * 1024, 256 * 1024, 4096);
-    let mut b = config(Pair::B);
-    (b.rx_buffer, b.tx_buffer) = (256 * 1024, 256 * 1024);
-    let mut p = Pair::with(a, b);
-    let (ca, cb) = connected(&mut p);
-    assert_eq!(capacities(&p.a, ca), (4096, 4096));
-    // Small requests and responses keep them small.
-    for _ in 0..50 {
-        p.b.send(cb, &[1u8; 200]).unwrap();
-        p.settle(4);
-        let got = read_all(&mut p.a, ca);
-        p.a.send(ca, &got).unwrap();
-        p.settle(4);
-        assert_eq!(read_all(&mut p.b, cb).len(), 200);
-    }
-    assert_eq!(capacities(&p.a, ca), (4096, 4096));
-    // A 300 KB request and its echo: both grow to the largest, and every byte arrives.
-    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
-    let (mut sent, mut got, mut back, mut echoed) = (0, Vec::new(), Vec::new(), 0);
-    for _ in 0..3000 {
-        if sent < data.len() {
-            sent += p.b.send(cb, &data[sent..]).unwrap();
-        }
-        p.settle(2);
-        got.extend(read_all(&mut p.a, ca));
-        if echoed < got.len() {
-            echoed += p.a.send(ca, &got[echoed..]).unwrap();
-        }
-        back.extend(read_all(&mut p.b, cb));
-        if back.len() == data.len() {
-            break;
-        }
-    }
-    assert!(got == data && back == data, "{} / {} of {}", got.len(), back.len(), data.len());
-    let (rx, tx) = capacities(&p.a, ca);
-    assert!(rx > 4096 && tx > 4096 && rx <= 256 * 1024 && tx <= 256 * 1024, "{rx} {tx}");
-    eprintln!("grown to {rx} + {tx}");
-    // Closed and recycled: a grown socket is freed, not pooled.
-    let pooled = p.a.engine.stats().pooled_sockets;
-    p.b.close(cb);
-    p.settle(20);
-    p.a.close(ca);
-    p.settle(20);
-    let s = p.a.engine.stats();
-    assert_eq!((s.connections, s.pooled_sockets), (0, pooled), "{s:?}");
-}
-
-#[test]
-fn out_of_order_data_survives_the_receive_buffer_growing() {
-    let mut a = config(Pair::A);
-    (a.rx_buffer, a.initial_buffer) = (64 * 1024, 4096);
-    let mut p = Pair::with(a, config(Pair::B));
-    let (ca, cb) = connected(&mut p);
-    // Every third frame of a batch delivered after the rest: segments wait in the
-    // assembler, beyond the data not read yet, while the buffer grows.
-    let mut n = 0u32;
-    p.filter = Some(Box::new(move |v: Vec<Vec<u8>>| {
-        let (mut out, mut late) = (Vec::new(), Vec::new());
-        for f in v {
-            n += 1;
-            if n.is_multiple_of(3) { late.push(f) } else { out.push(f) }
-        }
-        out.extend(late);
-        out
-    }));
-    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
-    let (mut sent, mut got) = (0, Vec::new());
-    for _ in 0..4000 {
-        if sent < data.len() {
-            sent += p.b.send(cb, &data[sent..]).unwrap_or(0);
-        }
-        p.settle(3);
-        got.extend(read_all(&mut p.a, ca));
-        if got.len() == data.len() {
-            break;
-        }
-        p.advance(Duration::from_millis(20));
-    }
-    assert!(got == data, "{} of {}", got.len(), data.len());
-    assert_eq!(capacities(&p.a, ca).0, 64 * 1024);
-}
-
-/// Checksum offload (AF_XDP TX metadata) changes who completes the TCP
-/// checksum, nothing on the wire: the same exchange with A's link
-/// offloading (the engine leaves the checksum, the link writes the
-/// pseudo-header sum and completes it as a device does) and without gives
-/// the same frames, byte for byte, and every TCP frame of A's went through
-/// the offload.
-#[test]
-fn checksum_offload_puts_the_same_frames_on_the_wire() {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-    let run = |offload: bool| {
-        let mut p = Pair::new();
-        p.a.link.csum_offload = offload;
-        let wire = Rc::new(RefCell::new(Vec::new()));
-        let w = wire.clone();
-        p.filter = Some(Box::new(move |frames: Vec<Vec<u8>>| {
-            w.borrow_mut().extend(frames.iter().cloned());
-            frames
-        }));
-        let (ca, cb) = connected(&mut p);
-        for i in 0..20u8 {
-            let req = vec![i; 1 + i as usize * 97];
-            p.b.send(cb, &req).unwrap();
-            p.settle(20);
-            assert_eq!(read_all(&mut p.a, ca), req);
-            p.a.send(ca, &req).unwrap();
-            p.settle(20);
-            assert_eq!(read_all(&mut p.b, cb), req);
-        }
-        p.a.close(ca);
-        p.settle(20);
-        p.b.close(cb);
-        p.settle(20);
-        let frames = wire.borrow().clone();
-        (frames, p.a.link.offloaded)
-    };
-    let (plain, none) = run(false);
-    let (offloaded, n) = run(true);
-    assert_eq!(none, 0);
-    // Every frame A sent is TCP here (the neighbour is taught, no ARP).
-    let from_a = plain.iter().filter(|f| f[6..12] == mac_of(Pair::A)).count();
-    assert!(from_a > 40, "{from_a} frames from A");
-    assert_eq!(n, from_a as u64);
-    assert_eq!(plain.len(), offloaded.len());
-    for (i, (x, y)) in plain.iter().zip(&offloaded).enumerate() {
-        assert_eq!(x, y, "frame {i} differs");
-    }
 }

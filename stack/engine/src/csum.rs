@@ -18,14 +18,14 @@ use std::net::Ipv4Addr;
 /// `smoltcp::wire::ip::checksum::data`, so 0xffff for a buffer whose
 /// checksum field is right.
 #[inline]
-pub(crate) fn data(data: &[u8]) -> u16 {
+pub fn data(data: &[u8]) -> u16 {
     fold(add(0, data))
 }
 
 /// The sum of the TCP segment `seg` with its IPv4 pseudo-header, folded:
 /// 0xffff when the segment's checksum is right.
 #[inline]
-pub(crate) fn tcp_v4(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
+pub fn tcp_v4(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
     fold(add(pseudo_v4(src, dst, seg.len()), seg))
 }
 
@@ -33,13 +33,13 @@ pub(crate) fn tcp_v4(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> u16 {
 /// sender with checksum offload leaves in the checksum field (the same value
 /// as `smoltcp::wire::ip::checksum::pseudo_header_v4`).
 #[inline]
-pub(crate) fn tcp_v4_pseudo(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
+pub fn tcp_v4_pseudo(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
     fold(pseudo_v4(src, dst, len))
 }
 
 /// Fills in the TCP checksum of an Ethernet/IPv4/TCP frame; any other
 /// frame (ARP, ICMP, or one too short to be TCP) is left as it is.
-pub(crate) fn fill_tcp(frame: &mut [u8]) {
+pub fn fill_tcp(frame: &mut [u8]) {
     let Some((ihl, total)) = tcp_v4_range(frame) else { return };
     let ip = &mut frame[14..];
     let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
@@ -51,14 +51,14 @@ pub(crate) fn fill_tcp(frame: &mut [u8]) {
 }
 
 /// Where the TCP checksum field is, from the frame's first byte.
-pub(crate) const TCP_CSUM_OFFSET: u16 = 16;
+pub const TCP_CSUM_OFFSET: u16 = 16;
 
 /// For checksum offload: writes the pseudo-header sum of an
 /// Ethernet/IPv4/TCP frame into its checksum field, as a CHECKSUM_PARTIAL
 /// sender does, and returns where the TCP header starts (the offload's
 /// `csum_start`; the field is [`TCP_CSUM_OFFSET`] after it). Any other frame
 /// is left as it is (None).
-pub(crate) fn fill_tcp_pseudo(frame: &mut [u8]) -> Option<u16> {
+pub fn fill_tcp_pseudo(frame: &mut [u8]) -> Option<u16> {
     let (ihl, total) = tcp_v4_range(frame)?;
     let ip = &mut frame[14..];
     let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
@@ -142,7 +142,7 @@ mod tests {
 
     #[test]
     fn fills_what_a_correct_sender_writes() {
-        use crate::xsk::testing::frames::{tcp, TcpSpec};
+        use crate::testing::frames::{tcp, TcpSpec};
         let payload: Vec<u8> = (0..=255u8).collect();
         for len in [0usize, 1, 7, 64, 255] {
             let good = tcp(&TcpSpec {
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn a_completed_partial_checksum_is_the_full_one() {
-        use crate::xsk::testing::frames::{tcp, TcpSpec};
+        use crate::testing::frames::{tcp, TcpSpec};
         let payload: Vec<u8> = (0..=255u8).rev().collect();
         for len in [0usize, 1, 7, 64, 255] {
             let good = tcp(&TcpSpec { flags: 0x18, payload: &payload[..len], ..TcpSpec::default() });

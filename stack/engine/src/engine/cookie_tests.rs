@@ -11,10 +11,10 @@ use super::cookies::SynCookies;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::wire::{EthernetFrame, Ipv4Packet, TcpPacket, TcpRepr};
 
-use crate::transport::{ConnId, Event, Transport};
-use crate::xsk::demux::{inspect, RxRules};
-use crate::xsk::testing::frames::{parse_tcp, tcp, Seg, TcpSpec};
-use crate::xsk::testing::{config, mac_of, MemTransport, Pair};
+use crate::conn::{ConnId, Event};
+use crate::demux::{inspect, RxRules};
+use crate::testing::frames::{parse_tcp, tcp, Seg, TcpSpec};
+use crate::testing::{config, mac_of, MemTransport, Pair};
 
 const PORT: u16 = 7;
 const PEER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);

@@ -46,44 +46,44 @@ pub enum SynCookies {
 /// MSS values a cookie can carry (Linux's `msstab`): the largest not above
 /// the peer's is used, so the connection never sends more than the peer
 /// takes.
-pub(crate) const MSS_TABLE: [u16; 4] = [536, 1300, 1440, 1460];
+pub const MSS_TABLE: [u16; 4] = [536, 1300, 1440, 1460];
 
 /// One cookie period, seconds.
 const PERIOD_S: u64 = 64;
 
 /// What a cookie carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CookieData {
-    pub(crate) mss: u16,
-    pub(crate) sack: bool,
-    pub(crate) window_scale: Option<u8>,
+pub struct CookieData {
+    pub mss: u16,
+    pub sack: bool,
+    pub window_scale: Option<u8>,
 }
 
 /// The connection a SYN or ACK belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Tuple {
-    pub(crate) src: Ipv4Addr,
-    pub(crate) dst: Ipv4Addr,
-    pub(crate) sport: u16,
-    pub(crate) dport: u16,
+pub struct Tuple {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub sport: u16,
+    pub dport: u16,
 }
 
 /// The keyed hash behind the cookies.
 #[derive(Clone)]
-pub(crate) struct CookieJar {
+pub struct CookieJar {
     k0: u64,
     k1: u64,
 }
 
 impl CookieJar {
     /// A jar keyed from `seed` (the engine's random seed).
-    pub(crate) fn new(seed: u64) -> CookieJar {
+    pub fn new(seed: u64) -> CookieJar {
         let k0 = splitmix(seed ^ 0x636f_6f6b_6965_7321);
         CookieJar { k0, k1: splitmix(k0) }
     }
 
     /// The SipHash key (for the steering program, which makes the same cookies).
-    pub(crate) fn key(&self) -> (u64, u64) {
+    pub fn key(&self) -> (u64, u64) {
         (self.k0, self.k1)
     }
 
@@ -104,7 +104,7 @@ impl CookieJar {
     }
 
     /// The cookie (our ISN) for a SYN with sequence number `peer_isn`.
-    pub(crate) fn make(&self, now: Instant, t: &Tuple, peer_isn: u32, d: CookieData) -> u32 {
+    pub fn make(&self, now: Instant, t: &Tuple, peer_isn: u32, d: CookieData) -> u32 {
         let idx = MSS_TABLE.iter().rposition(|&m| m <= d.mss).unwrap_or(0) as u32;
         let ws = d.window_scale.map_or(0, |w| w.min(14) as u32 + 1);
         let counter = Self::counter(now);
@@ -114,7 +114,7 @@ impl CookieJar {
 
     /// What `cookie` carries if it is one this jar made for `t` and
     /// `peer_isn` in this period or the one before.
-    pub(crate) fn check(&self, now: Instant, t: &Tuple, peer_isn: u32, cookie: u32) -> Option<CookieData> {
+    pub fn check(&self, now: Instant, t: &Tuple, peer_isn: u32, cookie: u32) -> Option<CookieData> {
         let low = cookie & 0x1ff;
         let now_c = Self::counter(now);
         // Periods since the cookie was made, from the two counter bits it keeps.
@@ -144,22 +144,22 @@ fn splitmix(x: u64) -> u64 {
 
 /// The TCP header fields of a frame `demux::inspect` accepted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Segment {
-    pub(crate) tuple: Tuple,
-    pub(crate) seq: u32,
-    pub(crate) ack: u32,
-    pub(crate) flags: u8,
+pub struct Segment {
+    pub tuple: Tuple,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
     /// Options of a SYN (MSS 0 when absent).
-    pub(crate) opts: CookieData,
+    pub opts: CookieData,
 }
 
-pub(crate) const SYN: u8 = 0x02;
-pub(crate) const RST: u8 = 0x04;
-pub(crate) const ACK: u8 = 0x10;
+pub const SYN: u8 = 0x02;
+pub const RST: u8 = 0x04;
+pub const ACK: u8 = 0x10;
 
 /// Reads the TCP header of an Ethernet/IPv4/TCP frame; `None` for anything
 /// shorter than its headers say. Never panics.
-pub(crate) fn segment(frame: &[u8]) -> Option<Segment> {
+pub fn segment(frame: &[u8]) -> Option<Segment> {
     let ip = frame.get(14..)?;
     let ihl = (*ip.first()? & 0x0f) as usize * 4;
     if ip.len() < 20 || ip[9] != 6 || ihl < 20 {
@@ -215,50 +215,58 @@ pub(crate) fn segment(frame: &[u8]) -> Option<Segment> {
 /// addresses, and the key: what the steering program needs to answer SYNs
 /// exactly as the engine would (see `xsk_io::syncookies`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct CookieTemplate {
-    pub(crate) k0: u64,
-    pub(crate) k1: u64,
-    pub(crate) mss: u16,
-    pub(crate) window: u16,
-    pub(crate) window_shift: u8,
+pub struct CookieTemplate {
+    /// The cookie hash's key, first half.
+    pub k0: u64,
+    /// The cookie hash's key, second half.
+    pub k1: u64,
+    /// The MSS the SYN-ACK offers.
+    pub mss: u16,
+    /// The window the SYN-ACK advertises.
+    pub window: u16,
+    /// The window scale it offers.
+    pub window_shift: u8,
     /// What a SYN must pass before the engine answers it (`demux::inspect`).
-    pub(crate) mac: [u8; 6],
-    pub(crate) addr: Ipv4Addr,
-    pub(crate) prefix_len: u8,
-    pub(crate) accept_partial: bool,
+    pub mac: [u8; 6],
+    /// Our address.
+    pub addr: Ipv4Addr,
+    /// Our subnet's prefix length.
+    pub prefix_len: u8,
+    /// Whether partial TCP checksums are taken.
+    pub accept_partial: bool,
 }
 
 /// Whether SYNs are answered ahead of the engine (by the steering program),
 /// and what that decision last looked at.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Ahead {
-    pub(crate) on: bool,
+pub struct Ahead {
+    pub on: bool,
     /// When the program's count was last looked at, and the count then.
-    pub(crate) checked: Option<(Instant, u64)>,
+    pub checked: Option<(Instant, u64)>,
 }
 
 /// What a cookie SYN-ACK says besides the cookie.
-pub(crate) struct SynAck {
-    pub(crate) our_mac: [u8; 6],
-    pub(crate) peer_mac: [u8; 6],
-    pub(crate) cookie: u32,
+pub struct SynAck {
+    pub our_mac: [u8; 6],
+    pub peer_mac: [u8; 6],
+    pub cookie: u32,
     /// Our MSS (the link's MTU less 40).
-    pub(crate) mss: u16,
+    pub mss: u16,
     /// The receive window (unscaled, as in every SYN).
-    pub(crate) window: u16,
+    pub window: u16,
     /// Our window scale, sent when the peer offered one.
-    pub(crate) window_shift: u8,
+    pub window_shift: u8,
 }
 
 impl SynAck {
     /// The frame's length for a SYN `syn`.
-    pub(crate) fn len(syn: &Segment) -> usize {
+    pub fn len(syn: &Segment) -> usize {
         14 + 20 + 20 + 4 + if syn.opts.sack { 4 } else { 0 } + if syn.opts.window_scale.is_some() { 4 } else { 0 }
     }
 
     /// Writes the SYN-ACK answering `syn` into `buf` (`len(syn)` bytes), the
     /// TCP checksum too unless the link completes it (`tcp_csum` false).
-    pub(crate) fn write(&self, syn: &Segment, buf: &mut [u8], tcp_csum: bool) {
+    pub fn write(&self, syn: &Segment, buf: &mut [u8], tcp_csum: bool) {
         let len = buf.len();
         buf[0..6].copy_from_slice(&self.peer_mac);
         buf[6..12].copy_from_slice(&self.our_mac);
@@ -268,7 +276,7 @@ impl SynAck {
         ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
         ip[12..16].copy_from_slice(&syn.tuple.dst.octets());
         ip[16..20].copy_from_slice(&syn.tuple.src.octets());
-        let sum = !super::super::csum::data(ip);
+        let sum = !crate::csum::data(ip);
         ip[10..12].copy_from_slice(&sum.to_be_bytes());
         let tcp = &mut buf[34..];
         tcp[0..2].copy_from_slice(&syn.tuple.dport.to_be_bytes());
@@ -290,7 +298,7 @@ impl SynAck {
             tcp[o..o + 4].copy_from_slice(&[1, 3, 3, self.window_shift]);
         }
         if tcp_csum {
-            super::super::csum::fill_tcp(buf);
+            crate::csum::fill_tcp(buf);
         }
     }
 }

@@ -9,10 +9,10 @@ use std::time::Duration;
 use bytes::BytesMut;
 use smoltcp::socket::tcp;
 
-use crate::transport::{ConnId, Event, Transport};
-use crate::xsk::testing::frames::parse_tcp;
-use crate::xsk::testing::{config, Pair};
-use crate::xsk::{Recovery, RecoveryStats};
+use crate::conn::{ConnId, Event};
+use crate::testing::frames::parse_tcp;
+use crate::testing::{config, Pair};
+use crate::recovery::{Recovery, RecoveryStats};
 
 const PORT: u16 = 7;
 
@@ -34,7 +34,7 @@ fn connect(p: &mut Pair) -> (ConnId, ConnId) {
     (ca, cb)
 }
 
-fn read_all(t: &mut impl Transport, c: ConnId) -> Vec<u8> {
+fn read_all(t: &mut crate::testing::MemTransport, c: ConnId) -> Vec<u8> {
     let mut b = BytesMut::new();
     while t.recv(c, &mut b).unwrap() > 0 {}
     b.to_vec()

@@ -4,7 +4,7 @@ use smoltcp::phy::{self, Checksum, DeviceCapabilities};
 use smoltcp::time::Instant;
 
 /// Where the engine's frames go: the AF_XDP port's TX ring, or memory.
-pub(crate) trait Link {
+pub trait Link {
     /// Writes one frame.
     type Tx<'a>: phy::TxToken
     where
@@ -18,7 +18,7 @@ pub(crate) trait Link {
     /// The link's MTU (IP packet size).
     fn mtu(&self) -> usize;
     /// Whether the link completes TCP checksums itself (AF_XDP TX metadata):
-    /// then [`CsumTx`] leaves them to the link's token, which writes the
+    /// then smoltcp's token (`CsumTx`) leaves them to the link's token, which writes the
     /// pseudo-header sum and asks for the offload.
     fn csum_offload(&self) -> bool {
         false
@@ -81,7 +81,7 @@ impl<L: Link> phy::Device for SmolDev<'_, L> {
 /// (smoltcp leaves it zero: `capabilities`), unless the link offloads it
 /// (the second field: [`Link::csum_offload`]). Inside any wrapper's token,
 /// so the frame is complete before a wrapper or the port sees it.
-pub(crate) struct CsumTx<T>(T, bool);
+pub struct CsumTx<T>(T, bool);
 
 impl<T: phy::TxToken> phy::TxToken for CsumTx<T> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
@@ -90,7 +90,7 @@ impl<T: phy::TxToken> phy::TxToken for CsumTx<T> {
         }
         self.0.consume(len, |buf| {
             let r = f(buf);
-            crate::xsk::csum::fill_tcp(buf);
+            crate::csum::fill_tcp(buf);
             r
         })
     }

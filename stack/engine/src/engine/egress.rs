@@ -7,7 +7,7 @@ use smoltcp::time::Instant;
 
 use super::link::SmolDev;
 use super::{Engine, Link, SWEEP_EVERY};
-use crate::transport::Event;
+use crate::conn::Event;
 use smoltcp::socket::tcp;
 
 /// A socket with at most this many bytes in its send buffer can let the
@@ -17,7 +17,7 @@ use smoltcp::socket::tcp;
 /// not, and nothing waits behind them. Typical RPC answers fit; a larger
 /// answer keeps ACKs prompt so that the window opens and losses are found
 /// by duplicate ACKs.
-pub(crate) const ACKS_CAN_WAIT_BYTES: usize = 3 * 536;
+pub const ACKS_CAN_WAIT_BYTES: usize = 3 * 536;
 
 /// Whether this socket wants the peer's pure ACKs as they arrive.
 fn wants_acks_now(s: &tcp::Socket) -> bool {
@@ -33,7 +33,7 @@ impl Engine {
     /// Reports what changed in the buckets touched since the last egress
     /// (accepts, data, closes), before anything is sent, so the
     /// application's answers ride on the ACKs.
-    pub(crate) fn scan_dirty(&mut self) {
+    pub fn scan_dirty(&mut self) {
         for i in 0..self.dirty.len() {
             let b = self.dirty[i] as usize;
             self.scan(b);
@@ -41,14 +41,14 @@ impl Engine {
     }
 
     /// Whether any bucket waits for egress.
-    pub(crate) fn wants_egress(&self) -> bool {
+    pub fn wants_egress(&self) -> bool {
         !self.dirty.is_empty()
     }
 
     /// Whether `egress` at `now` would do anything: a touched bucket, a due
     /// timer or the sweep. The driver's last pass before it sleeps usually
     /// finds none of them (the answer went out with the flush before).
-    pub(crate) fn egress_due(&self, now: Instant) -> bool {
+    pub fn egress_due(&self, now: Instant) -> bool {
         !self.dirty.is_empty()
             || now >= self.next_sweep
             || self.timers.peek().is_some_and(|&Reverse((d, _))| d <= now)
@@ -56,7 +56,7 @@ impl Engine {
 
     /// Egress for every touched bucket and every bucket whose timer is due,
     /// plus the idle and FIN timeouts; then turns socket state into events.
-    pub(crate) fn egress<L: Link>(&mut self, now: Instant, link: &mut L) {
+    pub fn egress<L: Link>(&mut self, now: Instant, link: &mut L) {
         self.clock = now;
         if now >= self.next_sweep {
             self.next_sweep = now + SWEEP_EVERY.into();
@@ -130,26 +130,26 @@ impl Engine {
     }
 
     /// The latest time given to the engine.
-    pub(crate) fn clock(&self) -> Instant {
+    pub fn clock(&self) -> Instant {
         self.clock
     }
 
     /// Whether the peers' pure ACKs may wait until the driver is awake for
     /// something else (deferred ACKs): true when no socket has more than
-    /// [`ACKS_CAN_WAIT_BYTES`] unacknowledged or unsent, or a handshake or
+    /// `ACKS_CAN_WAIT_BYTES` (three 536-byte segments) unacknowledged or unsent, or a handshake or
     /// a FIN waiting for its ACK, as of each bucket's last egress.
-    pub(crate) fn acks_can_wait(&self) -> bool {
+    pub fn acks_can_wait(&self) -> bool {
         self.track_acks && self.buckets_wanting_acks == 0
     }
 
     /// Keeps what [`acks_can_wait`](Self::acks_can_wait) needs up to date
     /// from now on (deferred ACKs are on; before, it answers false).
-    pub(crate) fn track_acks(&mut self) {
+    pub fn track_acks(&mut self) {
         self.track_acks = true;
     }
 
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).
-    pub(crate) fn poll_at(&mut self) -> Option<Instant> {
+    pub fn poll_at(&mut self) -> Option<Instant> {
         while let Some(mut top) = self.timers.peek_mut() {
             let Reverse((d, b)) = *top;
             let bucket = &mut self.buckets[b as usize];
@@ -186,7 +186,7 @@ impl Engine {
     }
 
     /// Moves the events gathered so far into `out`; true if there were any.
-    pub(crate) fn take_events(&mut self, out: &mut Vec<Event>) -> bool {
+    pub fn take_events(&mut self, out: &mut Vec<Event>) -> bool {
         if self.pending.is_empty() {
             return false;
         }
@@ -196,7 +196,7 @@ impl Engine {
 
     /// Aborts every connection (RST to each peer) and sends the RSTs: for
     /// shutdown, so peers are not left with half-open connections.
-    pub(crate) fn abort_all<L: Link>(&mut self, now: Instant, link: &mut L) {
+    pub fn abort_all<L: Link>(&mut self, now: Instant, link: &mut L) {
         for b in &mut self.buckets {
             for (_, s) in b.sockets.iter_mut().chain(b.listen.iter_mut()) {
                 #[allow(irrefutable_let_patterns)]

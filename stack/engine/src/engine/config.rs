@@ -4,8 +4,8 @@ use std::net::Ipv4Addr;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::xsk::drops::DropStats;
-use crate::xsk::recovery::{Recovery, RecoveryStats};
+use crate::drops::DropStats;
+use crate::recovery::{Recovery, RecoveryStats};
 use super::cookies::SynCookies;
 
 /// TCP congestion control (smoltcp's).
@@ -20,7 +20,7 @@ pub enum Congestion {
 }
 
 /// The TCP engine's settings: limits, buffers, timers, SYN cookies, congestion control, loss
-/// recovery. [`XskConfig::engine`](crate::xsk::XskConfig::engine) holds one; `Default`
+/// recovery. `stack::xsk::XskConfig::engine` holds one; `Default`
 /// gives the values it starts with.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -94,15 +94,21 @@ impl Default for EngineConfig {
 /// transport finds out when it opens. It reads the settings as its own fields (`Deref`), so
 /// the engine's code says `cfg.max_conns` whichever struct holds it.
 #[derive(Clone, Debug)]
-pub(crate) struct EngineSetup {
-    pub(crate) tcp: EngineConfig,
-    pub(crate) mac: [u8; 6],
-    pub(crate) addr: Ipv4Addr,
-    pub(crate) prefix_len: u8,
-    pub(crate) gateway: Option<Ipv4Addr>,
+pub struct EngineSetup {
+    /// The TCP settings.
+    pub tcp: EngineConfig,
+    /// Our MAC.
+    pub mac: [u8; 6],
+    /// Our address.
+    pub addr: Ipv4Addr,
+    /// Our subnet's prefix length.
+    pub prefix_len: u8,
+    /// Where off-link peers are reached, if anywhere.
+    pub gateway: Option<Ipv4Addr>,
     /// Accept TCP checksums left partial by a local sender's offload.
-    pub(crate) accept_partial_csum: bool,
-    pub(crate) seed: u64,
+    pub accept_partial_csum: bool,
+    /// Seeds smoltcp's initial sequence numbers and the SYN-cookie key.
+    pub seed: u64,
 }
 
 impl std::ops::Deref for EngineSetup {

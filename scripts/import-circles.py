@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Import circles between the source files of each crate source directory given: file A names an item of
+file B (`use crate::b::..`, `super::b::..`, `crate::b::x` in code) and B names
+one of A, directly or through others. A module naming its own submodule's
+items, or a submodule its parent's (`super::Engine`), is how Rust splits one
+type's impl over files and is not counted."""
+import os, re, sys
+
+def modpath(root, f):
+    rel = os.path.relpath(f, root)[:-3].split(os.sep)
+    if rel[-1] in ('mod', 'lib', 'main'):
+        rel = rel[:-1]
+    return tuple(rel)
+
+def files(root):
+    for d, _, fs in os.walk(root):
+        if 'bin' in d.split(os.sep) or 'tests' == os.path.basename(d):
+            continue
+        for f in fs:
+            if f.endswith('.rs'):
+                yield os.path.join(d, f)
+
+def resolve(mod, path, mods):
+    # path: list of segments after use; returns the longest known module prefix
+    segs = list(path)
+    if not segs:
+        return None
+    if segs[0] == 'crate':
+        base = []
+        segs = segs[1:]
+    elif segs[0] == 'super':
+        base = list(mod)
+        while segs and segs[0] == 'super':
+            base = base[:-1]
+            segs = segs[1:]
+    elif segs[0] == 'self':
+        base = list(mod)
+        segs = segs[1:]
+    else:
+        return None
+    best = None
+    cur = list(base)
+    for s in segs:
+        cur = cur + [s]
+        if tuple(cur) in mods:
+            best = tuple(cur)
+        else:
+            break
+    return best if best is not None else (tuple(base) if tuple(base) in mods else None)
+
+def main(root):
+    mods = {}
+    for f in files(root):
+        mods[modpath(root, f)] = f
+    edges = {m: set() for m in mods}
+    for m, f in mods.items():
+        text = open(f).read()
+        # drop test modules: only the library's files count
+        text = re.split(r'#\[cfg\(test\)\]\s*mod tests\s*\{', text)[0]
+        # comments and docs name items without importing them
+        text = re.sub(r'//[^\n]*', '', text)
+        for mt in re.finditer(r'\b((?:crate|super|self)(?:::\w+)+)', text):
+            segs = mt.group(1).split('::')
+            t = resolve(m, segs, mods)
+            if t is None or t == m:
+                continue
+            # parent <-> child: not counted
+            if t[:len(m)] == m or m[:len(t)] == t:
+                continue
+            edges[m].add(t)
+        # `use crate::a::{b, c::d}` groups
+        for mt in re.finditer(r'use\s+((?:crate|super|self)(?:::\w+)*)::\{([^;]*)\};', text, re.S):
+            base = mt.group(1).split('::')
+            for item in re.split(r',', mt.group(2)):
+                item = item.strip().split(' as ')[0]
+                if not item or item.startswith('{'):
+                    continue
+                segs = base + [s for s in item.split('::') if s and s != '{']
+                segs = [re.sub(r'[^\w]', '', s) for s in segs]
+                t = resolve(m, segs, mods)
+                if t is None or t == m or t[:len(m)] == m or m[:len(t)] == t:
+                    continue
+                edges[m].add(t)
+    # cycles: strongly connected components of size > 1
+    index, low, stack, on, comps = {}, {}, [], set(), []
+    counter = [0]
+    sys.setrecursionlimit(10000)
+    def sc(v):
+        index[v] = low[v] = counter[0]; counter[0] += 1
+        stack.append(v); on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                sc(w); low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            c = []
+            while True:
+                w = stack.pop(); on.discard(w); c.append(w)
+                if w == v: break
+            if len(c) > 1:
+                comps.append(c)
+    for v in edges:
+        if v not in index:
+            sc(v)
+    for c in comps:
+        names = sorted(os.path.relpath(mods[x], root) for x in c)
+        print(f"{root}: circle: " + ' <-> '.join(names))
+        for x in sorted(c):
+            print('   ', os.path.relpath(mods[x], root), '->', ', '.join(sorted(os.path.relpath(mods[y], root) for y in edges[x] if y in c)))
+    return 1 if comps else 0
+
+if __name__ == '__main__':
+    rc = 0
+    for r in sys.argv[1:]:
+        rc |= main(r)
+    sys.exit(rc)
