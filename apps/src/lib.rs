@@ -624,7 +624,9 @@ pub struct FaultOpts {
 
 impl FaultOpts {
     pub fn faults(&self) -> Faults {
-        Faults { rx_drop: self.fault_rx_drop, tx_drop: self.fault_tx_drop, ..Faults::default() }
+        let mut f = Faults::default();
+        (f.rx_drop, f.tx_drop) = (self.fault_rx_drop, self.fault_tx_drop);
+        f
     }
 }
 
@@ -1411,7 +1413,7 @@ mod tests {
         assert_eq!(recovery(&["--recovery", "smoltcp"]), Ok(Recovery::smoltcp()));
         // The options override the preset, whichever it is, field by field.
         let r = recovery(&["--recovery", "smoltcp", "--rto-min", "200ms"]).unwrap();
-        assert_eq!(r, Recovery { rto_min: Duration::from_millis(200), ..Recovery::smoltcp() });
+        assert_eq!(r, Recovery::smoltcp().with_rto_min(Duration::from_millis(200)));
         let r = recovery(&[
             "--rto-min",
             "5ms",
@@ -1428,14 +1430,13 @@ mod tests {
         .unwrap();
         assert_eq!(
             r,
-            Recovery {
-                rto_min: Duration::from_millis(5),
-                rto_max: Duration::from_secs(10),
-                rto_initial: Duration::from_millis(300),
-                tail_probe: false,
-                ack_delay: Duration::from_millis(1),
-                ack_delay_max: Duration::from_millis(40),
-            }
+            Recovery::default()
+                .with_rto_min(Duration::from_millis(5))
+                .with_rto_max(Duration::from_secs(10))
+                .with_rto_initial(Duration::from_millis(300))
+                .with_tail_probe(false)
+                .with_ack_delay(Duration::from_millis(1))
+                .with_ack_delay_max(Duration::from_millis(40))
         );
         assert!(!recovery(&["--recovery", "default", "--no-tail-probe"]).unwrap().tail_probe);
         // Sub-millisecond values are durations too.
@@ -1467,7 +1468,7 @@ mod tests {
             let e = recovery(bad).expect_err(&format!("{bad:?}"));
             assert!(e.starts_with("loss recovery: "), "{bad:?}: {e}");
         }
-        let why = Recovery { rto_min: Duration::ZERO, ..Recovery::default() }.validate().unwrap_err();
+        let why = Recovery::default().with_rto_min(Duration::ZERO).validate().unwrap_err();
         assert!(recovery(&["--rto-min", "0s"]).unwrap_err().contains(&why));
         // XskOpts::config reports it as a usage error (exit status 2), before touching the device.
         let e = xsk_opts(&["--iface", "lo", "--rto-min", "0s"]).unwrap().config(1024, None).unwrap_err();
@@ -1528,14 +1529,13 @@ mod tests {
     fn recovery_described() {
         let d = describe_recovery(&Recovery::smoltcp());
         assert_eq!(d, "RTO 1s..1m (initial 1s), no tail-loss probe");
-        let r = Recovery {
-            rto_min: Duration::from_millis(50),
-            rto_max: Duration::from_secs(60),
-            rto_initial: Duration::from_secs(1),
-            tail_probe: true,
-            ack_delay: Duration::from_millis(10),
-            ack_delay_max: Duration::from_millis(200),
-        };
+        let r = Recovery::smoltcp()
+            .with_rto_min(Duration::from_millis(50))
+            .with_rto_max(Duration::from_secs(60))
+            .with_rto_initial(Duration::from_secs(1))
+            .with_tail_probe(true)
+            .with_ack_delay(Duration::from_millis(10))
+            .with_ack_delay_max(Duration::from_millis(200));
         assert_eq!(
             describe_recovery(&r),
             "RTO 50ms..1m (initial 1s), tail-loss probe after 2 SRTT + 10ms (200ms for peers that delay their ACKs)"
@@ -1544,13 +1544,8 @@ mod tests {
 
     #[test]
     fn recovery_counts() {
-        let s = RecoveryStats {
-            rto_retransmits: 1,
-            fast_retransmits: 2,
-            tail_probes: 3,
-            spurious_retransmits: 4,
-            spurious_probes: 5,
-        };
+        let mut s = RecoveryStats::default();
+        (s.rto_retransmits, s.fast_retransmits, s.tail_probes, s.spurious_retransmits, s.spurious_probes) = (1, 2, 3, 4, 5);
         let mut c = RecoveryCounts::from(s);
         // Field for field the stack's struct, under the same JSON names.
         assert_eq!(serde_json::to_value(c).unwrap(), serde_json::to_value(s).unwrap());

@@ -129,7 +129,8 @@ fn echo_random_sizes_stack_client_kernel_server_both_modes() {
 fn loss_duplication_reordering_every_byte_once_in_order() {
     let lab = lab("sxf");
     let (mode, a) = dedicated(&lab);
-    let faults = Faults { rx_drop: 0.02, rx_dup: 0.02, rx_reorder: 0.02, tx_drop: 0.02, seed: 42 };
+    let mut faults = Faults::default();
+    (faults.rx_drop, faults.rx_dup, faults.rx_reorder, faults.tx_drop, faults.seed) = (0.02, 0.02, 0.02, 0.02, 42);
     let mut c = xsk_cfg(&lab, mode);
     c.faults = faults;
     let srv = xsk_server(&lab.ns_a, c, 7104);

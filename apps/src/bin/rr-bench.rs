@@ -974,7 +974,7 @@ mod tests {
         assert!(parse(&["--recovery", "linux"]).is_err());
         let a = parse(&["--backend", "xsk", "--recovery", "smoltcp", "--ack-delay", "5ms"]).unwrap();
         let r = a.xsk.loss_recovery.settings().unwrap();
-        assert_eq!(r, stack::xsk::Recovery { ack_delay: Duration::from_millis(5), ..stack::xsk::Recovery::smoltcp() });
+        assert_eq!(r, stack::xsk::Recovery::smoltcp().with_ack_delay(Duration::from_millis(5)));
         let a = Args::try_parse_from(["rr-bench", "--lab", "kernel", "--server-arg", "--busy-poll", "--server-arg=50"])
             .unwrap();
         assert_eq!(a.server_arg, ["--busy-poll", "50"]);

@@ -673,11 +673,7 @@ mod tests {
         let r = a.xsk.loss_recovery.settings().unwrap();
         assert_eq!(
             r,
-            stack::xsk::Recovery {
-                rto_min: Duration::from_millis(20),
-                tail_probe: false,
-                ..stack::xsk::Recovery::default()
-            }
+            stack::xsk::Recovery::default().with_rto_min(Duration::from_millis(20)).with_tail_probe(false)
         );
         // A bad combination is a usage error (exit status 2) from XskOpts::config.
         let a = Args::try_parse_from(["rr-server", "--backend", "xsk", "--iface", "lo", "--rto-initial", "1us"]).unwrap();

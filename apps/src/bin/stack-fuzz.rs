@@ -59,14 +59,9 @@ fn rss_kib() -> u64 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let cfg = FuzzConfig {
-        frames: cli.frames,
-        seed: cli.seed,
-        peers: cli.peers,
-        max_conns: cli.max_conns,
-        syn_cookies: cli.syn_cookies.into(),
-        twin: cli.twin,
-    };
+    let mut cfg = FuzzConfig::default();
+    (cfg.frames, cfg.seed, cfg.peers, cfg.max_conns) = (cli.frames, cli.seed, cli.peers, cli.max_conns);
+    (cfg.syn_cookies, cfg.twin) = (cli.syn_cookies.into(), cli.twin);
     let start = Instant::now();
     let quiet = cli.quiet;
     let r = run(&cfg, |r| {

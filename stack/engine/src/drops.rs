@@ -109,6 +109,7 @@ impl fmt::Display for DropReason {
 
 /// Drops by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct DropStats {
     /// Frames shorter than their headers or with inconsistent lengths.
     pub malformed: u64,

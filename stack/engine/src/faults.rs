@@ -11,6 +11,7 @@ use super::engine::Link;
 
 /// Fault probabilities, each in [0, 1] (`XskConfig::faults`; all zero: off).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Faults {
     /// A received frame is dropped.
     pub rx_drop: f64,
@@ -34,6 +35,7 @@ impl Faults {
 
 /// How often each fault struck.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct FaultStats {
     /// Received frames dropped.
     pub rx_dropped: u64,

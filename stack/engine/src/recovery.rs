@@ -9,6 +9,7 @@ use std::time::Duration;
 /// request/response traffic at microsecond round-trip times; see the field
 /// docs for what each default protects against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Recovery {
     /// The retransmission timeout's floor. The probe (below) recovers a
     /// lost tail long before this; the timeout is the backstop when the
@@ -60,6 +61,42 @@ impl Default for Recovery {
 }
 
 impl Recovery {
+    /// With the retransmission timeout's floor at `d`.
+    pub fn with_rto_min(mut self, d: Duration) -> Recovery {
+        self.rto_min = d;
+        self
+    }
+
+    /// With the retransmission timeout's ceiling at `d`.
+    pub fn with_rto_max(mut self, d: Duration) -> Recovery {
+        self.rto_max = d;
+        self
+    }
+
+    /// With the timeout before the first RTT sample at `d`.
+    pub fn with_rto_initial(mut self, d: Duration) -> Recovery {
+        self.rto_initial = d;
+        self
+    }
+
+    /// With the tail-loss probe on or off.
+    pub fn with_tail_probe(mut self, on: bool) -> Recovery {
+        self.tail_probe = on;
+        self
+    }
+
+    /// With the probe's allowance for a peer's delayed ACK at `d`.
+    pub fn with_ack_delay(mut self, d: Duration) -> Recovery {
+        self.ack_delay = d;
+        self
+    }
+
+    /// With the allowance for a peer known to delay its ACKs at `d`.
+    pub fn with_ack_delay_max(mut self, d: Duration) -> Recovery {
+        self.ack_delay_max = d;
+        self
+    }
+
     /// smoltcp 0.14's own behaviour: RTO in [1 s, 60 s], starting at 1 s,
     /// no probe (for comparisons).
     pub fn smoltcp() -> Recovery {
@@ -119,6 +156,7 @@ impl Recovery {
 
 /// What loss recovery did, summed over every connection the engine has had.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct RecoveryStats {
     /// Retransmission timeouts (each resends the flight from the first
     /// unacknowledged byte).

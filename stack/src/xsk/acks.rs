@@ -55,6 +55,7 @@ const HOLD_MAX: Duration = Duration::from_millis(20);
 
 /// Counters of deferred ACKs.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct AckStats {
     /// Deferred ACKs are set up on this queue (false: turned off, or the
     /// kernel could not load their XDP program).

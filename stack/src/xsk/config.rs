@@ -81,6 +81,7 @@ impl XdpCookies {
 
 /// What an [`XskTransport`](super::XskTransport) is configured with; [`XskConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct XskConfig {
     /// The AF_XDP port: interface, queue, rings, UMEM, attach mode, busy polling, tuning.
     pub port: PortConfig,

@@ -16,6 +16,7 @@ use stack_engine::RxFrames;
 
 /// Counters of the device layer.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct DeviceStats {
     /// Frames queued on the TX ring.
     pub tx_frames: u64,

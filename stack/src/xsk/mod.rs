@@ -55,6 +55,7 @@ fn backend_err(e: impl std::error::Error + Send + Sync + 'static) -> TransportEr
 
 /// Counters of the stack: the engine's, the device's and the port's.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct StackStats {
     /// The engine's (flattened into the top level in JSON).
     #[serde(flatten)]

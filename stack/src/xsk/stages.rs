@@ -18,6 +18,7 @@ use serde::Serialize;
 
 /// The stages' total times (nanoseconds) and counts since start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct StageTimes {
     /// Polls that returned events after taking frames in: requests or responses seen.
     pub cycles: u64,

@@ -23,6 +23,7 @@ pub enum Congestion {
 /// recovery. `stack::xsk::XskConfig::engine` holds one; `Default`
 /// gives the values it starts with.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct EngineConfig {
     /// Connections this shard is sized for (decides the bucket count when `buckets` is 0);
     /// connections and half-open ones beyond it are refused (RST).
@@ -126,6 +127,7 @@ impl std::ops::DerefMut for EngineSetup {
 
 /// Counters of the engine.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct EngineStats {
     /// Frames received (before any check).
     pub rx_frames: u64,

@@ -41,6 +41,7 @@ const PORT: u16 = 7;
 
 /// What to run.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FuzzConfig {
     /// Hostile frames to send.
     pub frames: u64,
@@ -65,6 +66,7 @@ impl Default for FuzzConfig {
 
 /// What happened.
 #[derive(Clone, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct FuzzReport {
     /// Hostile frames sent.
     pub frames: u64,
