@@ -2,8 +2,9 @@
 //! wraps a `Device`: `Faulty` sits between the engine and a link (the
 //! AF_XDP port's, or the in-memory one of the tests) and drops, duplicates
 //! and reorders received frames and drops sent ones. For tests of loss
-//! recovery on a host without netem; the driver only puts it in when
-//! [`Faults`] asks for any fault.
+//! recovery on a host without netem. The wrapper is always there, so the
+//! driver has one link type; without a [`FaultState`] (no fault asked for)
+//! it passes every frame straight through, at the cost of one branch.
 
 use smoltcp::phy;
 
@@ -132,19 +133,27 @@ impl<F> FaultState<F> {
 /// says, with this wrapper as the link its answers go out on.
 pub struct Faulty<'s, L: RxFrames> {
     inner: L,
-    state: &'s mut FaultState<L::Frame>,
+    /// None: no faults, every frame passes.
+    state: Option<&'s mut FaultState<L::Frame>>,
 }
 
 impl<'s, L: RxFrames> Faulty<'s, L> {
-    /// `inner` behind the faults `state` holds (kept across calls by the caller).
-    pub fn new(inner: L, state: &'s mut FaultState<L::Frame>) -> Self {
+    /// `inner` behind the faults `state` holds (kept across calls by the
+    /// caller); `None` passes everything through.
+    pub fn new(inner: L, state: Option<&'s mut FaultState<L::Frame>>) -> Self {
         Faulty { inner, state }
     }
 
     /// One received frame through the RX faults. `deliver` gives a frame's
     /// bytes to the engine; every frame is released after its last delivery.
+    #[inline]
     pub fn receive(&mut self, frame: L::Frame, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
-        match self.state.rx() {
+        let Some(state) = self.state.as_deref_mut() else {
+            deliver(self, &frame);
+            self.inner.release(frame);
+            return;
+        };
+        match state.rx() {
             RxFate::Deliver => {
                 deliver(self, &frame);
                 self.inner.release(frame);
@@ -157,7 +166,7 @@ impl<'s, L: RxFrames> Faulty<'s, L> {
                 self.inner.release(frame);
             }
             RxFate::Delay => {
-                if let Some(prev) = self.state.held.replace(frame) {
+                if let Some(prev) = state.held.replace(frame) {
                     deliver(self, &prev);
                     self.inner.release(prev);
                 }
@@ -168,7 +177,7 @@ impl<'s, L: RxFrames> Faulty<'s, L> {
     /// Delivers the frame held back, if any: at the end of each received
     /// batch, so that reordering never holds a frame across a sleep.
     pub fn deliver_held(&mut self, deliver: &mut impl FnMut(&mut Self, &L::Frame)) {
-        if let Some(f) = self.state.held.take() {
+        if let Some(f) = self.state.as_deref_mut().and_then(|s| s.held.take()) {
             deliver(self, &f);
             self.inner.release(f);
         }
@@ -182,7 +191,7 @@ impl<L: RxFrames> Link for Faulty<'_, L> {
         Self: 't;
 
     fn tx(&mut self) -> Self::Tx<'_> {
-        FaultyTx { inner: self.inner.tx(), state: &mut *self.state }
+        FaultyTx { inner: self.inner.tx(), state: self.state.as_deref_mut() }
     }
 
     fn tx_ready(&mut self) -> bool {
@@ -201,14 +210,17 @@ impl<L: RxFrames> Link for Faulty<'_, L> {
 /// A sent frame that may be dropped.
 pub struct FaultyTx<'a, T, F> {
     inner: T,
-    state: &'a mut FaultState<F>,
+    state: Option<&'a mut FaultState<F>>,
 }
 
 impl<T: phy::TxToken, F> phy::TxToken for FaultyTx<'_, T, F> {
+    #[inline]
     fn consume<R, G: FnOnce(&mut [u8]) -> R>(self, len: usize, f: G) -> R {
-        if self.state.tx_drop() {
-            let n = len.min(self.state.scratch.len());
-            return f(&mut self.state.scratch[..n]);
+        if let Some(state) = self.state {
+            if state.tx_drop() {
+                let n = len.min(state.scratch.len());
+                return f(&mut state.scratch[..n]);
+            }
         }
         self.inner.consume(len, f)
     }

@@ -1,18 +1,151 @@
-//! The device: smoltcp's view of the AF_XDP port, and nothing else.
+//! The device: the AF_XDP port in both directions, as the engine sees it.
 //!
-//! [`PortLink`] is the engine's [`Link`] over the port's TX half: a TX token
-//! takes a UMEM frame only inside `consume` (smoltcp drops most tokens
-//! unused) and queues it on the TX ring; nothing reaches the kernel until
-//! the driver flushes the port, once per loop iteration. Received frames
-//! are lent to `Engine::ingest` in place (their bytes in the UMEM) and given
-//! back to the port through the link ([`RxFrames`]).
+//! [`Device`] owns the port and what wraps it, and is the one way frames
+//! move between the port and the engine:
+//! - in: [`Device::recv`] takes a batch from the RX ring, then
+//!   [`Device::deliver`] hands the engine each frame, with the deferred ACKs
+//!   of the XDP program's ack ring (`acks.rs`) merged in between them in
+//!   arrival order, all through the fault injector (a pass-through unless
+//!   faults are configured); each UMEM frame goes back to the port once read;
+//! - out: [`Device::link`] is the engine's [`Link`]: the fault injector,
+//!   then shared-address ARP interception (a pass-through in dedicated
+//!   mode), then [`PortLink`], the port's TX half: a TX token takes a UMEM
+//!   frame only inside `consume` (smoltcp drops most tokens unused) and
+//!   queues it on the TX ring; nothing reaches the kernel until the driver
+//!   flushes the port, once per loop iteration.
 
 use smoltcp::phy;
+use stack_engine::faults::{FaultState, Faulty};
+use stack_engine::{Link, RxFrames};
 use xsk_io::port::{Port, TxHalf};
 use xsk_io::umem::{Frame, Umem};
 
-use stack_engine::Link;
-use stack_engine::RxFrames;
+use super::acks::DeferredAcks;
+use super::arp::{Intercept, SharedArp};
+
+/// The engine's link over the device, for one engine call.
+pub(crate) type DevLink<'a> = Faulty<'a, Intercept<'a, PortLink<'a>>>;
+
+/// The port and everything between it and the engine. See the module docs.
+pub(crate) struct Device {
+    pub(crate) port: Port,
+    state: DevState,
+    /// Shared-address mode's ARP (interception and the kernel's table).
+    pub(crate) arp: SharedArp,
+    /// Fault injection (tests): the state of the [`Faulty`] link wrapper.
+    pub(crate) faults: Option<FaultState<Frame>>,
+    /// Pure ACKs that arrived while asleep (None: off or unavailable).
+    pub(crate) acks: Option<DeferredAcks>,
+    /// The received batch, between `recv` and `deliver`.
+    batch: Vec<Frame>,
+    /// Frames taken from the RX ring at most per batch.
+    batch_max: usize,
+}
+
+impl Device {
+    pub(crate) fn new(
+        port: Port,
+        mtu: usize,
+        arp: SharedArp,
+        faults: Option<FaultState<Frame>>,
+        acks: Option<DeferredAcks>,
+        batch_max: usize,
+    ) -> Device {
+        let state = DevState { scratch: vec![0u8; 64 * 1024], stats: DeviceStats::default(), mtu };
+        Device { port, state, arp, faults, acks, batch: Vec::with_capacity(batch_max), batch_max }
+    }
+
+    /// The engine's link for one call.
+    pub(crate) fn link(&mut self) -> DevLink<'_> {
+        let (umem, tx) = self.port.split();
+        let st = &mut self.state;
+        let port = PortLink { umem, tx, scratch: &mut st.scratch, stats: &mut st.stats, mtu: st.mtu };
+        Faulty::new(self.arp.wrap(port), self.faults.as_mut())
+    }
+
+    /// Takes a batch from the RX ring (refilling the fill ring); how many
+    /// frames. Less than a full batch: the ring is drained.
+    pub(crate) fn recv(&mut self) -> usize {
+        self.port.recv(&mut self.batch, self.batch_max)
+    }
+
+    /// Whether the last `recv` took a full batch (more may be waiting).
+    pub(crate) fn batch_full(&self, n: usize) -> bool {
+        n == self.batch_max
+    }
+
+    /// Hands `ingest` the batch `recv` took and the deferred ACKs, in
+    /// arrival order: each frame with `None` (it arrived now), each ACK
+    /// with when it arrived (`CLOCK_MONOTONIC` ns). `drained`: the RX ring
+    /// is empty, so ACKs that came after its last frame go in too (`wall`:
+    /// now, the clock a record is held on while its earlier frames are
+    /// missing).
+    pub(crate) fn deliver(
+        &mut self,
+        drained: bool,
+        wall: u64,
+        ingest: &mut impl FnMut(Option<u64>, &[u8], &mut DevLink<'_>),
+    ) {
+        if !self.batch.is_empty() || self.faults.is_some() {
+            // (Without frames, only the fault injector may hold one that is due.)
+            let Device { port, state, arp, faults, acks, batch, .. } = self;
+            let (umem, tx) = port.split();
+            let portlink = PortLink { umem, tx, scratch: &mut state.scratch, stats: &mut state.stats, mtu: state.mtu };
+            let mut link = Faulty::new(arp.wrap(portlink), faults.as_mut());
+            match acks.as_mut() {
+                Some(acks) if acks.pending() => {
+                    for f in batch.drain(..) {
+                        acks.take_ready(&mut |ack, at| ingest(Some(at), ack, &mut link));
+                        link.receive(f, &mut |l, f| ingest(None, umem.data(f), l));
+                        acks.received(1);
+                    }
+                }
+                acks => {
+                    if let Some(a) = acks {
+                        a.received(batch.len());
+                    }
+                    for f in batch.drain(..) {
+                        link.receive(f, &mut |l, f| ingest(None, umem.data(f), l));
+                    }
+                }
+            }
+            link.deliver_held(&mut |l, f| ingest(None, umem.data(f), l));
+        }
+        if drained {
+            self.take_acks(wall, ingest);
+        }
+    }
+
+    /// With the RX ring drained: the deferred ACKs that came after its
+    /// frames (or hold the first one until the frames before it come). Not
+    /// with fault injection (deferred ACKs are off then).
+    fn take_acks(&mut self, wall: u64, ingest: &mut impl FnMut(Option<u64>, &[u8], &mut DevLink<'_>)) {
+        let Some(acks) = &mut self.acks else { return };
+        if !acks.pending() {
+            return;
+        }
+        for round in 0..2 {
+            let (umem, tx) = self.port.split();
+            let st = &mut self.state;
+            let portlink = PortLink { umem, tx, scratch: &mut st.scratch, stats: &mut st.stats, mtu: st.mtu };
+            let mut link = Faulty::new(self.arp.wrap(portlink), self.faults.as_mut());
+            let held = acks.take_drained(wall, |ack, at| ingest(Some(at), ack, &mut link));
+            // A record waits for frames: if the kernel dropped them (one
+            // getsockopt, only now), count them and try again.
+            if !held || round == 1 || !acks.account_lost(self.port.rx_lost()) {
+                return;
+            }
+        }
+    }
+
+    /// The device's counters (the port's are the port's).
+    pub(crate) fn stats(&self) -> DeviceStats {
+        let mut s = self.state.stats;
+        s.arp_intercepted = self.arp.intercepted();
+        s.deferred_acks = self.acks.as_ref().map(|a| a.stats).unwrap_or_default();
+        s
+    }
+}
 
 /// Counters of the device layer.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -35,25 +168,11 @@ pub struct DeviceStats {
 }
 
 /// The device's own state, lent to each [`PortLink`].
-pub(crate) struct DevState {
+struct DevState {
     /// Where smoltcp writes a frame that has no UMEM frame to go to (dropped).
     scratch: Vec<u8>,
-    pub(crate) stats: DeviceStats,
+    stats: DeviceStats,
     mtu: usize,
-}
-
-impl DevState {
-    pub(crate) fn new(mtu: usize) -> DevState {
-        DevState { scratch: vec![0u8; 64 * 1024], stats: DeviceStats::default(), mtu }
-    }
-
-    /// The link over `port` for one engine call, and the UMEM that received
-    /// frames live in.
-    pub(crate) fn link<'a>(&'a mut self, port: &'a mut Port) -> (PortLink<'a>, &'a Umem) {
-        let (umem, tx) = port.split();
-        let link = PortLink { umem, tx, scratch: &mut self.scratch, stats: &mut self.stats, mtu: self.mtu };
-        (link, umem)
-    }
 }
 
 /// The port's TX half as the engine's link.

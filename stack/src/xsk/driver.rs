@@ -18,17 +18,12 @@ use std::time::Duration;
 use bytes::BytesMut;
 use smoltcp::time::Instant as SmolInstant;
 use xsk_io::port::Port;
-use xsk_io::umem::Frame;
 
-use super::acks::DeferredAcks;
-use super::arp::SharedArp;
 use super::claims::Claims;
-use super::device::{DevState, PortLink};
+use super::device::Device;
 use stack_engine::{Engine, PortChange};
-use stack_engine::faults::{FaultState, Faulty};
-use stack_engine::RxFrames;
 use super::stages::Stages;
-use super::{backend_err, DeviceStats, StackStats, XskConfig};
+use super::{backend_err, StackStats};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
 
 /// How soon to try again while TX is left in the ring (the kernel's budget)
@@ -38,51 +33,23 @@ const RETRY: Duration = Duration::from_micros(200);
 /// The AF_XDP stack behind the [`Transport`] trait: one port (one RX queue),
 /// one engine, one thread. See the [module docs](super).
 pub struct XskTransport {
-    pub(super) port: Port,
+    /// The port and what wraps it: frames in and out (`device.rs`).
+    pub(super) dev: Device,
     pub(super) engine: Engine,
-    pub(super) dev: DevState,
-    /// Shared-address mode's ARP (interception and the kernel's table).
-    pub(super) arp: SharedArp,
+    /// Neighbours the kernel's table resolved (shared-address mode), for the engine.
     pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
-    pub(super) rx_batch: Vec<Frame>,
     /// The engine's time 0 in CLOCK_MONOTONIC nanoseconds: the loop's
     /// clock (one vDSO call and a division per pass) and the clock the XDP
     /// program dates deferred ACKs with.
     pub(super) epoch_ns: u64,
     /// Shared-address mode: the ports held from the kernel.
     pub(super) claims: Option<Arc<Claims>>,
-    /// Fault injection (tests): the state of the [`Faulty`] link wrapper.
-    pub(super) faults: Option<FaultState<Frame>>,
     /// Ends the port's wait for sub-millisecond timeouts (smoltcp timers, open-loop pacing).
     pub(super) timer: crate::timer::PreciseTimer,
-    /// Pure ACKs that arrived while asleep (None: off or unavailable).
-    pub(super) acks: Option<DeferredAcks>,
     /// The XDP program's SYN cookies for this queue (None: off or unavailable).
     pub(super) xdp_cookies: Option<xsk_io::syncookies::CookieSlot>,
     /// Where a request's time goes (`XskConfig::stage_times`; None: off).
     pub(super) stages: Option<Stages>,
-    pub(super) cfg: XskConfig,
-}
-
-/// Runs `$body` with `$link` bound to the engine's link over the port: the
-/// port's device, behind the fault injector when one is configured, behind
-/// shared-mode ARP interception (a pass-through in dedicated mode). A macro
-/// because the two links are different types (the plain one pays nothing for
-/// the injector) and the body borrows other fields of the transport.
-macro_rules! with_link {
-    ($t:ident, |$link:ident| $body:expr) => {{
-        let (port_link, _) = $t.dev.link(&mut $t.port);
-        match &mut $t.faults {
-            None => {
-                let $link = &mut $t.arp.wrap(port_link);
-                $body
-            }
-            Some(state) => {
-                let $link = &mut $t.arp.wrap(Faulty::new(port_link, state));
-                $body
-            }
-        }
-    }};
 }
 
 impl XskTransport {
@@ -93,22 +60,18 @@ impl XskTransport {
 
     /// The AF_XDP port (its features and counters).
     pub fn port(&self) -> &Port {
-        &self.port
+        &self.dev.port
     }
 
     /// The counters of the engine, the device and the port.
     pub fn stats(&self) -> StackStats {
         let mut engine = self.engine.stats();
-        if let Some(f) = &self.faults {
+        if let Some(f) = &self.dev.faults {
             engine.drops.injected = f.stats.rx_dropped;
         }
-        let device = DeviceStats {
-            arp_intercepted: self.arp.intercepted(),
-            deferred_acks: self.acks.as_ref().map(|a| a.stats).unwrap_or_default(),
-            xdp_syn_cookies: self.xdp_cookies.as_ref().map_or(0, |c| c.sent()),
-            ..self.dev.stats
-        };
-        StackStats { engine, device, port: self.port.stats(), stages: self.stages.as_ref().map(|s| s.t) }
+        let mut device = self.dev.stats();
+        device.xdp_syn_cookies = self.xdp_cookies.as_ref().map_or(0, |c| c.sent());
+        StackStats { engine, device, port: self.dev.port.stats(), stages: self.stages.as_ref().map(|s| s.t) }
     }
 
     /// Listening sockets waiting for a SYN, over all buckets.
@@ -118,7 +81,7 @@ impl XskTransport {
 
     /// Frame accounting of the underlying port (see `Port::audit`).
     pub fn audit(&mut self) -> Result<xsk_io::port::Accounting, String> {
-        self.port.audit()
+        self.dev.port.audit()
     }
 
     fn now(&self) -> SmolInstant {
@@ -130,99 +93,30 @@ impl XskTransport {
         smol_ns(self.epoch_ns, ns)
     }
 
-    /// A received batch into the engine, through the fault injector when
-    /// one is configured; each UMEM frame goes back to the port once read.
-    /// Deferred ACKs that came between these frames go in between them.
-    fn ingest(&mut self, batch: &mut Vec<Frame>, now: SmolInstant) {
-        if batch.is_empty() && self.faults.is_none() {
-            // The pass before a sleep: nothing came. (The fault injector may hold
-            // frames that are due now.)
-            return;
-        }
-        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch_ns);
-        let (link, umem) = self.dev.link(&mut self.port);
-        match &mut self.faults {
-            None => {
-                let mut link = arp.wrap(link);
-                match self.acks.as_mut() {
-                    Some(acks) if acks.pending() => {
-                        for f in batch.drain(..) {
-                            acks.take_ready(&mut |frame, at| {
-                                let t = ack_time(epoch, at, now, engine.clock());
-                                let _ = engine.ingest(t, frame, &mut link);
-                            });
-                            let _ = engine.ingest(now, umem.data(&f), &mut link);
-                            link.release(f);
-                            acks.received(1);
-                        }
-                    }
-                    acks => {
-                        if let Some(a) = acks {
-                            a.received(batch.len());
-                        }
-                        for f in batch.drain(..) {
-                            let _ = engine.ingest(now, umem.data(&f), &mut link);
-                            link.release(f);
-                        }
-                    }
-                }
-            }
-            Some(state) => {
-                let mut link = Faulty::new(link, state);
-                let deliver = &mut |l: &mut Faulty<PortLink>, f: &Frame| {
-                    let _ = engine.ingest(now, umem.data(f), &mut arp.wrap(l));
-                };
-                for f in batch.drain(..) {
-                    link.receive(f, deliver);
-                }
-                link.deliver_held(deliver);
-            }
-        }
-    }
-
-    /// With the RX ring drained: the deferred ACKs that came after its
-    /// frames (or hold the first one until the frames before it come). Not
-    /// with fault injection (deferred ACKs are off then).
-    fn take_acks(&mut self, now: SmolInstant, wall: u64) {
-        let Some(acks) = &mut self.acks else { return };
-        if !acks.pending() {
-            return;
-        }
-        let (engine, arp, epoch) = (&mut self.engine, &mut self.arp, self.epoch_ns);
-        for round in 0..2 {
-            let (link, _) = self.dev.link(&mut self.port);
-            let mut link = arp.wrap(link);
-            let held = acks.take_drained(wall, |frame, at| {
-                let t = ack_time(epoch, at, now, engine.clock());
-                let _ = engine.ingest(t, frame, &mut link);
-            });
-            // A record waits for frames: if the kernel dropped them (one
-            // getsockopt, only now), count them and try again.
-            if !held || round == 1 || !acks.account_lost(self.port.rx_lost()) {
-                return;
-            }
-        }
+    /// The batch `Device::recv` took, and the deferred ACKs between and
+    /// after its frames, into the engine (see `Device::deliver`).
+    fn ingest(&mut self, now: SmolInstant, drained: bool, wall: u64) {
+        let (engine, epoch) = (&mut self.engine, self.epoch_ns);
+        self.dev.deliver(drained, wall, &mut |arrived, frame, link| {
+            let t = arrived.map_or(now, |at| ack_time(epoch, at, now, engine.clock()));
+            let _ = engine.ingest(t, frame, link);
+        });
     }
 
     /// Shared mode: answers smoltcp's ARP wishes from the kernel's table
     /// (see `arp.rs`).
     fn neighbours(&mut self, now: SmolInstant) {
-        if self.arp.idle() {
+        if self.dev.arp.idle() {
             return; // the common case: nothing asked, nothing pending
         }
         let mut found = std::mem::take(&mut self.resolved);
-        self.arp.resolve(std::time::Instant::now(), &mut found);
-        if found.is_empty() {
-            self.resolved = found;
-            return;
+        self.dev.arp.resolve(std::time::Instant::now(), &mut found);
+        let mut link = self.dev.link();
+        for (ip, mac) in found.drain(..) {
+            // The gateway is on-link; an off-link peer is never resolved
+            // (smoltcp asks for its gateway instead).
+            self.engine.add_neighbour(now, ip, mac, &mut link);
         }
-        with_link!(self, |link| {
-            for (ip, mac) in found.drain(..) {
-                // The gateway is on-link; an off-link peer is never resolved
-                // (smoltcp asks for its gateway instead).
-                self.engine.add_neighbour(now, ip, mac, link);
-            }
-        });
         self.resolved = found;
     }
 
@@ -238,7 +132,7 @@ impl XskTransport {
     /// The TX ring is given to the kernel now (a sendto).
     fn send_now(&mut self) -> Result<(), TransportError> {
         let t0 = self.stages.as_ref().map(|_| Stages::now());
-        let r = self.port.flush().map_err(backend_err);
+        let r = self.dev.port.flush().map_err(backend_err);
         if let (Some(s), Some(t0)) = (&mut self.stages, t0) {
             s.kick(t0);
         }
@@ -246,14 +140,14 @@ impl XskTransport {
     }
 
     fn egress_untimed(&mut self, now: SmolInstant) -> Result<(), TransportError> {
-        with_link!(self, |link| self.engine.egress(now, link));
-        if let Some(a) = &mut self.acks {
+        self.engine.egress(now, &mut self.dev.link());
+        if let Some(a) = &mut self.dev.acks {
             a.allow(self.engine.acks_can_wait());
         }
         self.release_ports();
         // The kick is left to the wait that follows, or made before poll
         // returns (see `poll`).
-        self.port.publish().map_err(backend_err)
+        self.dev.port.publish().map_err(backend_err)
     }
 
     /// Ports of finished connections go back to the kernel.
@@ -261,7 +155,7 @@ impl XskTransport {
         if !self.engine.has_port_changes() {
             return; // nearly every egress: no connection finished
         }
-        let steer = self.port.steer();
+        let steer = self.dev.port.steer();
         for PortChange::Released(p) in self.engine.port_changes() {
             if let Some(c) = &self.claims {
                 c.release(p, steer);
@@ -273,7 +167,7 @@ impl XskTransport {
     /// by the caller when it returns without sleeping.
     fn poll_events(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let start = xsk_io::sys::monotonic_ns();
-        let busy = self.port.features().busy_poll.is_some();
+        let busy = self.dev.port.features().busy_poll.is_some();
         let mut first = true;
         loop {
             // One clock read per pass (a vDSO call each; at light load every
@@ -281,9 +175,8 @@ impl XskTransport {
             let wall = if std::mem::take(&mut first) { start } else { xsk_io::sys::monotonic_ns() };
             let now = self.smol_ns(wall);
             self.neighbours(now);
-            let mut batch = std::mem::take(&mut self.rx_batch);
             let rx_start = self.stages.as_ref().map(|_| Stages::now());
-            let n = self.port.recv(&mut batch, self.cfg.rx_batch);
+            let n = self.dev.recv();
             let rx_end = match (&mut self.stages, rx_start) {
                 (Some(s), Some(t0)) if n > 0 => {
                     let t1 = Stages::now();
@@ -292,11 +185,8 @@ impl XskTransport {
                 }
                 _ => None,
             };
-            self.ingest(&mut batch, now);
-            self.rx_batch = batch;
-            if n < self.cfg.rx_batch {
-                self.take_acks(now, wall);
-            }
+            let full = self.dev.batch_full(n);
+            self.ingest(now, !full, wall);
             if let Some(c) = &mut self.xdp_cookies {
                 let want = self.engine.cookies_ahead(now, c.sent());
                 if let Err(why) = c.drive(want, wall) {
@@ -316,16 +206,16 @@ impl XskTransport {
             // Nothing to send, no timer due: the completions and fill ring
             // wait for the next flush (a pass before sleeping, at light load
             // one per request, costs no port work then).
-            if self.engine.egress_due(now) || self.port.tx_pending() {
+            if self.engine.egress_due(now) || self.dev.port.tx_pending() {
                 self.egress(now)?;
                 if self.engine.take_events(events) {
                     return Ok(());
                 }
             }
-            if n == self.cfg.rx_batch {
+            if full {
                 // More frames waiting: no sleep, so what this pass queued
                 // goes out now.
-                if self.port.kick_owed() {
+                if self.dev.port.kick_owed() {
                     self.send_now()?;
                 }
                 continue;
@@ -337,7 +227,7 @@ impl XskTransport {
                 None => None,
             };
             let wait = self.wait_for(now, left);
-            if self.port.tx_pending() || self.arp.has_pending() {
+            if self.dev.port.tx_pending() || self.dev.arp.has_pending() {
                 // TX left in the ring (budget) or a neighbour being resolved: come back soon.
                 self.send_now()?;
                 let w = wait.map_or(RETRY, |w| w.min(RETRY));
@@ -346,7 +236,7 @@ impl XskTransport {
             }
             if busy || wait == Some(Duration::ZERO) {
                 // No sleep: what this pass queued goes out now.
-                if self.port.kick_owed() {
+                if self.dev.port.kick_owed() {
                     self.send_now()?;
                 }
                 if busy {
@@ -354,7 +244,7 @@ impl XskTransport {
                 }
                 continue;
             }
-            let wait = match &self.acks {
+            let wait = match &self.dev.acks {
                 Some(a) => a.bound_sleep(wait),
                 None => wait,
             };
@@ -363,7 +253,7 @@ impl XskTransport {
             // application's flush) in one syscall; the timer joins the wait
             // only for a short timeout (at light load the only deadline is
             // a retransmission timer, far off).
-            match self.port.wait(self.timer.wanted_fd(), wait) {
+            match self.dev.port.wait(self.timer.wanted_fd(), wait) {
                 Ok(ready) => {
                     if ready.extra {
                         self.timer.clear();
@@ -410,7 +300,7 @@ impl Transport for XskTransport {
     fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
         if port != 0 {
             if let Some(c) = &self.claims {
-                c.claim(port, self.port.steer()).map_err(|e| match e.kind() {
+                c.claim(port, self.dev.port.steer()).map_err(|e| match e.kind() {
                     std::io::ErrorKind::AddrInUse => TransportError::AddrInUse(port),
                     _ => TransportError::Io(e),
                 })?;
@@ -420,7 +310,7 @@ impl Transport for XskTransport {
             Ok(l) => l,
             Err(e) => {
                 if let (Some(c), true) = (&self.claims, port != 0) {
-                    c.release(port, self.port.steer());
+                    c.release(port, self.dev.port.steer());
                 }
                 return Err(e);
             }
@@ -428,14 +318,14 @@ impl Transport for XskTransport {
         let port = self.engine.local_addr(lid).map(|a| a.port()).unwrap_or(port);
         // Steered (shared mode: claimed above) and marked as listening, so the
         // XDP program may answer its SYNs with cookies.
-        if let Some(steer) = self.port.steer() {
+        if let Some(steer) = self.dev.port.steer() {
             steer.add_tcp_listener(port).map_err(backend_err)?;
         }
         Ok(lid)
     }
 
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
-        let (claims, steer) = (self.claims.as_deref(), self.port.steer());
+        let (claims, steer) = (self.claims.as_deref(), self.dev.port.steer());
         let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
         let id = self.engine.connect(addr, &mut usable)?;
         Ok(id)
@@ -446,7 +336,7 @@ impl Transport for XskTransport {
     /// sendto when it returns without sleeping.
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let r = self.poll_events(events, timeout);
-        if self.port.kick_owed() {
+        if self.dev.port.kick_owed() {
             let kicked = self.send_now();
             // The loop's own error, if any, is the one to report.
             r?;
@@ -477,12 +367,12 @@ impl Transport for XskTransport {
         if let Some(s) = &mut self.stages {
             s.flush();
         }
-        if self.engine.wants_egress() || self.port.tx_pending() {
+        if self.engine.wants_egress() || self.dev.port.tx_pending() {
             let now = self.now();
             self.egress(now)?;
         }
-        let busy = self.port.features().busy_poll.is_some();
-        if self.port.kick_owed() && (busy || self.port.rx_ready() > 0) {
+        let busy = self.dev.port.features().busy_poll.is_some();
+        if self.dev.port.kick_owed() && (busy || self.dev.port.rx_ready() > 0) {
             self.send_now()?;
         }
         Ok(())
@@ -494,7 +384,7 @@ impl Transport for XskTransport {
 
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::{AsFd, AsRawFd};
-        Some(self.port.as_fd().as_raw_fd())
+        Some(self.dev.port.as_fd().as_raw_fd())
     }
 
     /// What `poll_events` would sleep for with no caller deadline: the
@@ -505,11 +395,11 @@ impl Transport for XskTransport {
             return Some(Duration::ZERO);
         }
         let wait = self.wait_for(self.now(), None);
-        let wait = match &self.acks {
+        let wait = match &self.dev.acks {
             Some(a) => a.bound_sleep(wait),
             None => wait,
         };
-        if self.port.tx_pending() || self.arp.has_pending() {
+        if self.dev.port.tx_pending() || self.dev.arp.has_pending() {
             return Some(wait.map_or(RETRY, |w| w.min(RETRY)));
         }
         wait
@@ -519,7 +409,7 @@ impl Transport for XskTransport {
     /// an outside loop's sleep (epoll) does not transmit the TX ring as the
     /// port's poll(2) does.
     fn kick(&mut self) -> Result<(), TransportError> {
-        if self.port.kick_owed() || self.port.tx_pending() {
+        if self.dev.port.kick_owed() || self.dev.port.tx_pending() {
             self.send_now()?;
         }
         Ok(())
@@ -551,9 +441,9 @@ impl Drop for XskTransport {
     fn drop(&mut self) {
         // Tell peers we are gone rather than leaving half-open connections.
         let now = self.now();
-        with_link!(self, |link| self.engine.abort_all(now, link));
-        let _ = self.port.flush();
-        let _ = self.port.drain_tx(Duration::from_millis(100));
+        self.engine.abort_all(now, &mut self.dev.link());
+        let _ = self.dev.port.flush();
+        let _ = self.dev.port.drain_tx(Duration::from_millis(100));
         // Placeholders close with `claims` (dropped after this).
     }
 }

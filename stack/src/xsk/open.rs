@@ -10,7 +10,7 @@ use xsk_io::steer::SteerFlags;
 
 use super::acks::DeferredAcks;
 use super::claims::Claims;
-use super::device::DevState;
+use super::device::Device;
 use stack_engine::{Engine, EngineSetup};
 use stack_engine::faults::FaultState;
 use super::stages::Stages;
@@ -133,13 +133,8 @@ impl XskTransport {
         let ifname = cfg.port.ifname.clone();
         let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
         let shared = cfg.addr == AddrMode::Shared;
-        let mut dev = DevState::new(mtu);
         ecfg.seed ^= port.features().queue as u64;
         let epoch_ns = xsk_io::sys::monotonic_ns();
-        let mut engine = {
-            let (mut link, _) = dev.link(&mut port);
-            Engine::new(ecfg, SmolInstant::from_micros(0), &mut link)
-        };
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         let queue = port.features().queue;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
@@ -148,9 +143,17 @@ impl XskTransport {
         } else {
             None
         };
-        if acks.is_some() {
+        let deferring = acks.is_some();
+        // Both modes learn peers from the frames they receive (with several
+        // shards, an ARP exchange may land on another shard's queue).
+        let arp = SharedArp::new(&ifname, shared);
+        let faults = cfg.faults.any().then(|| FaultState::new(cfg.faults));
+        let mut dev = Device::new(port, mtu, arp, faults, acks, cfg.rx_batch);
+        let mut engine = Engine::new(ecfg, SmolInstant::from_micros(0), &mut dev.link());
+        if deferring {
             engine.track_acks();
         }
+        let port = &dev.port;
         let native = port.steer().is_some_and(|s| s.mode() == xsk_io::AttachMode::Drv);
         let xdp_cookies = if cfg.xdp_syn_cookies.use_on(&port.features().driver, native)
             && cfg.engine.syn_cookies != super::SynCookies::Off
@@ -171,27 +174,19 @@ impl XskTransport {
             cfg.engine.tx_buffer,
             cfg.engine.initial_buffer.min(cfg.engine.rx_buffer.max(cfg.engine.tx_buffer)),
             cfg.engine.max_conns,
-            if acks.is_some() { "on" } else { "off" },
+            if deferring { "on" } else { "off" },
             cfg.engine.syn_cookies,
             if xdp_cookies.is_some() { " (answered in XDP while in use)" } else { "" },
         );
         Ok(XskTransport {
-            port,
-            engine,
             dev,
-            // Both modes learn peers from the frames they receive (with
-            // several shards, an ARP exchange may land on another shard's queue).
-            arp: SharedArp::new(&ifname, shared),
+            engine,
             resolved: Vec::new(),
-            rx_batch: Vec::with_capacity(cfg.rx_batch),
             epoch_ns,
             claims,
-            faults: cfg.faults.any().then(|| FaultState::new(cfg.faults)),
             timer,
-            acks,
             xdp_cookies,
             stages: cfg.stage_times.then(Stages::default),
-            cfg,
         })
     }
 

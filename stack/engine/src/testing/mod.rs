@@ -157,34 +157,23 @@ impl MemTransport {
         self.faults = faults.any().then(|| FaultState::new(faults));
     }
 
-    /// The inbox into the engine, through the injector when there is one.
+    /// The inbox into the engine, through the injector (a pass-through when
+    /// no fault is configured).
     pub fn ingest(&mut self) {
         let (engine, now) = (&mut self.engine, self.now);
-        match &mut self.faults {
-            None => {
-                while let Some(f) = self.inbox.pop_front() {
-                    let _ = engine.ingest(now, &f, &mut self.link);
-                }
-            }
-            Some(state) => {
-                let mut link = Faulty::new(&mut self.link, state);
-                let deliver = &mut |l: &mut Faulty<&mut MemLink>, f: &Vec<u8>| {
-                    let _ = engine.ingest(now, f, l);
-                };
-                while let Some(f) = self.inbox.pop_front() {
-                    link.receive(f, deliver);
-                }
-                link.deliver_held(deliver);
-            }
+        let mut link = Faulty::new(&mut self.link, self.faults.as_mut());
+        let deliver = &mut |l: &mut Faulty<&mut MemLink>, f: &Vec<u8>| {
+            let _ = engine.ingest(now, f, l);
+        };
+        while let Some(f) = self.inbox.pop_front() {
+            link.receive(f, deliver);
         }
+        link.deliver_held(deliver);
     }
 
     /// An egress pass: due timers, touched buckets.
     pub fn egress(&mut self) {
-        match &mut self.faults {
-            None => self.engine.egress(self.now, &mut self.link),
-            Some(state) => self.engine.egress(self.now, &mut Faulty::new(&mut self.link, state)),
-        }
+        self.engine.egress(self.now, &mut Faulty::new(&mut self.link, self.faults.as_mut()));
     }
 
     /// Moves the clock on by `d`.
