@@ -9,12 +9,10 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, FnWorkload, LoadMode, Workload};
 use stack::codec::{Codec, LengthPrefixed, Lines, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::rr::{
-    Client, ClientConfig, ClientReport, Echo, EchoWorkload, FnWorkload, Handler, Kv, KvRequest, KvResponse, KvStatus,
-    LoadMode, Server, ServerConfig, ServerStats, Workload,
-};
+use stack::rr::{Echo, Handler, Kv, KvRequest, KvResponse, KvStatus, Server, ServerConfig, ServerStats};
 
 const MAX_FRAME: usize = 1 << 20;
 
@@ -502,7 +500,7 @@ fn pending_replies_complete_later_in_order_without_blocking_others() {
 /// Connection churn and storms: every connection opened, answered once, closed, and counted.
 #[test]
 fn churn_and_storm_open_answer_and_close_every_connection() {
-    use stack::rr::{Churn, ChurnConfig, ChurnPattern};
+    use rr_load::{Churn, ChurnConfig, ChurnPattern};
     let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
     for (pattern, concurrency) in [(ChurnPattern::Churn, 8), (ChurnPattern::Storm, 100)] {
         let cfg = ChurnConfig {

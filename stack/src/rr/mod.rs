@@ -1,6 +1,6 @@
 //! Request/response over any [`Transport`](crate::transport::Transport): a pipelining
-//! [`Server`] driving a [`Handler`], and a load-generating [`Client`] (closed or open loop) with
-//! per-response verification and latency.
+//! [`Server`] driving a [`Handler`]. The load generator that drives such servers (closed or
+//! open loop, each response checked and timed) is the `rr-load` crate (`apps/loadgen/`).
 //!
 //! A [`Handler`] gets each decoded request and writes its response; it can also keep
 //! per-connection state ([`Handler::Conn`], made at open, lent to each request), ask to close
@@ -9,7 +9,7 @@
 //! state and `Reply::Close`; `pending_replies_complete_later_in_order_without_blocking_others` in
 //! `stack/tests/kernel_rr.rs` a handler that answers later.
 //!
-//! Both sides follow the transport contract in [`crate::transport`]: on `Readable` they drain
+//! The server follows the transport contract in [`crate::transport`]: on `Readable` they drain
 //! `recv` until `Ok(0)` (or knowingly postpone it), a short `send` waits for `Writable`, and
 //! `flush` is called once per loop iteration. Per-connection buffers are `BytesMut`s that
 //! keep their capacity, and in-flight bookkeeping is a pre-reserved `VecDeque`, so the steady
@@ -20,35 +20,19 @@
 //! | `handler.rs` | [`Handler`], [`Reply`], [`Completions`], and the [`Echo`] handler |
 //! | `kv.rs` | the [`Kv`] service and its wire format ([`KvRequest`], [`KvResponse`]) |
 //! | `server.rs` | [`Server`]: accept, decode, handle, batch responses, back-pressure |
-//! | `workloads.rs` | what a [`Client`] sends and checks: [`Workload`], [`EchoWorkload`], [`FnWorkload`] |
-//! | `client/` | [`Client`]: configuration and connection set-up; `run.rs` is the timed load loop |
-//! | `report.rs` | [`ClientReport`]: counts, latency histogram, merge, one-line summary |
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::transport::ConnId;
 
-// The load generator (feature `client`, on by default).
-#[cfg(feature = "client")]
-mod client;
 mod handler;
 mod kv;
-#[cfg(feature = "client")]
-mod report;
 mod server;
-#[cfg(feature = "client")]
-mod workloads;
 
-#[cfg(feature = "client")]
-pub use client::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientError, LoadMode};
 pub use handler::{Completions, Echo, Handler, Reply};
 pub use kv::{Kv, KvError, KvRequest, KvResponse, KvStatus};
-#[cfg(feature = "client")]
-pub use report::ClientReport;
 pub use server::{Server, ServerConfig, ServerStats, ShutdownStats};
-#[cfg(feature = "client")]
-pub use workloads::{EchoWorkload, FnWorkload, Workload};
 
 /// Initial per-connection buffer capacity: enough for typical pipelined small messages without
 /// growing, small enough for thousands of connections.
