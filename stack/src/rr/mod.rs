@@ -20,12 +20,9 @@
 //! | `handler.rs` | [`Handler`], [`Reply`], [`Completions`], and the [`Echo`] handler |
 //! | `kv.rs` | the [`Kv`] service and its wire format ([`KvRequest`], [`KvResponse`]) |
 //! | `server.rs` | [`Server`]: accept, decode, handle, batch responses, back-pressure |
+//! | `conn_map.rs` | the server's connection table: a map keyed by [`ConnId`](crate::transport::ConnId) with a cheap hash |
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use crate::transport::ConnId;
-
+mod conn_map;
 mod handler;
 mod kv;
 mod server;
@@ -33,30 +30,3 @@ mod server;
 pub use handler::{Completions, Echo, Handler, Reply};
 pub use kv::{Kv, KvError, KvRequest, KvResponse, KvStatus};
 pub use server::{Server, ServerConfig, ServerStats, ShutdownStats};
-
-/// Initial per-connection buffer capacity: enough for typical pipelined small messages without
-/// growing, small enough for thousands of connections.
-const INITIAL_BUF: usize = 16 * 1024;
-
-/// ConnIds are already well-distributed small integers, so a multiplicative hash beats SipHash
-/// for the per-event lookup. The ids come from our own transport, so HashDoS is not a concern.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<IdHasher>>;

@@ -7,9 +7,14 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 
-use super::{Completions, ConnMap, Handler, Reply, INITIAL_BUF};
+use super::conn_map::ConnMap;
+use super::handler::{Completions, Handler, Reply};
 use crate::codec::Codec;
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+/// Initial per-connection buffer capacity: enough for typical pipelined small messages without
+/// growing, small enough for thousands of connections.
+const INITIAL_BUF: usize = 16 * 1024;
 
 #[derive(Clone, Debug)]
 /// How a [`Server`] listens and paces itself.
