@@ -7,7 +7,7 @@
 //! ([`Reply::Close`]), and answer later ([`Reply::Pending`], completed through [`Completions`] in
 //! [`Handler::tick`] or [`Server::complete`]). `stack/examples/line_server.rs` shows per-connection
 //! state and `Reply::Close`; `pending_replies_complete_later_in_order_without_blocking_others` in
-//! `stack/tests/kernel_rr.rs` a handler that answers later.
+//! `stack/tests/kernel_rr/pending.rs` a handler that answers later.
 //!
 //! The server follows the transport contract in [`crate::transport`]: on `Readable` they drain
 //! `recv` until `Ok(0)` (or knowingly postpone it), a short `send` waits for `Writable`, and
