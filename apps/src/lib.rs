@@ -22,7 +22,8 @@ pub mod stats;
 pub mod table;
 
 use crate::cpu::{pid_cpu, CpuSnapshot};
-use stack::rr::{KvRequest, KvResponse, KvStatus, Workload};
+use rr_load::Workload;
+use stack::rr::{KvRequest, KvResponse, KvStatus};
 use stack::xsk::{AddrMode, Faults, PartialCsum, Recovery, RecoveryStats, XskConfig};
 use xsk_io::port::{BusyPoll, Knob};
 use xsk_io::socket::RingSizes;
@@ -872,7 +873,7 @@ impl Workload for KvWorkload {
 // ---------------------------------------------------------------------------------------------
 
 /// Wraps a [`Workload`] to print a progress line about once a second while a
-/// [`stack::rr::Client`] runs: `check` is called for every response on the client's thread,
+/// [`rr_load::Client`] runs: `check` is called for every response on the client's thread,
 /// so counting there needs no change to the client and no extra connections. The clock is
 /// read about 100 times a second, not per response.
 pub struct Progress<W> {
@@ -1377,7 +1378,7 @@ mod tests {
 
     #[test]
     fn progress_forwards_and_counts() {
-        let mut p = Progress::new(stack::rr::EchoWorkload::fixed(8), false);
+        let mut p = Progress::new(rr_load::EchoWorkload::fixed(8), false);
         p.begin("run");
         let mut out = BytesMut::new();
         p.next_request(0, 0, &mut out);

@@ -72,13 +72,13 @@
 //!   responses reach [`ServerConfig::write_high_water`]. [`Server::shutdown`] stops it
 //!   gracefully (answers what was received, FIN, `on_close` for every connection); dropping
 //!   a server resets its connections.
-//! - A [`Client`] (feature `client`, on by default) is a load generator: connections, closed
-//!   or open loop ([`LoadMode`]), requests from a [`Workload`] ([`EchoWorkload`], or
-//!   [`FnWorkload`] from two closures), each response checked and timed, a [`ClientReport`]
-//!   at the end.
-//! - Under both, [`Transport`] is the connection API itself (listen, connect, poll for
+//! - Under it, [`Transport`] is the connection API itself (listen, connect, poll for
 //!   [`Event`]s, recv, send, close, flush) for programs that run their own loop; its module
 //!   docs give the exact contract.
+//! - The load generator that drives such servers (closed or open loop, requests from a
+//!   workload, each response checked and timed, a report at the end; rr-bench's engine) is
+//!   not part of this crate: it is the `rr-load` crate (`apps/loadgen/`), over the same
+//!   [`Transport`].
 //!
 //! # tokio servers (feature `tokio`)
 //!
@@ -96,8 +96,9 @@
 //! # Examples
 //!
 //! `stack/examples/`: `echo_server.rs` (an echo server on either backend, the xsk one with a
-//! dedicated address), `line_server.rs` (a line protocol with per-connection state and QUIT)
-//! and `client.rs` (a load client for it; `stack/tests/examples.rs` runs the two end to end).
+//! dedicated address) and `line_server.rs` (a line protocol with per-connection state and
+//! QUIT; `rr-load`'s `examples/client.rs` is a load client for it, and
+//! `stack/tests/examples.rs` runs the two end to end).
 //! The smallest server, on the kernel backend:
 //!
 //! ```no_run
@@ -133,6 +134,4 @@ pub use rr::{
     Completions, Echo, Handler, Kv, KvRequest, KvResponse, KvStatus, Reply, Server, ServerConfig, ServerStats,
     ShutdownStats,
 };
-#[cfg(feature = "client")]
-pub use rr::{Client, ClientConfig, ClientError, ClientReport, EchoWorkload, FnWorkload, LoadMode, Workload};
 pub use transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};

@@ -1,6 +1,7 @@
 //! Runs the examples' own code end to end on loopback (kernel backend, no root): the line
 //! protocol server from `examples/line_server.rs` in a thread, driven by the load client from
-//! `examples/client.rs` and by a plain `TcpStream` for the per-connection state and QUIT.
+//! rr-load's `examples/client.rs` (apps/loadgen) and by a plain `TcpStream` for the
+//! per-connection state and QUIT.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddrV4, TcpStream};
@@ -12,7 +13,7 @@ use std::time::Duration;
 #[allow(dead_code)]
 mod line_server;
 
-#[path = "../examples/client.rs"]
+#[path = "../../apps/loadgen/examples/client.rs"]
 #[allow(dead_code)]
 mod client;
 

@@ -10,9 +10,9 @@ use std::sync::mpsc;
 use std::thread::{self};
 use std::time::{Duration, Instant};
 
+use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::transport::{Transport, TransportError};
 use stack_engine::testing::frames::{tcp, TcpSpec};
 use stack::xsk::{AddrMode, XskTransport};

@@ -5,9 +5,9 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
+use rr_load::{Churn, ChurnConfig, ChurnPattern, ClientReport, EchoWorkload};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::rr::{Churn, ChurnConfig, ChurnPattern, ClientReport, EchoWorkload};
 use xsk_io::lab::Netns;
 
 mod common;

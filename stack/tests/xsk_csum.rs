@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::rr::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use xsk_io::lab::{Lab, Netns};
 use xsk_io::rawsock::RawSocket;
 

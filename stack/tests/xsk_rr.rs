@@ -7,9 +7,10 @@ use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::rr::{Client, ClientConfig, ClientReport, Echo, EchoWorkload, LoadMode, Server, ServerConfig, ServerStats};
+use stack::rr::{Echo, Server, ServerConfig, ServerStats};
 use stack::xsk::Faults;
 use stack::xsk::{AddrMode, XskConfig, XskTransport};
 use std::io::{Read, Write};

@@ -27,7 +27,7 @@ use apps::{
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelConfig, KernelTransport};
 use apps::resp::RespWorkload;
-use stack::rr::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
+use rr_load::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
 use xsk_io::lab::{self, Lab, LabConfig, Netns};
@@ -477,7 +477,7 @@ fn phase<T: Transport, C: Codec + Clone, W: Workload>(
     workload: W,
     cfg: ClientConfig,
     pattern: Pattern,
-) -> (T, W, Result<ClientReport, stack::rr::ClientError>) {
+) -> (T, W, Result<ClientReport, rr_load::ClientError>) {
     let churn = match pattern {
         Pattern::Rr => {
             let mut client = Client::new(t, codec, workload, cfg);

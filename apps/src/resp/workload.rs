@@ -4,7 +4,7 @@ use bytes::BytesMut;
 
 use super::wire::{array, bulk, num, put_line};
 
-/// A [`stack::rr::Workload`] for `rr-bench --service resp`: each connection alternates
+/// A [`rr_load::Workload`] for `rr-bench --service resp`: each connection alternates
 /// `SET key:N value` and `GET key:N` over `keys` keys, with one fixed value, and checks every
 /// reply byte for byte (`+OK`, then the bulk value). Use it with [`stack::codec::Stream`] on the
 /// client: the reply lengths are known, so no reply parser is needed.
@@ -26,7 +26,7 @@ impl RespWorkload {
     }
 }
 
-impl stack::rr::Workload for RespWorkload {
+impl rr_load::Workload for RespWorkload {
     fn next_request(&mut self, conn: usize, seq: u64, out: &mut BytesMut) {
         let key = (conn as u64).wrapping_mul(7919).wrapping_add(seq / 2) % self.keys;
         let mut buf = [0u8; 20];
@@ -67,7 +67,8 @@ mod tests {
     use super::*;
     use stack::codec::Codec;
     use crate::resp::{Resp, RespCodec};
-    use stack::rr::{Handler, Workload};
+    use rr_load::Workload;
+    use stack::rr::Handler;
     use stack::transport::ConnId;
 
     #[test]

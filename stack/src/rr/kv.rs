@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::{Handler, Reply};
+use super::handler::{Handler, Reply};
 use crate::transport::ConnId;
 
 /// Response status byte of the [`Kv`] protocol.

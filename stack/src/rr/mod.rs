@@ -1,15 +1,15 @@
 //! Request/response over any [`Transport`](crate::transport::Transport): a pipelining
-//! [`Server`] driving a [`Handler`], and a load-generating [`Client`] (closed or open loop) with
-//! per-response verification and latency.
+//! [`Server`] driving a [`Handler`]. The load generator that drives such servers (closed or
+//! open loop, each response checked and timed) is the `rr-load` crate (`apps/loadgen/`).
 //!
 //! A [`Handler`] gets each decoded request and writes its response; it can also keep
 //! per-connection state ([`Handler::Conn`], made at open, lent to each request), ask to close
 //! ([`Reply::Close`]), and answer later ([`Reply::Pending`], completed through [`Completions`] in
 //! [`Handler::tick`] or [`Server::complete`]). `stack/examples/line_server.rs` shows per-connection
 //! state and `Reply::Close`; `pending_replies_complete_later_in_order_without_blocking_others` in
-//! `stack/tests/kernel_rr.rs` a handler that answers later.
+//! `stack/tests/kernel_rr/pending.rs` a handler that answers later.
 //!
-//! Both sides follow the transport contract in [`crate::transport`]: on `Readable` they drain
+//! The server follows the transport contract in [`crate::transport`]: on `Readable` they drain
 //! `recv` until `Ok(0)` (or knowingly postpone it), a short `send` waits for `Writable`, and
 //! `flush` is called once per loop iteration. Per-connection buffers are `BytesMut`s that
 //! keep their capacity, and in-flight bookkeeping is a pre-reserved `VecDeque`, so the steady
@@ -19,60 +19,14 @@
 //! |---|---|
 //! | `handler.rs` | [`Handler`], [`Reply`], [`Completions`], and the [`Echo`] handler |
 //! | `kv.rs` | the [`Kv`] service and its wire format ([`KvRequest`], [`KvResponse`]) |
-//! | `server.rs` | [`Server`]: accept, decode, handle, batch responses, back-pressure |
-//! | `workloads.rs` | what a [`Client`] sends and checks: [`Workload`], [`EchoWorkload`], [`FnWorkload`] |
-//! | `client/` | [`Client`]: configuration and connection set-up; `run.rs` is the timed load loop |
-//! | `report.rs` | [`ClientReport`]: counts, latency histogram, merge, one-line summary |
+//! | `server/` | [`Server`]: accept, decode, handle, batch responses, back-pressure (`mod.rs`); [`Server::shutdown`] (`shutdown.rs`); tests over the in-memory transport (`tests.rs`) |
+//! | `conn_map.rs` | the server's connection table: a map keyed by [`ConnId`](crate::transport::ConnId) with a cheap hash |
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-use crate::transport::ConnId;
-
-// The load generator (feature `client`, on by default).
-#[cfg(feature = "client")]
-mod client;
+mod conn_map;
 mod handler;
 mod kv;
-#[cfg(feature = "client")]
-mod report;
 mod server;
-#[cfg(feature = "client")]
-mod workloads;
 
-#[cfg(feature = "client")]
-pub use client::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientError, LoadMode};
 pub use handler::{Completions, Echo, Handler, Reply};
 pub use kv::{Kv, KvError, KvRequest, KvResponse, KvStatus};
-#[cfg(feature = "client")]
-pub use report::ClientReport;
 pub use server::{Server, ServerConfig, ServerStats, ShutdownStats};
-#[cfg(feature = "client")]
-pub use workloads::{EchoWorkload, FnWorkload, Workload};
-
-/// Initial per-connection buffer capacity: enough for typical pipelined small messages without
-/// growing, small enough for thousands of connections.
-const INITIAL_BUF: usize = 16 * 1024;
-
-/// ConnIds are already well-distributed small integers, so a multiplicative hash beats SipHash
-/// for the per-event lookup. The ids come from our own transport, so HashDoS is not a concern.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type ConnMap<V> = HashMap<ConnId, V, BuildHasherDefault<IdHasher>>;

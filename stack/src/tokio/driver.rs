@@ -12,7 +12,7 @@ use ::tokio::io::unix::AsyncFd;
 use ::tokio::io::Interest;
 use ::tokio::time::{Instant, Sleep};
 
-use super::{lock, register, to_io, Shared};
+use super::shared::{lock, register, to_io, Shared};
 use crate::transport::Event;
 
 /// A deadline that moved by less than this is left as it was: re-arming tokio's timer on

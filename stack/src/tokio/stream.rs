@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use ::tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use bytes::Buf;
 
-use super::{conn_in, lock, register, to_io, Shared, RX_KEEP};
+use super::shared::{conn_in, lock, register, to_io, Shared, RX_KEEP};
 use crate::transport::{ConnId, ListenerId};
 
 /// A listening port on the transport; `accept` hands out [`TcpStream`]s. Dropping it closes

@@ -7,6 +7,7 @@ use std::time::Duration;
 use ::tokio::io::{AsyncReadExt, AsyncWriteExt};
 use ::tokio::time::timeout;
 
+use super::shared::{lock, RX_KEEP};
 use super::*;
 use crate::kernel::{KernelConfig, KernelTransport};
 

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::io;
 
-use super::Net;
+use super::net::Net;
 use crate::transport::Transport;
 
 /// Runs `app` on `n` threads, each with its own current-thread tokio runtime and its own

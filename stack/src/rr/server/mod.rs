@@ -3,13 +3,20 @@
 //! unsent responses reach [`ServerConfig::write_high_water`] is not read until they drain.
 
 use std::net::SocketAddrV4;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 
-use super::{Completions, ConnMap, Handler, Reply, INITIAL_BUF};
+use super::conn_map::ConnMap;
+use super::handler::{Completions, Handler, Reply};
 use crate::codec::Codec;
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+/// Initial per-connection buffer capacity: enough for typical pipelined small messages without
+/// growing, small enough for thousands of connections.
+const INITIAL_BUF: usize = 16 * 1024;
+
+mod shutdown;
 
 #[derive(Clone, Debug)]
 /// How a [`Server`] listens and paces itself.
@@ -221,62 +228,6 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
             }
         }
         Ok(total)
-    }
-
-    /// Stops serving gracefully: accepts nothing more (a connection that arrives is closed at
-    /// once, without `on_open`), answers every request already received (all the transport
-    /// holds is read at once; responses still go out at the pace the client reads them,
-    /// [`ServerConfig::write_high_water`] at a time), waits for [`Reply::Pending`]
-    /// completions, then closes each connection with a FIN once its responses are out, reads
-    /// and drops what the peer still sends until it closes too (counted in
-    /// [`ShutdownStats::unanswered_bytes`]), and calls [`Handler::on_close`] for every
-    /// connection. Returns when every connection is
-    /// closed and the transport has delivered every FIN ([`Transport::closing`] is 0), or at
-    /// `deadline`: connections left then are closed as they are (the transport may reset
-    /// them) and counted as forced.
-    ///
-    /// The server stays shut: later steps close every new connection unserved.
-    ///
-    /// Dropping a server instead closes every connection at once: on the kernel backend a
-    /// connection with unread input is reset, the xsk backend resets all of them, responses
-    /// not yet sent are lost, and `on_close` is not called.
-    pub fn shutdown(&mut self, deadline: Duration) -> Result<ShutdownStats, TransportError> {
-        let end = Instant::now() + deadline;
-        let before = self.stats.requests;
-        self.stopping = Some(ShutdownStats { open: self.conns.len(), ..ShutdownStats::default() });
-        self.refusing = true;
-        // What has arrived but not been reported yet is taken in first.
-        self.step(Some(Duration::ZERO))?;
-        let ids: Vec<ConnId> = self.conns.keys().copied().collect();
-        for id in ids {
-            if let Some(c) = self.conns.get_mut(&id) {
-                // All of it, past the high-water mark: bounded by the transport's buffer.
-                while let Ok(n @ 1..) = self.transport.recv(id, &mut c.rbuf) {
-                    self.stats.bytes_in += n as u64;
-                }
-                c.input_done = true;
-                self.service(id);
-            }
-        }
-        self.transport.flush()?;
-        while !self.conns.is_empty() || self.transport.closing() > 0 {
-            let now = Instant::now();
-            if now >= end {
-                break;
-            }
-            self.step(Some((end - now).min(Duration::from_millis(10))))?;
-        }
-        let left: Vec<ConnId> = self.conns.keys().copied().collect();
-        if let Some(st) = &mut self.stopping {
-            st.forced = left.len();
-        }
-        for &id in &left {
-            self.finish_as(id, false);
-        }
-        self.transport.flush()?;
-        let mut st = self.stopping.take().unwrap_or_default();
-        st.answered = self.stats.requests - before;
-        Ok(st)
     }
 
     /// One event-loop iteration: poll (waiting up to `timeout`), serve every event, run
@@ -555,59 +506,4 @@ fn decode_buffered<C: Codec, H: Handler>(
 
 // The in-memory transport these tests drive the server with is the xsk engine's.
 #[cfg(all(test, feature = "xsk"))]
-mod tests {
-    use std::net::SocketAddrV4;
-
-    use bytes::BytesMut;
-
-    use super::*;
-    use crate::codec::LengthPrefixed;
-    use crate::rr::handler::Echo;
-    use crate::xsk::testing::{MemTransport, Pair};
-
-    /// Moves frames both ways once: the server's out to the client's inbox and back.
-    fn wire(server: &mut Server<MemTransport, LengthPrefixed, Echo>, client: &mut MemTransport) {
-        let out = server.transport_mut().take_sent();
-        client.inbox.extend(out);
-        let back = client.take_sent();
-        server.transport_mut().inbox.extend(back);
-    }
-
-    #[test]
-    fn settle_counts_a_close_the_stack_saw_before_the_stop() {
-        let Pair { a, b: mut client, .. } = Pair::new();
-        let cfg = ServerConfig { port: 7, poll_timeout: Some(Duration::ZERO), ..ServerConfig::default() };
-        let mut server = Server::new(a, LengthPrefixed::new(64), Echo, cfg).unwrap();
-        let c = client.connect(SocketAddrV4::new(Pair::A, 7)).unwrap();
-        let mut ev = Vec::new();
-        for _ in 0..10 {
-            client.poll(&mut ev, None).unwrap();
-            client.flush().unwrap();
-            wire(&mut server, &mut client);
-            server.step(Some(Duration::ZERO)).unwrap();
-            wire(&mut server, &mut client);
-        }
-        assert!(ev.contains(&Event::Connected(c)), "{ev:?}");
-        assert_eq!(server.stats().accepted, 1);
-        // One request, its answer, then the client closes.
-        client.send(c, &[0, 0, 0, 2, b'h', b'i']).unwrap();
-        client.flush().unwrap();
-        wire(&mut server, &mut client);
-        server.step(Some(Duration::ZERO)).unwrap();
-        wire(&mut server, &mut client);
-        client.poll(&mut ev, None).unwrap();
-        let mut got = BytesMut::new();
-        client.recv(c, &mut got).unwrap();
-        assert_eq!(&got[..], &[0, 0, 0, 2, b'h', b'i']);
-        client.close(c);
-        client.flush().unwrap();
-        wire(&mut server, &mut client);
-        // The stop comes after the step that took the FIN: its `Closed` is still in the stack.
-        server.step(Some(Duration::ZERO)).unwrap();
-        assert_eq!((server.stats().closed, server.connections()), (0, 1), "the case this test is about");
-        assert!(server.settle(8).unwrap() > 0);
-        assert_eq!((server.stats().closed, server.connections()), (1, 0));
-        // Nothing more to deliver: one empty round.
-        assert_eq!(server.settle(8).unwrap(), 0);
-    }
-}
+mod tests;

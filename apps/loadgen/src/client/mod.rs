@@ -7,10 +7,10 @@ use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use stack::codec::Codec;
+use stack::transport::{ConnId, Event, Transport, TransportError};
 
-use super::{ClientReport, ConnMap, EchoWorkload, Workload, INITIAL_BUF};
-use crate::codec::Codec;
-use crate::transport::{ConnId, Event, Transport, TransportError};
+use crate::{ClientReport, ConnMap, EchoWorkload, Workload, INITIAL_BUF};
 
 mod churn;
 mod run;

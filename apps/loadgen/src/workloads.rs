@@ -13,7 +13,7 @@ pub trait Workload {
     fn check(&mut self, conn: usize, req: &[u8], resp: &[u8]) -> bool;
 
     /// The response length, when the protocol does not frame it (echo over
-    /// [`crate::codec::Stream`]). `None` lets the codec find the boundary.
+    /// [`stack::codec::Stream`]). `None` lets the codec find the boundary.
     fn response_len(&self, req: &[u8]) -> Option<usize> {
         let _ = req;
         None

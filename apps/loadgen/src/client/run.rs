@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
+use stack::codec::Codec;
+use stack::transport::{Event, Transport};
 
 use super::{Client, ClientConn, ClientError, LoadMode};
-use crate::codec::Codec;
-use crate::rr::{ClientReport, Workload};
-use crate::transport::{Event, Transport};
+use crate::{ClientReport, Workload};
 
 /// One request waiting for its response.
 #[derive(Clone, Copy, Debug)]

@@ -11,11 +11,11 @@ use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
+use stack::codec::Codec;
+use stack::transport::{ConnId, Event, Transport};
 
 use super::{ClientError, INITIAL_BUF};
-use crate::codec::Codec;
-use crate::rr::{ClientReport, ConnMap, EchoWorkload, Workload};
-use crate::transport::{ConnId, Event, Transport};
+use crate::{ClientReport, ConnMap, EchoWorkload, Workload};
 
 /// How connections are opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

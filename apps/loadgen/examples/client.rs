@@ -1,9 +1,10 @@
-//! A load-generating client for the line protocol of `line_server.rs`: `Client` with a
-//! `FnWorkload` that sends `ADD i seq` and checks each reply, then prints the report.
+//! A load-generating client for the line protocol of `stack/examples/line_server.rs`: `Client`
+//! with a `FnWorkload` that sends `ADD i seq` and checks each reply, then prints the report.
+//! `stack/tests/examples.rs` runs the two end to end.
 //!
 //! ```text
 //! cargo run --release -p stack --example line_server -- 7008 &
-//! cargo run --release -p stack --example client -- 127.0.0.1:7008
+//! cargo run --release -p rr-load --example client -- 127.0.0.1:7008
 //! ```
 
 use std::io::Write as _;
@@ -11,9 +12,9 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
+use rr_load::{Client, ClientConfig, ClientReport, FnWorkload, LoadMode};
 use stack::codec::Lines;
 use stack::kernel::{KernelConfig, KernelTransport};
-use stack::rr::{Client, ClientConfig, ClientReport, FnWorkload, LoadMode};
 
 /// 4 connections, 8 requests in flight on each, for `duration` or `max` requests.
 pub fn load(addr: SocketAddrV4, duration: Duration, max: u64) -> Result<ClientReport, Box<dyn std::error::Error>> {
