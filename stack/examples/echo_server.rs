@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     match args.first().map(String::as_str) {
         Some("kernel") => {
             let port = args.get(1).map_or(Ok(7007), |p| p.parse())?;
-            let t = KernelTransport::new(KernelConfig { bind: Ipv4Addr::UNSPECIFIED, ..KernelConfig::default() })?;
+            let t = KernelTransport::new(KernelConfig::default().with_bind(Ipv4Addr::UNSPECIFIED))?;
             serve(t, port, &stop)
         }
         Some("xsk") if args.len() >= 3 => {
@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The part that does not care about the backend.
 fn serve<T: Transport>(t: T, port: u16, stop: &AtomicBool) -> Result<(), Box<dyn std::error::Error>> {
-    let mut server = Server::new(t, Stream, Echo, ServerConfig { port, ..ServerConfig::default() })?;
+    let mut server = Server::new(t, Stream, Echo, ServerConfig::default().with_port(port))?;
     println!("echo on {} ({}), Ctrl-C stops", server.local_addr().ok_or("no address")?, server.transport().name());
     server.run_until(|| stop.load(Ordering::Relaxed))?;
     // What the clients sent before the stop is echoed, then each connection gets a FIN.

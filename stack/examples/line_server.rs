@@ -87,7 +87,7 @@ impl Handler for LineProto {
 pub fn run(port: u16, stop: &AtomicBool, ready: impl FnOnce(u16)) -> Result<(), Box<dyn std::error::Error>> {
     let t = KernelTransport::new(KernelConfig::default())?;
     let mut server =
-        Server::new(t, Lines::with_errors(MAX_LINE), LineProto::default(), ServerConfig { port, ..ServerConfig::default() })?;
+        Server::new(t, Lines::with_errors(MAX_LINE), LineProto::default(), ServerConfig::default().with_port(port))?;
     ready(server.local_addr().ok_or("no address")?.port());
     server.run_until(|| stop.load(Ordering::Relaxed))?;
     let done = server.shutdown(Duration::from_secs(5))?;

@@ -106,7 +106,7 @@
 //!
 //! # fn main() -> Result<(), stack::TransportError> {
 //! let transport = KernelTransport::new(KernelConfig::default())?; // 127.0.0.1
-//! let cfg = ServerConfig { port: 7000, ..ServerConfig::default() };
+//! let cfg = ServerConfig::default().with_port(7000);
 //! let mut server = Server::new(transport, LengthPrefixed::default(), Echo, cfg)?;
 //! server.run_until(|| false)
 //! # }

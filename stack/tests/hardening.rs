@@ -24,16 +24,14 @@ use common::{lab, xsk_cfg, xsk_server};
 fn kernel_client(ns: &Netns, addr: SocketAddrV4, n: u64) -> ClientReport {
     ns.run_in(move || {
         // Any local address: the kernel picks the route's.
-        let t = KernelTransport::new(KernelConfig { bind: Ipv4Addr::UNSPECIFIED, ..KernelConfig::default() }).unwrap();
-        let cfg = ClientConfig {
-            connections: 4,
-            mode: LoadMode::ClosedLoop { depth: 1 },
-            duration: Duration::from_secs(30),
-            max_requests: Some(n),
-            connect_timeout: Duration::from_secs(5),
-            drain_timeout: Duration::from_secs(10),
-            ..ClientConfig::new(addr)
-        };
+        let t = KernelTransport::new(KernelConfig::default().with_bind(Ipv4Addr::UNSPECIFIED)).unwrap();
+        let cfg = ClientConfig::new(addr)
+            .with_connections(4)
+            .with_mode(LoadMode::ClosedLoop { depth: 1 })
+            .with_duration(Duration::from_secs(30))
+            .with_max_requests(Some(n))
+            .with_connect_timeout(Duration::from_secs(5))
+            .with_drain_timeout(Duration::from_secs(10));
         Client::new(t, LengthPrefixed::new(1 << 20), EchoWorkload::random(1, 2000, 3), cfg).run().expect("client")
     })
     .unwrap()

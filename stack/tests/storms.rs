@@ -18,16 +18,14 @@ use common::{tcp_checksum, dedicated, lab, xsk_cfg, xsk_server, MAX_FRAME};
 fn churn(ns: &Netns, bind: Ipv4Addr, addr: SocketAddrV4, pattern: ChurnPattern, concurrency: usize, n: u64) -> ClientReport {
     ns.run_in(move || {
         raise_nofile(concurrency as u64 + 1024);
-        let t = KernelTransport::new(KernelConfig { bind, ..KernelConfig::default() }).unwrap();
-        let cfg = ChurnConfig {
-            concurrency,
-            pattern,
-            duration: Duration::from_secs(60),
-            max_connections: Some(n),
-            connect_timeout: Duration::from_secs(20),
-            drain_timeout: Duration::from_secs(20),
-            ..ChurnConfig::new(addr)
-        };
+        let t = KernelTransport::new(KernelConfig::default().with_bind(bind)).unwrap();
+        let cfg = ChurnConfig::new(addr)
+            .with_concurrency(concurrency)
+            .with_pattern(pattern)
+            .with_duration(Duration::from_secs(60))
+            .with_max_connections(Some(n))
+            .with_connect_timeout(Duration::from_secs(20))
+            .with_drain_timeout(Duration::from_secs(20));
         Churn::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(64), cfg).run().expect("churn run")
     })
     .unwrap()

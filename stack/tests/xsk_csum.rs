@@ -110,19 +110,17 @@ fn run(lab: &Lab, offload: bool, port: u16) -> (Seen, u64) {
     let srv = xsk_server(&lab.ns_a, c, port);
     let n = 300;
     let bind = lab.addr_b;
-    let ccfg = ClientConfig {
-        connections: 4,
-        mode: LoadMode::ClosedLoop { depth: 1 },
-        duration: Duration::from_secs(60),
-        max_requests: Some(n),
-        connect_timeout: Duration::from_secs(5),
-        drain_timeout: Duration::from_secs(10),
-        ..ClientConfig::new(SocketAddrV4::new(a, port))
-    };
+    let ccfg = ClientConfig::new(SocketAddrV4::new(a, port))
+        .with_connections(4)
+        .with_mode(LoadMode::ClosedLoop { depth: 1 })
+        .with_duration(Duration::from_secs(60))
+        .with_max_requests(Some(n))
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_drain_timeout(Duration::from_secs(10));
     let r: ClientReport = lab
         .ns_b
         .run_in(move || {
-            let t = KernelTransport::new(KernelConfig { bind, ..KernelConfig::default() }).unwrap();
+            let t = KernelTransport::new(KernelConfig::default().with_bind(bind)).unwrap();
             Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 5000, 3), ccfg).run().expect("client")
         })
         .unwrap();

@@ -23,22 +23,20 @@ use common::{tcp_checksum, dedicated, lab, xsk_cfg, xsk_server, xsk_server_polli
 
 fn kernel_client(ns: &Netns, bind: Ipv4Addr, cfg: ClientConfig, min: usize, max: usize) -> ClientReport {
     ns.run_in(move || {
-        let t = KernelTransport::new(KernelConfig { bind, ..KernelConfig::default() }).unwrap();
+        let t = KernelTransport::new(KernelConfig::default().with_bind(bind)).unwrap();
         Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(min, max, 7), cfg).run().expect("client")
     })
     .unwrap()
 }
 
 fn cfg(addr: SocketAddrV4, conns: usize, depth: usize, n: u64) -> ClientConfig {
-    ClientConfig {
-        connections: conns,
-        mode: LoadMode::ClosedLoop { depth },
-        duration: Duration::from_secs(60),
-        max_requests: Some(n),
-        connect_timeout: Duration::from_secs(5),
-        drain_timeout: Duration::from_secs(10),
-        ..ClientConfig::new(addr)
-    }
+    ClientConfig::new(addr)
+        .with_connections(conns)
+        .with_mode(LoadMode::ClosedLoop { depth })
+        .with_duration(Duration::from_secs(60))
+        .with_max_requests(Some(n))
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_drain_timeout(Duration::from_secs(10))
 }
 
 fn assert_clean(r: &ClientReport, n: u64) {
@@ -90,8 +88,8 @@ fn kernel_server(ns: &Netns, bind: Ipv4Addr, port: u16) -> (Arc<AtomicBool>, Joi
     let (tx, rx) = mpsc::channel();
     let h = thread::spawn(move || {
         let _in = ns.enter().unwrap();
-        let t = KernelTransport::new(KernelConfig { bind, ..KernelConfig::default() }).unwrap();
-        let scfg = ServerConfig { port, poll_timeout: Some(Duration::from_millis(5)), ..ServerConfig::default() };
+        let t = KernelTransport::new(KernelConfig::default().with_bind(bind)).unwrap();
+        let scfg = ServerConfig::default().with_port(port).with_poll_timeout(Some(Duration::from_millis(5)));
         let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
         tx.send(()).unwrap();
         let limit = Instant::now() + Duration::from_secs(120);
@@ -413,7 +411,7 @@ fn one_shard_per_queue() {
             .map(|t| {
                 let stop = stop2.clone();
                 thread::spawn(move || {
-                    let scfg = ServerConfig { port: 7110, poll_timeout: Some(Duration::from_millis(5)), ..ServerConfig::default() };
+                    let scfg = ServerConfig::default().with_port(7110).with_poll_timeout(Some(Duration::from_millis(5)));
                     let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
                     let limit = Instant::now() + Duration::from_secs(60);
                     server.run_until(|| stop.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();

@@ -29,13 +29,11 @@ pub fn load(addr: SocketAddrV4, duration: Duration, max: u64) -> Result<ClientRe
             resp == sum.to_string().as_bytes()
         },
     );
-    let cfg = ClientConfig {
-        connections: 4,
-        mode: LoadMode::ClosedLoop { depth: 8 },
-        duration,
-        max_requests: Some(max),
-        ..ClientConfig::new(addr)
-    };
+    let cfg = ClientConfig::new(addr)
+        .with_connections(4)
+        .with_mode(LoadMode::ClosedLoop { depth: 8 })
+        .with_duration(duration)
+        .with_max_requests(Some(max));
     let t = KernelTransport::new(KernelConfig::default())?;
     Ok(Client::new(t, Lines::new(4096), workload, cfg).run()?)
 }

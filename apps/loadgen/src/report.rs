@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 
 /// Result of [`Client::run`](super::Client::run).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ClientReport {
     /// Backend name of the client's transport.
     pub backend: &'static str,

@@ -321,7 +321,7 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
-            let kcfg = KernelConfig { bind: args.bind, busy_poll: args.busy_poll, ..KernelConfig::default() };
+            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy_poll(args.busy_poll);
             if args.threads > 1 {
                 let m = threads::drive_all(&kcfg, addr, args, plan)?;
                 return Ok(Outcome { result: m.result(args, plan, addr), audit_error: None });
@@ -400,19 +400,17 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     sync: Option<&threads::Rendezvous>,
 ) -> Result<(T, Measured)> {
     let mut progress = Progress::new(CpuWindow::new(workload, args.server_pid), !args.quiet);
-    let base = ClientConfig {
-        connections: args.conns,
-        mode: plan.mode,
-        connect_timeout: args.connect_timeout,
-        drain_timeout: args.drain_timeout,
-        busy_poll: args.busy_poll.is_some(),
-        ..ClientConfig::new(addr)
-    };
+    let base = ClientConfig::new(addr)
+        .with_connections(args.conns)
+        .with_mode(plan.mode)
+        .with_connect_timeout(args.connect_timeout)
+        .with_drain_timeout(args.drain_timeout)
+        .with_busy_poll(args.busy_poll.is_some());
     let mut warmup_requests = 0;
     if !args.warmup.is_zero() {
         progress.begin("warm-up");
         progress.inner_mut().arm(None);
-        let cfg = ClientConfig { duration: args.warmup, max_requests: None, ..base.clone() };
+        let cfg = base.clone().with_duration(args.warmup).with_max_requests(None);
         let report;
         (t, progress, report) = phase(t, codec.clone(), progress, cfg, args.pattern);
         let report = report.with_context(|| format!("warm-up against {addr}"))?;
@@ -444,7 +442,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     let before = CpuSample::now(args.server_pid).context("reading CPU counters")?;
     progress.begin("run");
     progress.inner_mut().arm(Some(args.duration));
-    let cfg = ClientConfig { duration: args.duration, max_requests: args.max_requests, ..base };
+    let cfg = base.with_duration(args.duration).with_max_requests(args.max_requests);
     let (t, progress, report) = phase(t, codec, progress, cfg, args.pattern);
     if let Some(r) = sync {
         if report.is_err() {
@@ -488,15 +486,13 @@ fn phase<T: Transport, C: Codec + Clone, W: Workload>(
         Pattern::Churn => ChurnPattern::Churn,
         Pattern::Storm => ChurnPattern::Storm,
     };
-    let ccfg = ChurnConfig {
-        addr: cfg.addr,
-        concurrency: cfg.connections,
-        pattern: churn,
-        duration: cfg.duration,
-        max_connections: cfg.max_requests,
-        connect_timeout: cfg.connect_timeout,
-        drain_timeout: cfg.drain_timeout,
-    };
+    let ccfg = ChurnConfig::new(cfg.addr)
+        .with_concurrency(cfg.connections)
+        .with_pattern(churn)
+        .with_duration(cfg.duration)
+        .with_max_connections(cfg.max_requests)
+        .with_connect_timeout(cfg.connect_timeout)
+        .with_drain_timeout(cfg.drain_timeout);
     let mut c = Churn::new(t, codec, workload, ccfg);
     let report = c.run();
     let (t, w) = c.into_parts();

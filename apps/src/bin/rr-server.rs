@@ -210,11 +210,10 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
     if args.threads > 1 && matches!(args.service, Service::Kv | Service::Resp) {
         bail!("--threads {} with --service {}: each thread would keep its own store", args.threads, args.service);
     }
-    let cfg = ServerConfig {
-        port: args.port,
-        write_high_water: args.write_high_water.max(1),
-        poll_timeout: Some(if args.busy_poll.is_some() { Duration::ZERO } else { Duration::from_millis(10) }),
-    };
+    let cfg = ServerConfig::default()
+        .with_port(args.port)
+        .with_write_high_water(args.write_high_water.max(1))
+        .with_poll_timeout(Some(if args.busy_poll.is_some() { Duration::ZERO } else { Duration::from_millis(10) }));
     match args.backend {
         Backend::Kernel => {
             warn_ignored(matches, XskOpts::IDS, "with --backend kernel");
@@ -225,12 +224,10 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
-            let kcfg = KernelConfig {
-                bind: args.bind,
-                busy_poll: args.busy_poll,
-                reuse_port: args.threads > 1,
-                ..KernelConfig::default()
-            };
+            let kcfg = KernelConfig::default()
+                .with_bind(args.bind)
+                .with_busy_poll(args.busy_poll)
+                .with_reuse_port(args.threads > 1);
             if args.threads > 1 {
                 let ts = (0..args.threads)
                     .map(|_| KernelTransport::new(kcfg.clone()).context("creating a kernel transport"))

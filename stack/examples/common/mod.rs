@@ -18,7 +18,7 @@ pub fn net_from_args(name: &str, default_port: u16) -> Result<(Net, u16), Box<dy
     match args.first().map(String::as_str) {
         Some("kernel") if args.len() <= 2 => {
             let port = args.get(1).map_or(Ok(default_port), |p| p.parse())?;
-            let t = KernelTransport::new(KernelConfig { bind: Ipv4Addr::UNSPECIFIED, ..KernelConfig::default() })?;
+            let t = KernelTransport::new(KernelConfig::default().with_bind(Ipv4Addr::UNSPECIFIED))?;
             Ok((Net::spawn(t)?, port))
         }
         Some("xsk") if (3..=4).contains(&args.len()) => {

@@ -41,6 +41,7 @@ const MIN_READ_SPACE: usize = 32 * 1024;
 
 /// Settings for [`KernelTransport`].
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct KernelConfig {
     /// Local address for listeners and the source address of outgoing connections.
     /// `UNSPECIFIED` = all interfaces / let routing pick.
@@ -53,6 +54,34 @@ pub struct KernelConfig {
     /// `SO_REUSEPORT` on listeners, so several transports (one per thread) can listen on the
     /// same port and the kernel spreads connections over them.
     pub reuse_port: bool,
+}
+
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+impl KernelConfig {
+    /// With `bind` set to `v`.
+    pub fn with_bind(mut self, v: Ipv4Addr) -> Self {
+        self.bind = v;
+        self
+    }
+
+    /// With `busy_poll` set to `v`.
+    pub fn with_busy_poll(mut self, v: Option<u32>) -> Self {
+        self.busy_poll = v;
+        self
+    }
+
+    /// With `event_capacity` set to `v`.
+    pub fn with_event_capacity(mut self, v: usize) -> Self {
+        self.event_capacity = v;
+        self
+    }
+
+    /// With `reuse_port` set to `v`.
+    pub fn with_reuse_port(mut self, v: bool) -> Self {
+        self.reuse_port = v;
+        self
+    }
 }
 
 impl Default for KernelConfig {

@@ -75,7 +75,7 @@ pub fn xsk_server_polling(ns: &Netns, cfg: XskConfig, port: u16, poll_timeout: D
     let handle = thread::spawn(move || {
         let _in = ns.enter().unwrap();
         let t = XskTransport::new(cfg).expect("xsk transport");
-        let scfg = ServerConfig { port, poll_timeout: Some(poll_timeout), ..ServerConfig::default() };
+        let scfg = ServerConfig::default().with_port(port).with_poll_timeout(Some(poll_timeout));
         let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
         tx.send(()).unwrap();
         let limit = Instant::now() + Duration::from_secs(120);

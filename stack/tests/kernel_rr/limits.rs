@@ -48,7 +48,7 @@ fn oversized_frame_closes_only_that_connection() {
 /// anything. The server must pause reading, drain on Writable, resume, and lose nothing.
 #[test]
 fn backpressure_pauses_and_resumes_reading() {
-    let cfg = ServerConfig { write_high_water: 64 * 1024, ..ServerConfig::default() };
+    let cfg = ServerConfig::default().with_write_high_water(64 * 1024);
     let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, cfg);
     let count = 3000usize;
     let mut stream = TcpStream::connect(server.addr).unwrap();

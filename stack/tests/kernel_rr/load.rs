@@ -16,10 +16,8 @@ use super::{assert_clean, client_cfg, run_client, spawn_server, MAX_FRAME};
 #[test]
 fn open_loop_completes_schedule() {
     let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
-    let cfg = ClientConfig {
-        duration: Duration::from_secs(3),
-        ..client_cfg(server.addr, 4, LoadMode::OpenLoop { rate: 2000.0 }, 1000)
-    };
+    let cfg = client_cfg(server.addr, 4, LoadMode::OpenLoop { rate: 2000.0 }, 1000)
+        .with_duration(Duration::from_secs(3));
     let started = Instant::now();
     let report = run_client(LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(64), cfg);
     let elapsed = started.elapsed();
@@ -39,7 +37,7 @@ fn connect_failure_is_reported() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
     let transport = KernelTransport::new(KernelConfig::default()).unwrap();
-    let cfg = ClientConfig { connect_timeout: Duration::from_secs(2), ..ClientConfig::new(addr) };
+    let cfg = ClientConfig::new(addr).with_connect_timeout(Duration::from_secs(2));
     let err = Client::new(transport, LengthPrefixed::default(), EchoWorkload::fixed(8), cfg).run().unwrap_err();
     assert!(err.to_string().contains("0 of 1"), "{err}");
 }
@@ -53,15 +51,13 @@ fn baseline_loopback_rr() {
     // RR_SPIN=1: both sides poll with a zero timeout instead of sleeping in epoll_wait.
     let spin = std::env::var("RR_SPIN").is_ok_and(|v| v == "1");
     for (conns, depth, size) in [(1, 1, 64), (16, 1, 64), (16, 4, 64), (16, 1, 4096)] {
-        let server_cfg = ServerConfig { poll_timeout: spin.then_some(Duration::ZERO), ..ServerConfig::default() };
+        let server_cfg = ServerConfig::default().with_poll_timeout(spin.then_some(Duration::ZERO));
         let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, server_cfg);
-        let cfg = ClientConfig {
-            connections: conns,
-            mode: LoadMode::ClosedLoop { depth },
-            duration: Duration::from_secs(secs),
-            busy_poll: spin,
-            ..ClientConfig::new(server.addr)
-        };
+        let cfg = ClientConfig::new(server.addr)
+            .with_connections(conns)
+            .with_mode(LoadMode::ClosedLoop { depth })
+            .with_duration(Duration::from_secs(secs))
+            .with_busy_poll(spin);
         let (t0, process0, machine0) = (Instant::now(), process_cpu(), machine_busy());
         let report = run_client(LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(size), cfg);
         let (wall, process, machine) =
@@ -105,13 +101,11 @@ fn churn_and_storm_open_answer_and_close_every_connection() {
     use rr_load::{Churn, ChurnConfig, ChurnPattern};
     let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
     for (pattern, concurrency) in [(ChurnPattern::Churn, 8), (ChurnPattern::Storm, 100)] {
-        let cfg = ChurnConfig {
-            concurrency,
-            pattern,
-            duration: Duration::from_secs(10),
-            max_connections: Some(300),
-            ..ChurnConfig::new(server.addr)
-        };
+        let cfg = ChurnConfig::new(server.addr)
+            .with_concurrency(concurrency)
+            .with_pattern(pattern)
+            .with_duration(Duration::from_secs(10))
+            .with_max_connections(Some(300));
         let transport = KernelTransport::new(KernelConfig::default()).unwrap();
         let mut churn = Churn::new(transport, LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(32), cfg);
         let r = churn.run().expect("churn run failed");

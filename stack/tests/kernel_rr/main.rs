@@ -106,13 +106,11 @@ where
 }
 
 fn client_cfg(addr: SocketAddrV4, connections: usize, mode: LoadMode, max_requests: u64) -> ClientConfig {
-    ClientConfig {
-        connections,
-        mode,
-        duration: Duration::from_secs(10),
-        max_requests: Some(max_requests),
-        ..ClientConfig::new(addr)
-    }
+    ClientConfig::new(addr)
+        .with_connections(connections)
+        .with_mode(mode)
+        .with_duration(Duration::from_secs(10))
+        .with_max_requests(Some(max_requests))
 }
 
 fn run_client<C: Codec + Clone, W: Workload>(codec: C, workload: W, cfg: ClientConfig) -> ClientReport {

@@ -64,7 +64,7 @@ fn accept_n<C: Codec + Clone, H: Handler>(server: &mut Server<KernelTransport, C
 #[test]
 fn shutdown_answers_what_was_received_then_closes_with_fin() {
     let t = KernelTransport::new(KernelConfig::default()).unwrap();
-    let cfg = ServerConfig { port: 0, ..ServerConfig::default() };
+    let cfg = ServerConfig::default().with_port(0);
     let mut server = Server::new(t, Lines::new(64), Counting::default(), cfg).unwrap();
     let addr = server.local_addr().unwrap();
     let mut client = TcpStream::connect(addr).unwrap();
@@ -104,7 +104,7 @@ fn shutdown_answers_what_was_received_then_closes_with_fin() {
 #[test]
 fn shutdown_answers_past_the_write_high_water_mark() {
     let t = KernelTransport::new(KernelConfig::default()).unwrap();
-    let cfg = ServerConfig { write_high_water: 64 << 10, ..ServerConfig::default() };
+    let cfg = ServerConfig::default().with_write_high_water(64 << 10);
     let mut server = Server::new(t, Lines::new(64), Counting { reply: 16383, ..Counting::default() }, cfg).unwrap();
     let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
     client.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

@@ -28,6 +28,7 @@ pub enum ChurnPattern {
 
 /// What a [`Churn`] run does.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ChurnConfig {
     /// Server address.
     pub addr: SocketAddrV4,
@@ -43,6 +44,52 @@ pub struct ChurnConfig {
     pub connect_timeout: Duration,
     /// After opening stops, wait at most this long for the connections in progress.
     pub drain_timeout: Duration,
+}
+
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+impl ChurnConfig {
+    /// With `addr` set to `v`.
+    pub fn with_addr(mut self, v: SocketAddrV4) -> Self {
+        self.addr = v;
+        self
+    }
+
+    /// With `concurrency` set to `v`.
+    pub fn with_concurrency(mut self, v: usize) -> Self {
+        self.concurrency = v;
+        self
+    }
+
+    /// With `pattern` set to `v`.
+    pub fn with_pattern(mut self, v: ChurnPattern) -> Self {
+        self.pattern = v;
+        self
+    }
+
+    /// With `duration` set to `v`.
+    pub fn with_duration(mut self, v: Duration) -> Self {
+        self.duration = v;
+        self
+    }
+
+    /// With `max_connections` set to `v`.
+    pub fn with_max_connections(mut self, v: Option<u64>) -> Self {
+        self.max_connections = v;
+        self
+    }
+
+    /// With `connect_timeout` set to `v`.
+    pub fn with_connect_timeout(mut self, v: Duration) -> Self {
+        self.connect_timeout = v;
+        self
+    }
+
+    /// With `drain_timeout` set to `v`.
+    pub fn with_drain_timeout(mut self, v: Duration) -> Self {
+        self.drain_timeout = v;
+        self
+    }
 }
 
 impl ChurnConfig {

@@ -39,6 +39,7 @@ pub enum LoadMode {
 
 #[derive(Clone, Debug)]
 /// What a [`Client`] connects to and how it loads it.
+#[non_exhaustive]
 pub struct ClientConfig {
     /// Server address.
     pub addr: SocketAddrV4,
@@ -59,6 +60,58 @@ pub struct ClientConfig {
     /// latency, and with it the 1 ms timer rounding of the kernel backend in open-loop
     /// pacing.
     pub busy_poll: bool,
+}
+
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+impl ClientConfig {
+    /// With `addr` set to `v`.
+    pub fn with_addr(mut self, v: SocketAddrV4) -> Self {
+        self.addr = v;
+        self
+    }
+
+    /// With `connections` set to `v`.
+    pub fn with_connections(mut self, v: usize) -> Self {
+        self.connections = v;
+        self
+    }
+
+    /// With `mode` set to `v`.
+    pub fn with_mode(mut self, v: LoadMode) -> Self {
+        self.mode = v;
+        self
+    }
+
+    /// With `duration` set to `v`.
+    pub fn with_duration(mut self, v: Duration) -> Self {
+        self.duration = v;
+        self
+    }
+
+    /// With `max_requests` set to `v`.
+    pub fn with_max_requests(mut self, v: Option<u64>) -> Self {
+        self.max_requests = v;
+        self
+    }
+
+    /// With `connect_timeout` set to `v`.
+    pub fn with_connect_timeout(mut self, v: Duration) -> Self {
+        self.connect_timeout = v;
+        self
+    }
+
+    /// With `drain_timeout` set to `v`.
+    pub fn with_drain_timeout(mut self, v: Duration) -> Self {
+        self.drain_timeout = v;
+        self
+    }
+
+    /// With `busy_poll` set to `v`.
+    pub fn with_busy_poll(mut self, v: bool) -> Self {
+        self.busy_poll = v;
+        self
+    }
 }
 
 impl ClientConfig {

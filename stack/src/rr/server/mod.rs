@@ -20,6 +20,7 @@ mod shutdown;
 
 #[derive(Clone, Debug)]
 /// How a [`Server`] listens and paces itself.
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Port to listen on (0 = ephemeral, see [`Server::local_addr`]).
     pub port: u16,
@@ -33,6 +34,28 @@ pub struct ServerConfig {
     pub poll_timeout: Option<Duration>,
 }
 
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+impl ServerConfig {
+    /// With `port` set to `v`.
+    pub fn with_port(mut self, v: u16) -> Self {
+        self.port = v;
+        self
+    }
+
+    /// With `write_high_water` set to `v`.
+    pub fn with_write_high_water(mut self, v: usize) -> Self {
+        self.write_high_water = v;
+        self
+    }
+
+    /// With `poll_timeout` set to `v`.
+    pub fn with_poll_timeout(mut self, v: Option<Duration>) -> Self {
+        self.poll_timeout = v;
+        self
+    }
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig { port: 0, write_high_water: 4 << 20, poll_timeout: Some(Duration::from_millis(10)) }
@@ -41,6 +64,7 @@ impl Default for ServerConfig {
 
 /// Counters of a [`Server`] since it started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct ServerStats {
     /// Requests decoded and handed to the handler.
     pub requests: u64,
@@ -82,6 +106,7 @@ struct ServerConn<C, S> {
 
 /// What [`Server::shutdown`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct ShutdownStats {
     /// Connections open when it began.
     pub open: usize,
