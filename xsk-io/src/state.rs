@@ -282,8 +282,12 @@ pub(crate) fn paths(ifname: &str) -> Result<(PathBuf, PathBuf), StateError> {
 /// Removes the records and locks of every interface of a network namespace
 /// (by inode) that is about to be deleted: nobody can restore its devices
 /// after that, and nobody can open the same paths again. Returns how many files went.
-#[cfg(feature = "lab")]
-pub(crate) fn forget_netns(ino: u64) -> usize {
+///
+/// For whoever deletes network namespaces in which ports may have run (the
+/// `xsk-lab` crate's labs, after killing what ran inside): the inode is the
+/// `st_ino` of the namespace (`/run/netns/NAME` or `/proc/PID/ns/net`). Public
+/// so that the file naming stays this module's business.
+pub fn forget_netns(ino: u64) -> usize {
     let suffix_lock = format!(".net{ino}.lock");
     let suffix_state = format!(".net{ino}.state");
     let Ok(dir) = fs::read_dir(state_dir()) else { return 0 };

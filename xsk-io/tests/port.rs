@@ -3,17 +3,16 @@
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use xsk_io::lab::{Lab, LabConfig};
-use xsk_io::pktgen::{self, FrameSpec, Proto};
 use xsk_io::port::{Knob, Port, PortConfig, SteerSpec};
-use xsk_io::rawsock::RawSocket;
 use xsk_io::socket::RingSizes;
 use xsk_io::steer::SteerFlags;
 use xsk_io::umem::{Frame, UmemConfig};
 use xsk_io::AttachMode;
+use xsk_lab::lab::{Lab, LabConfig};
+use xsk_lab::pktgen::{self, FrameSpec, Proto};
+use xsk_lab::rawsock::RawSocket;
 
 fn require_root() {
     // SAFETY: geteuid has no preconditions.
@@ -24,7 +23,7 @@ fn require_root() {
 
 fn lab(tag: &str) -> Lab {
     require_root();
-    xsk_io::lab::sweep_stale(tag);
+    xsk_lab::lab::sweep_stale(tag);
     Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("building the veth lab")
 }
 
@@ -183,50 +182,6 @@ fn only_the_steered_port_reaches_the_socket() {
     port.audit().unwrap();
 }
 
-fn xdp_attached(lab: &Lab) -> bool {
-    let out = lab.ns_a.run(&["ip", "-d", "link", "show", "dev", &lab.if_a]).unwrap();
-    out.contains("prog/xdp")
-}
-
-#[test]
-fn sigkill_leaves_no_program_and_kernel_gets_the_port_back() {
-    let lab = lab("tpk");
-    let bench = env!("CARGO_BIN_EXE_xsk-bench");
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &lab.ns_a.name, bench, "rxdrop", "--iface", &lab.if_a, "--port", "7005"])
-        .args(["--src-ip", &lab.addr_a.to_string(), "--duration", "60s", "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let end = Instant::now() + Duration::from_secs(10);
-    while !xdp_attached(&lab) {
-        assert!(Instant::now() < end, "the bench never attached its program");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    // While it runs, port 7005 belongs to the XSK: a kernel listener gets nothing.
-    let addr_a = lab.addr_a;
-    let listen = move || {
-        let l = TcpListener::bind(SocketAddrV4::new(addr_a, 7005)).unwrap();
-        l.set_nonblocking(true).unwrap();
-        l
-    };
-    let l = lab.ns_a.run_in(listen).unwrap();
-    let connect = move || TcpStream::connect_timeout(&SocketAddrV4::new(addr_a, 7005).into(), Duration::from_millis(700)).is_ok();
-    assert!(!lab.ns_b.run_in(connect).unwrap(), "the kernel answered on a steered port");
-
-    // `ip netns exec` execs the bench in place: this is SIGKILL to the bench itself.
-    child.kill().unwrap();
-    let _ = child.wait();
-    let end = Instant::now() + Duration::from_secs(5);
-    while xdp_attached(&lab) {
-        assert!(Instant::now() < end, "XDP program outlived its process");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(lab.ns_b.run_in(connect).unwrap(), "kernel TCP to the port after the kill");
-    drop(l);
-}
-
 #[test]
 fn missing_kernel_knobs_are_detected_and_the_port_runs() {
     let lab = lab("tpf");
@@ -292,7 +247,7 @@ fn frame_accounting_survives_a_million_frames_with_full_rings() {
     let reflector = {
         let ns_b = lab.ns_b.name.clone();
         std::thread::spawn(move || {
-            let ns = xsk_io::lab::Netns { name: ns_b };
+            let ns = xsk_lab::lab::Netns { name: ns_b };
             let _g = ns.enter().unwrap();
             let mut cfg = PortConfig::new(&ifb);
             cfg.rings = small;
@@ -403,7 +358,7 @@ fn frame_accounting_survives_a_million_frames_with_full_rings() {
 #[test]
 fn one_port_per_queue() {
     require_root();
-    xsk_io::lab::sweep_stale("tpq");
+    xsk_lab::lab::sweep_stale("tpq");
     let lab = Lab::new(&LabConfig { prefix: "tpq".into(), peer_queues: Some(2), ..LabConfig::default() }).unwrap();
     let _in_a = lab.ns_a.enter().unwrap();
     // Native mode: veth records the RX queue only on its NAPI (XDP) path;

@@ -2,7 +2,8 @@
 //! rr-bench, rr-demo): the first signal sets a flag their loops poll, so they
 //! return and `Drop` restores devices and removes labs; the second removes the
 //! registered labs ([`crate::lab::cleanup_registered`]) and dies of the
-//! signal. A library user installs no handlers: this is in the `lab` feature.
+//! signal. A library user installs no handlers: this is in the lab kit, not
+//! in xsk-io.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};

@@ -16,13 +16,13 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, ValueEnum};
 use serde::Serialize;
 
-use xsk_io::lab::{self, Lab, LabConfig};
-use xsk_io::pktgen::{self, FrameSpec, Proto};
 use xsk_io::port::{BusyPoll, Features, Knob, Port, PortConfig, PortStats, SteerSpec};
 use xsk_io::socket::RingSizes;
 use xsk_io::steer::SteerFlags;
 use xsk_io::umem::{Frame, UmemConfig};
 use xsk_io::AttachMode;
+use xsk_lab::lab::{self, Lab, LabConfig};
+use xsk_lab::pktgen::{self, FrameSpec, Proto};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]

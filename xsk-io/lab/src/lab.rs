@@ -95,7 +95,7 @@ pub enum LabError {
         ifname: String,
         /// Why.
         #[source]
-        source: crate::steer::SteerError,
+        source: xsk_io::steer::SteerError,
     },
 }
 
@@ -441,7 +441,7 @@ impl Netns {
     pub fn ifindex(&self, ifname: &str) -> Result<u32, LabError> {
         let (ns, name) = (self.name.clone(), ifname.to_string());
         self.run_in(move || {
-            crate::sys::if_nametoindex(&name).map_err(|source| LabError::Netns { op: "if_nametoindex", ns, source })
+            xsk_io::sys::if_nametoindex(&name).map_err(|source| LabError::Netns { op: "if_nametoindex", ns, source })
         })?
     }
 
@@ -608,7 +608,7 @@ fn destroy_namespaces(names: &[String]) -> usize {
     }
     // Device-state records of killed ports in these namespaces die with them.
     for &(_, ino) in &ids {
-        crate::state::forget_netns(ino);
+        xsk_io::state::forget_netns(ino);
     }
     let lines: Vec<String> = present.iter().map(|n| format!("netns del {n}")).collect();
     if let Err(e) = ip_batch(None, true, &lines) {
@@ -828,11 +828,11 @@ impl Lab {
     /// program (its NAPI is not scheduled for them otherwise), so this is
     /// how a lab lets the XDP program on `if_a` answer SYNs itself. Detached
     /// when the returned value is dropped (or the lab removed).
-    pub fn peer_xdp_pass(&self) -> Result<crate::steer::Steer, LabError> {
+    pub fn peer_xdp_pass(&self) -> Result<xsk_io::steer::Steer, LabError> {
         let ifname = self.if_b.clone();
         let name = ifname.clone();
         self.ns_b
-            .run_in(move || crate::steer::Steer::attach(&name, crate::AttachMode::Drv))?
+            .run_in(move || xsk_io::steer::Steer::attach(&name, xsk_io::AttachMode::Drv))?
             .map_err(|source| LabError::Xdp { ifname, source })
     }
 
