@@ -9,7 +9,8 @@
 
 use super::ethtool::{Channels, FeatureState};
 use super::snapshot::{vbit, DeviceSnapshot, Peer, VirtioFeatures};
-use super::{Outcome, QueueLayout, Step, TuneOptions};
+use super::options::{QueueLayout, TuneOptions};
+use super::step::{Outcome, Step};
 use crate::AttachMode;
 
 use crate::sys::XDP_PACKET_HEADROOM;
