@@ -11,7 +11,7 @@ use std::sync::Once;
 use std::thread;
 use std::time::Duration;
 
-use crate::lab::cleanup_registered;
+use crate::lab::registry::cleanup_registered;
 
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
