@@ -9,7 +9,7 @@
 //! - [`rawsock`]: an `AF_PACKET` socket to play the peer of a port;
 //! - [`signals`]: the binaries' SIGINT/SIGTERM handling (the first signal
 //!   sets a flag, the second removes the labs and exits);
-//! - the `xsk-bench` binary (`src/bin/xsk-bench.rs`): packet rates of the bare
+//! - the `xsk-bench` binary (`src/bin/xsk-bench/`): packet rates of the bare
 //!   port, and `xsk-bench restore IF` to put a device back after a crash.
 //!
 //! Everything here needs root (namespaces, XDP, packet sockets) when used.
