@@ -961,7 +961,7 @@ impl<W: Workload> Progress<W> {
             group_digits(self.total),
             self.failed,
         );
-        if xsk_io::lab::interrupted() && !self.said_interrupted {
+        if xsk_lab::lab::interrupted() && !self.said_interrupted {
             self.said_interrupted = true;
             eprintln!("interrupted: this phase ends at its --duration; press Ctrl-C again to abort at once");
         }

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apps::{BenchResult, ServerSummary};
-use xsk_io::lab::{Lab, LabConfig, Netns};
+use xsk_lab::lab::{Lab, LabConfig, Netns};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_rr-server");
 const BENCH: &str = env!("CARGO_BIN_EXE_rr-bench");
@@ -20,7 +20,7 @@ const BENCH: &str = env!("CARGO_BIN_EXE_rr-bench");
 fn lab(tag: &str) -> Lab {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale(tag);
+    xsk_lab::lab::sweep_stale(tag);
     let lab = Lab::new(&LabConfig::new(tag)).expect("lab");
     // Peers keep veth's default offloads (TX checksum on), as in every
     // container: the stack must serve their partial checksums.

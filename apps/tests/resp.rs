@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apps::ServerSummary;
-use xsk_io::lab::{Lab, LabConfig};
+use xsk_lab::lab::{Lab, LabConfig};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_rr-server");
 
@@ -29,7 +29,7 @@ fn lab(tag: &str) -> Lab {
         let found = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().expect("sh");
         assert!(found.status.success(), "{tool} missing: install redis-tools (scripts/setup does)");
     }
-    xsk_io::lab::sweep_stale(tag);
+    xsk_lab::lab::sweep_stale(tag);
     // The peer keeps veth's default offloads, as a user's would: the stack accepts the
     // partial checksums its kernel sends.
     Lab::new(&LabConfig::new(tag)).expect("lab")
@@ -388,7 +388,7 @@ fn two_threads_kernel_server_and_client() {
 fn two_threads_xsk_server_shards() {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale("rtx");
+    xsk_lab::lab::sweep_stale("rtx");
     // Two queues on both veth ends: the peer's kernel spreads flows over its TX queues, which
     // are the xsk side's RX queues, one stack shard each. Native (drv) XDP: veth's generic
     // path reports every frame on queue 0.

@@ -16,7 +16,7 @@ use stack::kernel::{KernelConfig, KernelTransport};
 use stack::transport::{Transport, TransportError};
 use stack_engine::testing::frames::{tcp, TcpSpec};
 use stack::xsk::{AddrMode, XskTransport};
-use xsk_io::lab::{Lab, Netns};
+use xsk_lab::lab::{Lab, Netns};
 
 mod common;
 use common::{lab, xsk_cfg, xsk_server};
@@ -50,7 +50,7 @@ fn a_syn_from_0_0_0_0_is_dropped_and_offloading_peers_are_served() {
     let (if_b, mac_a, mac_b, addr_a) = (lab.if_b.clone(), lab.mac_a, lab.mac_b, lab.addr_a);
     lab.ns_b
         .run_in(move || {
-            let raw = xsk_io::rawsock::RawSocket::open(&if_b).unwrap();
+            let raw = xsk_lab::rawsock::RawSocket::open(&if_b).unwrap();
             for src in [Ipv4Addr::UNSPECIFIED, Ipv4Addr::BROADCAST, Ipv4Addr::new(224, 0, 0, 9), Ipv4Addr::LOCALHOST, addr_a] {
                 let f = tcp(&TcpSpec { src_mac: mac_b, dst_mac: mac_a, src, dst: addr_a, sport: 1234, dport: 7200, ..TcpSpec::default() });
                 raw.send(&f).unwrap();

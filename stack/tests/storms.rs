@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use rr_load::{Churn, ChurnConfig, ChurnPattern, ClientReport, EchoWorkload};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
-use xsk_io::lab::Netns;
+use xsk_lab::lab::Netns;
 
 mod common;
 use common::{tcp_checksum, dedicated, lab, xsk_cfg, xsk_server, MAX_FRAME};
@@ -171,7 +171,7 @@ fn syn_flood_with_fresh_connections_during_it() {
     use std::net::TcpStream;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    use xsk_io::pktgen::{FrameSpec, Proto};
+    use xsk_lab::pktgen::{FrameSpec, Proto};
     let lab = lab("stf");
     let (mode, a) = dedicated(&lab);
     let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode), 7302);
@@ -180,7 +180,7 @@ fn syn_flood_with_fresh_connections_during_it() {
     let ns_b = lab.ns_b.clone();
     let flood = std::thread::spawn(move || {
         ns_b.run_in(move || {
-            let raw = xsk_io::rawsock::RawSocket::open(&ifb).unwrap();
+            let raw = xsk_lab::rawsock::RawSocket::open(&ifb).unwrap();
             let mut rng = 0x2545_f491_4f6c_dd1du64;
             let o = addr_b.octets();
             let base = FrameSpec { src_mac: mac_b, dst_mac: mac_a, src_ip: addr_b, dst_ip: a, src_port: 1, dst_port: 7302, proto: Proto::Tcp, size: 80 };
@@ -195,7 +195,7 @@ fn syn_flood_with_fresh_connections_during_it() {
                     // Addresses on the subnet that no host has: their SYN-ACKs go unanswered.
                     spec.src_ip = Ipv4Addr::new(o[0], o[1], o[2], 150 + (rng % 100) as u8);
                     spec.src_port = 1024 + (rng >> 16) as u16 % 60000;
-                    let n = xsk_io::pktgen::build(&spec, &mut buf);
+                    let n = xsk_lab::pktgen::build(&spec, &mut buf);
                     let f = &mut buf[..n];
                     f[47] = 0x02; // SYN
                     f[38..42].copy_from_slice(&((rng >> 32) as u32).to_be_bytes());

@@ -15,7 +15,7 @@ use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use xsk_io::lab::{Lab, LabConfig, Netns};
+use xsk_lab::lab::{Lab, LabConfig, Netns};
 
 #[derive(Clone, Copy, Debug)]
 enum Backend {
@@ -26,7 +26,7 @@ enum Backend {
 fn lab(tag: &str) -> Lab {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale(tag);
+    xsk_lab::lab::sweep_stale(tag);
     // Default offloads on both ends: the kernel client sends partial checksums.
     Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("lab")
 }

@@ -14,8 +14,8 @@ use std::time::Duration;
 use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
-use xsk_io::lab::{Lab, Netns};
-use xsk_io::rawsock::RawSocket;
+use xsk_lab::lab::{Lab, Netns};
+use xsk_lab::rawsock::RawSocket;
 
 mod common;
 use common::{dedicated, lab, xsk_cfg, xsk_server, MAX_FRAME};

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use stack::rr::ServerStats;
 use stack::xsk::{Recovery, StackStats, XskConfig};
-use xsk_io::lab::Netns;
 use xsk_io::AttachMode;
+use xsk_lab::lab::Netns;
 
 mod common;
 use common::{dedicated, lab, xsk_server};

@@ -15,8 +15,8 @@ use stack::xsk::Faults;
 use stack::xsk::{AddrMode, XskConfig, XskTransport};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use xsk_io::lab::{Lab, LabConfig, Netns};
 use xsk_io::AttachMode;
+use xsk_lab::lab::{Lab, LabConfig, Netns};
 
 mod common;
 use common::{tcp_checksum, dedicated, lab, xsk_cfg, xsk_server, xsk_server_polling, XskServer, MAX_FRAME};
@@ -214,7 +214,7 @@ fn socket2_linger_zero(s: &TcpStream) -> std::io::Result<()> {
 /// a connection opened before keeps working.
 #[test]
 fn hostile_frames_and_syn_flood() {
-    use xsk_io::pktgen::{self, FrameSpec, Proto};
+    use xsk_lab::pktgen::{self, FrameSpec, Proto};
     let lab = lab("sxh");
     let (mode, a) = dedicated(&lab);
     let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode), 7107);
@@ -239,7 +239,7 @@ fn hostile_frames_and_syn_flood() {
     let sent = lab
         .ns_b
         .run_in(move || {
-            let raw = xsk_io::rawsock::RawSocket::open(&ifb).unwrap();
+            let raw = xsk_lab::rawsock::RawSocket::open(&ifb).unwrap();
             let mut rng = 0x9e37_79b9_7f4a_7c15u64;
             let mut next = move || {
                 rng ^= rng << 13;
@@ -393,7 +393,7 @@ fn close_paths_behave_like_kernel_tcp() {
 fn one_shard_per_queue() {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale("sxq");
+    xsk_lab::lab::sweep_stale("sxq");
     let lab = Lab::new(&LabConfig { prefix: "sxq".into(), peer_queues: Some(2), ..LabConfig::default() }).unwrap();
     let (mode, a) = dedicated(&lab);
     let mut c = xsk_cfg(&lab, mode);

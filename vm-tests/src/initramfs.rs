@@ -204,7 +204,7 @@ pub fn build(
         if !src.exists() {
             if *required {
                 bail!(
-                    "{} is missing: build it first (cargo build --release -p apps -p xsk-io --bins)",
+                    "{} is missing: build it first (cargo build --release -p apps -p xsk-lab --bins)",
                     src.display()
                 );
             }

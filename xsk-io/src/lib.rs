@@ -179,15 +179,17 @@
 //! - [`port`]: the data plane of one queue.
 //! - [`ifaddr`]: MAC, MTU and IPv4 address of an interface.
 //!
-//! # The `lab` feature
+//! # The lab kit: the `xsk-lab` crate
 //!
-//! Off by default, so that a library user compiles only what the port needs
-//! (libbpf-rs, libc, mio, serde, thiserror, tracing). It adds the kit the
-//! tests, benchmarks and the `xsk-bench` binary use: `lab` (two network
-//! namespaces joined by veth, named uniquely per process, torn down on drop),
-//! `pktgen` (Ethernet/IPv4/UDP or TCP frames), `rawsock` (an `AF_PACKET`
-//! socket to play the peer) and `signals` (the binaries' SIGINT/SIGTERM
-//! handling). The crate's integration tests turn it on themselves.
+//! What the tests and benchmarks need besides the port is a crate of its own,
+//! `xsk-lab` (in `xsk-io/lab/`), so that a user of this crate compiles only
+//! what the port needs (libbpf-rs, libc, mio, serde, thiserror, tracing):
+//! `xsk_lab::lab` (two network namespaces joined by veth, named uniquely per
+//! process, torn down on drop), `xsk_lab::pktgen` (Ethernet/IPv4/UDP or TCP
+//! frames), `xsk_lab::rawsock` (an `AF_PACKET` socket to play the peer),
+//! `xsk_lab::signals` (the binaries' SIGINT/SIGTERM handling) and the
+//! `xsk-bench` binary. This crate's integration tests use it as a
+//! dev-dependency.
 //!
 //! # Where `unsafe` lives
 //!
@@ -198,10 +200,9 @@
 //! [`acks`] shares with the program (as atomics and committed records, in
 //! the mapping module); syscalls with pointers to plain
 //! data ([`sys`], [`socket`], [`ifaddr`], the ethtool ioctls of [`tune`],
-//! [`state`]'s `flock`, and the libbpf link and query calls in [`steer`]);
-//! with `lab`, namespace switching and mounts (`lab`), signal handlers
-//! (`signals`) and the packet socket (`rawsock`). [`iface`] and [`port`] have
-//! none.
+//! [`state`]'s `flock`, and the libbpf link and query calls in [`steer`].
+//! [`iface`] and [`port`] have none. (The lab kit's own `unsafe`, namespace
+//! switching, mounts, signal handlers and the packet socket, is in `xsk-lab`.)
 
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -224,14 +225,6 @@ pub mod config;
 pub mod iface;
 pub mod port;
 pub mod ifaddr;
-#[cfg(feature = "lab")]
-pub mod lab;
-#[cfg(feature = "lab")]
-pub mod pktgen;
-#[cfg(feature = "lab")]
-pub mod rawsock;
-#[cfg(feature = "lab")]
-pub mod signals;
 
 /// How the XDP steering program is attached to the interface. Parses from
 /// `skb` (or `generic`), `drv` (or `native`) and `auto`.

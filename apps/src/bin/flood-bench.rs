@@ -25,9 +25,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use apps::parse_duration;
-use xsk_io::lab::{self, Lab, LabConfig, Netns};
-use xsk_io::pktgen::checksum;
-use xsk_io::rawsock::RawSocket;
+use xsk_lab::lab::{self, Lab, LabConfig, Netns};
+use xsk_lab::pktgen::checksum;
+use xsk_lab::rawsock::RawSocket;
 
 /// Tag of this tool's labs (namespace and interface names).
 const LAB_TAG: &str = "fb";

@@ -30,7 +30,7 @@ use apps::resp::RespWorkload;
 use rr_load::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
-use xsk_io::lab::{self, Lab, LabConfig, Netns};
+use xsk_lab::lab::{self, Lab, LabConfig, Netns};
 
 /// Exit status when the run completed with errors (clap uses 2 for usage errors).
 const EXIT_RUN_ERRORS: u8 = 3;

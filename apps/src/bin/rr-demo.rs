@@ -17,8 +17,8 @@ use apps::stats::{is_drop, Snapshot};
 use apps::{parse_duration, usage_bail, usage_ensure, RecoveryCounts};
 use clap::{ArgMatches, Parser};
 use serde::Serialize;
-use xsk_io::lab::{self, Lab, LabConfig, Netns};
 use xsk_io::AttachMode;
+use xsk_lab::lab::{self, Lab, LabConfig, Netns};
 
 #[derive(Parser, Debug)]
 #[command(

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use xsk_io::lab::Netns;
+use xsk_lab::lab::Netns;
 
 /// Scratch folder for ready files, JSON and logs of one test, unique to this process.
 pub fn scratch(suite: &str, name: &str) -> PathBuf {

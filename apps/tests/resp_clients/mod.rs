@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use xsk_io::lab::Lab;
+use xsk_lab::lab::Lab;
 
 use super::common::Proc;
 

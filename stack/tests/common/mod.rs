@@ -14,9 +14,9 @@ use stack::codec::LengthPrefixed;
 use stack::rr::{Echo, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
 use stack::xsk::{AddrMode, StackStats, XskConfig, XskTransport};
-use xsk_io::lab::{Lab, LabConfig, Netns};
 use xsk_io::port::Accounting;
 use xsk_io::AttachMode;
+use xsk_lab::lab::{Lab, LabConfig, Netns};
 
 /// The largest echo frame the servers accept.
 pub const MAX_FRAME: usize = 2 << 20;
@@ -28,7 +28,7 @@ pub const MAX_FRAME: usize = 2 << 20;
 pub fn lab(tag: &str) -> Lab {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
-    xsk_io::lab::sweep_stale(tag);
+    xsk_lab::lab::sweep_stale(tag);
     Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("lab")
 }
 
@@ -132,6 +132,6 @@ pub fn tcp_checksum(f: &mut [u8]) {
         pseudo += u16::from_be_bytes([w[0], w[1]]) as u32;
     }
     pseudo += 6 + l4_len as u32;
-    let c = xsk_io::pktgen::checksum(&f[34..], pseudo);
+    let c = xsk_lab::pktgen::checksum(&f[34..], pseudo);
     f[50..52].copy_from_slice(&c.to_be_bytes());
 }

@@ -8,7 +8,7 @@ use std::io;
 use std::path::Path;
 
 use super::ethtool::{self, Channels, FeatureState};
-use super::TuneError;
+use super::error::TuneError;
 
 /// Negotiated virtio feature bits (`/sys/class/net/X/device/features`, a
 /// string of `0`/`1` with bit 0 first; see `features_show` in drivers/virtio/virtio.c).

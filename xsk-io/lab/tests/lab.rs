@@ -1,4 +1,4 @@
-//! Integration tests for `xsk_io::lab`. Need root; each test skips (with a
+//! Integration tests for `xsk_lab::lab`. Need root; each test skips (with a
 //! message) otherwise. Safe to run in parallel: every lab has its own names.
 
 use std::io::{Read, Write};
@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use xsk_io::lab::{self, Lab, LabConfig, Netns, Side};
+use xsk_lab::lab::{self, Lab, LabConfig, Netns, Side};
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

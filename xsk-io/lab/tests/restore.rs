@@ -5,7 +5,7 @@
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use xsk_io::lab::{Lab, LabConfig};
+use xsk_lab::lab::{Lab, LabConfig};
 
 const BENCH: &str = env!("CARGO_BIN_EXE_xsk-bench");
 
@@ -52,7 +52,7 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 /// changes (rx channels 2 -> 1, rx-gro on -> off).
 fn user_lab(tag: &str) -> Lab {
     require_root();
-    xsk_io::lab::sweep_stale(tag);
+    xsk_lab::lab::sweep_stale(tag);
     let lab = Lab::new(&LabConfig { prefix: tag.into(), peer_queues: Some(2), ..LabConfig::default() }).expect("lab");
     lab.ns_a.run(&["ethtool", "-K", &lab.if_a, "gro", "on"]).unwrap();
     lab

@@ -2,7 +2,8 @@
 //! rr-bench, rr-demo): the first signal sets a flag their loops poll, so they
 //! return and `Drop` restores devices and removes labs; the second removes the
 //! registered labs ([`crate::lab::cleanup_registered`]) and dies of the
-//! signal. A library user installs no handlers: this is in the `lab` feature.
+//! signal. A library user installs no handlers: this is in the lab kit, not
+//! in xsk-io.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -10,7 +11,7 @@ use std::sync::Once;
 use std::thread;
 use std::time::Duration;
 
-use crate::lab::cleanup_registered;
+use crate::lab::registry::cleanup_registered;
 
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);

@@ -5,7 +5,17 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-use crate::sys::{cvt, if_nametoindex};
+use xsk_io::sys::if_nametoindex;
+
+/// A libc return value as a `Result`: negative means `errno` holds the error.
+/// (xsk-io has the same helper but keeps its raw syscall wrappers private.)
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
 
 const ETH_P_ALL: u16 = 0x0003;
 

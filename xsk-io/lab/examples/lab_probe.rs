@@ -1,7 +1,7 @@
 //! Create a lab, print it, wait for Ctrl-C/SIGTERM or 2 seconds, clean up.
 //!
 //! ```text
-//! sudo cargo run -p xsk-io --example lab_probe            # 2 s
+//! sudo cargo run -p xsk-lab --example lab_probe           # 2 s
 //! sudo timeout -s INT 1 target/debug/examples/lab_probe   # interrupted
 //! sudo target/debug/examples/lab_probe --stubborn         # ignores the first signal
 //!                                                          # (tests the second-signal path)
@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use xsk_io::lab::{self, Lab, LabConfig};
+use xsk_lab::lab::{self, Lab, LabConfig};
 
 fn main() {
     let stubborn = std::env::args().any(|a| a == "--stubborn");
