@@ -423,7 +423,7 @@ impl XskOpts {
         c.port.xmit_batch = self.xmit_batch;
         c.port.rings = rings;
         c.port.syn_shed = self.syn_shed;
-        c.port.umem = UmemConfig { frame_count: frames, ..UmemConfig::default() };
+        c.port.umem = UmemConfig::default().with_frame_count(frames);
         c.port.busy_poll = busy_poll.map(|usecs| BusyPoll { usecs, budget: self.busy_budget });
         c.port.tune = !self.no_tune;
         c.port.tx_csum = !self.no_csum_offload;

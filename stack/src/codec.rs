@@ -48,8 +48,10 @@ pub enum CodecError {
 /// connection.
 pub trait Codec {
     /// Extracts one complete message from the front of `buf` (advancing it), or `None` if
-    /// `buf` does not hold a complete one yet. Must not panic on any input. No message is
-    /// zero bytes long: the server does not call it with an empty `buf`.
+    /// `buf` does not hold a complete one yet. Must not panic on any input. The server does
+    /// not call it with an empty `buf`, but a message may decode to zero bytes (an empty
+    /// line of [`Lines`] is an empty request). Bytes left in `buf` when the peer closes (an
+    /// unfinished last message) are dropped unanswered.
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, CodecError>;
 
     /// Like `decode`, for a caller that knows the message is `len` bytes long: a client
@@ -156,8 +158,9 @@ impl Codec for Stream {
 /// `\n`-terminated lines (an optional `\r` before the `\n` is stripped too), at most `max_len`
 /// bytes without the terminator.
 ///
-/// Framing: a decoded request is the line without its terminator; `encode` writes the
-/// response and adds the `\n` (a handler writes `OK`, the peer reads `OK\n`).
+/// Framing: a decoded request is the line without its terminator (an empty line is an empty
+/// request); `encode` writes the response and adds the `\n` (a handler writes `OK`, the peer
+/// reads `OK\n`). A last line the peer closes without terminating is not a request.
 ///
 /// The example for building text protocols: keep the scan position
 /// so input that arrives byte by byte is not rescanned from the start (O(n), not O(n²)).

@@ -67,12 +67,7 @@ fn main() {
         .and_then(|p| ethtool_k(p, "tcp-segmentation-offload"));
     println!("before: {ifname} gro {gro_before:?}; peer {peer:?} tso {tso_before:?}");
 
-    let mut opts = TuneOptions {
-        mode,
-        queues,
-        frame_size,
-        ..Default::default()
-    };
+    let mut opts = TuneOptions::default().with_mode(mode).with_queues(queues).with_frame_size(frame_size);
     for apply in [false, true] {
         opts.apply = apply;
         println!("\n== prepare({ifname}, mode {mode}, queues {queues}, frame {frame_size}, apply {apply}) ==");

@@ -37,6 +37,7 @@ impl std::str::FromStr for Knob {
 
 /// Which flows the XDP program hands to the port.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct SteerSpec {
     /// Destination address of steered frames (`0.0.0.0`: any).
     pub addr: Ipv4Addr,
@@ -45,6 +46,33 @@ pub struct SteerSpec {
     pub tcp_ports: Vec<u16>,
     /// ARP for `addr` (dedicated-address mode), ICMP to `addr`.
     pub flags: SteerFlags,
+}
+
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `SteerSpec::new(addr).with_tcp_ports(vec![80])`.
+impl SteerSpec {
+    /// Frames to `addr` (`0.0.0.0`: any), no TCP port yet, no ARP or ICMP.
+    pub fn new(addr: Ipv4Addr) -> SteerSpec {
+        SteerSpec { addr, tcp_ports: Vec::new(), flags: SteerFlags::default() }
+    }
+
+    /// With `addr` set to `v`.
+    pub fn with_addr(mut self, v: Ipv4Addr) -> Self {
+        self.addr = v;
+        self
+    }
+
+    /// With `tcp_ports` set to `v`.
+    pub fn with_tcp_ports(mut self, v: Vec<u16>) -> Self {
+        self.tcp_ports = v;
+        self
+    }
+
+    /// With `flags` set to `v`.
+    pub fn with_flags(mut self, v: SteerFlags) -> Self {
+        self.flags = v;
+        self
+    }
 }
 
 /// Socket busy polling (opt-in): with it, an empty `recv` drives the
@@ -63,6 +91,7 @@ pub struct BusyPoll {
 /// mode `Auto`, no steering program, both TX knobs `Auto`, no busy polling,
 /// tuning on.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct PortConfig {
     /// The interface, in the calling thread's network namespace.
     pub ifname: String,
@@ -96,6 +125,82 @@ pub struct PortConfig {
     /// the program variant with deferred ACKs; without it the port says so
     /// once and runs without.
     pub syn_shed: Knob,
+}
+
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `PortConfig::new("eth1").with_queue(1)`.
+impl PortConfig {
+    /// With `ifname` set to `v`.
+    pub fn with_ifname(mut self, v: String) -> Self {
+        self.ifname = v;
+        self
+    }
+
+    /// With `queue` set to `v`.
+    pub fn with_queue(mut self, v: u32) -> Self {
+        self.queue = v;
+        self
+    }
+
+    /// With `umem` set to `v`.
+    pub fn with_umem(mut self, v: UmemConfig) -> Self {
+        self.umem = v;
+        self
+    }
+
+    /// With `rings` set to `v`.
+    pub fn with_rings(mut self, v: RingSizes) -> Self {
+        self.rings = v;
+        self
+    }
+
+    /// With `attach` set to `v`.
+    pub fn with_attach(mut self, v: AttachMode) -> Self {
+        self.attach = v;
+        self
+    }
+
+    /// With `steer` set to `v`.
+    pub fn with_steer(mut self, v: Option<SteerSpec>) -> Self {
+        self.steer = v;
+        self
+    }
+
+    /// With `tx_budget` set to `v`.
+    pub fn with_tx_budget(mut self, v: Knob) -> Self {
+        self.tx_budget = v;
+        self
+    }
+
+    /// With `xmit_batch` set to `v`.
+    pub fn with_xmit_batch(mut self, v: Knob) -> Self {
+        self.xmit_batch = v;
+        self
+    }
+
+    /// With `busy_poll` set to `v`.
+    pub fn with_busy_poll(mut self, v: Option<BusyPoll>) -> Self {
+        self.busy_poll = v;
+        self
+    }
+
+    /// With `tx_csum` set to `v`.
+    pub fn with_tx_csum(mut self, v: bool) -> Self {
+        self.tx_csum = v;
+        self
+    }
+
+    /// With `tune` set to `v`.
+    pub fn with_tune(mut self, v: bool) -> Self {
+        self.tune = v;
+        self
+    }
+
+    /// With `syn_shed` set to `v`.
+    pub fn with_syn_shed(mut self, v: Knob) -> Self {
+        self.syn_shed = v;
+        self
+    }
 }
 
 impl PortConfig {

@@ -122,16 +122,11 @@
 //! ```no_run
 //! use std::net::Ipv4Addr;
 //! use xsk_io::port::{Port, PortConfig, SteerSpec};
-//! use xsk_io::steer::SteerFlags;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let mut cfg = PortConfig::new("eth1");
 //! // TCP to 198.18.0.1:7 goes to the port; everything else to the kernel.
-//! cfg.steer = Some(SteerSpec {
-//!     addr: Ipv4Addr::new(198, 18, 0, 1),
-//!     tcp_ports: vec![7],
-//!     flags: SteerFlags::NONE,
-//! });
+//! let steer = SteerSpec::new(Ipv4Addr::new(198, 18, 0, 1)).with_tcp_ports(vec![7]);
+//! let cfg = PortConfig::new("eth1").with_steer(Some(steer));
 //! // Owns and tunes eth1, binds queue 0, attaches the steering program;
 //! // dropping `port` puts eth1 back.
 //! let mut port = Port::open(&cfg)?;

@@ -78,6 +78,7 @@ impl Frame {
 /// The area is pinned memory: registering it needs `CAP_IPC_LOCK` or a large
 /// enough `RLIMIT_MEMLOCK`.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct UmemConfig {
     /// Number of frames (> 0). A port keeps up to a TX ring's worth (at most
     /// half of them) for sending and gives the rest to the fill ring.
@@ -90,6 +91,34 @@ pub struct UmemConfig {
     /// Try `MAP_HUGETLB` first (fewer TLB misses on copies); falls back to
     /// normal pages silently when no huge pages are available.
     pub huge_pages: bool,
+}
+
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `UmemConfig::default().with_frame_count(8192)`.
+impl UmemConfig {
+    /// With `frame_count` set to `v`.
+    pub fn with_frame_count(mut self, v: u32) -> Self {
+        self.frame_count = v;
+        self
+    }
+
+    /// With `frame_size` set to `v`.
+    pub fn with_frame_size(mut self, v: u32) -> Self {
+        self.frame_size = v;
+        self
+    }
+
+    /// With `headroom` set to `v`.
+    pub fn with_headroom(mut self, v: u32) -> Self {
+        self.headroom = v;
+        self
+    }
+
+    /// With `huge_pages` set to `v`.
+    pub fn with_huge_pages(mut self, v: bool) -> Self {
+        self.huge_pages = v;
+        self
+    }
 }
 
 impl Default for UmemConfig {

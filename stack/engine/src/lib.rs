@@ -92,3 +92,9 @@ pub use recovery::{Recovery, RecoveryStats};
 /// smoltcp's time, in which the engine takes its clock.
 #[cfg(feature = "tcp")]
 pub use smoltcp::time::Instant;
+/// The `bytes` the API speaks (`recv` into a `BytesMut`), so a user needs no version of its own.
+pub use bytes;
+/// Our patched smoltcp (`stack/vendor/smoltcp/PATCHES.md`): a [`Link`] implements its
+/// `phy::TxToken`, and the clock is its `time`.
+#[cfg(feature = "tcp")]
+pub use smoltcp;

@@ -57,7 +57,7 @@ pub struct KernelConfig {
 }
 
 /// Builders: each sets one field and gives the config back, so a caller outside this
-/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+/// crate (where the struct is `#[non_exhaustive]`) writes `KernelConfig::default().with_bind(Ipv4Addr::UNSPECIFIED)`.
 impl KernelConfig {
     /// With `bind` set to `v`.
     pub fn with_bind(mut self, v: Ipv4Addr) -> Self {

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
 
-use smoltcp::phy;
+use stack_engine::smoltcp::phy;
 
 use stack_engine::arp::{is_arp, request_target, FRAME_LEN};
 use stack_engine::{Link, RxFrames};
@@ -272,7 +272,7 @@ mod tests {
 
     /// Writes `frame` through `link` as smoltcp would.
     fn send(link: &mut impl Link, frame: &[u8]) {
-        use smoltcp::phy::TxToken;
+        use stack_engine::smoltcp::phy::TxToken;
         link.tx().consume(frame.len(), |b| b.copy_from_slice(frame));
     }
 

@@ -14,7 +14,7 @@
 //!   queues it on the TX ring; nothing reaches the kernel until the driver
 //!   flushes the port, once per loop iteration.
 
-use smoltcp::phy;
+use stack_engine::smoltcp::phy;
 use stack_engine::faults::{FaultState, Faulty};
 use stack_engine::{Link, RxFrames};
 use xsk_io::port::{Port, TxHalf};

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use smoltcp::time::Instant as SmolInstant;
+use stack_engine::smoltcp::time::Instant as SmolInstant;
 use xsk_io::port::Port;
 
 use super::claims::Claims;

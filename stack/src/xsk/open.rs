@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use smoltcp::time::Instant as SmolInstant;
+use stack_engine::smoltcp::time::Instant as SmolInstant;
 use xsk_io::port::{Port, PortError, SteerSpec};
 use xsk_io::steer::SteerFlags;
 
@@ -48,7 +48,7 @@ impl XskTransport {
             AddrMode::Dedicated { addr, prefix_len } => (*addr, *prefix_len, SteerFlags::ARP | SteerFlags::ICMP),
         };
         let mut pcfg = cfg.port.clone();
-        pcfg.steer = Some(SteerSpec { addr, tcp_ports: Vec::new(), flags });
+        pcfg.steer = Some(SteerSpec::new(addr).with_flags(flags));
         let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
         ports[0].log_features();
         {

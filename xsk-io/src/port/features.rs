@@ -7,6 +7,7 @@ use crate::AttachMode;
 /// What the kernel and the device gave a port, probed at bind; its
 /// `Display` is the one-line summary [`Port::log_features`](super::Port::log_features) prints.
 #[derive(Clone, Debug, serde::Serialize)]
+#[non_exhaustive]
 pub struct Features {
     /// The interface.
     pub ifname: String,

@@ -5,6 +5,7 @@ use crate::sys::XdpStatistics;
 
 /// The port's own counters, cumulative since it was opened.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct Counters {
     /// Frames handed to the application by [`Port::recv`](super::Port::recv).
     pub rx_frames: u64,
@@ -53,6 +54,7 @@ pub struct Counters {
 
 /// Everything a port counts: its own counters and the kernel's for its socket.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct PortStats {
     /// The port's counters.
     pub port: Counters,
@@ -67,6 +69,7 @@ pub struct PortStats {
 /// SYNs the steering program dropped under overload, by reason (see
 /// [`crate::shed`]).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct ShedCounters {
     /// The RX ring had no more room than the reserve kept for open connections.
     pub syn_dropped_rx_backlog: u64,
@@ -80,6 +83,7 @@ pub struct ShedCounters {
 /// Where the frames are, with the kernel-side places split by ring; the
 /// fields add up to `total` (checked by [`Port::audit`](super::Port::audit)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Accounting {
     /// Frames in the UMEM.
     pub total: u32,

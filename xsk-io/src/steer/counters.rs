@@ -3,6 +3,7 @@
 /// The program's counters, summed over CPUs. Every frame the program sees
 /// is counted in exactly one of them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct SteerCounters {
     /// Redirected into an AF_XDP socket. (The socket can still drop it, e.g.
     /// when its RX ring is full: see the socket's statistics.)

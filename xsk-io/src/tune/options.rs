@@ -41,6 +41,7 @@ impl FromStr for QueueLayout {
 /// What to prepare a device for. Default: `Auto` mode, a single queue,
 /// 4096-byte frames, apply.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct TuneOptions {
     /// `Skb` or `Drv`; `Auto` lets [`prepare`](super::prepare) decide (native where the driver
     /// has it and its checks pass, else generic). [`Tuning::mode`](super::Tuning::mode) tells.
@@ -53,6 +54,34 @@ pub struct TuneOptions {
     pub frame_size: u32,
     /// `false`: change nothing, report what would change.
     pub apply: bool,
+}
+
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `TuneOptions::default().with_apply(false)`.
+impl TuneOptions {
+    /// With `mode` set to `v`.
+    pub fn with_mode(mut self, v: AttachMode) -> Self {
+        self.mode = v;
+        self
+    }
+
+    /// With `queues` set to `v`.
+    pub fn with_queues(mut self, v: QueueLayout) -> Self {
+        self.queues = v;
+        self
+    }
+
+    /// With `frame_size` set to `v`.
+    pub fn with_frame_size(mut self, v: u32) -> Self {
+        self.frame_size = v;
+        self
+    }
+
+    /// With `apply` set to `v`.
+    pub fn with_apply(mut self, v: bool) -> Self {
+        self.apply = v;
+        self
+    }
 }
 
 impl Default for TuneOptions {

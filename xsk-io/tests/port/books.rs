@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use xsk_io::port::{Port, PortConfig, SteerSpec};
 use xsk_io::socket::RingSizes;
-use xsk_io::steer::SteerFlags;
 use xsk_io::umem::UmemConfig;
 use xsk_io::AttachMode;
 use xsk_lab::pktgen::{self, Proto};
@@ -20,7 +19,7 @@ fn frame_accounting_survives_a_million_frames_with_full_rings() {
     let lab = lab("tpa");
     const TOTAL: u32 = 1_000_000;
     let small = RingSizes { fill: 64, comp: 64, rx: 64, tx: 64 };
-    let umem = UmemConfig { frame_count: 192, frame_size: 2048, ..Default::default() };
+    let umem = UmemConfig::default().with_frame_count(192).with_frame_size(2048);
     // B reflects everything steered to it back to A.
     let (ifb, addr_b) = (lab.if_b.clone(), lab.addr_b);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -34,7 +33,7 @@ fn frame_accounting_survives_a_million_frames_with_full_rings() {
             cfg.rings = small;
             cfg.umem = umem;
             cfg.attach = AttachMode::Skb;
-            cfg.steer = Some(SteerSpec { addr: addr_b, tcp_ports: vec![7006], flags: SteerFlags::default() });
+            cfg.steer = Some(SteerSpec::new(addr_b).with_tcp_ports(vec![7006]));
             let mut b = Port::open(&cfg).unwrap();
             let mut v = Vec::with_capacity(32);
             while !stop_b.load(std::sync::atomic::Ordering::Relaxed) {
@@ -73,7 +72,7 @@ fn frame_accounting_survives_a_million_frames_with_full_rings() {
     cfg.umem = umem;
     cfg.attach = AttachMode::Skb;
     // A's traffic to B uses dst port 7006; B swaps ports so replies come to 40000.
-    cfg.steer = Some(SteerSpec { addr: lab.addr_a, tcp_ports: vec![40000], flags: SteerFlags::default() });
+    cfg.steer = Some(SteerSpec::new(lab.addr_a).with_tcp_ports(vec![40000]));
     let mut a = Port::open(&cfg).unwrap();
     let s = spec(&lab, true, Proto::Tcp, 7006, 128);
     let (mut sent, mut got, mut bad) = (0u32, 0u32, 0u32);

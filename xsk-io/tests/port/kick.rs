@@ -23,7 +23,7 @@ fn missing_kernel_knobs_are_detected_and_the_port_runs() {
     let f = port.features().clone();
     // Probe option 10 on a separate socket to know what this kernel has.
     let probe = xsk_io::socket::XskSocket::new().unwrap();
-    let umem = xsk_io::umem::Umem::new(UmemConfig { frame_count: 64, ..Default::default() }).unwrap();
+    let umem = xsk_io::umem::Umem::new(UmemConfig::default().with_frame_count(64)).unwrap();
     let _rings = probe.setup(&umem, RingSizes { fill: 64, comp: 64, rx: 64, tx: 64 }).unwrap();
     let has10 = match probe.set_xdp_u32(xsk_io::sys::XDP_GENERIC_XMIT_BATCH, 32) {
         Ok(()) => true,

@@ -4,7 +4,6 @@
 use std::time::{Duration, Instant};
 
 use xsk_io::port::{Port, PortConfig, SteerSpec};
-use xsk_io::steer::SteerFlags;
 use xsk_io::umem::Frame;
 use xsk_io::AttachMode;
 use xsk_lab::lab::{Lab, LabConfig};
@@ -49,7 +48,7 @@ fn stamp(buf: &mut [u8], proto: Proto, seq: u32) {
 fn steered_cfg(lab: &Lab, mode: AttachMode, port: u16) -> PortConfig {
     let mut cfg = PortConfig::new(&lab.if_a);
     cfg.attach = mode;
-    cfg.steer = Some(SteerSpec { addr: lab.addr_a, tcp_ports: vec![port], flags: SteerFlags::default() });
+    cfg.steer = Some(SteerSpec::new(lab.addr_a).with_tcp_ports(vec![port]));
     cfg
 }
 

@@ -145,7 +145,7 @@ fn one_port_per_queue() {
     // on the generic path every frame shows up as queue 0.
     let mut cfg = steered_cfg(&lab, AttachMode::Drv, 7007);
     cfg.rings = RingSizes { fill: 256, comp: 256, rx: 256, tx: 256 };
-    cfg.umem = UmemConfig { frame_count: 1024, ..Default::default() };
+    cfg.umem = UmemConfig::default().with_frame_count(1024);
     let mut ports = Port::open_all(&cfg).unwrap();
     assert_eq!(ports.len(), 2);
     assert_eq!(ports[0].features().queue, 0);

@@ -47,7 +47,7 @@ pub struct ChurnConfig {
 }
 
 /// Builders: each sets one field and gives the config back, so a caller outside this
-/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+/// crate (where the struct is `#[non_exhaustive]`) writes `ChurnConfig::new(addr).with_concurrency(16)`.
 impl ChurnConfig {
     /// With `addr` set to `v`.
     pub fn with_addr(mut self, v: SocketAddrV4) -> Self {

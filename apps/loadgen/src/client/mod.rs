@@ -63,7 +63,7 @@ pub struct ClientConfig {
 }
 
 /// Builders: each sets one field and gives the config back, so a caller outside this
-/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+/// crate (where the struct is `#[non_exhaustive]`) writes `ClientConfig::new(addr).with_connections(16)`.
 impl ClientConfig {
     /// With `addr` set to `v`.
     pub fn with_addr(mut self, v: SocketAddrV4) -> Self {

@@ -68,6 +68,106 @@ pub struct EngineConfig {
     pub fast_path: bool,
 }
 
+/// Builders: each sets one field and gives the config back, so a caller outside this
+/// crate (where the struct is `#[non_exhaustive]`) writes `EngineConfig::default().with_max_conns(16)`.
+impl EngineConfig {
+    /// With `max_conns` set to `v`.
+    pub fn with_max_conns(mut self, v: usize) -> Self {
+        self.max_conns = v;
+        self
+    }
+
+    /// With `buckets` set to `v`.
+    pub fn with_buckets(mut self, v: usize) -> Self {
+        self.buckets = v;
+        self
+    }
+
+    /// With `rx_buffer` set to `v`.
+    pub fn with_rx_buffer(mut self, v: usize) -> Self {
+        self.rx_buffer = v;
+        self
+    }
+
+    /// With `tx_buffer` set to `v`.
+    pub fn with_tx_buffer(mut self, v: usize) -> Self {
+        self.tx_buffer = v;
+        self
+    }
+
+    /// With `initial_buffer` set to `v`.
+    pub fn with_initial_buffer(mut self, v: usize) -> Self {
+        self.initial_buffer = v;
+        self
+    }
+
+    /// With `backlog` set to `v`.
+    pub fn with_backlog(mut self, v: usize) -> Self {
+        self.backlog = v;
+        self
+    }
+
+    /// With `ephemeral` set to `v`.
+    pub fn with_ephemeral(mut self, v: RangeInclusive<u16>) -> Self {
+        self.ephemeral = v;
+        self
+    }
+
+    /// With `keepalive` set to `v`.
+    pub fn with_keepalive(mut self, v: Option<Duration>) -> Self {
+        self.keepalive = v;
+        self
+    }
+
+    /// With `timeout` set to `v`.
+    pub fn with_timeout(mut self, v: Option<Duration>) -> Self {
+        self.timeout = v;
+        self
+    }
+
+    /// With `idle_timeout` set to `v`.
+    pub fn with_idle_timeout(mut self, v: Option<Duration>) -> Self {
+        self.idle_timeout = v;
+        self
+    }
+
+    /// With `fin_timeout` set to `v`.
+    pub fn with_fin_timeout(mut self, v: Duration) -> Self {
+        self.fin_timeout = v;
+        self
+    }
+
+    /// With `half_open_bytes` set to `v`.
+    pub fn with_half_open_bytes(mut self, v: usize) -> Self {
+        self.half_open_bytes = v;
+        self
+    }
+
+    /// With `syn_cookies` set to `v`.
+    pub fn with_syn_cookies(mut self, v: SynCookies) -> Self {
+        self.syn_cookies = v;
+        self
+    }
+
+    /// With `congestion` set to `v`.
+    pub fn with_congestion(mut self, v: Congestion) -> Self {
+        self.congestion = v;
+        self
+    }
+
+    /// With `recovery` set to `v`.
+    pub fn with_recovery(mut self, v: Recovery) -> Self {
+        self.recovery = v;
+        self
+    }
+
+    /// With `fast_path` set to `v`.
+    pub fn with_fast_path(mut self, v: bool) -> Self {
+        self.fast_path = v;
+        self
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {

@@ -35,7 +35,7 @@ pub struct ServerConfig {
 }
 
 /// Builders: each sets one field and gives the config back, so a caller outside this
-/// crate (where the struct is `#[non_exhaustive]`) writes `X::default().with_a(1).with_b(2)`.
+/// crate (where the struct is `#[non_exhaustive]`) writes `ServerConfig::default().with_port(7000)`.
 impl ServerConfig {
     /// With `port` set to `v`.
     pub fn with_port(mut self, v: u16) -> Self {

@@ -10,7 +10,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use smoltcp::time::Instant;
+use stack_engine::smoltcp::time::Instant;
 
 pub use stack_engine::testing::{config, frames, mac_of, MemLink, MemTransport, Pair, Rng};
 

@@ -207,13 +207,13 @@ fn icmp(rng: &mut Rng, s: &TcpSpec<'_>, payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&[0, 1, 0x40, 0, 64, 1, 0, 0]);
     out.extend_from_slice(&s.src.octets());
     out.extend_from_slice(&s.dst.octets());
-    let c = !smoltcp::wire::checksum::data(&out[14..34]);
+    let c = !stack_engine::smoltcp::wire::checksum::data(&out[14..34]);
     out[24..26].copy_from_slice(&c.to_be_bytes());
     let t = out.len();
     out.extend_from_slice(&[if rng.chance(700) { 8 } else { rng.next() as u8 }, rng.next() as u8, 0, 0]);
     out.extend_from_slice(&(rng.next() as u32).to_be_bytes());
     out.extend_from_slice(payload);
-    let c = !smoltcp::wire::checksum::data(&out[t..]);
+    let c = !stack_engine::smoltcp::wire::checksum::data(&out[t..]);
     out[t + 2..t + 4].copy_from_slice(&c.to_be_bytes());
 }
 

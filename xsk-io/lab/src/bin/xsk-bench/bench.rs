@@ -7,7 +7,6 @@ use anyhow::{bail, Context, Result};
 
 use xsk_io::port::{BusyPoll, Port, PortConfig, SteerSpec};
 use xsk_io::socket::RingSizes;
-use xsk_io::steer::SteerFlags;
 use xsk_io::umem::{Frame, UmemConfig};
 use xsk_lab::lab;
 use xsk_lab::pktgen::{self, FrameSpec, Proto};
@@ -29,20 +28,18 @@ pub(crate) fn bench(args: &Args, ifname: &str) -> Result<()> {
     cfg.tx_budget = args.tx_budget;
     cfg.xmit_batch = args.xmit_batch;
     cfg.rings = RingSizes { fill: args.ring_size, comp: args.ring_size, rx: args.ring_size, tx: args.ring_size };
-    cfg.umem = UmemConfig {
-        frame_count: args.frames.unwrap_or(args.ring_size * 2),
-        frame_size: args.frame_size,
-        ..UmemConfig::default()
-    };
+    cfg.umem = UmemConfig::default()
+        .with_frame_count(args.frames.unwrap_or(args.ring_size * 2))
+        .with_frame_size(args.frame_size);
     cfg.busy_poll = args.busy_poll.map(|usecs| BusyPoll { usecs, budget: args.busy_budget });
     cfg.tune = !args.no_tune;
     match args.mode {
         Mode::Txonly => {}
         // The reflected frame comes back to our source port.
         Mode::Pingpong => {
-            cfg.steer = Some(SteerSpec { addr: args.src_ip, tcp_ports: vec![PING_PORT], flags: SteerFlags::default() })
+            cfg.steer = Some(SteerSpec::new(args.src_ip).with_tcp_ports(vec![PING_PORT]))
         }
-        _ => cfg.steer = Some(SteerSpec { addr: args.src_ip, tcp_ports: vec![args.port], flags: SteerFlags::default() }),
+        _ => cfg.steer = Some(SteerSpec::new(args.src_ip).with_tcp_ports(vec![args.port])),
     }
     let mut port = Port::open(&cfg).with_context(|| format!("opening {ifname} queue {}", args.queue))?;
     port.log_features();
