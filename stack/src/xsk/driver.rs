@@ -10,6 +10,9 @@
 //! preempting it on its way back from sendto. `poll` never returns with a
 //! kick owed: without a sleep it makes a sendto (what the kernel could not
 //! take then, `Port::tx_pending`, is retried by the next pass or flush).
+//! That policy is the port's (`Port::end_pass`, one call where a pass ends,
+//! saying whether the loop sleeps in `Port::wait` next); the driver only
+//! says which.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -129,7 +132,20 @@ impl XskTransport {
         r
     }
 
-    /// The TX ring is given to the kernel now (a sendto).
+    /// The port's kick policy at the end of a pass (`Port::end_pass`): the
+    /// kick this pass owes is made now unless the loop sleeps in the port's
+    /// wait next, which makes it.
+    fn end_pass(&mut self, sleeps: bool) -> Result<(), TransportError> {
+        let t0 = self.stages.as_ref().map(|_| Stages::now());
+        let kicked = self.dev.port.end_pass(sleeps).map_err(backend_err)?;
+        if let (Some(s), Some(t0), true) = (&mut self.stages, t0, kicked) {
+            s.kick(t0);
+        }
+        Ok(())
+    }
+
+    /// The TX ring is given to the kernel now (a sendto), whether a kick is
+    /// owed or not: to retry what the kernel left in the ring (its budget).
     fn send_now(&mut self) -> Result<(), TransportError> {
         let t0 = self.stages.as_ref().map(|_| Stages::now());
         let r = self.dev.port.flush().map_err(backend_err);
@@ -215,9 +231,7 @@ impl XskTransport {
             if full {
                 // More frames waiting: no sleep, so what this pass queued
                 // goes out now.
-                if self.dev.port.kick_owed() {
-                    self.send_now()?;
-                }
+                self.end_pass(false)?;
                 continue;
             }
             let elapsed = Duration::from_nanos(wall.saturating_sub(start));
@@ -236,9 +250,7 @@ impl XskTransport {
             }
             if busy || wait == Some(Duration::ZERO) {
                 // No sleep: what this pass queued goes out now.
-                if self.dev.port.kick_owed() {
-                    self.send_now()?;
-                }
+                self.end_pass(false)?;
                 if busy {
                     std::hint::spin_loop();
                 }
@@ -336,13 +348,11 @@ impl Transport for XskTransport {
     /// sendto when it returns without sleeping.
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let r = self.poll_events(events, timeout);
-        if self.dev.port.kick_owed() {
-            let kicked = self.send_now();
-            // The loop's own error, if any, is the one to report.
-            r?;
-            return kicked;
-        }
-        r
+        // Returning is not sleeping: the kick is made now.
+        let kicked = self.end_pass(false);
+        // The loop's own error, if any, is the one to report.
+        r?;
+        kicked
     }
 
 
@@ -371,11 +381,8 @@ impl Transport for XskTransport {
             let now = self.now();
             self.egress(now)?;
         }
-        let busy = self.dev.port.features().busy_poll.is_some();
-        if self.dev.port.kick_owed() && (busy || self.dev.port.rx_ready() > 0) {
-            self.send_now()?;
-        }
-        Ok(())
+        let sleeps = self.dev.port.sleeps_next();
+        self.end_pass(sleeps)
     }
 
     fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
@@ -409,10 +416,10 @@ impl Transport for XskTransport {
     /// an outside loop's sleep (epoll) does not transmit the TX ring as the
     /// port's poll(2) does.
     fn kick(&mut self) -> Result<(), TransportError> {
-        if self.dev.port.kick_owed() || self.dev.port.tx_pending() {
-            self.send_now()?;
+        if self.dev.port.tx_pending() {
+            return self.send_now();
         }
-        Ok(())
+        self.end_pass(false)
     }
 
     fn closing(&self) -> usize {

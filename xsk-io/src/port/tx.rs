@@ -135,6 +135,28 @@ impl Port {
         self.kick_owed
     }
 
+    /// The kick policy of a loop that publishes with [`publish`](Self::publish),
+    /// called once at the end of each pass: the kick the pass owes is made
+    /// now, with a sendto, unless `sleeps` (the loop's next step is
+    /// [`wait`](Self::wait), whose poll(2) makes it). True if it kicked. A
+    /// loop that returns to its caller, goes round again without sleeping,
+    /// or sleeps elsewhere (epoll) passes false.
+    pub fn end_pass(&mut self, sleeps: bool) -> Result<bool, PortError> {
+        if sleeps || !self.kick_owed {
+            return Ok(false);
+        }
+        self.flush()?;
+        Ok(true)
+    }
+
+    /// Whether a loop done with this pass will sleep in [`wait`](Self::wait)
+    /// before its next one: not while frames wait in the RX ring (the next
+    /// pass takes them first) nor when the port busy-polls (it never
+    /// sleeps). For [`end_pass`](Self::end_pass) after a send outside the loop.
+    pub fn sleeps_next(&mut self) -> bool {
+        self.features.busy_poll.is_none() && self.rx_ready() == 0
+    }
+
     /// Sleeps until the RX ring has frames, `extra` (e.g. a timerfd) is
     /// readable, or `timeout` (rounded up to whole milliseconds; None: no
     /// limit), and makes an owed kick on the way: in copy mode with
