@@ -66,7 +66,7 @@ use std::time::Duration;
 use bytes::BytesMut;
 
 /// The ids, events, errors and slab are the engine crate's (every backend shares them).
-pub use stack_engine::{ConnId, ConnSlab, Event, ListenerId, TransportError};
+pub use stack_engine::{ConnId, ConnIdHasher, ConnMap, ConnSlab, Event, ListenerId, TransportError};
 /// A single-threaded, event-driven TCP connection API. See the module docs for the contract.
 pub trait Transport {
     /// Starts listening on `port` (0 = backend picks an ephemeral port: see `local_addr`).

@@ -1,7 +1,7 @@
 //! The connection vocabulary shared by the engine and every transport built
 //! on it or beside it: ids ([`ConnId`], [`ListenerId`]), what a poll reports
-//! ([`Event`]), what an operation can fail with ([`TransportError`]), and the
-//! generational slab ([`ConnSlab`]) that hands ids out. The `stack` crate
+//! ([`Event`]), what an operation can fail with ([`TransportError`]), the
+//! generational slab ([`ConnSlab`]) that hands ids out, and a map keyed by ids ([`ConnMap`]). The `stack` crate
 //! re-exports all of it in `stack::transport`, whose module docs give the
 //! contract these types are used under.
 
@@ -219,6 +219,32 @@ impl<T> ConnSlab<T> {
         (entry.generation & ConnId::GEN_MASK) == id.generation()
     }
 }
+/// A hasher for [`ConnId`] keys: the ids are already well-distributed small integers, so a
+/// multiplicative hash beats SipHash for a per-event lookup. The ids come from the transport
+/// itself, not from the network, so HashDoS is not a concern.
+#[derive(Default)]
+pub struct ConnIdHasher(u64);
+
+impl std::hash::Hasher for ConnIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by [`ConnId`] with [`ConnIdHasher`]: per-connection state of an application
+/// (the request/response server's table, the load generator's index).
+pub type ConnMap<V> = std::collections::HashMap<ConnId, V, std::hash::BuildHasherDefault<ConnIdHasher>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,7 +60,7 @@
 
 mod conn;
 
-pub use conn::{ConnId, ConnSlab, Event, ListenerId, TransportError};
+pub use conn::{ConnId, ConnIdHasher, ConnMap, ConnSlab, Event, ListenerId, TransportError};
 
 #[cfg(feature = "tcp")]
 pub mod arp;

@@ -20,9 +20,7 @@
 //! | `handler.rs` | [`Handler`], [`Reply`], [`Completions`], and the [`Echo`] handler |
 //! | `kv.rs` | the [`Kv`] service and its wire format ([`KvRequest`], [`KvResponse`]) |
 //! | `server/` | [`Server`]: accept, decode, handle, batch responses, back-pressure (`mod.rs`); [`Server::shutdown`] (`shutdown.rs`); tests over the in-memory transport (`tests.rs`) |
-//! | `conn_map.rs` | the server's connection table: a map keyed by [`ConnId`](crate::transport::ConnId) with a cheap hash |
 
-mod conn_map;
 mod handler;
 mod kv;
 mod server;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 
-use super::conn_map::ConnMap;
+use crate::transport::ConnMap;
 use super::handler::{Completions, Handler, Reply};
 use crate::codec::Codec;
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
