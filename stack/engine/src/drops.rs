@@ -31,7 +31,8 @@ pub enum DropReason {
     /// (only with SYN cookies off).
     SynBacklog,
     /// An ACK to a listening port, while SYN cookies were in use, that
-    /// matched no connection and returned no valid cookie (answered with RST).
+    /// matched no connection and returned no valid cookie (answered with RST;
+    /// one that carries data is dropped without an answer).
     BadCookie,
     /// Dropped by configured fault injection (tests).
     Injected,
@@ -93,8 +94,9 @@ impl DropReason {
                  was evicted"
             }
             DropReason::BadCookie => {
-                "an ACK matched no connection and returned no valid SYN cookie (a forged or stale ACK, or one \
-                 more than about two minutes after its SYN-ACK); answered with RST"
+                "an ACK matched no connection and returned no valid SYN cookie (a forged or stale ACK, one \
+                 more than about two minutes after its SYN-ACK, or a later segment of a connection whose first \
+                 one was lost); answered with RST, or dropped unanswered when it carries data"
             }
             DropReason::Injected => "fault injection is configured",
         }

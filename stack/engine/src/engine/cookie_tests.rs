@@ -200,6 +200,31 @@ fn a_wrong_cookie_or_wrong_isn_is_refused() {
     assert_eq!((s.drops.bad_cookie, s.connections, s.live_sockets - s.listening), (2, 0, 0), "{s:?}");
 }
 
+/// The storms test's flake (a fresh connection reset during a flood): the handshake's ACK
+/// and the first data segment are lost, the client's next segment (Linux sends it as a
+/// tail-loss probe) comes first. Its sequence number is not the ISN + 1 the cookie is checked
+/// against: dropped without an RST, and the retransmitted first segment opens the connection.
+#[test]
+fn a_later_segment_before_the_first_is_dropped_not_reset() {
+    let mut t = server(SynCookies::Always);
+    let sa = cookie_syn_ack(&mut t, 1000);
+    let ack = sa.seq.wrapping_add(1);
+    t.inbox.push_back(tcp(&spec(1005, ack, ACK | PSH, b"", b"5678")));
+    let (ev, segs) = pump(&mut t);
+    assert!(accepted(&ev).is_empty(), "{ev:?}");
+    assert!(!segs.iter().any(|s| s.rst()), "no RST for data that may belong to a cookie connection: {segs:?}");
+    assert_eq!(t.engine.stats().drops.bad_cookie, 1);
+    t.inbox.push_back(tcp(&spec(1001, ack, ACK | PSH, b"", b"1234")));
+    t.inbox.push_back(tcp(&spec(1005, ack, ACK | PSH, b"", b"5678")));
+    let (ev, segs) = pump(&mut t);
+    let conns = accepted(&ev);
+    assert_eq!(conns.len(), 1, "{ev:?} {segs:?}");
+    let mut buf = BytesMut::new();
+    t.recv(conns[0], &mut buf).unwrap();
+    assert_eq!(&buf[..], b"12345678");
+    assert!(!segs.iter().any(|s| s.rst()), "{segs:?}");
+}
+
 #[test]
 fn a_duplicate_ack_makes_no_second_connection() {
     let mut t = server(SynCookies::Always);

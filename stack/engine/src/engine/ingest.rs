@@ -58,8 +58,9 @@ impl Engine {
                     self.iface.poll_ingress_single(now, &mut dev, &mut self.no_sockets);
                     return Err(r);
                 }
-                if !syn && listening && now < self.cookies_until {
-                    self.take_cookie(now, b, frame);
+                if !syn && listening && now < self.cookies_until && self.take_cookie(now, b, frame) {
+                    // Counted there.
+                    return Err(DropReason::BadCookie);
                 }
                 if !syn && self.cfg.fast_path && self.ingest_fast(now, b, frame, (src, sport, dport), info.src_mac) {
                     self.mark_dirty(b as u32);

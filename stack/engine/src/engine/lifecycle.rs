@@ -452,10 +452,21 @@ impl Engine {
     /// it matches no connection of bucket `b` and returns a valid cookie, the
     /// half-open connection the cookie encodes is rebuilt there, so the
     /// segment then establishes it (with any data it carries).
-    pub(super) fn take_cookie(&mut self, now: Instant, b: usize, frame: &[u8]) {
-        let Some(seg) = cookies::segment(frame) else { return };
+    ///
+    /// True: drop the segment without an answer. That is a segment with data
+    /// whose cookie does not check: the cookie is checked against the peer's
+    /// ISN, taken as the segment's sequence number minus one, which only the
+    /// first segment after the handshake carries. When that one and the
+    /// handshake's ACK are lost (an RX ring overflowing under the very flood
+    /// that turned cookies on), a client's later segment (Linux sends its
+    /// next write as a tail-loss probe) would fail the check and draw an RST
+    /// that kills a connection the client thinks is open; dropped, it waits
+    /// for the retransmission of the first segment, which passes. A pure ACK
+    /// that fails is answered with RST, as Linux does.
+    pub(super) fn take_cookie(&mut self, now: Instant, b: usize, frame: &[u8]) -> bool {
+        let Some(seg) = cookies::segment(frame) else { return false };
         if seg.flags & (cookies::SYN | cookies::RST) != 0 || seg.flags & cookies::ACK == 0 {
-            return;
+            return false;
         }
         let t = seg.tuple;
         let (peer_isn, cookie) = (seg.seq.wrapping_sub(1), seg.ack.wrapping_sub(1));
@@ -467,15 +478,16 @@ impl Engine {
                 Some(k) if self.buckets[b].sockets.get::<tcp::Socket>(h).state() == tcp::State::SynReceived => {
                     Some((k, h))
                 }
-                _ => return,
+                _ => return false,
             },
         };
         let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
             if found.is_none() {
-                // smoltcp finds no socket and answers with RST, as Linux does.
+                // Without data smoltcp finds no socket and answers with RST, as Linux does.
                 self.stats.drops.count(DropReason::BadCookie);
+                return has_payload(frame);
             }
-            return;
+            return false;
         };
         if let Some((k, h)) = found {
             // The peer's SYN came again after the steering program took over the SYNs
@@ -487,12 +499,12 @@ impl Engine {
             let s = self.buckets[b].take(h);
             self.recycle(s);
         }
-        let Some(lid) = self.listeners.iter().position(|p| *p == Some(t.dport)) else { return };
+        let Some(lid) = self.listeners.iter().position(|p| *p == Some(t.dport)) else { return false };
         // A completed handshake is worth more than a half-open connection of a flood: only
         // established connections refuse it (the half-open table has its own bound).
         if self.conns.len() >= self.cfg.max_conns {
             self.stats.drops.count(DropReason::ConnLimit);
-            return;
+            return false;
         }
         let mut s = self.new_socket();
         let rebuilt = s.accept_syn_cookie(
@@ -508,13 +520,24 @@ impl Engine {
         );
         if rebuilt.is_err() {
             self.recycle(s);
-            return;
+            return false;
         }
         let h = self.buckets[b].add(s);
         self.buckets[b].half_open.push((h, ListenerId(lid as u32), now));
         self.half_open += 1;
         self.stats.syn_cookies_accepted += 1;
+        false
     }
+}
+
+/// Whether an Ethernet/IPv4/TCP frame (one `inspect` passed: its lengths
+/// hold) carries TCP data.
+fn has_payload(frame: &[u8]) -> bool {
+    let ip = &frame[14..];
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    let doff = ip.get(ihl + 12).map_or(0, |b| (b >> 4) as usize * 4);
+    total > ihl + doff
 }
 
 /// The window scale smoltcp offers for a receive buffer of `cap` bytes.
