@@ -58,9 +58,7 @@ impl Device {
     /// The engine's link for one call.
     pub(crate) fn link(&mut self) -> DevLink<'_> {
         let (umem, tx) = self.port.split();
-        let st = &mut self.state;
-        let port = PortLink { umem, tx, scratch: &mut st.scratch, stats: &mut st.stats, mtu: st.mtu };
-        Faulty::new(self.arp.wrap(port), self.faults.as_mut())
+        dev_link(umem, tx, &mut self.state, &mut self.arp, &mut self.faults)
     }
 
     /// Takes a batch from the RX ring (refilling the fill ring); how many
@@ -90,8 +88,7 @@ impl Device {
             // (Without frames, only the fault injector may hold one that is due.)
             let Device { port, state, arp, faults, acks, batch, .. } = self;
             let (umem, tx) = port.split();
-            let portlink = PortLink { umem, tx, scratch: &mut state.scratch, stats: &mut state.stats, mtu: state.mtu };
-            let mut link = Faulty::new(arp.wrap(portlink), faults.as_mut());
+            let mut link = dev_link(umem, tx, state, arp, faults);
             match acks.as_mut() {
                 Some(acks) if acks.pending() => {
                     for f in batch.drain(..) {
@@ -126,9 +123,7 @@ impl Device {
         }
         for round in 0..2 {
             let (umem, tx) = self.port.split();
-            let st = &mut self.state;
-            let portlink = PortLink { umem, tx, scratch: &mut st.scratch, stats: &mut st.stats, mtu: st.mtu };
-            let mut link = Faulty::new(self.arp.wrap(portlink), self.faults.as_mut());
+            let mut link = dev_link(umem, tx, &mut self.state, &mut self.arp, &mut self.faults);
             let held = acks.take_drained(wall, |ack, at| ingest(Some(at), ack, &mut link));
             // A record waits for frames: if the kernel dropped them (one
             // getsockopt, only now), count them and try again.
@@ -165,6 +160,19 @@ pub struct DeviceStats {
     /// SYNs the XDP program answered with this queue's cookies (see
     /// `XskConfig::xdp_syn_cookies`); the engine's own are `syn_cookies_sent`.
     pub xdp_syn_cookies: u64,
+}
+
+/// The engine's link over the port's halves: the one place the wrappers' order is decided
+/// (fault injector outside, ARP interception inside, the port's TX half last).
+fn dev_link<'a>(
+    umem: &'a Umem,
+    tx: TxHalf<'a>,
+    st: &'a mut DevState,
+    arp: &'a mut SharedArp,
+    faults: &'a mut Option<FaultState<Frame>>,
+) -> DevLink<'a> {
+    let port = PortLink { umem, tx, scratch: &mut st.scratch, stats: &mut st.stats, mtu: st.mtu };
+    Faulty::new(arp.wrap(port), faults.as_mut())
 }
 
 /// The device's own state, lent to each [`PortLink`].

@@ -151,6 +151,8 @@ pub struct Segment {
     pub flags: u8,
     /// Options of a SYN (MSS 0 when absent).
     pub opts: CookieData,
+    /// TCP data bytes, from the IPv4 total length (0 when it says less than the headers).
+    pub payload_len: usize,
 }
 
 pub const SYN: u8 = 0x02;
@@ -183,6 +185,7 @@ pub fn segment(frame: &[u8]) -> Option<Segment> {
         ack: be32(&tcp[8..12]),
         flags: tcp[13],
         opts: CookieData { mss: 0, sack: false, window_scale: None },
+        payload_len: (u16::from_be_bytes([ip[2], ip[3]]) as usize).saturating_sub(ihl + doff.max(20)),
     };
     if s.flags & SYN != 0 {
         let mut i = 0;

@@ -485,7 +485,7 @@ impl Engine {
             if found.is_none() {
                 // Without data smoltcp finds no socket and answers with RST, as Linux does.
                 self.stats.drops.count(DropReason::BadCookie);
-                return has_payload(frame);
+                return seg.payload_len > 0;
             }
             return false;
         };
@@ -528,16 +528,6 @@ impl Engine {
         self.stats.syn_cookies_accepted += 1;
         false
     }
-}
-
-/// Whether an Ethernet/IPv4/TCP frame (one `inspect` passed: its lengths
-/// hold) carries TCP data.
-fn has_payload(frame: &[u8]) -> bool {
-    let ip = &frame[14..];
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-    let doff = ip.get(ihl + 12).map_or(0, |b| (b >> 4) as usize * 4);
-    total > ihl + doff
 }
 
 /// The window scale smoltcp offers for a receive buffer of `cap` bytes.
