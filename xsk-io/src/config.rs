@@ -75,12 +75,20 @@ impl SteerSpec {
     }
 }
 
-/// Socket busy polling (opt-in): with it, an empty `recv` drives the
-/// device's NAPI from the calling thread instead of waiting for an interrupt.
-/// Sets `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` and `SO_BUSY_POLL_BUDGET`.
+/// Busy polling (opt-in): the caller's loop never sleeps, and with `usecs`
+/// above 0 an empty `recv` also drives the device's NAPI from the calling
+/// thread instead of waiting for an interrupt (`SO_PREFER_BUSY_POLL`,
+/// `SO_BUSY_POLL` and `SO_BUSY_POLL_BUDGET`).
+///
+/// `usecs: 0` spins in user space only: no socket option, no `recvfrom` on an
+/// empty pass. Where no interrupt is saved that is the faster choice: on veth
+/// the sender's softirq delivers a frame inside its own `sendto`, and the
+/// kernel's busy poll only moves that work to the receiver's CPU, later
+/// (`docs/2026-12-03-veth-attach`).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct BusyPoll {
-    /// `SO_BUSY_POLL`: how long one poll may spin, in microseconds.
+    /// `SO_BUSY_POLL`: how long one poll may spin, in microseconds; 0: the
+    /// kernel does not busy-poll (the loop still spins).
     pub usecs: u32,
     /// `SO_BUSY_POLL_BUDGET`: packets per poll.
     pub budget: u32,

@@ -129,8 +129,10 @@ struct Args {
     #[arg(long, default_value_t = Ipv4Addr::UNSPECIFIED)]
     bind: Ipv4Addr,
     /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or the AF_XDP
-    /// socket (xsk), and the client polls without sleeping. Burns a core.
-    #[arg(long, value_name = "USECS")]
+    /// socket (xsk), and the client polls without sleeping. Burns a core. 0: the client spins
+    /// but the kernel does not busy-poll.
+    /// Given twice, the last one counts (so rr-demo's --xsk-args can override a case's).
+    #[arg(long, value_name = "USECS", overrides_with = "busy_poll")]
     busy_poll: Option<u32>,
     /// Largest response frame accepted (echo, kv).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "16M")]

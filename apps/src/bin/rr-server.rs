@@ -79,8 +79,11 @@ struct Args {
     #[arg(long, default_value_t = Ipv4Addr::LOCALHOST)]
     bind: Ipv4Addr,
     /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or on the AF_XDP
-    /// socket (xsk), and the event loop polls without sleeping. Burns a core.
-    #[arg(long, value_name = "USECS")]
+    /// socket (xsk), and the event loop polls without sleeping. Burns a core. 0: the loop spins
+    /// but the kernel does not busy-poll (for xsk on veth the faster choice: no interrupt to
+    /// save there, and the kernel's busy poll moves the peer's delivery to this CPU).
+    /// Given twice, the last one counts (so rr-demo's --xsk-args can override a case's).
+    #[arg(long, value_name = "USECS", overrides_with = "busy_poll")]
     busy_poll: Option<u32>,
     /// Connections to size for. xsk: socket buckets and slab of the stack (more connections
     /// still work, with longer scans). kernel: the open-file limit is raised to fit them.

@@ -54,7 +54,10 @@ impl std::fmt::Display for Features {
             self.need_wakeup,
             self.tx_budget.map_or("unsupported(32)".to_string(), |b| b.to_string()),
             self.xmit_batch.map_or("unsupported".to_string(), |b| b.to_string()),
-            self.busy_poll.map_or("off".to_string(), |b| format!("{}us/{}", b.usecs, b.budget)),
+            self.busy_poll.map_or("off".to_string(), |b| match b.usecs {
+                0 => "spin".to_string(),
+                us => format!("{us}us/{}", b.budget),
+            }),
             if self.tx_csum { "offload" } else { "off" },
             self.rings.fill,
             self.rings.comp,

@@ -118,7 +118,7 @@ fn open_queue(cfg: &PortConfig, index: u32, queue: u32, iface: Arc<Iface>) -> Re
     }
     let tx_budget = set_budget(&sock, cfg)?;
     let xmit_batch = set_xmit_batch(&sock, cfg, tx_budget)?;
-    if let Some(bp) = cfg.busy_poll {
+    if let Some(bp) = cfg.busy_poll.filter(|b| b.usecs > 0) {
         let set = |what, opt, v: u32| {
             sock.set_sock_int(opt, v as i32).map_err(|source| PortError::Knob { knob: what, value: v, source, hint: "" })
         };

@@ -11,7 +11,8 @@ impl Port {
     ///
     /// First tops up the fill ring with frames released since the last call.
     /// With nothing received it wakes the kernel's RX side if it asks for it
-    /// (need_wakeup) or busy polling is on: one `recvfrom`, at most.
+    /// (need_wakeup) or the kernel busy-polls (`BusyPoll::usecs` above 0): one
+    /// `recvfrom`, at most.
     pub fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
         // Frames released since the last call go back to the kernel first:
         // under a burst an empty fill ring drops frames, which TCP pays for
@@ -33,7 +34,7 @@ impl Port {
             self.rx.release();
             self.counters.rx_frames += n as u64;
             self.counters.rx_batches += 1;
-        } else if self.features.busy_poll.is_some() || self.fill.needs_wakeup() {
+        } else if self.features.busy_poll.is_some_and(|b| b.usecs > 0) || self.fill.needs_wakeup() {
             // Nothing received: drive NAPI (busy polling) or wake the fill side.
             self.counters.rx_wakeups += 1;
             let _ = self.sock.kick_rx();

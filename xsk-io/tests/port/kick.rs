@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use xsk_io::port::{Knob, Port, PortConfig};
+use xsk_io::port::{BusyPoll, Knob, Port, PortConfig};
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
 use xsk_io::AttachMode;
@@ -148,4 +148,46 @@ fn the_wait_makes_the_kick_publish_left() {
     let ready = port.wait(Some(std::os::fd::AsFd::as_fd(&r)), Some(Duration::from_secs(5))).unwrap();
     assert!(ready.extra && !ready.rx, "{ready:?}");
     port.audit().unwrap();
+}
+
+/// Busy polling: with microseconds above 0 the socket gets SO_PREFER_BUSY_POLL
+/// and SO_BUSY_POLL (and its budget), and an empty `recv` drives the kernel (one
+/// `recvfrom`); with 0 the caller spins on its own: no option, no syscall.
+#[test]
+fn busy_polling_sets_its_socket_options_and_0_only_spins() {
+    let opt = |port: &Port, name: i32| -> i32 {
+        use std::os::fd::{AsFd, AsRawFd};
+        let mut v: i32 = -1;
+        let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+        // SAFETY: `v` and `len` outlive the call and `len` is `v`'s size; the fd is the
+        // port's open socket.
+        let r = unsafe {
+            libc::getsockopt(port.as_fd().as_raw_fd(), libc::SOL_SOCKET, name, (&mut v as *mut i32).cast(), &mut len)
+        };
+        assert_eq!(r, 0, "getsockopt({name}): {}", std::io::Error::last_os_error());
+        v
+    };
+    let empty_recvs = |port: &mut Port| {
+        let mut v = Vec::with_capacity(8);
+        for _ in 0..10 {
+            assert_eq!(port.recv(&mut v, 8), 0, "nothing was sent to this port");
+        }
+        port.stats().port.rx_wakeups
+    };
+    // (SO_BUSY_POLL_BUDGET cannot be read back: getsockopt answers ENOPROTOOPT.)
+    // A lab each: a closed AF_XDP socket leaves its queue a moment later, and a
+    // second bind to it can fail with EBUSY meanwhile.
+    for (tag, usecs, options, wakeups) in [("tpb", 50, (50, 1), 10), ("tpc", 0, (0, 0), 0)] {
+        let lab = lab(tag);
+        let _in_a = lab.ns_a.enter().unwrap();
+        let cfg = PortConfig::new(&lab.if_a).with_busy_poll(Some(BusyPoll { usecs, budget: 16 }));
+        let mut port = Port::open(&cfg).unwrap();
+        let got = (
+            opt(&port, libc::SO_BUSY_POLL),
+            opt(&port, libc::SO_PREFER_BUSY_POLL),
+        );
+        assert_eq!(got, options, "usecs {usecs}: SO_BUSY_POLL, SO_PREFER_BUSY_POLL");
+        assert_eq!(empty_recvs(&mut port), wakeups, "usecs {usecs}: recvfrom calls on 10 empty passes");
+        assert_eq!(port.features().busy_poll.map(|b| b.usecs), Some(usecs));
+    }
 }
