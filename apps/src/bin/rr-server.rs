@@ -80,8 +80,8 @@ struct Args {
     bind: Ipv4Addr,
     /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or on the AF_XDP
     /// socket (xsk), and the event loop polls without sleeping. Burns a core. 0: the loop spins
-    /// but the kernel does not busy-poll (for xsk on veth the faster choice: no interrupt to
-    /// save there, and the kernel's busy poll moves the peer's delivery to this CPU).
+    /// but the kernel does not busy-poll (xsk on veth, where there is no interrupt to save:
+    /// p50 0.94x of 50's in docs/2026-12-03-veth-attach, within this machine's noise).
     /// Given twice, the last one counts (so rr-demo's --xsk-args can override a case's).
     #[arg(long, value_name = "USECS", overrides_with = "busy_poll")]
     busy_poll: Option<u32>,
