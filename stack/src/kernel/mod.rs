@@ -343,7 +343,7 @@ impl Transport for KernelTransport {
     }
 
     fn recv(&mut self, id: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
-        let conn = self.conns.get_mut(id).ok_or(TransportError::UnknownConn(id))?;
+        let conn = self.conns.get_mut(id).ok_or_else(|| TransportError::UnknownConn(id))?;
         if !conn.readable || conn.state != State::Open {
             return Ok(0);
         }
@@ -388,7 +388,7 @@ impl Transport for KernelTransport {
     }
 
     fn send(&mut self, id: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        let conn = self.conns.get_mut(id).ok_or(TransportError::UnknownConn(id))?;
+        let conn = self.conns.get_mut(id).ok_or_else(|| TransportError::UnknownConn(id))?;
         if conn.state == State::Connecting {
             // Connected will follow: it is the writable notification.
             return Ok(0);
@@ -439,7 +439,7 @@ impl Transport for KernelTransport {
     }
 
     fn shutdown_write(&mut self, id: ConnId) -> Result<(), TransportError> {
-        let conn = self.conns.get_mut(id).ok_or(TransportError::UnknownConn(id))?;
+        let conn = self.conns.get_mut(id).ok_or_else(|| TransportError::UnknownConn(id))?;
         match conn.stream.shutdown(std::net::Shutdown::Write) {
             Ok(()) => Ok(()),
             // Not connected (yet, or any more): nothing to half-close.

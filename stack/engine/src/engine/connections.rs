@@ -14,7 +14,7 @@ use crate::demux::bucket_of;
 impl Engine {
     /// Listens on `port` (0: one of the ephemeral range): listening sockets in every bucket.
     pub fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
-        let port = if port == 0 { self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))? } else { port };
+        let port = if port == 0 { self.ports.alloc().ok_or_else(|| TransportError::Exhausted("ephemeral ports"))? } else { port };
         if self.listeners.contains(&Some(port)) {
             return Err(TransportError::AddrInUse(port));
         }
@@ -38,14 +38,14 @@ impl Engine {
     pub fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
         let mut lport = None;
         for _ in 0..16 {
-            let p = self.ports.alloc().ok_or(TransportError::Exhausted("ephemeral ports"))?;
+            let p = self.ports.alloc().ok_or_else(|| TransportError::Exhausted("ephemeral ports"))?;
             if usable(p) {
                 lport = Some(p);
                 break;
             }
             // Leave it marked in use: the kernel has it.
         }
-        let lport = lport.ok_or(TransportError::Exhausted("ephemeral ports the kernel does not use"))?;
+        let lport = lport.ok_or_else(|| TransportError::Exhausted("ephemeral ports the kernel does not use"))?;
         let b = bucket_of(*addr.ip(), addr.port(), lport, self.buckets.len());
         let mut s = self.new_socket();
         self.seed_ack_delay(&mut s, *addr.ip());
@@ -85,7 +85,7 @@ impl Engine {
     /// Moves everything `conn` has received into `buf` (it drains: `Readable` is re-armed);
     /// `Ok(0)` at EOF or after a reset, with `Closed` queued.
     pub fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
-        let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
+        let c = self.conns.get(conn).ok_or_else(|| TransportError::UnknownConn(conn))?;
         let (b, h) = (c.bucket, c.handle);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
         let mut total = 0;
@@ -125,7 +125,7 @@ impl Engine {
     /// Queues what fits of `data` in `conn`'s send buffer (growing it up to `tx_buffer`);
     /// it goes out at the next `egress`. Short: `Writable` follows when there is room.
     pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
+        let c = self.conns.get(conn).ok_or_else(|| TransportError::UnknownConn(conn))?;
         let (b, h, connected) = (c.bucket, c.handle, c.connected);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
         if !s.may_send() {
@@ -157,7 +157,7 @@ impl Engine {
     /// Half-close: smoltcp's `close` is one (FIN after the queued data, receiving goes on);
     /// the connection stays the application's until `close`.
     pub fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
-        let c = self.conns.get(conn).ok_or(TransportError::UnknownConn(conn))?;
+        let c = self.conns.get(conn).ok_or_else(|| TransportError::UnknownConn(conn))?;
         let b = c.bucket;
         self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(c.handle).close();
         self.mark_dirty(b);

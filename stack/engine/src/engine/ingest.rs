@@ -33,9 +33,15 @@ impl Engine {
                 // cookies, a full half-open table (a flood, most likely) does not refuse a
                 // SYN: it gets a cookie, and a real client that completes the handshake gets
                 // in as long as established connections leave room.
-                let full = self.half_open + self.conns.len() >= self.cfg.max_conns;
-                let flooded = self.cfg.syn_cookies != SynCookies::Off && self.half_open >= self.half_open_limit();
-                let refuse = if syn && listening && full && (!flooded || self.conns.len() >= self.cfg.max_conns) {
+                // Only a SYN to a listener can be refused: the rest (nearly every frame)
+                // skips the arithmetic.
+                let refuse_syn = syn && listening && {
+                    let full = self.half_open + self.conns.len() >= self.cfg.max_conns;
+                    let flooded =
+                        self.cfg.syn_cookies != SynCookies::Off && self.half_open >= self.half_open_limit();
+                    full && (!flooded || self.conns.len() >= self.cfg.max_conns)
+                };
+                let refuse = if refuse_syn {
                     Some(DropReason::ConnLimit)
                 } else if !listening && !self.ports.in_use(dport) {
                     Some(DropReason::NoSocket)

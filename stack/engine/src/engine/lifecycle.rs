@@ -167,6 +167,17 @@ impl Engine {
 
     /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
     pub(super) fn scan(&mut self, b: usize) {
+        if !self.buckets[b].half_open.is_empty() {
+            self.scan_half_open(b);
+        }
+        self.scan_members(b);
+    }
+
+    /// Half-open connections of bucket `b` that were accepted (reported) or failed.
+    /// Out of line: a request/response exchange finds none, and inlined this loop made
+    /// every scan save and restore a large frame.
+    #[inline(never)]
+    fn scan_half_open(&mut self, b: usize) {
         let now = self.clock;
         let mut k = 0;
         while k < self.buckets[b].half_open.len() {
@@ -227,6 +238,10 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The connections of bucket `b`: connects, data, room, closes.
+    fn scan_members(&mut self, b: usize) {
         let bucket = &mut self.buckets[b];
         for &id in &bucket.members {
             let Some(c) = self.conns.get_mut(id) else { continue };
