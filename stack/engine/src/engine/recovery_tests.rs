@@ -387,3 +387,25 @@ fn a_peer_whose_acks_come_late_stops_drawing_rtos() {
     assert!(sent[20..].iter().all(|&n| n == 0), "still retransmitting: {sent:?} {st:?}");
     assert!(st.rto_retransmits <= 8, "{sent:?} {st:?}");
 }
+
+#[test]
+fn after_a_needed_probe_the_fast_path_takes_the_connection_again() {
+    let (mut p, ca, cb) = warmed(recovery(5), Duration::from_micros(200));
+    lost_response(&mut p, ca, cb);
+    let (_, out) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
+    p.b.inbox.extend(out);
+    p.settle(10);
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() }, "a needed probe");
+    // A D-SACK could still say the probe was not needed for about an RTT; after an RTO the
+    // next ACK closes the verdict, and the exchanges after it take the fast path again.
+    p.advance(Duration::from_millis(300));
+    exchange(&mut p, ca, cb, Duration::from_micros(200));
+    let before = p.a.engine.stats().fast_path;
+    for _ in 0..10 {
+        exchange(&mut p, ca, cb, Duration::from_micros(200));
+    }
+    let taken = p.a.engine.stats().fast_path - before;
+    assert!(taken >= 10, "the server took {taken} of the 10 requests (and their ACKs) on the fast path");
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() });
+}

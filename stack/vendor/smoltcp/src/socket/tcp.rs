@@ -2569,6 +2569,15 @@ impl<'a> Socket<'a> {
                     self.tlp_spurious_streak = 0;
                 }
             }
+            // [xsk-stack patch: needed-verdict] All of the last retransmission is
+            // acknowledged, an RTO after it went out, and no D-SACK said it was not needed:
+            // it was. Forget it, or it would be judged on every ACK for the connection's
+            // life and keep every later segment off the fast path (`process_fast`).
+            if self.resent.is_some_and(|r| {
+                ack_number >= r.end && cx.now() >= r.at + self.rtte.retransmission_timeout()
+            }) {
+                self.resent = None;
+            }
 
             // TODO: When flow control is implemented,
             // refractor the following block within that implementation
