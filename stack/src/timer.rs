@@ -67,19 +67,29 @@ impl PreciseTimer {
     /// for `timeout`: unchanged when it is whole milliseconds (or none),
     /// else rounded up, with the timer armed to end the wait at the exact
     /// time (or an earlier expiry left armed).
+    ///
+    /// The test is inlined (once per sleep; at light load the deadline is a retransmission
+    /// timer, far off); arming the timer is not.
+    #[inline]
     pub fn prepare(&self, timeout: Option<Duration>) -> Option<Duration> {
         self.wanted.set(false);
         let t = timeout?;
         if t.is_zero() || t.subsec_nanos() % 1_000_000 == 0 || t >= COARSE {
             return Some(t);
         }
+        Some(self.arm(t))
+    }
+
+    /// `prepare` for a timeout shorter than `COARSE` that is not whole milliseconds.
+    #[inline(never)]
+    fn arm(&self, t: Duration) -> Duration {
         self.wanted.set(true);
         let now = Instant::now();
         let due = now + t;
         if let Some(armed) = self.armed.get() {
             if armed > now && armed <= due {
                 // An earlier expiry ends the wait first; the caller loops and asks again.
-                return Some(t + Duration::from_millis(1));
+                return t + Duration::from_millis(1);
             }
         }
         let spec = libc::itimerspec {
@@ -91,10 +101,10 @@ impl PreciseTimer {
         if r != 0 {
             self.armed.set(None);
             self.wanted.set(false);
-            return Some(t);
+            return t;
         }
         self.armed.set(Some(due));
-        Some(t + Duration::from_millis(1))
+        t + Duration::from_millis(1)
     }
 
     /// Consumes an expiry (call when the timer's token is reported).
