@@ -82,9 +82,8 @@ impl SteerSpec {
 ///
 /// `usecs: 0` spins in user space only: no socket option, no `recvfrom` on an
 /// empty pass. For a device with no interrupt to save, such as veth, where
-/// the sender's softirq delivers a frame inside its own `sendto` (on veth
-/// the p50 of a busy-polled exchange was 0.94x that of 50 us, within the lab's
-/// noise: `docs/2026-12-03-veth-attach`).
+/// the sender's softirq delivers a frame inside its own `sendto`
+/// (`docs/2026-12-03-veth-attach` compares the two there).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct BusyPoll {
     /// `SO_BUSY_POLL`: how long one poll may spin, in microseconds; 0: the

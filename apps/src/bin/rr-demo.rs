@@ -116,7 +116,9 @@ struct Args {
     from_json: Option<PathBuf>,
     /// Extra options for every xsk rr-server and stack client (rr-bench --backend xsk), split
     /// at spaces, e.g. "--recovery smoltcp" to compare against upstream smoltcp's loss
-    /// recovery. Kept in results.json's metadata.
+    /// recovery. Given after the case's own options, so an option a case sets and the
+    /// programs take more than once (e.g. "--busy-poll 0") overrides it. Kept in
+    /// results.json's metadata.
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     xsk_args: Option<String>,
 }
@@ -575,7 +577,7 @@ fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> Result<(Ser
     let target = if backend == "xsk" {
         c.args(["--iface", &env.lab.if_a, "--attach", &env.attach.to_string()]);
         c.args(["--addr", &format!("{}/{}", env.xsk_server_addr, env.lab.prefix_len)]);
-        c.args(case.xsk_args).args(&env.xsk_args);
+        c.args(case.xsk_args);
         format!("{}:7000", env.xsk_server_addr)
     } else {
         c.args(["--bind", &env.lab.addr_a.to_string()]);
@@ -583,6 +585,10 @@ fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> Result<(Ser
     };
     if case.busy_poll {
         c.args(["--busy-poll", "50"]);
+    }
+    if backend == "xsk" {
+        // Last, so that they override the case's own options (`--busy-poll`).
+        c.args(&env.xsk_args);
     }
     if case.server_threads > 1 {
         c.args(["--threads", &case.server_threads.to_string()]);
@@ -641,7 +647,7 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     if client_backend == "xsk" {
         c.args(["--iface", &env.lab.if_b, "--attach", &env.attach.to_string()]);
         c.args(["--addr", &format!("{}/{}", env.xsk_client_addr, env.lab.prefix_len)]);
-        c.args(case.xsk_args).args(&env.xsk_args);
+        c.args(case.xsk_args);
         match case.loss {
             None => {}
             // nftables cannot see the stack's frames (see LossKind): its own injector drops them.
@@ -668,6 +674,10 @@ fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur: Duration) 
     }
     if case.busy_poll {
         c.args(["--busy-poll", "50"]);
+    }
+    if client_backend == "xsk" {
+        // Last, so that they override the case's own options (`--busy-poll`).
+        c.args(&env.xsk_args);
     }
     c.args(["--server-pid", &server.child.id().to_string()]);
     if case.conns > 1000 {

@@ -80,9 +80,9 @@ struct Args {
     bind: Ipv4Addr,
     /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or on the AF_XDP
     /// socket (xsk), and the event loop polls without sleeping. Burns a core. 0: the loop spins
-    /// but the kernel does not busy-poll (xsk on veth, where there is no interrupt to save:
-    /// p50 0.94x of 50's in docs/2026-12-03-veth-attach, within this machine's noise).
-    /// Given twice, the last one counts (so rr-demo's --xsk-args can override a case's).
+    /// but the kernel does not busy-poll (for a device with no interrupt to save, such as veth;
+    /// see docs/2026-12-03-veth-attach). Given twice, the last one counts (so rr-demo's
+    /// --xsk-args can override a case's).
     #[arg(long, value_name = "USECS", overrides_with = "busy_poll")]
     busy_poll: Option<u32>,
     /// Connections to size for. xsk: socket buckets and slab of the stack (more connections

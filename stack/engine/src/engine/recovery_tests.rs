@@ -388,24 +388,82 @@ fn a_peer_whose_acks_come_late_stops_drawing_rtos() {
     assert!(st.rto_retransmits <= 8, "{sent:?} {st:?}");
 }
 
-#[test]
-fn after_a_needed_probe_the_fast_path_takes_the_connection_again() {
-    let (mut p, ca, cb) = warmed(recovery(5), Duration::from_micros(200));
-    lost_response(&mut p, ca, cb);
-    let (_, out) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
+/// A response lost on the wire, recovered by the probe (a needed retransmission), whose
+/// ACK comes back one `rtt` after the probe went out.
+fn needed_probe(p: &mut Pair, ca: ConnId, cb: ConnId, rtt: Duration) {
+    lost_response(p, ca, cb);
+    let (_, out) = until_server_sends(p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
+    p.advance(rtt);
     p.b.inbox.extend(out);
     p.settle(10);
     assert_eq!(read_all(&mut p.b, cb), b"response");
-    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() }, "a needed probe");
-    // A D-SACK could still say the probe was not needed for about an RTT; after an RTO the
-    // next ACK closes the verdict, and the exchanges after it take the fast path again.
-    p.advance(Duration::from_millis(300));
-    exchange(&mut p, ca, cb, Duration::from_micros(200));
+    assert_eq!(stats(p), RecoveryStats { tail_probes: 1, ..Default::default() }, "a needed probe");
+}
+
+#[test]
+fn after_a_needed_probe_the_fast_path_takes_the_connection_again() {
+    let rtt = Duration::from_micros(200);
+    let (mut p, ca, cb) = warmed(recovery(5), rtt);
+    needed_probe(&mut p, ca, cb, rtt);
+    // The next exchange's request still finds the verdict open (a D-SACK could yet say the
+    // probe was not needed); the ACK of its response acknowledges data sent after the probe
+    // and closes it. No clock is needed for that.
+    exchange(&mut p, ca, cb, rtt);
     let before = p.a.engine.stats().fast_path;
     for _ in 0..10 {
-        exchange(&mut p, ca, cb, Duration::from_micros(200));
+        exchange(&mut p, ca, cb, rtt);
     }
     let taken = p.a.engine.stats().fast_path - before;
-    assert!(taken >= 10, "the server took {taken} of the 10 requests (and their ACKs) on the fast path");
+    // Each exchange brings the server a request and the ACK of its response.
+    assert!(taken >= 20, "the server took {taken} of the 20 segments of 10 exchanges on the fast path");
     assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() });
+}
+
+#[test]
+fn after_a_needed_probe_a_sender_with_nothing_new_gets_the_fast_path_back_an_rto_later() {
+    let rtt = Duration::from_micros(200);
+    let (mut p, ca, cb) = warmed(recovery(5), rtt);
+    needed_probe(&mut p, ca, cb, rtt);
+    // From now on only the client sends: nothing the server sends after the probe is ever
+    // acknowledged, so the verdict closes by the clock.
+    let upload = |p: &mut Pair| {
+        let before = p.a.engine.stats().fast_path;
+        for _ in 0..10 {
+            p.b.send(cb, b"upload").unwrap();
+            p.b.flush().unwrap();
+            p.settle(10);
+            assert_eq!(read_all(&mut p.a, ca), b"upload");
+        }
+        p.a.engine.stats().fast_path - before
+    };
+    assert_eq!(upload(&mut p), 0, "within an RTO of the probe the verdict is open");
+    p.advance(Duration::from_millis(300));
+    // The first segment closes it on the general path, the rest take the fast path.
+    assert!(upload(&mut p) >= 9);
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() });
+}
+
+#[test]
+fn a_d_sack_after_the_held_ack_of_the_original_still_marks_the_probe_spurious() {
+    let (mut p, ca, cb) = warmed(recovery(2), Duration::from_micros(100));
+    // The client has the response and holds its ACK; the server's probe goes out.
+    response_reaches_client(&mut p, ca, cb);
+    p.b.flush().unwrap();
+    let held = p.b.take_sent();
+    let (_, probe) = until_server_sends(&mut p, Duration::from_millis(1), Duration::from_secs(1)).expect("probe");
+    // The held ACK (of all the probe carries) reaches the server first, then the probe
+    // reaches the client, whose D-SACK comes back: it must still be judged.
+    p.advance(Duration::from_micros(100));
+    p.a.inbox.extend(held);
+    let mut ev = Vec::new();
+    p.a.poll(&mut ev, None).unwrap();
+    p.b.inbox.extend(probe);
+    p.b.poll(&mut ev, None).unwrap();
+    p.b.flush().unwrap();
+    let dsack = p.b.take_sent();
+    assert!(!dsack.is_empty(), "the client answers the duplicate");
+    p.advance(Duration::from_micros(100));
+    p.a.inbox.extend(dsack);
+    p.settle(10);
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, spurious_probes: 1, ..Default::default() });
 }

@@ -242,6 +242,9 @@ pub struct RecoveryStats {
 struct Resent {
     start: TcpSeqNumber,
     end: TcpSeqNumber,
+    /// [xsk-stack patch: needed-verdict] The highest sequence number sent when it went
+    /// out: an ACK beyond it acknowledges data sent after the retransmission.
+    high: TcpSeqNumber,
     at: Instant,
     probe: bool,
     /// [xsk-stack patch: spurious-rtt] When the RTT sample in progress was started,
@@ -2569,12 +2572,17 @@ impl<'a> Socket<'a> {
                     self.tlp_spurious_streak = 0;
                 }
             }
-            // [xsk-stack patch: needed-verdict] All of the last retransmission is
-            // acknowledged, an RTO after it went out, and no D-SACK said it was not needed:
-            // it was. Forget it, or it would be judged on every ACK for the connection's
-            // life and keep every later segment off the fast path (`process_fast`).
+            // [xsk-stack patch: needed-verdict] No D-SACK said the last retransmission was
+            // not needed, and none will come now: the peer has acknowledged data sent after
+            // it (a peer answers a duplicate with a D-SACK at once, before anything sent
+            // later arrives), or, for a sender with nothing new to send, all of it an RTO
+            // after it went out. It was needed. Forget it, or it would be judged on every
+            // ACK for the connection's life and keep every later segment off the fast path
+            // (`process_fast`).
             if self.resent.is_some_and(|r| {
-                ack_number >= r.end && cx.now() >= r.at + self.rtte.retransmission_timeout()
+                ack_number > r.high
+                    || (ack_number >= r.end
+                        && cx.now() >= r.at + self.rtte.retransmission_timeout())
             }) {
                 self.resent = None;
             }
@@ -3120,6 +3128,7 @@ impl<'a> Socket<'a> {
                 self.resent = Some(Resent {
                     start,
                     end: self.remote_last_seq,
+                    high: self.remote_last_seq,
                     at: cx.now(),
                     probe: true,
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
@@ -3150,6 +3159,7 @@ impl<'a> Socket<'a> {
                 self.resent = Some(Resent {
                     start: self.local_seq_no,
                     end: self.remote_last_seq,
+                    high: self.remote_last_seq,
                     at: cx.now(),
                     probe: false,
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
@@ -3182,6 +3192,7 @@ impl<'a> Socket<'a> {
                 self.resent = Some(Resent {
                     start: self.local_seq_no,
                     end: self.local_seq_no + len,
+                    high: self.remote_last_seq,
                     at: cx.now(),
                     probe: false,
                     sampling_since: self.rtte.sampling_since(self.local_seq_no + len),
