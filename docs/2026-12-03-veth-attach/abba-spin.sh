@@ -14,6 +14,6 @@ for i in $(seq 1 "$N"); do
     echo "== $k $v"
     "$BIN/rr-demo" --only busy-same-1 --rounds "$ROUNDS" --duration 4s "${extra[@]}" "$@" --out "$OUT/$v-$k" > "$OUT/$v-$k.log" 2>&1 \
       || { echo "rr-demo failed, see $OUT/$v-$k.log"; exit 1; }
-    rm -rf "$OUT/$v-$k/logs" "$OUT/$v-$k"/*.png "$OUT/$v-$k"/*.svg
+    find "$OUT/$v-$k/logs" -type f ! -name "*xsk.server.log" -delete; rm -f "$OUT/$v-$k"/*.png "$OUT/$v-$k"/*.svg
   done
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """rr-demo with the xsk ends' XDP program attached natively (A: --attach auto, which takes
 drv on veth) against the generic skb path (B: --attach skb), same build, alternating
-(abba/, busy/); and kernel busy polling on the xsk ends against spinning only (spin/).
+(abba/, busy/); and kernel busy polling on the xsk ends against spinning only (spin/; spin-aa/
+is the first attempt, which by a bug in rr-demo ran the same configuration in both slots).
 Per case and backend: median requests/s, p50, server CPU per request and the whole
 machine's CPU per request (server, client and kernel work together: on veth the fair
 figure, since veth runs each receiver's softirq in the sender's send call) of the A and B
@@ -19,7 +20,9 @@ metrics = [("rps", "req/s", "{:9.0f}"), ("p50_us", "p50 us", "{:9.1f}"), ("cpu_u
 # What A and B are in each folder.
 labels = {"abba": "B (--attach skb) against A (auto: drv on veth)",
           "busy": "B (--attach skb) against A (auto: drv on veth)",
-          "spin": "B (xsk --busy-poll 0: no kernel busy poll) against A (--busy-poll 50), both drv"}
+          "spin": "B (xsk --busy-poll 0: no kernel busy poll) against A (--busy-poll 50), both drv",
+          "stages": "B (--attach skb) against A (auto: drv on veth), with --stage-times",
+          "spin-aa": "A against A: both ran --busy-poll 50 (rr-demo put the B runs' --xsk-args before the case's own)"}
 out = {}
 for run in sorted(os.path.basename(p) for p in glob.glob(os.path.join(here, "*")) if os.path.isdir(p)):
     rows, ratios = {}, {}
