@@ -15,6 +15,11 @@ use crate::ring::{Consumer, Producer};
 use crate::sys::*;
 use crate::umem::Umem;
 
+/// How long [`XskSocket::bind`] keeps retrying a queue that answers `EBUSY` before it reports
+/// another socket: the kernel frees a closed socket's hold on the queue asynchronously.
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const BIND_RETRY_STEP: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Why creating, setting up or binding an AF_XDP socket failed. Each variant
 /// carries the OS error and, where one is likely, what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -237,7 +242,8 @@ impl XskSocket {
         Ok((rings, with_md))
     }
 
-    /// Binds in copy mode with need_wakeup. Never zero-copy.
+    /// Binds in copy mode with need_wakeup. Never zero-copy. A queue that is busy is retried
+    /// for up to [`BIND_BUSY_WAIT`], see below.
     pub(crate) fn bind(&self, ifname: &str, ifindex: u32, queue: u32) -> Result<(), SocketError> {
         let sa = SockaddrXdp {
             sxdp_family: AF_XDP as u16,
@@ -246,21 +252,38 @@ impl XskSocket {
             sxdp_queue_id: queue,
             sxdp_shared_umem_fd: 0,
         };
-        // SAFETY: `sa` is a valid sockaddr_xdp and we pass its exact size.
-        let r = unsafe {
-            libc::bind(
-                self.fd.as_raw_fd(),
-                (&sa as *const SockaddrXdp).cast(),
-                size_of::<SockaddrXdp>() as libc::socklen_t,
-            )
+        // A socket closed moments ago still holds the queue: the kernel releases its buffer
+        // pool from a workqueue that takes rtnl_lock (`xp_put_pool` -> `xp_release_deferred`),
+        // so a restart right after an exit, with other work holding rtnl, can find the queue
+        // busy for a while. Only a holder that stays past BIND_BUSY_WAIT is another socket.
+        let start = std::time::Instant::now();
+        let e = loop {
+            // SAFETY: `sa` is a valid sockaddr_xdp and we pass its exact size.
+            let r = unsafe {
+                libc::bind(
+                    self.fd.as_raw_fd(),
+                    (&sa as *const SockaddrXdp).cast(),
+                    size_of::<SockaddrXdp>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                if start.elapsed() > BIND_RETRY_STEP {
+                    tracing::debug!(ifname, queue, waited = ?start.elapsed(), "bound once the queue's previous socket was released");
+                }
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EBUSY) || start.elapsed() >= BIND_BUSY_WAIT {
+                break e;
+            }
+            std::thread::sleep(BIND_RETRY_STEP);
         };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
         let hint = match e.raw_os_error() {
             Some(libc::EINVAL) => format!("does {ifname} have a queue {queue}? (ethtool -l {ifname})"),
-            Some(libc::EBUSY) => format!("another AF_XDP socket is bound to {ifname} queue {queue}"),
+            Some(libc::EBUSY) => format!(
+                "another AF_XDP socket is bound to {ifname} queue {queue} (still, after {} ms)",
+                BIND_BUSY_WAIT.as_millis()
+            ),
             Some(libc::ENODEV) => format!("interface {ifname} vanished"),
             _ => "see dmesg".to_string(),
         };

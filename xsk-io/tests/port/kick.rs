@@ -175,8 +175,7 @@ fn busy_polling_sets_its_socket_options_and_0_only_spins() {
         port.stats().port.rx_wakeups
     };
     // (SO_BUSY_POLL_BUDGET cannot be read back: getsockopt answers ENOPROTOOPT.)
-    // A lab each: a closed AF_XDP socket leaves its queue a moment later, and a
-    // second bind to it can fail with EBUSY meanwhile.
+    // A lab each, so the second port starts from an interface no socket has held.
     for (tag, usecs, options, wakeups) in [("tpb", 50, (50, 1), 10), ("tpc", 0, (0, 0), 0)] {
         let lab = lab(tag);
         let _in_a = lab.ns_a.enter().unwrap();

@@ -214,3 +214,37 @@ fn one_port_per_queue() {
         p.audit().unwrap();
     }
 }
+
+/// A server restarted right after it exits binds the same queue again: the kernel releases a
+/// closed socket's hold on the queue from a workqueue that takes rtnl_lock, so with other
+/// rtnl work going on (here: veth pairs churned in the peer's namespace) a bind right after
+/// the close can find the queue still busy. The port waits that out instead of failing.
+#[test]
+fn the_queue_is_bound_again_right_after_its_port_closes() {
+    let lab = lab("tqr");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (ns_b, stop) = (lab.ns_b.name.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let ip = |args: &[&str]| std::process::Command::new("ip").args(["-n", &ns_b]).args(args).status();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = ip(&["link", "add", "tqrdum", "type", "veth", "peer", "name", "tqrdup"]);
+                let _ = ip(&["link", "del", "tqrdum"]);
+            }
+        })
+    };
+    let _in_a = lab.ns_a.enter().unwrap();
+    let cfg = steered_cfg(&lab, AttachMode::Skb, 7004);
+    let mut waited = Duration::ZERO;
+    let result = (0..30).try_for_each(|i| {
+        let t = Instant::now();
+        let port = Port::open(&cfg).map_err(|e| format!("open {i}: {e}"))?;
+        waited = waited.max(t.elapsed());
+        drop(port);
+        Ok::<_, String>(())
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    churn.join().unwrap();
+    result.unwrap();
+    eprintln!("longest open: {waited:?}");
+}
