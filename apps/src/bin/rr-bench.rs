@@ -128,6 +128,11 @@ struct Args {
     /// Kernel backend: local source address (0.0.0.0 = chosen by routing).
     #[arg(long, default_value_t = Ipv4Addr::UNSPECIFIED)]
     bind: Ipv4Addr,
+    /// Kernel backend: spread the connections over this many consecutive source addresses
+    /// starting at --bind, in turn, as if they came from that many clients (the addresses
+    /// must be on the client's interface). Needs --bind.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    sources: u32,
     /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or the AF_XDP
     /// socket (xsk), and the client polls without sleeping. Burns a core. 0: the client spins
     /// but the kernel does not busy-poll.
@@ -276,13 +281,16 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
         warn_ignored(matches, &["depth"], "with --rate (open loop has no fixed depth)");
     }
     if let Some(server_backend) = args.lab {
-        warn_ignored(matches, &["iface", "addr", "bind", "server_pid"], "in --lab mode (the lab sets it)");
+        warn_ignored(matches, &["iface", "addr", "bind", "sources", "server_pid"], "in --lab mode (the lab sets it)");
         return in_lab(args, server_backend);
     }
     warn_ignored(matches, &["lab_shared", "port", "server_arg", "server_exe"], "without --lab");
+    if args.backend == Backend::Kernel && args.sources > 1 && args.bind.is_unspecified() {
+        return Err(UsageError("--sources needs --bind (the first source address)".into()).into());
+    }
     match args.backend {
         Backend::Kernel => warn_ignored(matches, XskOpts::IDS, "with --backend kernel"),
-        Backend::Xsk => warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)"),
+        Backend::Xsk => warn_ignored(matches, &["bind", "sources"], "with --backend xsk (the stack's address is --addr)"),
     }
     let outcome = bench(args, &plan)?;
     finish(args, &outcome)
@@ -323,7 +331,7 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
-            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy_poll(args.busy_poll);
+            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy_poll(args.busy_poll).with_sources(args.sources);
             if args.threads > 1 {
                 let m = threads::drive_all(&kcfg, addr, args, plan)?;
                 return Ok(Outcome { result: m.result(args, plan, addr), audit_error: None });
@@ -591,7 +599,13 @@ mod threads {
                         a.quiet = true;
                         a.server_pid = None;
                     }
-                    let (sync, kcfg) = (&sync, kcfg.clone());
+                    let (sync, mut kcfg) = (&sync, kcfg.clone());
+                    if kcfg.sources as usize >= n {
+                        // --sources: each thread its own share of the addresses.
+                        let first: usize = (0..i).map(|j| share(kcfg.sources as usize, n, j)).sum();
+                        kcfg.bind = Ipv4Addr::from(u32::from(kcfg.bind).wrapping_add(first as u32));
+                        kcfg.sources = share(kcfg.sources as usize, n, i) as u32;
+                    }
                     s.spawn(move || {
                         let r = KernelTransport::new(kcfg)
                             .context("creating a kernel transport")

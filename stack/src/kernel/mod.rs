@@ -54,6 +54,10 @@ pub struct KernelConfig {
     /// `SO_REUSEPORT` on listeners, so several transports (one per thread) can listen on the
     /// same port and the kernel spreads connections over them.
     pub reuse_port: bool,
+    /// Outgoing connections take their source address in turn from this many consecutive
+    /// addresses starting at `bind` (a load generator standing in for many clients; the
+    /// addresses must be on an interface). 1: `bind` only.
+    pub sources: u32,
 }
 
 /// Builders: each sets one field and gives the config back, so a caller outside this
@@ -82,12 +86,18 @@ impl KernelConfig {
         self.reuse_port = v;
         self
     }
+
+    /// With `sources` set to `v`.
+    pub fn with_sources(mut self, v: u32) -> Self {
+        self.sources = v;
+        self
+    }
 }
 
 impl Default for KernelConfig {
     /// Loopback by default: the safe choice for tests and local benchmarks.
     fn default() -> Self {
-        KernelConfig { bind: Ipv4Addr::LOCALHOST, busy_poll: None, event_capacity: 1024, reuse_port: false }
+        KernelConfig { bind: Ipv4Addr::LOCALHOST, busy_poll: None, event_capacity: 1024, reuse_port: false, sources: 1 }
     }
 }
 
@@ -132,6 +142,8 @@ pub struct KernelTransport {
     pending: Vec<Event>,
     /// Wakes epoll for sub-millisecond timeouts (open-loop pacing).
     timer: PreciseTimer,
+    /// Outgoing connections made so far: the next one's source is `bind` plus this modulo `sources`.
+    connects: u32,
 }
 
 impl KernelTransport {
@@ -150,6 +162,7 @@ impl KernelTransport {
             conns: ConnSlab::with_capacity(1024),
             pending: Vec::with_capacity(64),
             cfg,
+            connects: 0,
         })
     }
 
@@ -301,7 +314,10 @@ impl Transport for KernelTransport {
             // Defer port selection to connect(), so the 4-tuple (not just the local port) must be
             // unique and tens of thousands of client connections per source IP still work.
             set_int_opt(fd.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
-            bind(fd.as_raw_fd(), SocketAddrV4::new(self.cfg.bind, 0))?;
+            let nth = self.connects % self.cfg.sources.max(1);
+            self.connects = self.connects.wrapping_add(1);
+            let src = Ipv4Addr::from(u32::from(self.cfg.bind).wrapping_add(nth));
+            bind(fd.as_raw_fd(), SocketAddrV4::new(src, 0))?;
         }
         let (sa, len) = sockaddr_in(addr);
         // SAFETY: `sa` is a valid sockaddr_in that outlives the call and `len` is its size.

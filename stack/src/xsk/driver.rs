@@ -114,11 +114,10 @@ impl XskTransport {
         }
         let mut found = std::mem::take(&mut self.resolved);
         self.dev.arp.resolve(std::time::Instant::now(), &mut found);
-        let mut link = self.dev.link();
         for (ip, mac) in found.drain(..) {
             // The gateway is on-link; an off-link peer is never resolved
             // (smoltcp asks for its gateway instead).
-            self.engine.add_neighbour(now, ip, mac, &mut link);
+            self.engine.add_neighbour(now, ip, mac);
         }
         self.resolved = found;
     }

@@ -327,7 +327,7 @@ fn a_full_half_open_table_gives_cookies_until_connections_fill_the_limit() {
 }
 
 /// SYNs that get a cookie keep nothing, so they teach smoltcp no neighbour either: a flood
-/// from more on-link sources than its neighbour cache holds (64) must not evict a real
+/// from more on-link sources than its neighbour cache holds (1,024) must not evict a real
 /// client's entry between its request and the answer, which would then wait for ARP (a
 /// second at least) while the flood goes on. Found by the root flood test under load.
 #[test]
@@ -335,11 +335,12 @@ fn a_flood_from_many_sources_does_not_evict_a_real_peers_neighbour_entry() {
     let mut c = config(Pair::A);
     c.half_open_bytes = 2 * 8192; // two half-open connections, then cookies
     c.rx_buffer = 256 * 1024; // as `server`, whose SYN-ACK `cookie_syn_ack` checks
+    c.prefix_len = 16; // room on the link for more sources than the cache holds
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
     let flood = |t: &mut MemTransport, round: u32| {
-        for i in 0..120u32 {
-            let src = Ipv4Addr::new(198, 18, 0, 100 + i as u8);
+        for i in 0..1_500u32 {
+            let src = Ipv4Addr::new(198, 18, 10 + (i / 250) as u8, 2 + (i % 250) as u8);
             t.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), sport: 2000 + round as u16, seq: i * 7919 + round, ..spec(0, 0, 0x02, &LINUX_OPTS, b"") }));
         }
     };

@@ -48,7 +48,7 @@ impl Twin {
                 tweak(&mut c);
                 let mut t = MemTransport::new(c);
                 let now = t.now;
-                t.engine.add_neighbour(now, PEER, mac_of(PEER), &mut t.link);
+                t.engine.add_neighbour(now, PEER, mac_of(PEER));
                 t.listen(7).unwrap();
                 t
             })

@@ -57,7 +57,7 @@ impl Engine {
                     self.send_cookie(now, frame, link);
                     return Ok(info);
                 }
-                self.learn(now, src, info.src_mac, link);
+                self.learn(now, src, info.src_mac);
                 if let Some(r) = refuse {
                     self.stats.drops.count(r);
                     let mut dev = SmolDev { rx: Some(frame), link };
@@ -85,7 +85,7 @@ impl Engine {
                 return Ok(info);
             }
             Flow::Icmp { src } => {
-                self.learn(now, src, info.src_mac, link);
+                self.learn(now, src, info.src_mac);
                 0
             }
             Flow::Arp { .. } => 0,
@@ -131,20 +131,20 @@ impl Engine {
     /// Peers are learned from their frames (on-link sources only), before anything is
     /// answered: an RST needs the peer's MAC as much as data.
     #[inline]
-    fn learn<L: Link>(&mut self, now: Instant, src: Ipv4Addr, mac: [u8; 6], link: &mut L) {
+    fn learn(&mut self, now: Instant, src: Ipv4Addr, mac: [u8; 6]) {
         if let Some(src) = self.neighbours.learn(src, now, &self.rules) {
-            self.insert_neighbour(now, src, mac, link);
+            self.insert_neighbour(now, src, mac);
         }
     }
 
     /// Teaches smoltcp that on-link `ip` is at `mac` (shared-address mode,
-    /// where the kernel owns ARP): a synthetic ARP reply. Off-link addresses
-    /// are refused: their frames come from a router, whose MAC is not theirs.
-    pub fn add_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) -> bool {
-        if !self.rules.on_link(ip) || self.rules.bad_source(ip) {
+    /// where the kernel owns ARP). Off-link addresses are refused: their
+    /// frames come from a router, whose MAC is not theirs; so are a
+    /// multicast MAC and a source no peer may have.
+    pub fn add_neighbour(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6]) -> bool {
+        if !self.rules.on_link(ip) || self.rules.bad_source(ip) || !self.insert_neighbour(now, ip, mac) {
             return false;
         }
-        self.insert_neighbour(now, ip, mac, link);
         self.neighbours.note(ip, now);
         // Sockets waiting for this neighbour can send now (rare: once per
         // new neighbour, so a pass over all buckets is fine).
@@ -154,10 +154,10 @@ impl Engine {
         true
     }
 
-    /// A synthetic ARP reply for smoltcp's neighbour cache.
-    fn insert_neighbour<L: Link>(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], link: &mut L) {
-        let f = crate::arp::reply(self.cfg.mac, self.cfg.addr, mac, ip);
-        let mut dev = SmolDev { rx: Some(&f), link };
-        self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);
+    /// Into smoltcp's neighbour cache, as an ARP reply from `ip` would put it
+    /// (patch `neighbor-cache`), without building and parsing one.
+    fn insert_neighbour(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6]) -> bool {
+        let from = HardwareAddress::Ethernet(EthernetAddress(mac));
+        self.iface.fill_neighbor(now, IpAddress::Ipv4(ip), from)
     }
 }

@@ -3,15 +3,15 @@
 //! smoltcp fills its neighbour cache only from ARP, and sends ARP for one
 //! address a second at most; in shared-address mode ARP belongs to the
 //! kernel anyway (see `xsk/arp.rs`). So on-link peers are taught to smoltcp
-//! (a synthetic ARP reply, `arp::reply`) from the frames they send. Off-link sources are never taught:
-//! their frames carry a router's MAC.
+//! (`Interface::fill_neighbor`, patch `neighbor-cache`) from the frames they
+//! send. Off-link sources are never taught: their frames carry a router's MAC.
 //!
 //! A peer is taught again whenever the source changes from one frame to the
-//! next, not from a memo of whom smoltcp "still has": its cache holds 64 and
-//! evicts on its own, and a memo that believed in an evicted entry left the
-//! peer's answers waiting for ARP behind unresolvable flood sources (found
-//! by the engine's SYN-flood test). Back-to-back frames from one peer, the
-//! common case under load, teach once.
+//! next, not from a memo of whom smoltcp "still has": its cache (1,024
+//! entries, hashed) evicts on its own once a hash window is full, and a memo
+//! that believed in an evicted entry left the peer's answers waiting for ARP
+//! (`more_peers_than_the_neighbour_cache_holds_are_taught_again`). Back-to-back
+//! frames from one peer, the common case under load, teach once.
 
 use std::net::Ipv4Addr;
 

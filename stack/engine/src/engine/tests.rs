@@ -178,10 +178,10 @@ fn syn_flood_is_bounded_and_a_real_client_still_connects() {
     flood_then_connect(1_000, 500);
 }
 
-/// More sources than smoltcp's 64-entry neighbour cache: the client's MAC
-/// must be taught again, or its SYN-ACK waits for ARP behind the flood's.
+/// More sources than smoltcp's neighbour cache holds (1,024): the client's
+/// MAC must be taught again, or its SYN-ACK waits for ARP behind the flood's.
 #[test]
-fn syn_flood_of_20k_from_250_sources_then_a_real_client() {
+fn syn_flood_of_20k_from_2000_sources_then_a_real_client() {
     flood_then_connect(20_000, 10_000);
 }
 
@@ -193,13 +193,15 @@ fn flood_then_connect(flood: u32, min_evicted: u64) {
     a.max_conns = 100_000;
     // Eviction, the policy without cookies (see cookie_tests for the default).
     a.syn_cookies = crate::SynCookies::Off;
+    a.prefix_len = 16; // room on the link for more sources than the cache holds
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let mut ev = Vec::new();
     for i in 0..flood {
         // Random on-link sources that never finish the handshake.
-        let src = Ipv4Addr::new(198, 18, 0, 3 + (i % 250) as u8);
-        p.a.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), dst: Pair::A, dst_mac: mac_of(Pair::A), dport: PORT, sport: 1024 + (i / 250) as u16, seq: i, ..TcpSpec::default() }));
+        let n = i % 2_000;
+        let src = Ipv4Addr::new(198, 18, 10 + (n / 250) as u8, 2 + (n % 250) as u8);
+        p.a.inbox.push_back(tcp(&TcpSpec { src, src_mac: mac_of(src), dst: Pair::A, dst_mac: mac_of(Pair::A), dport: PORT, sport: 1024 + (i / 2_000) as u16, seq: i, ..TcpSpec::default() }));
         if i % 100 == 99 {
             p.a.poll(&mut ev, None).unwrap();
             p.a.take_sent();
@@ -485,4 +487,72 @@ fn shutdown_write_half_closes() {
     p.b.close(cb);
     p.settle(20);
     assert_eq!(p.a.engine.stats().connections + p.b.engine.stats().connections, 0);
+}
+
+/// More on-link peers than smoltcp's stock neighbour cache held (64), their
+/// requests interleaved in one batch as a busy server takes them: every
+/// answer goes out in the pass that took its request, and none waits for
+/// ARP. With the stock cache each new source evicted another peer's entry,
+/// and the evicted peers' answers waited for an ARP round trip that
+/// smoltcp sends once a second for the whole cache (400-800 ms stalls).
+#[test]
+fn two_hundred_on_link_peers_are_answered_in_the_same_pass() {
+    answered_in_the_same_pass(200, 200);
+}
+
+/// More on-link peers than the cache holds (1,024), taken in batches of 64
+/// as the driver takes them: entries are evicted, and a peer whose entry
+/// went must be taught again from its next frame, or its answer waits for ARP.
+#[test]
+fn more_peers_than_the_neighbour_cache_holds_are_taught_again() {
+    answered_in_the_same_pass(1_300, 64);
+}
+
+fn answered_in_the_same_pass(n: usize, batch: usize) {
+    let mut c = config(Pair::A);
+    c.prefix_len = 16;
+    c.tcp.max_conns = 2 * n;
+    let mut t = MemTransport::new(c);
+    t.listen(PORT).unwrap();
+    let peers: Vec<Ipv4Addr> = (0..n).map(|i| Ipv4Addr::new(198, 18, 10 + (i / 250) as u8, 2 + (i % 250) as u8)).collect();
+    let spec = |src: Ipv4Addr| TcpSpec { src, src_mac: mac_of(src), dst: Pair::A, dst_mac: mac_of(Pair::A), sport: 5000, dport: PORT, ..TcpSpec::default() };
+    let mut isn = std::collections::HashMap::new();
+    let mut conns = std::collections::HashMap::new();
+    let mut ev = Vec::new();
+    for &p in &peers {
+        t.inbox.push_back(tcp(&TcpSpec { seq: 1000, flags: 0x02, ..spec(p) }));
+        t.poll(&mut ev, None).unwrap();
+        let synack = t.take_sent().iter().filter_map(|f| parse_tcp(f)).find(|s| s.dst == p && s.syn()).unwrap_or_else(|| panic!("no SYN-ACK for {p}: {:?}", t.engine.stats()));
+        isn.insert(p, synack.seq);
+        t.inbox.push_back(tcp(&TcpSpec { seq: 1001, ack: synack.seq.wrapping_add(1), flags: 0x10, ..spec(p) }));
+        t.poll(&mut ev, None).unwrap();
+        for c in accepted(&ev) {
+            conns.insert(t.peer_addr(c).unwrap().ip().to_owned(), c);
+        }
+        ev.clear();
+        t.take_sent();
+    }
+    assert_eq!(conns.len(), peers.len());
+    for round in 0..3u32 {
+        for group in peers.chunks(batch) {
+            // A batch of requests, each from a different source than the one before.
+            for &p in group {
+                let seq = 1001 + 4 * round;
+                t.inbox.push_back(tcp(&TcpSpec { seq, ack: isn[&p].wrapping_add(1 + 4 * round), flags: 0x18, payload: b"ping", ..spec(p) }));
+            }
+            t.poll(&mut ev, None).unwrap();
+            for p in group {
+                assert_eq!(read_all(&mut t, conns[p]), b"ping");
+                t.send(conns[p], b"pong").unwrap();
+            }
+            t.flush().unwrap();
+            let sent = t.take_sent();
+            let arp = sent.iter().filter(|f| crate::testing::arp_target(f).is_some()).count();
+            let answered: std::collections::HashSet<Ipv4Addr> =
+                sent.iter().filter_map(|f| parse_tcp(f)).filter(|s| s.payload == b"pong").map(|s| s.dst).collect();
+            assert_eq!((answered.len(), arp), (group.len(), 0), "round {round}: answered in this pass, ARP requests sent");
+            ev.clear();
+            t.advance(Duration::from_millis(1));
+        }
+    }
 }

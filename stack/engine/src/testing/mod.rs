@@ -296,8 +296,8 @@ impl Pair {
         // Each side learns the other as a shared-mode driver would.
         let (ma, mb) = (mac_of(Self::A), mac_of(Self::B));
         let now = p.a.now;
-        p.a.engine.add_neighbour(now, Self::B, mb, &mut p.a.link);
-        p.b.engine.add_neighbour(now, Self::A, ma, &mut p.b.link);
+        p.a.engine.add_neighbour(now, Self::B, mb);
+        p.b.engine.add_neighbour(now, Self::A, ma);
         p
     }
 
@@ -309,11 +309,11 @@ impl Pair {
         let mut ba = self.b.take_sent();
         if ab.iter().any(|f| arp_target(f) == Some(Self::B)) {
             let now = self.a.now;
-            self.a.engine.add_neighbour(now, Self::B, mac_of(Self::B), &mut self.a.link);
+            self.a.engine.add_neighbour(now, Self::B, mac_of(Self::B));
         }
         if ba.iter().any(|f| arp_target(f) == Some(Self::A)) {
             let now = self.b.now;
-            self.b.engine.add_neighbour(now, Self::A, mac_of(Self::A), &mut self.b.link);
+            self.b.engine.add_neighbour(now, Self::A, mac_of(Self::A));
         }
         ab.retain(|f| arp_target(f).is_none());
         ba.retain(|f| arp_target(f).is_none());

@@ -128,7 +128,7 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
     let mut twin = if cfg.twin { Some(new_server(cfg, false).map_err(|e| (e, FuzzReport::default()))?) } else { None };
     let mut honest = MemTransport::new(config(HONEST));
     let now = server.transport().now;
-    honest.engine.add_neighbour(now, SERVER, mac_of(SERVER), &mut honest.link);
+    honest.engine.add_neighbour(now, SERVER, mac_of(SERVER));
 
     let mut rng = Rng(cfg.seed ^ 0x5eed);
     let mut peers: Vec<Peer> = (0..cfg.peers)
@@ -256,7 +256,7 @@ fn new_server(cfg: &FuzzConfig, fast_path: bool) -> Result<EchoServer, String> {
     server.transport_mut().link.csum_offload = cfg.seed % 2 == 1;
     let t = server.transport_mut();
     let now = t.now;
-    t.engine.add_neighbour(now, HONEST, mac_of(HONEST), &mut t.link);
+    t.engine.add_neighbour(now, HONEST, mac_of(HONEST));
     Ok(server)
 }
 
@@ -318,7 +318,7 @@ fn route(server: &mut EchoServer, mut twin: Option<&mut EchoServer>, honest: &mu
             for s in std::iter::once(&mut *server).chain(twin.as_deref_mut()) {
                 let t = s.transport_mut();
                 let now = t.now;
-                t.engine.add_neighbour(now, HONEST, mac_of(HONEST), &mut t.link);
+                t.engine.add_neighbour(now, HONEST, mac_of(HONEST));
             }
             continue;
         }
@@ -342,7 +342,7 @@ fn route(server: &mut EchoServer, mut twin: Option<&mut EchoServer>, honest: &mu
     for f in honest.take_sent() {
         if arp_target(&f) == Some(SERVER) {
             let now = honest.now;
-            honest.engine.add_neighbour(now, SERVER, mac_of(SERVER), &mut honest.link);
+            honest.engine.add_neighbour(now, SERVER, mac_of(SERVER));
             continue;
         }
         if let Some(t) = twin.as_deref_mut() {

@@ -1,8 +1,6 @@
 // Heads up! Before working on this file you should read, at least,
 // the parts of RFC 1122 that discuss ARP.
 
-use heapless::LinearMap;
-
 use crate::config::IFACE_NEIGHBOR_CACHE_COUNT;
 use crate::time::{Duration, Instant};
 use crate::wire::{HardwareAddress, IpAddress};
@@ -41,10 +39,27 @@ impl Answer {
     }
 }
 
-/// A neighbor cache backed by a map.
+// [xsk-stack patch: neighbor-cache] A hashed table in place of the linear map.
+/// Slots a lookup or a fill looks at, from the one an address hashes to: an
+/// entry lives within this many slots of its home. A table this small or
+/// smaller is searched whole, as the linear map was.
+const PROBE: usize = if IFACE_NEIGHBOR_CACHE_COUNT < 8 {
+    IFACE_NEIGHBOR_CACHE_COUNT
+} else {
+    8
+};
+
+/// A neighbor cache backed by a hashed table with bounded linear probing.
+///
+/// [xsk-stack patch: neighbor-cache] Upstream keeps a `LinearMap`: every
+/// lookup and fill compares against every entry, and a fill into a full map
+/// scans it all for the entry to evict, so a cache large enough for a busy
+/// flat network costs a scan per packet. Here an address is looked for in
+/// at most `PROBE` slots from its hash, and a fill into a full window evicts
+/// the entry there that expires first (upstream: in the whole map).
 #[derive(Debug)]
 pub struct Cache {
-    storage: LinearMap<IpAddress, Neighbor, IFACE_NEIGHBOR_CACHE_COUNT>,
+    storage: [Option<(IpAddress, Neighbor)>; IFACE_NEIGHBOR_CACHE_COUNT],
     silent_until: Instant,
 }
 
@@ -58,9 +73,53 @@ impl Cache {
     /// Create a cache.
     pub fn new() -> Self {
         Self {
-            storage: LinearMap::new(),
+            storage: [None; IFACE_NEIGHBOR_CACHE_COUNT],
             silent_until: Instant::from_millis(0),
         }
+    }
+
+    /// The slot `protocol_addr` hashes to: a multiplicative (Fibonacci) hash
+    /// of the address, scaled to the table's length.
+    fn home(protocol_addr: &IpAddress) -> usize {
+        let x: u32 = match protocol_addr {
+            #[cfg(feature = "proto-ipv4")]
+            IpAddress::Ipv4(a) => u32::from_be_bytes(a.octets()),
+            #[cfg(feature = "proto-ipv6")]
+            IpAddress::Ipv6(a) => {
+                let o = a.octets();
+                let w = |i: usize| u32::from_be_bytes([o[i], o[i + 1], o[i + 2], o[i + 3]]);
+                w(0) ^ w(4).rotate_left(7) ^ w(8).rotate_left(14) ^ w(12).rotate_left(21)
+            }
+        };
+        let h = x.wrapping_mul(0x9E37_79B9);
+        ((h as u64 * IFACE_NEIGHBOR_CACHE_COUNT as u64) >> 32) as usize
+    }
+
+    /// The slots of `protocol_addr`'s window, home first.
+    fn window(protocol_addr: &IpAddress) -> impl Iterator<Item = usize> {
+        let home = Self::home(protocol_addr);
+        (0..PROBE).map(move |i| {
+            let s = home + i;
+            if s >= IFACE_NEIGHBOR_CACHE_COUNT {
+                s - IFACE_NEIGHBOR_CACHE_COUNT
+            } else {
+                s
+            }
+        })
+    }
+
+    /// The slot holding `protocol_addr`. Slots are only ever emptied all at
+    /// once (`flush`), and a fill takes the first empty slot of the window,
+    /// so an address is never found past an empty slot: the search stops there.
+    fn find(&self, protocol_addr: &IpAddress) -> Option<usize> {
+        for s in Self::window(protocol_addr) {
+            match &self.storage[s] {
+                Some((a, _)) if a == protocol_addr => return Some(s),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+        None
     }
 
     pub fn reset_expiry_if_existing(
@@ -69,10 +128,14 @@ impl Cache {
         source_hardware_addr: HardwareAddress,
         timestamp: Instant,
     ) {
-        if let Some(Neighbor {
-            expires_at,
-            hardware_addr,
-        }) = self.storage.get_mut(&protocol_addr)
+        if let Some(s) = self.find(&protocol_addr)
+            && let Some((
+                _,
+                Neighbor {
+                    expires_at,
+                    hardware_addr,
+                },
+            )) = &mut self.storage[s]
             && source_hardware_addr == *hardware_addr
         {
             *expires_at = timestamp + Self::ENTRY_LIFETIME;
@@ -105,54 +168,62 @@ impl Cache {
             expires_at,
             hardware_addr,
         };
-        match self.storage.insert(protocol_addr, neighbor) {
-            Ok(Some(old_neighbor)) => {
-                if old_neighbor.hardware_addr != hardware_addr {
-                    net_trace!(
-                        "replaced {} => {} (was {})",
-                        protocol_addr,
-                        hardware_addr,
-                        old_neighbor.hardware_addr
-                    );
-                }
-            }
-            Ok(None) => {
-                net_trace!("filled {} => {} (was empty)", protocol_addr, hardware_addr);
-            }
-            Err((protocol_addr, neighbor)) => {
-                // If we're going down this branch, it means the cache is full, and we need to evict an entry.
-                let old_protocol_addr = *self
-                    .storage
-                    .iter()
-                    .min_by_key(|(_, neighbor)| neighbor.expires_at)
-                    .expect("empty neighbor cache storage")
-                    .0;
-
-                let _old_neighbor = self.storage.remove(&old_protocol_addr).unwrap();
-                match self.storage.insert(protocol_addr, neighbor) {
-                    Ok(None) => {
+        // The address's own slot, else the window's first empty one, else
+        // the window's entry that expires first.
+        let mut victim: Option<usize> = None;
+        for s in Self::window(&protocol_addr) {
+            match &self.storage[s] {
+                Some((a, _old)) if *a == protocol_addr => {
+                    if _old.hardware_addr != hardware_addr {
                         net_trace!(
-                            "filled {} => {} (evicted {} => {})",
+                            "replaced {} => {} (was {})",
                             protocol_addr,
                             hardware_addr,
-                            old_protocol_addr,
-                            _old_neighbor.hardware_addr
+                            _old.hardware_addr
                         );
                     }
-                    // We've covered everything else above.
-                    _ => unreachable!(),
+                    self.storage[s] = Some((protocol_addr, neighbor));
+                    return;
+                }
+                Some((_, n)) => {
+                    if victim.is_none_or(|v| {
+                        self.storage[v].is_some_and(|(_, o)| n.expires_at < o.expires_at)
+                    }) {
+                        victim = Some(s);
+                    }
+                }
+                None => {
+                    net_trace!("filled {} => {} (was empty)", protocol_addr, hardware_addr);
+                    self.storage[s] = Some((protocol_addr, neighbor));
+                    return;
                 }
             }
+        }
+        // If we're here, the window is full, and we need to evict an entry.
+        let v = victim.expect("empty neighbor cache storage");
+        let _old = self.storage[v].replace((protocol_addr, neighbor));
+        if let Some((_old_protocol_addr, _old_neighbor)) = _old {
+            net_trace!(
+                "filled {} => {} (evicted {} => {})",
+                protocol_addr,
+                hardware_addr,
+                _old_protocol_addr,
+                _old_neighbor.hardware_addr
+            );
         }
     }
 
     pub(crate) fn lookup(&self, protocol_addr: &IpAddress, timestamp: Instant) -> Answer {
         assert!(protocol_addr.is_unicast());
 
-        if let Some(&Neighbor {
-            expires_at,
-            hardware_addr,
-        }) = self.storage.get(protocol_addr)
+        if let Some(s) = self.find(protocol_addr)
+            && let Some((
+                _,
+                Neighbor {
+                    expires_at,
+                    hardware_addr,
+                },
+            )) = self.storage[s]
             && timestamp < expires_at
         {
             return Answer::Found(hardware_addr);
@@ -170,7 +241,7 @@ impl Cache {
     }
 
     pub(crate) fn flush(&mut self) {
-        self.storage.clear()
+        self.storage = [None; IFACE_NEIGHBOR_CACHE_COUNT];
     }
 }
 

@@ -391,6 +391,29 @@ impl Interface {
         self.inner.get_source_address_ipv6(dst_addr)
     }
 
+    /// [xsk-stack patch: neighbor-cache] Fills the neighbor cache as an ARP
+    /// packet from `ip_addr` at `hardware_addr` aimed at us would, with the
+    /// same checks (both unicast, `ip_addr` in one of our networks); false
+    /// if they refused it. For a caller that learned the neighbor some other
+    /// way: from its frames, or from the host's table.
+    pub fn fill_neighbor(
+        &mut self,
+        timestamp: Instant,
+        ip_addr: IpAddress,
+        hardware_addr: HardwareAddress,
+    ) -> bool {
+        if !ip_addr.is_unicast()
+            || !hardware_addr.is_unicast()
+            || !self.inner.in_same_network(&ip_addr)
+        {
+            return false;
+        }
+        self.inner
+            .neighbor_cache
+            .fill(ip_addr, hardware_addr, timestamp);
+        true
+    }
+
     /// Update the IP addresses of the interface.
     ///
     /// # Panics
