@@ -43,4 +43,30 @@ for p, v in sorted(runs.items()):
         med = lambda k: statistics.median(r[k] for r in rs)
         print(f"{p:>6} {('before' if b == 'a' else 'after'):>6} {med('rps'):>8.0f} {med('p50_us'):>8.0f} {med('p99_us'):>8.0f}"
               f" {med('p999_us'):>9.0f} {max(r['max_us'] for r in rs):>8.0f} {med('cpu_us_per_req_server'):>14.2f}")
+
+churn = {}
+for f in sorted(glob.glob(os.path.join(here, "runs/churn-cg/*.out"))):
+    m = re.search(r"per connection: (\d+)", open(f).read())
+    churn.setdefault(os.path.basename(f)[0], []).append(int(m.group(1)))
+out["churn_instructions_per_connection"] = churn
+print()
+print("churn (connect, one request, close; 4 at a time), user instructions per connection:")
+for b in ("a", "b"):
+    print(f"  {'before' if b == 'a' else 'after':6} {', '.join(map(str, churn.get(b, [])))}")
+
+import subprocess
+tool = os.path.join(here, "..", "..", "scripts", "abba-table")
+for folder, title in [("abba", "rr-demo, A = before, B = after (the neighbor-cache commit), A B B A per cycle, 2 cycles"),
+                      ("abba-churn", "churn-16 again, 3 cycles")]:
+    d = os.path.join(here, "runs", folder)
+    if not os.path.isdir(d):
+        continue
+    js = os.path.join(here, "runs", folder + ".json")
+    text = subprocess.run([tool, d, "--json", js], capture_output=True, text=True, check=True).stdout
+    out["rr_demo_" + folder] = json.load(open(js))
+    os.remove(js)
+    print()
+    print(title)
+    print("(xsk rows; `kernel rps` is kernel TCP's row of the same invocations, which neither build touches)")
+    print(text, end="")
 json.dump(out, open(os.path.join(here, "results.json"), "w"), indent=1)

@@ -88,7 +88,20 @@ impl Engine {
                 self.learn(now, src, info.src_mac);
                 0
             }
-            Flow::Arp { .. } => 0,
+            Flow::Arp { sender } => {
+                // The answer to a request of ours (patch `neighbor-rate`): sockets in any
+                // bucket may be waiting for it, and their own retry is a second away. Only
+                // then: unsolicited ARP does not make every bucket's egress run.
+                if self.iface.neighbor_asked(now, IpAddress::Ipv4(sender)) {
+                    let mut dev = SmolDev { rx: Some(frame), link };
+                    self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);
+                    for b in 0..self.buckets.len() as u32 {
+                        self.mark_dirty(b);
+                    }
+                    return Ok(info);
+                }
+                0
+            }
         };
         let mut dev = SmolDev { rx: Some(frame), link };
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);

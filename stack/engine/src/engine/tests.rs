@@ -556,3 +556,38 @@ fn answered_in_the_same_pass(n: usize, batch: usize) {
         }
     }
 }
+
+/// A client connecting to on-link servers it has never heard from: each needs ARP. Five of
+/// them never answer; the sixth does. smoltcp limited ARP to one request a second for the
+/// whole cache, so the unreachable ones' requests held the answering one's back (smoltcp
+/// issue 1101: starved for good when an unreachable address always asks first). RFC 1122
+/// limits the rate per destination: all six are asked at once, and the sixth connects.
+#[test]
+fn unreachable_on_link_servers_do_not_hold_back_arp_for_another() {
+    let a = Pair::A;
+    let mut t = MemTransport::new(config(a));
+    let dead: Vec<Ipv4Addr> = (0..5).map(|i| Ipv4Addr::new(198, 18, 0, 50 + i)).collect();
+    let live = Ipv4Addr::new(198, 18, 0, 60);
+    for &d in &dead {
+        t.connect(SocketAddrV4::new(d, 80)).unwrap();
+    }
+    t.connect(SocketAddrV4::new(live, 80)).unwrap();
+    let (mut asked, mut syn_at) = (std::collections::HashSet::new(), None);
+    let mut ev = Vec::new();
+    for ms in 0..3_000u64 {
+        t.poll(&mut ev, None).unwrap();
+        for f in t.take_sent() {
+            if let Some(ip) = crate::testing::arp_target(&f) {
+                asked.insert(ip);
+                if ip == live {
+                    t.inbox.push_back(crate::testing::frames::arp(2, mac_of(live), mac_of(a), live, a));
+                }
+            } else if parse_tcp(&f).is_some_and(|s| s.dst == live && s.syn()) && syn_at.is_none() {
+                syn_at = Some(ms);
+            }
+        }
+        t.advance(Duration::from_millis(1));
+    }
+    assert!(asked.len() == 6, "ARP requests went out for {asked:?} only");
+    assert!(syn_at.is_some_and(|ms| ms < 10), "the SYN to the answering server went out at {syn_at:?} ms");
+}

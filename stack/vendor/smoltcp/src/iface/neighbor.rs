@@ -49,6 +49,14 @@ const PROBE: usize = if IFACE_NEIGHBOR_CACHE_COUNT < 8 {
     8
 };
 
+// [xsk-stack patch: neighbor-rate] Addresses asked for recently, each with the time
+// until which it is not asked for again: at most this many at once.
+const ASKED_COUNT: usize = if IFACE_NEIGHBOR_CACHE_COUNT < 64 {
+    IFACE_NEIGHBOR_CACHE_COUNT
+} else {
+    64
+};
+
 /// A neighbor cache backed by a hashed table with bounded linear probing.
 ///
 /// [xsk-stack patch: neighbor-cache] Upstream keeps a `LinearMap`: every
@@ -60,7 +68,12 @@ const PROBE: usize = if IFACE_NEIGHBOR_CACHE_COUNT < 8 {
 #[derive(Debug)]
 pub struct Cache {
     storage: [Option<(IpAddress, Neighbor)>; IFACE_NEIGHBOR_CACHE_COUNT],
-    silent_until: Instant,
+    /// [xsk-stack patch: neighbor-rate] Upstream keeps one `silent_until` for the whole
+    /// cache: after a request for any address, no other address is asked for during
+    /// `SILENT_TIME`, so a client resolving many neighbors learns one a second, and one
+    /// that never answers can starve the others for good (upstream issue 1101). RFC 1122
+    /// (2.3.2.1) asks for at most one request a second per destination: this is that.
+    asked: [Option<(IpAddress, Instant)>; ASKED_COUNT],
 }
 
 impl Cache {
@@ -74,13 +87,13 @@ impl Cache {
     pub fn new() -> Self {
         Self {
             storage: [None; IFACE_NEIGHBOR_CACHE_COUNT],
-            silent_until: Instant::from_millis(0),
+            asked: [None; ASKED_COUNT],
         }
     }
 
-    /// The slot `protocol_addr` hashes to: a multiplicative (Fibonacci) hash
-    /// of the address, scaled to the table's length.
-    fn home(protocol_addr: &IpAddress) -> usize {
+    /// The slot `protocol_addr` hashes to in a table of `len` slots: a
+    /// multiplicative (Fibonacci) hash of the address, scaled to the length.
+    fn home(protocol_addr: &IpAddress, len: usize) -> usize {
         let x: u32 = match protocol_addr {
             #[cfg(feature = "proto-ipv4")]
             IpAddress::Ipv4(a) => u32::from_be_bytes(a.octets()),
@@ -92,20 +105,22 @@ impl Cache {
             }
         };
         let h = x.wrapping_mul(0x9E37_79B9);
-        ((h as u64 * IFACE_NEIGHBOR_CACHE_COUNT as u64) >> 32) as usize
+        ((h as u64 * len as u64) >> 32) as usize
     }
 
-    /// The slots of `protocol_addr`'s window, home first.
-    fn window(protocol_addr: &IpAddress) -> impl Iterator<Item = usize> {
-        let home = Self::home(protocol_addr);
-        (0..PROBE).map(move |i| {
+    /// The slots of `protocol_addr`'s window in a table of `len` slots, home first:
+    /// `PROBE` of them, or all when the table is smaller.
+    fn window_in(protocol_addr: &IpAddress, len: usize) -> impl Iterator<Item = usize> {
+        let home = Self::home(protocol_addr, len);
+        (0..PROBE.min(len)).map(move |i| {
             let s = home + i;
-            if s >= IFACE_NEIGHBOR_CACHE_COUNT {
-                s - IFACE_NEIGHBOR_CACHE_COUNT
-            } else {
-                s
-            }
+            if s >= len { s - len } else { s }
         })
+    }
+
+    /// The slots of `protocol_addr`'s window in `storage`.
+    fn window(protocol_addr: &IpAddress) -> impl Iterator<Item = usize> {
+        Self::window_in(protocol_addr, IFACE_NEIGHBOR_CACHE_COUNT)
     }
 
     /// The slot holding `protocol_addr`. Slots are only ever emptied all at
@@ -229,19 +244,55 @@ impl Cache {
             return Answer::Found(hardware_addr);
         }
 
-        if timestamp < self.silent_until {
+        // [xsk-stack patch: neighbor-rate] Asked for within SILENT_TIME: wait.
+        if self.asked(protocol_addr, timestamp) {
             Answer::RateLimited
         } else {
             Answer::NotFound
         }
     }
 
-    pub(crate) fn limit_rate(&mut self, timestamp: Instant) {
-        self.silent_until = timestamp + Self::SILENT_TIME;
+    /// [xsk-stack patch: neighbor-rate] Whether a request for `protocol_addr` went out
+    /// less than `SILENT_TIME` before `timestamp`.
+    pub(crate) fn asked(&self, protocol_addr: &IpAddress, timestamp: Instant) -> bool {
+        Self::window_in(protocol_addr, ASKED_COUNT).any(|s| {
+            matches!(self.asked[s], Some((a, until)) if a == *protocol_addr && timestamp < until)
+        })
+    }
+
+    /// [xsk-stack patch: neighbor-rate] A request for `protocol_addr` went out at
+    /// `timestamp`: it is not asked for again during `SILENT_TIME`. Its slot, else the
+    /// window's first free or quiet again one, else the one whose silence ends first.
+    pub(crate) fn limit_rate(&mut self, protocol_addr: IpAddress, timestamp: Instant) {
+        let until = timestamp + Self::SILENT_TIME;
+        let mut victim: Option<(usize, Instant)> = None;
+        for s in Self::window_in(&protocol_addr, ASKED_COUNT) {
+            match self.asked[s] {
+                Some((a, _)) if a == protocol_addr => {
+                    self.asked[s] = Some((protocol_addr, until));
+                    return;
+                }
+                Some((_, t)) if t > timestamp => {
+                    if victim.is_none_or(|(_, v)| t < v) {
+                        victim = Some((s, t));
+                    }
+                }
+                // Empty, or its silence is over: as good as empty.
+                _ => {
+                    if victim.is_none_or(|(_, v)| v > timestamp) {
+                        victim = Some((s, timestamp));
+                    }
+                }
+            }
+        }
+        if let Some((s, _)) = victim {
+            self.asked[s] = Some((protocol_addr, until));
+        }
     }
 
     pub(crate) fn flush(&mut self) {
         self.storage = [None; IFACE_NEIGHBOR_CACHE_COUNT];
+        self.asked = [None; ASKED_COUNT];
     }
 }
 
@@ -376,10 +427,16 @@ mod test {
             Answer::NotFound
         );
 
-        cache.limit_rate(Instant::from_millis(0));
+        cache.limit_rate(MOCK_IP_ADDR_1.into(), Instant::from_millis(0));
         assert_eq!(
             cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(100)),
             Answer::RateLimited
+        );
+        // [xsk-stack patch: neighbor-rate] Per destination: another address is asked
+        // for at once.
+        assert_eq!(
+            cache.lookup(&MOCK_IP_ADDR_2.into(), Instant::from_millis(100)),
+            Answer::NotFound
         );
         assert_eq!(
             cache.lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(2000)),

@@ -414,6 +414,14 @@ impl Interface {
         true
     }
 
+    /// [xsk-stack patch: neighbor-rate] Whether a neighbor request (ARP, NDISC) for
+    /// `ip_addr` went out within the last second: an ARP packet from it then answers our
+    /// own question, and whatever waits for it may be sent at once.
+    #[cfg(any(feature = "medium-ethernet", feature = "medium-ieee802154"))]
+    pub fn neighbor_asked(&self, timestamp: Instant, ip_addr: IpAddress) -> bool {
+        self.inner.neighbor_cache.asked(&ip_addr, timestamp)
+    }
+
     /// Update the IP addresses of the interface.
     ///
     /// # Panics
@@ -1225,7 +1233,8 @@ impl InterfaceInner {
         }
 
         // The request got dispatched, limit the rate on the cache.
-        self.neighbor_cache.limit_rate(self.now);
+        // [xsk-stack patch: neighbor-rate] For this address.
+        self.neighbor_cache.limit_rate(dst_addr, self.now);
         Err(DispatchError::NeighborPending)
     }
 
