@@ -2,8 +2,9 @@
 //!
 //! Services: `echo` (length-prefixed frames sent back), `kv` (GET/SET/DEL over the same
 //! framing) and `tcp-echo` (RFC 862: raw bytes back, for nc/socat). It runs until SIGINT or
-//! SIGTERM (or `--duration`), then prints its counters (for xsk also the stack counters and
-//! the UMEM frame audit), detaches the XDP program and exits 0.
+//! SIGTERM (or `--duration`), then shuts down gracefully (`--shutdown-grace`: requests
+//! already received are answered, connections closed with a FIN), prints its counters (for
+//! xsk also the stack counters and the UMEM frame audit), detaches the XDP program and exits 0.
 
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,9 +35,10 @@ use stack::xsk::XskTransport;
     version,
     about = "Request/response server on the kernel's TCP stack or on smoltcp over AF_XDP",
     after_help = format!("\
-Runs until SIGINT/SIGTERM (or --duration), then prints its counters (xsk: also the stack
-counters and the UMEM frame audit), detaches the XDP program and exits 0. A second signal
-exits at once. Exit status 1: setup failed, the event loop failed, or the frame audit found
+Runs until SIGINT/SIGTERM (or --duration), then shuts down gracefully (--shutdown-grace:
+the requests already received are answered and every connection closed with a FIN), prints
+its counters (xsk: also the stack counters and the UMEM frame audit), detaches the XDP
+program and exits 0. A second signal exits at once. Exit status 1: setup failed, the event loop failed, or the frame audit found
 a leak; 2: bad command line.
 
 Live figures: --stats-interval 1s prints one line per interval (req/s, open connections,
@@ -107,6 +109,13 @@ struct Args {
     /// Exit by itself after this long (e.g. 30s, 2m), as if SIGINT arrived.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// At the stop (the first SIGINT/SIGTERM, or --duration): take no new connections,
+    /// answer every request already received, close each connection with a FIN after its
+    /// responses and wait for the client to close too, for at most this long; connections
+    /// left then are closed at once (xsk: reset). 0: close every connection at once (xsk:
+    /// reset), responses not yet sent are lost. A second signal exits at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    shutdown_grace: Duration,
     /// Write `ADDR:PORT` to this file once listening (atomically; removed again at exit), so
     /// scripts and tests can wait for it.
     #[arg(long, value_name = "PATH")]
@@ -457,8 +466,20 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
         }
     };
     // Closes the stack has already seen (a client that closed just before the stop) are
-    // delivered and counted as closed, not as open at exit.
-    let result = result.and_then(|()| server.settle(SETTLE_ROUNDS).map(drop));
+    // delivered and counted as closed, not as open at exit; then, unless --shutdown-grace
+    // is 0, the open connections are answered and closed.
+    let result = result.and_then(|()| server.settle(SETTLE_ROUNDS).map(drop)).and_then(|()| {
+        if args.shutdown_grace.is_zero() || server.connections() == 0 {
+            return Ok(());
+        }
+        let st = server.shutdown(args.shutdown_grace)?;
+        println!(
+            "rr-server: shutdown: {} connections open, {} closed gracefully, {} closed at the {:?} deadline, \
+             {} refused meanwhile; {} requests answered, {} bytes unanswered",
+            st.open, st.graceful, st.forced, args.shutdown_grace, st.refused, st.answered, st.unanswered_bytes
+        );
+        Ok(())
+    });
     let uptime = started.elapsed();
     let cpu = process_cpu().unwrap_or_default().saturating_sub(cpu0);
     let stats: ServerStats = server.stats();
