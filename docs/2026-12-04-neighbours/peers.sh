@@ -14,29 +14,19 @@
 set -euo pipefail
 OUT=$1; CYCLES=$2; PEERS=$3; A=$4; B=$5; SECS=${6:-5}
 mkdir -p "$OUT"
-tag=nbp$$; S=${tag}s; C=${tag}c
-srv=
-cleanup() { [ -n "$srv" ] && kill -INT $srv 2>/dev/null; ip netns del $S 2>/dev/null || true; ip netns del $C 2>/dev/null || true; }
-trap cleanup EXIT INT TERM
-ip netns add $S; ip netns add $C
-ip link add ${tag}a type veth peer name ${tag}b
-ip link set ${tag}a netns $S; ip link set ${tag}b netns $C
-ip -n $S addr add 198.18.93.1/16 dev ${tag}a; ip -n $C addr add 198.18.93.2/16 dev ${tag}b
-ip -n $S link set ${tag}a up; ip -n $C link set ${tag}b up
-# Up to 1,000 consecutive client addresses from 198.18.100.1, as rr-bench --sources takes
-# them (noprefixroute: the /16 is routed once).
-for k in $(seq 1 1000); do echo "addr add 198.18.$((100 + k / 256)).$((k % 256))/16 dev ${tag}b noprefixroute"; done | ip -n $C -batch -
+tag=nbp$$
+source "$(dirname "$0")/lab.sh"
 run() { # name bindir peers cycle
   local name=$1 bin=$2 p=$3 c=$4 f="$OUT/$1-p$3-c$4"
   ip netns exec $S "$bin/rr-server" --backend xsk --service echo --port 7000 --max-conns 4096 \
     --iface ${tag}a --attach auto --addr 198.18.93.10/16 > "$f.server.log" 2>&1 &
-  srv=$!
+  child=$!
   for _ in $(seq 100); do sleep 0.1; grep -q "listening on" "$f.server.log" && break; done
   grep -q "listening on" "$f.server.log" || { echo "rr-server did not start:" >&2; tail -5 "$f.server.log" >&2; exit 1; }
   ip netns exec $C "$B/rr-bench" --backend kernel --connect 198.18.93.10:7000 --bind 198.18.100.1 \
     --sources "$p" --conns "$p" --depth 1 --req-size 64 --duration ${SECS}s --warmup 500ms \
-    --server-pid $srv --quiet --json "$f.json" > "$f.bench.log" 2>&1 || echo "rr-bench failed ($name p=$p c=$c)" >&2
-  kill -INT $srv; wait $srv 2>/dev/null || true; srv=
+    --server-pid $child --quiet --json "$f.json" > "$f.bench.log" 2>&1 || echo "rr-bench failed ($name p=$p c=$c)" >&2
+  kill -INT $child; wait $child 2>/dev/null || true; child=
 }
 for c in $(seq "${FIRST:-1}" $(( ${FIRST:-1} + CYCLES - 1 ))); do
   for p in ${PEERS//,/ }; do

@@ -14,11 +14,11 @@
 //!    kernel's neighbour table (`/proc/thread-self/net/arp`), asking the
 //!    kernel to resolve missing ones with an empty UDP datagram;
 //! 3. the answer: the driver teaches the engine what the kernel found
-//!    (`Engine::add_neighbour`), which feeds smoltcp a synthesised ARP
-//!    reply built by `stack_engine::arp::reply`.
+//!    (`Engine::add_neighbour`), which fills smoltcp's neighbour cache
+//!    (`Interface::fill_neighbor`, our smoltcp patch `neighbor-cache`).
 //!
 //! Peers that send us frames need none of this: the engine learns them from
-//! their frames (`stack-engine`, `engine/neighbours.rs`, both modes), with the same reply.
+//! their frames (`stack-engine`, `engine/neighbours.rs`, both modes), the same way.
 //! In dedicated mode the stack owns its address and smoltcp does its own ARP
 //! (the steering program brings it the replies): the wrapper passes
 //! everything through.
@@ -247,8 +247,7 @@ fn parse_default_route(text: &str, ifname: &str) -> Option<Ipv4Addr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stack_engine::arp::reply;
-    use stack_engine::testing::MemLink;
+    use stack_engine::testing::{frames, MemLink};
 
     #[test]
     fn parses_proc_net_arp() {
@@ -280,8 +279,7 @@ mod tests {
     fn shared_mode_keeps_arp_off_the_wire_and_notes_the_target() {
         let (us, peer) = (Ipv4Addr::new(198, 18, 0, 1), Ipv4Addr::new(198, 18, 0, 2));
         // From us (sender) to everyone, asking for `peer` (target).
-        let mut request = reply([0xff; 6], peer, [2, 0, 0, 0, 0, 1], us);
-        request[21] = 1; // opcode: request
+        let request = frames::arp(1, [2, 0, 0, 0, 0, 1], [0xff; 6], us, peer);
         // An ICMP echo reply without payload is as long as an ARP frame.
         let mut icmp = [0u8; FRAME_LEN];
         icmp[12..14].copy_from_slice(&[0x08, 0x00]);
