@@ -122,3 +122,30 @@ fn accept_echo_eof(mut t: KernelTransport) {
     assert_eq!(t.open_connections(), 0);
     assert!(matches!(t.send(client, b"x"), Err(TransportError::UnknownConn(_))));
 }
+
+/// `sources`: outgoing connections take consecutive source addresses in turn (every
+/// 127.0.0.0/8 address is local on Linux, so loopback has three to give).
+#[test]
+fn connections_take_their_source_addresses_in_turn() {
+    let mut server = KernelTransport::new(KernelConfig::default().with_bind(Ipv4Addr::UNSPECIFIED)).unwrap();
+    let l = server.listen(0).unwrap();
+    let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, server.local_addr(l).unwrap().port());
+    let mut client = KernelTransport::new(KernelConfig::default().with_sources(3)).unwrap();
+    for _ in 0..4 {
+        client.connect(to).unwrap();
+    }
+    let (mut peers, mut events) = (Vec::new(), Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while peers.len() < 4 && Instant::now() < deadline {
+        events.clear();
+        server.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+        for e in &events {
+            if let Event::Accepted { conn, .. } = e {
+                peers.push(*server.peer_addr(*conn).unwrap().ip());
+            }
+        }
+    }
+    peers.sort();
+    let at = |d: u8| Ipv4Addr::new(127, 0, 0, d);
+    assert_eq!(peers, [at(1), at(1), at(2), at(3)]);
+}
