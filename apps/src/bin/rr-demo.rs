@@ -1094,20 +1094,21 @@ fn summaries(rows: &[Row], cases: &[Case]) -> BTreeMap<(String, String), Summary
     sums
 }
 
-/// The xsk/kernel server CPU ratio of each round (the two runs of a round
-/// are back to back, so they share the machine's state), summarised.
+/// The xsk/kernel ratio of one figure (server CPU per request, p50) in each
+/// round (the two runs of a round are back to back, so they share the
+/// machine's state), summarised.
 #[derive(Debug, PartialEq, Serialize)]
-struct PairedCpu {
+struct Paired {
     case: String,
     rounds: usize,
     median: f64,
     min: f64,
     max: f64,
-    /// Rounds where the stack used at most the kernel's CPU per request.
+    /// Rounds where the stack's figure was at most the kernel's.
     at_most_kernel: usize,
 }
 
-fn paired_cpu(rows: &[Row], case: &str, figure: fn(&Metrics) -> f64) -> Option<PairedCpu> {
+fn paired_ratios(rows: &[Row], case: &str, figure: fn(&Metrics) -> f64) -> Option<Paired> {
     let cpu = |backend: &str, round: usize| {
         rows.iter()
             .find(|r| r.case == case && r.backend == backend && r.round == round)
@@ -1121,7 +1122,7 @@ fn paired_cpu(rows: &[Row], case: &str, figure: fn(&Metrics) -> f64) -> Option<P
     if ratios.len() < 2 {
         return None;
     }
-    Some(PairedCpu {
+    Some(Paired {
         case: case.into(),
         rounds: ratios.len(),
         median: median(ratios.clone()),
@@ -1307,24 +1308,28 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value, sh
             }
         }
     }
-    let paired: Vec<PairedCpu> =
-        cases.iter().filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req)).collect();
-    let paired_own: Vec<PairedCpu> =
-        cases.iter().filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req_own_rx)).collect();
+    let paired: Vec<Paired> =
+        cases.iter().filter_map(|c| paired_ratios(rows, c.name, |m| m.cpu_us_per_req)).collect();
+    let paired_own: Vec<Paired> =
+        cases.iter().filter_map(|c| paired_ratios(rows, c.name, |m| m.cpu_us_per_req_own_rx)).collect();
+    // Latency moves with the machine as CPU does: busy-same-1's two rows go slow and fast
+    // together (docs/2026-12-04-busy-placement).
+    let paired_p50: Vec<Paired> = cases.iter().filter_map(|c| paired_ratios(rows, c.name, |m| m.p50_us)).collect();
     // Whatever either side's kernel does for the other, the two processes together hold it all.
-    let paired_both: Vec<PairedCpu> = cases
+    let paired_both: Vec<Paired> = cases
         .iter()
-        .filter_map(|c| paired_cpu(rows, c.name, |m| m.cpu_us_per_req + m.cpu_us_per_req_client))
+        .filter_map(|c| paired_ratios(rows, c.name, |m| m.cpu_us_per_req + m.cpu_us_per_req_client))
         .collect();
     // The ratio of medians above mixes rounds run minutes apart; on a
     // noisy machine the per-round ratio is the steadier figure.
-    // The two other views are --wide's.
+    // The two last views are --wide's.
     let views = [
         ("server CPU, xsk/kernel per round (each round's two runs back to back):", &paired),
+        ("p50 latency, xsk/kernel per round:", &paired_p50),
         ("server CPU with its own receive (own), xsk/kernel per round:", &paired_own),
         ("server + client processes (the same kernel client for both), xsk/kernel per round:", &paired_both),
     ];
-    for (title, list) in views.into_iter().take(if show.wide { 3 } else { 1 }) {
+    for (title, list) in views.into_iter().take(if show.wide { 4 } else { 2 }) {
         if list.is_empty() {
             continue;
         }
@@ -1354,7 +1359,7 @@ fn report(rows: &[Row], cases: &[Case], out: &Path, meta: &serde_json::Value, sh
     }
     let errors: u64 = sums.values().map(|s| s.errors).sum();
     let json = serde_json::json!({
-        "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "paired_cpu": paired, "paired_cpu_own_rx": paired_own,
+        "metadata": meta, "summary": sums.values().collect::<Vec<_>>(), "paired_cpu": paired, "paired_p50": paired_p50, "paired_cpu_own_rx": paired_own,
         "paired_cpu_server_and_client": paired_both, "runs": rows
     });
     if show.write {
@@ -1766,7 +1771,7 @@ mod tests {
     }
 
     #[test]
-    fn paired_cpu_takes_each_rounds_own_ratio() {
+    fn paired_takes_each_rounds_own_ratio() {
         let row = |backend: &str, case: &str, round: usize, cpu: f64| Row {
             backend: backend.into(),
             case: case.into(),
@@ -1799,14 +1804,15 @@ mod tests {
             row("xsk", "rr-1", 1, 1.0),
         ];
         let cpu = |m: &Metrics| m.cpu_us_per_req;
-        let p = paired_cpu(&rows, "open-5k", cpu).unwrap();
+        let p = paired_ratios(&rows, "open-5k", cpu).unwrap();
         assert_eq!((p.rounds, p.at_most_kernel), (3, 2));
         assert_eq!((p.median, p.min), (1.0, 1.0));
         assert!((p.max - 15.0 / 14.0).abs() < 1e-12);
-        assert_eq!(paired_cpu(&rows, "rr-1", cpu), None, "one complete round is no statistic");
-        assert_eq!(paired_cpu(&rows, "same-16", cpu), None);
+        assert_eq!(paired_ratios(&rows, "rr-1", cpu), None, "one complete round is no statistic");
+        assert_eq!(paired_ratios(&rows, "same-16", cpu), None);
         // The own-receive figure is unknown in these rows (NaN): no rounds, no statistic.
-        assert_eq!(paired_cpu(&rows, "open-5k", |m| m.cpu_us_per_req_own_rx), None);
+        assert_eq!(paired_ratios(&rows, "open-5k", |m| m.cpu_us_per_req_own_rx), None);
+        assert_eq!(paired_ratios(&rows, "open-5k", |m| m.p50_us), None, "no p50 in these rows either");
     }
 
     #[test]
