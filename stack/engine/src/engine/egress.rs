@@ -207,9 +207,7 @@ impl Engine {
                 }
             }
         }
-        for b in 0..self.buckets.len() as u32 {
-            self.mark_dirty(b);
-        }
+        self.mark_all_dirty();
         self.egress(now, link);
     }
 }

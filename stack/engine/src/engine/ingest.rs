@@ -95,9 +95,7 @@ impl Engine {
                 if self.iface.neighbor_asked(now, IpAddress::Ipv4(sender)) {
                     let mut dev = SmolDev { rx: Some(frame), link };
                     self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);
-                    for b in 0..self.buckets.len() as u32 {
-                        self.mark_dirty(b);
-                    }
+                    self.mark_all_dirty();
                     return Ok(info);
                 }
                 0
@@ -161,9 +159,7 @@ impl Engine {
         self.neighbours.note(ip, now);
         // Sockets waiting for this neighbour can send now (rare: once per
         // new neighbour, so a pass over all buckets is fine).
-        for b in 0..self.buckets.len() as u32 {
-            self.mark_dirty(b);
-        }
+        self.mark_all_dirty();
         true
     }
 

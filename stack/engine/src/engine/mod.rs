@@ -219,6 +219,15 @@ impl Engine {
             self.dirty.push(b);
         }
     }
+
+    /// Every bucket to the next egress: for what any socket may be waiting on (a
+    /// neighbour resolved) or what concerns them all (shutdown). Rare by design: a pass
+    /// over every bucket.
+    fn mark_all_dirty(&mut self) {
+        for b in 0..self.buckets.len() as u32 {
+            self.mark_dirty(b);
+        }
+    }
 }
 
 #[cfg(test)]

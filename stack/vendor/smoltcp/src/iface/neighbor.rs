@@ -185,7 +185,7 @@ impl Cache {
         };
         // The address's own slot, else the window's first empty one, else
         // the window's entry that expires first.
-        let mut victim: Option<usize> = None;
+        let mut victim: Option<(usize, Instant)> = None;
         for s in Self::window(&protocol_addr) {
             match &self.storage[s] {
                 Some((a, _old)) if *a == protocol_addr => {
@@ -201,10 +201,8 @@ impl Cache {
                     return;
                 }
                 Some((_, n)) => {
-                    if victim.is_none_or(|v| {
-                        self.storage[v].is_some_and(|(_, o)| n.expires_at < o.expires_at)
-                    }) {
-                        victim = Some(s);
+                    if victim.is_none_or(|(_, e)| n.expires_at < e) {
+                        victim = Some((s, n.expires_at));
                     }
                 }
                 None => {
@@ -215,7 +213,7 @@ impl Cache {
             }
         }
         // If we're here, the window is full, and we need to evict an entry.
-        let v = victim.expect("empty neighbor cache storage");
+        let (v, _) = victim.expect("empty neighbor cache storage");
         let _old = self.storage[v].replace((protocol_addr, neighbor));
         if let Some((_old_protocol_addr, _old_neighbor)) = _old {
             net_trace!(
