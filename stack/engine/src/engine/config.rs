@@ -63,8 +63,10 @@ pub struct EngineConfig {
     /// Loss recovery: retransmission timeout bounds, tail-loss probe.
     pub recovery: Recovery,
     /// Header prediction: in-order ACK/PSH segments of established connections skip
-    /// smoltcp's general receive path (the same effects; see `stack/vendor/smoltcp/PATCHES.md`,
-    /// fast-path). On by default; off only to compare.
+    /// smoltcp's general receive path, and a send buffer that fits one segment leaves
+    /// without its general send path (the same effects; see
+    /// `stack/vendor/smoltcp/PATCHES.md`, fast-path and fast-send). On by default; off
+    /// only to compare.
     pub fast_path: bool,
 }
 
@@ -235,6 +237,8 @@ pub struct EngineStats {
     pub rx_partial_csum: u64,
     /// Segments taken by the fast path (header prediction), not smoltcp's general one.
     pub fast_path: u64,
+    /// Segments sent by the fast path (fast-send), not smoltcp's general one.
+    pub fast_send: u64,
     /// Frames not given to a socket, by reason.
     pub drops: DropStats,
     /// Retransmissions, tail-loss probes, and those found spurious.

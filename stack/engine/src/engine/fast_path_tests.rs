@@ -1,4 +1,5 @@
-//! The fast path (header prediction, `Interface::process_tcp_fast`) against smoltcp's
+//! The fast path (header prediction, `Interface::process_tcp_fast`, on the way in; a
+//! response in one segment, `Interface::set_fast_send`, on the way out) against smoltcp's
 //! general path: two server engines, one taking it and one not, get the same frames at
 //! the same times from a scripted peer and run the same application. After every frame
 //! they must have sent the same frames and hold the same state (every socket's `Debug`:
@@ -148,6 +149,11 @@ impl Twin {
     fn fast_taken(&self) -> (u64, u64) {
         (self.sides[0].engine.stats().fast_path, self.sides[1].engine.stats().fast_path)
     }
+
+    /// Segments sent by the fast path (fast-send): the fast engine's, the general one's.
+    fn fast_sent(&self) -> (u64, u64) {
+        (self.sides[0].engine.stats().fast_send, self.sides[1].engine.stats().fast_send)
+    }
 }
 
 static DATA: [u8; 3000] = [0x42; 3000];
@@ -167,6 +173,9 @@ fn the_fast_path_equals_the_general_path_on_every_edge() {
     }
     let (fast, general) = t.fast_taken();
     assert!(fast >= 8 && general == 0, "fast path taken {fast}, general engine {general}");
+    // The echoes of 1, 100, 536 and 1,460 bytes each fit one segment (fast-send).
+    let (sent, general) = t.fast_sent();
+    assert!(sent >= 4 && general == 0, "fast-send {sent}, general engine {general}");
     // The application reads after the last ACK, so the buffer has more room than the
     // window advertised: a segment past the window's end must still be trimmed to it.
     t.reading = false;
@@ -229,6 +238,7 @@ fn the_fast_path_equals_the_general_path_on_every_edge() {
     t.step(None, Duration::from_secs(70), 0);
     let (fast, general) = t.fast_taken();
     assert!(fast >= 10 && general == 0, "fast path taken {fast}, general engine {general}");
+    assert_eq!(t.fast_sent().1, 0);
 }
 
 /// A retransmission (tail probe or RTO) answered at once by the ACK of the original:
@@ -259,12 +269,16 @@ fn an_ack_that_judges_a_retransmission_takes_the_general_path() {
 /// (tail probes, RTO).
 #[test]
 fn random_segments_near_the_edges_get_the_same_answers_and_state() {
-    let mut taken = 0;
+    let (mut taken, mut sent) = (0, 0);
     for seed in 1..=12u64 {
         let mut rng = Rng(seed);
         let mut t = Twin::new(|c| {
             c.rx_buffer = 8192;
             c.initial_buffer = 2048;
+            // Every third run with keep-alives: each segment sent rewinds the timer.
+            if seed % 3 == 0 {
+                c.keepalive = Some(Duration::from_millis(500));
+            }
         });
         if seed % 2 == 0 {
             t.syn_options = &[2, 4, 5, 0xb4, 4, 2, 1, 1];
@@ -322,6 +336,9 @@ fn random_segments_near_the_edges_get_the_same_answers_and_state() {
         }
         taken += t.fast_taken().0;
         assert_eq!(t.fast_taken().1, 0);
+        sent += t.fast_sent().0;
+        assert_eq!(t.fast_sent().1, 0);
     }
     assert!(taken > 500, "the fast path was taken only {taken} times");
+    assert!(sent > 200, "fast-send sent only {sent} segments");
 }

@@ -101,6 +101,7 @@ impl Engine {
         if let Some(gw) = cfg.gateway {
             let _ = iface.routes_mut().add_default_ipv4_route(gw);
         }
+        iface.set_fast_send(cfg.fast_path);
         let rules =
             RxRules { mac: cfg.mac, addr: cfg.addr, prefix_len: cfg.prefix_len, accept_partial: cfg.accept_partial_csum };
         Engine {
@@ -155,6 +156,7 @@ impl Engine {
         s.half_open = self.half_open;
         s.connections = self.conns.len();
         s.fast_path = self.buckets.iter().map(|b| b.fast_hits).sum();
+        s.fast_send = self.iface.fast_sends();
         // Live sockets' counters; recycled ones were added as they went.
         for b in &self.buckets {
             for (_, sock) in b.sockets.iter() {

@@ -110,6 +110,8 @@ pub struct FuzzReport {
     pub fin_timeouts: u64,
     /// Segments the server's fast path took.
     pub fast_path: u64,
+    /// Segments the server's fast path sent (fast-send).
+    pub fast_send: u64,
     /// Buckets whose sockets' states were compared with the twin's (0: no twin); the
     /// answers are compared after every batch.
     pub twin_checks: u64,
@@ -289,6 +291,7 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.timed_out = s.timed_out;
     rep.fin_timeouts = s.fin_timeouts;
     rep.fast_path = s.fast_path;
+    rep.fast_send = s.fast_send;
     rep.end_live_sockets = s.live_sockets;
     rep.end_listening = s.listening;
     rep.end_connections = s.connections;
@@ -372,6 +375,7 @@ mod tests {
             let cfg = super::FuzzConfig { frames: 20_000, seed, twin: true, ..Default::default() };
             let r = super::run(&cfg, |_| {}).unwrap_or_else(|(e, r)| panic!("{e}: {r:?}"));
             assert!(r.fast_path > 100 && r.twin_checks > 100, "the fast path was hardly taken: {r:?}");
+            assert!(r.fast_send > 100, "fast-send was hardly taken: {r:?}");
         }
     }
 

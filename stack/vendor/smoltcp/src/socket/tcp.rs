@@ -613,6 +613,18 @@ pub struct FastSegment<'a> {
     pub payload: &'a [u8],
 }
 
+/// [xsk-stack patch: fast-send] What `Socket::fast_send_plan` found: the segment
+/// `Socket::dispatch_fast` will send.
+#[derive(Debug, Clone, Copy)]
+#[cfg(feature = "proto-ipv4")]
+pub(crate) struct FastSendPlan {
+    pub(crate) src: crate::wire::Ipv4Address,
+    pub(crate) dst: crate::wire::Ipv4Address,
+    /// The IP payload: the TCP header and the data.
+    pub(crate) payload_len: usize,
+    pub(crate) hop_limit: u8,
+}
+
 /// A Transmission Control Protocol socket.
 ///
 /// A TCP socket may passively listen for connections or actively connect to another endpoint.
@@ -3074,6 +3086,182 @@ impl<'a> Socket<'a> {
         }
     }
 
+    /// After any segment went out: the keep-alive timer rewound, the delayed ACK
+    /// cancelled (its ACK went with the segment).
+    fn emitted(&mut self, cx: &mut Context) {
+        // We've sent something, whether useful data or a keep-alive packet, so rewind
+        // the keep-alive timer.
+        self.timer.rewind_keep_alive(cx.now(), self.keep_alive);
+
+        // Reset delayed-ack timer
+        match self.ack_delay_timer {
+            AckDelayTimer::Idle => {}
+            AckDelayTimer::Waiting(_) => {
+                tcp_trace!("stop delayed ack timer")
+            }
+            AckDelayTimer::Immediate => {
+                tcp_trace!("stop delayed ack timer (was force-expired)")
+            }
+        }
+        self.ack_delay_timer = AckDelayTimer::Idle;
+    }
+
+    /// After a segment (not a zero-window probe or keep-alive) went out: what was
+    /// sent and acknowledged, the RTT sample, the congestion controller, the
+    /// retransmission timer and the tail-loss probe.
+    fn sent(
+        &mut self,
+        cx: &mut Context,
+        seq_number: TcpSeqNumber,
+        segment_len: usize,
+        ack_number: Option<TcpSeqNumber>,
+        window_len: u16,
+    ) {
+        // We've sent a packet successfully, so we can update the internal state now.
+        // Use max() so a fast-retransmit segment (whose seq_number is local_seq_no, well
+        // behind the current frontier) doesn't rewind the tracked "highest sent" sequence.
+        self.remote_last_seq = self.remote_last_seq.max(seq_number + segment_len);
+        self.remote_last_ack = ack_number;
+        self.remote_last_win = window_len;
+
+        // [xsk-stack patch: tail-loss-probe] New data (past the highest sequence
+        // number sent before) arms the probe; a retransmission does not.
+        let new_data = segment_len > 0
+            && self
+                .rtte
+                .max_seq_sent
+                .is_none_or(|max| seq_number + segment_len > max);
+        if segment_len > 0 {
+            self.rtte.on_send(cx.now(), seq_number + segment_len);
+            self.congestion_controller
+                .inner_mut()
+                .post_transmit(cx.now(), segment_len);
+        }
+
+        if segment_len > 0 && !self.timer.is_retransmit() {
+            // RFC 6298 (5.1) Every time a packet containing data is sent (including a
+            // retransmission), if the timer is not running, start it running
+            // so that it will expire after RTO seconds.
+            let rto = self.rtte.retransmission_timeout();
+            self.timer.set_for_retransmit(cx.now(), rto);
+        }
+        if new_data {
+            self.arm_tail_probe(cx);
+        }
+    }
+
+    /// [xsk-stack patch: fast-send] Whether `dispatch` would send exactly one segment
+    /// now, carrying all of the send buffer with PSH|ACK and no option: an
+    /// ESTABLISHED or CLOSE-WAIT socket with nothing in flight (so neither Nagle
+    /// nor a retransmission decides), no timer due (the idle timeout counted from
+    /// now if the buffer was empty before, as `dispatch` does), no TCP timestamps, a buffer
+    /// that fits the peer's window, the congestion window and one MSS, and lies
+    /// contiguous in the ring. Then its addresses, the IP payload length and the
+    /// hop limit; the caller finds the link-layer destination before it commits
+    /// to `dispatch_fast`. Changes nothing.
+    #[cfg(feature = "proto-ipv4")]
+    pub(crate) fn fast_send_plan(&self, cx: &mut Context) -> Option<FastSendPlan> {
+        let tuple = self.tuple?;
+        if !matches!(self.state, State::Established | State::CloseWait)
+            || self.remote_last_seq != self.local_seq_no
+            || self.pending_fast_retransmit
+            || self.tsval_generator.is_some()
+        {
+            return None;
+        }
+        let len = self.tx_buffer.len();
+        let now = cx.now();
+        // `dispatch` starts the idle timeout now if the buffer was empty before
+        // (`send_impl` cleared it), as in every response.
+        let timed_out = match (self.remote_last_ts, self.timeout) {
+            (last, Some(timeout)) => now >= last.unwrap_or(now) + timeout,
+            (_, None) => false,
+        };
+        if len == 0
+            || len > self.remote_win_len
+            || len > self.cwnd_remaining()
+            || timed_out
+            || self.tlp_at.is_some_and(|at| now >= at)
+            || self.timer.should_retransmit(now)
+        {
+            return None;
+        }
+        let (src, dst) = match (tuple.local.addr, tuple.remote.addr) {
+            #[cfg(feature = "proto-ipv4")]
+            (IpAddress::Ipv4(s), IpAddress::Ipv4(d)) => (s, d),
+            #[allow(unreachable_patterns)]
+            _ => return None,
+        };
+        // `dispatch`'s MSS without options; the ring's contiguous part.
+        let local_mss = cx.ip_mtu() - crate::wire::IPV4_HEADER_LEN - TCP_HEADER_LEN;
+        if len > local_mss.min(self.remote_mss)
+            || self.tx_buffer.get_allocated(0, len).len() != len
+            || !cx.has_ip_addr(tuple.local.addr)
+        {
+            return None;
+        }
+        Some(FastSendPlan {
+            src,
+            dst,
+            payload_len: TCP_HEADER_LEN + len,
+            hop_limit: self.hop_limit.unwrap_or(64),
+        })
+    }
+
+    /// [xsk-stack patch: fast-send] `dispatch`'s prelude for a socket
+    /// `fast_send_plan` accepted: with no timer due, its only steps with an effect
+    /// (the idle timeout's start, the congestion controller's `pre_transmit`).
+    pub(crate) fn fast_send_prelude(&mut self, cx: &mut Context) {
+        if self.remote_last_ts.is_none() {
+            self.remote_last_ts = Some(cx.now());
+        }
+        self.congestion_controller
+            .inner_mut()
+            .pre_transmit(cx.now());
+    }
+
+    /// [xsk-stack patch: fast-send] Sends the segment `fast_send_plan` planned,
+    /// with exactly `dispatch`'s steps for it: `emit` gets the IP and TCP
+    /// representations `dispatch` would build, and the socket's state after it is
+    /// what `dispatch` leaves. Only right after `fast_send_plan` returned a plan
+    /// and `fast_send_prelude` ran, at the same instant.
+    #[cfg(feature = "proto-ipv4")]
+    pub(crate) fn dispatch_fast<R>(
+        &mut self,
+        cx: &mut Context,
+        plan: &FastSendPlan,
+        emit: impl FnOnce(&crate::wire::Ipv4Repr, &TcpRepr) -> R,
+    ) -> R {
+        let tuple = self.tuple.unwrap();
+        let ip = crate::wire::Ipv4Repr {
+            src_addr: plan.src,
+            dst_addr: plan.dst,
+            next_header: IpProtocol::Tcp,
+            payload_len: plan.payload_len,
+            hop_limit: plan.hop_limit,
+        };
+        let repr = TcpRepr {
+            src_port: tuple.local.port,
+            dst_port: tuple.remote.port,
+            control: TcpControl::Psh,
+            seq_number: self.remote_last_seq,
+            ack_number: Some(self.remote_seq_no + self.rx_buffer.len()),
+            window_len: self.scaled_window(),
+            window_scale: None,
+            max_seg_size: None,
+            sack_permitted: false,
+            sack_ranges: [None, None, None],
+            timestamp: None,
+            payload: self.tx_buffer.get_allocated(0, plan.payload_len - TCP_HEADER_LEN),
+        };
+        let r = emit(&ip, &repr);
+        let (seq, len) = (repr.seq_number, repr.segment_len());
+        let (ack, win) = (repr.ack_number, repr.window_len);
+        self.emitted(cx);
+        self.sent(cx, seq, len, ack, win);
+        r
+    }
+
     pub(crate) fn dispatch<F, E>(&mut self, cx: &mut Context, emit: F) -> Result<(), E>
     where
         F: FnOnce(&mut Context, PacketMeta, (IpRepr, TcpRepr)) -> Result<(), E>,
@@ -3487,22 +3675,11 @@ impl<'a> Socket<'a> {
         // for sure will not be successfully transmitted.
         ip_repr.set_payload_len(repr.buffer_len());
         emit(cx, packet_meta, (ip_repr, repr))?;
-
-        // We've sent something, whether useful data or a keep-alive packet, so rewind
-        // the keep-alive timer.
-        self.timer.rewind_keep_alive(cx.now(), self.keep_alive);
-
-        // Reset delayed-ack timer
-        match self.ack_delay_timer {
-            AckDelayTimer::Idle => {}
-            AckDelayTimer::Waiting(_) => {
-                tcp_trace!("stop delayed ack timer")
-            }
-            AckDelayTimer::Immediate => {
-                tcp_trace!("stop delayed ack timer (was force-expired)")
-            }
-        }
-        self.ack_delay_timer = AckDelayTimer::Idle;
+        // [xsk-stack patch: fast-send] What follows moved into `emitted` and `sent`,
+        // which `dispatch_fast` calls too.
+        let (seq, len) = (repr.seq_number, repr.segment_len());
+        let (ack, win) = (repr.ack_number, repr.window_len);
+        self.emitted(cx);
 
         // Leave the rest of the state intact if sending a zero-window probe.
         if is_zero_window_probe {
@@ -3516,40 +3693,7 @@ impl<'a> Socket<'a> {
             return Ok(());
         }
 
-        // We've sent a packet successfully, so we can update the internal state now.
-        // Use max() so a fast-retransmit segment (whose seq_number is local_seq_no, well
-        // behind the current frontier) doesn't rewind the tracked "highest sent" sequence.
-        self.remote_last_seq = self
-            .remote_last_seq
-            .max(repr.seq_number + repr.segment_len());
-        self.remote_last_ack = repr.ack_number;
-        self.remote_last_win = repr.window_len;
-
-        // [xsk-stack patch: tail-loss-probe] New data (past the highest sequence
-        // number sent before) arms the probe; a retransmission does not.
-        let new_data = repr.segment_len() > 0
-            && self
-                .rtte
-                .max_seq_sent
-                .is_none_or(|max| repr.seq_number + repr.segment_len() > max);
-        if repr.segment_len() > 0 {
-            self.rtte
-                .on_send(cx.now(), repr.seq_number + repr.segment_len());
-            self.congestion_controller
-                .inner_mut()
-                .post_transmit(cx.now(), repr.segment_len());
-        }
-
-        if repr.segment_len() > 0 && !self.timer.is_retransmit() {
-            // RFC 6298 (5.1) Every time a packet containing data is sent (including a
-            // retransmission), if the timer is not running, start it running
-            // so that it will expire after RTO seconds.
-            let rto = self.rtte.retransmission_timeout();
-            self.timer.set_for_retransmit(cx.now(), rto);
-        }
-        if new_data {
-            self.arm_tail_probe(cx);
-        }
+        self.sent(cx, seq, len, ack, win);
 
         if self.state == State::Closed {
             // When aborting a connection, forget about it after sending a single RST packet.
@@ -3949,6 +4093,82 @@ mod test {
 
     fn socket_established() -> TestSocket {
         socket_established_with_buffer_sizes(64, 64)
+    }
+
+    // [xsk-stack patch: fast-send] `dispatch_fast` against `dispatch`: two sockets
+    // in the same state, one sending through each, must emit the same segment and
+    // be left in the same state; a refused plan changes nothing.
+    #[test]
+    #[cfg(feature = "proto-ipv4")]
+    fn test_fast_send_equals_dispatch() {
+        let mut taken = 0;
+        let mut refused = 0;
+        for case in 0..192u32 {
+            let ack_delay = [None, Some(Duration::from_millis(10))][(case % 2) as usize];
+            let keep_alive = [None, Some(Duration::from_millis(500))][(case / 2 % 2) as usize];
+            let timeout = [None, Some(Duration::from_millis(3))][(case / 4 % 2) as usize];
+            // Lengths from 1 to past the buffer's end (the ring wraps after the
+            // first send) and past the peer's window.
+            let len = [1usize, 20, 40, 64, 0][(case / 8 % 5) as usize];
+            let win = [256usize, 30, 0][(case / 40 % 3) as usize];
+            let in_flight = case >= 120 && case < 150;
+            let make = || {
+                let mut s = socket_established();
+                s.set_ack_delay(ack_delay);
+                s.set_keep_alive(keep_alive);
+                s.set_timeout(timeout);
+                // The peer's request: a delayed ACK may be pending.
+                send(
+                    &mut s,
+                    Instant::from_millis(1),
+                    &TcpRepr {
+                        seq_number: REMOTE_SEQ + 1,
+                        ack_number: Some(LOCAL_SEQ + 1),
+                        payload: &b"req"[..],
+                        ..SEND_TEMPL
+                    },
+                );
+                s.remote_win_len = win;
+                if in_flight {
+                    s.send_slice(&[7; 10]).unwrap();
+                    recv(&mut s, Instant::from_millis(2), |_| ());
+                } else {
+                    // Move the ring's start so that some lengths wrap.
+                    s.tx_buffer.enqueue_slice(&[0; 30]);
+                    s.tx_buffer.dequeue_allocated(30);
+                }
+                s.send_slice(&[0x5a; 64][..len]).unwrap();
+                s
+            };
+            let at = Instant::from_millis(2 + (case % 3) as i64);
+            let mut general = make();
+            let mut fast = make();
+            general.cx.set_now(at);
+            fast.cx.set_now(at);
+            let mut by_general = None;
+            let _ = general.socket.dispatch(&mut general.cx, |_, _, (ip, tcp)| {
+                by_general = Some((ip, format!("{tcp:?}")));
+                Ok::<(), ()>(())
+            });
+            let before = format!("{:?}", fast.socket);
+            let Some(plan) = fast.socket.fast_send_plan(&mut fast.cx) else {
+                assert_eq!(format!("{:?}", fast.socket), before);
+                refused += 1;
+                continue;
+            };
+            fast.socket.fast_send_prelude(&mut fast.cx);
+            let by_fast = fast.socket.dispatch_fast(&mut fast.cx, &plan, |ip, tcp| {
+                (IpRepr::Ipv4(*ip), format!("{tcp:?}"))
+            });
+            taken += 1;
+            assert_eq!(Some(by_fast), by_general, "case {case}: another segment");
+            assert_eq!(
+                format!("{:?}", fast.socket),
+                format!("{:?}", general.socket),
+                "case {case}: another state"
+            );
+        }
+        assert!(taken >= 30 && refused >= 30, "taken {taken}, refused {refused}");
     }
 
     fn socket_fin_wait_1() -> TestSocket {

@@ -155,6 +155,10 @@ pub struct InterfaceInner {
     routes: Routes,
     #[cfg(feature = "multicast")]
     multicast: multicast::State,
+    /// [xsk-stack patch: fast-send] `socket_egress` tries `dispatch_tcp_fast` first.
+    fast_send: bool,
+    /// [xsk-stack patch: fast-send] Segments `dispatch_tcp_fast` sent.
+    fast_sends: u64,
 }
 
 /// Configuration structure used for creating a network interface.
@@ -297,6 +301,8 @@ impl Interface {
                 #[cfg(feature = "proto-ipv6-slaac")]
                 slaac_updated: Instant::from_millis(0),
                 rand,
+                fast_send: false,
+                fast_sends: 0,
             },
         }
     }
@@ -412,6 +418,19 @@ impl Interface {
             .neighbor_cache
             .fill(ip_addr, hardware_addr, timestamp);
         true
+    }
+
+    /// [xsk-stack patch: fast-send] Whether egress sends a TCP socket's next segment
+    /// by the fast path where it applies (`InterfaceInner::dispatch_tcp_fast`):
+    /// the same frame and the same socket state as the general path, in fewer
+    /// steps. Off by default.
+    pub fn set_fast_send(&mut self, on: bool) {
+        self.inner.fast_send = on;
+    }
+
+    /// [xsk-stack patch: fast-send] How many segments the fast path sent.
+    pub fn fast_sends(&self) -> u64 {
+        self.inner.fast_sends
     }
 
     /// [xsk-stack patch: neighbor-rate] Whether a neighbor request (ARP, NDISC) for
@@ -761,6 +780,21 @@ impl Interface {
                 continue;
             }
 
+            // [xsk-stack patch: fast-send] A response that fits in one segment.
+            #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+            if self.inner.fast_send {
+                if let Socket::Tcp(socket) = &mut item.socket {
+                    match self.inner.dispatch_tcp_fast(socket, device) {
+                        Some(true) => {
+                            result = PollResult::SocketStateChanged;
+                            continue;
+                        }
+                        Some(false) => break, // Device buffer full.
+                        None => {}
+                    }
+                }
+            }
+
             let mut neighbor_addr = None;
             let mut respond = |inner: &mut InterfaceInner, meta: PacketMeta, response: Packet| {
                 neighbor_addr = Some(response.ip_repr().dst_addr());
@@ -858,6 +892,55 @@ impl Interface {
 }
 
 impl InterfaceInner {
+    /// [xsk-stack patch: fast-send] `socket_egress` and `dispatch_ip` for a TCP
+    /// segment `tcp::Socket::fast_send_plan` accepts (all of the send buffer in one
+    /// segment without options) to an on-link or routed unicast neighbor whose
+    /// address is known, on Ethernet without a burst-size clamp: the same frame,
+    /// written by `fast_emit` as `dispatch_ip` writes it, and the same socket state.
+    /// None, having changed nothing, where the general path must run (the
+    /// neighbor unknown: it asks for it); Some(false) when the device has no
+    /// buffer (the general path fails there too, after the same steps).
+    #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+    fn dispatch_tcp_fast(
+        &mut self,
+        socket: &mut crate::socket::tcp::Socket,
+        device: &mut (impl Device + ?Sized),
+    ) -> Option<bool> {
+        if self.caps.medium != Medium::Ethernet || self.caps.max_burst_size.is_some() {
+            return None;
+        }
+        let plan = socket.fast_send_plan(self)?;
+        let dst = IpAddress::Ipv4(plan.dst);
+        if self.is_broadcast(&dst) || dst.is_multicast() {
+            return None;
+        }
+        let via = self.route(&dst, self.now)?;
+        let NeighborAnswer::Found(HardwareAddress::Ethernet(dst_mac)) =
+            self.neighbor_cache.lookup(&via, self.now)
+        else {
+            return None;
+        };
+        // `dispatch`'s prelude, which runs before it finds whether the device has a
+        // buffer.
+        socket.fast_send_prelude(self);
+        let Some(mut token) = device.transmit(self.now) else {
+            return Some(false);
+        };
+        #[cfg(feature = "proto-ipv4-fragmentation")]
+        let _ = self.next_ipv4_frag_ident();
+        token.set_meta(PacketMeta::default());
+        let src_mac = self.hardware_addr.ethernet_or_panic();
+        let caps = self.caps.checksum.clone();
+        let total = EthernetFrame::<&[u8]>::buffer_len(IPV4_HEADER_LEN + plan.payload_len);
+        socket.dispatch_fast(self, &plan, |ip, tcp| {
+            token.consume(total, |buf| {
+                super::fast_emit::emit(buf, src_mac, dst_mac, ip, tcp, &caps)
+            })
+        });
+        self.fast_sends += 1;
+        Some(true)
+    }
+
     #[allow(unused)] // unused depending on which sockets are enabled
     pub(crate) fn now(&self) -> Instant {
         self.now
