@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The study's tables and results.json from its runs: callgrind totals (runs/cg, cg.sh),
+"""The study's tables and results.json from its runs: callgrind totals (runs/cg, cg.sh; the
+timer wheel prototype's pairs, runs/wheel, docs/2026-12-02-fast-path/profile.sh + breakdown.py),
 guest CPU per request under -icount (runs/guest, `vm-tests cost --short [--rate 300]`,
 base and new alternating), and rr-demo A B B A (runs/abba, scripts/abba-table).
 Usage: summarize.py   (writes results.json and tables.txt next to it)"""
@@ -27,6 +28,22 @@ if cg:
     for p in parts:
         m = [statistics.median([r["parts"].get(p, 0) for r in cg if r["build"] == b]) for b in ["base", "fast-send"]]
         lines.append(f"    {m[0]:6.0f} -> {m[1]:6.0f}  {p}")
+
+# The timer wheel prototype (runs/wheel-prototype.patch) against fast-send alone, in pairs.
+wheel = []
+for f in sorted((here / "runs/wheel").glob("w-*.json")):
+    _, build, k = f.stem.split("-")
+    d = json.loads(f.read_text())
+    wheel.append({"pair": int(k), "build": "wheel" if build == "wheel" else "fast-send", "total": d["total_per_request"],
+                  "top": d["top"][:5]})
+out["timer_wheel"] = wheel
+if wheel:
+    lines.append("")
+    lines.append("Timer wheel prototype: user instructions per request, pairs (fast-send alone, then with the wheel)")
+    for k in sorted({w["pair"] for w in wheel}):
+        a = [w["total"] for w in wheel if w["pair"] == k and w["build"] == "fast-send"]
+        b = [w["total"] for w in wheel if w["pair"] == k and w["build"] == "wheel"]
+        lines.append(f"  pair {k}: {a[0]} -> {b[0]}")
 
 # Guest CPU per request.
 guest = []
