@@ -66,6 +66,8 @@ pub(super) struct Bucket {
     /// Segments the fast path took here: `EngineStats::fast_path` is their sum, and the
     /// fuzzer's twin compares the buckets where it took any.
     pub(super) fast_hits: u64,
+    /// Segments sent here by the fast path out (smoltcp's fast-send), for the same twin.
+    pub(super) fast_sent: u64,
 }
 
 /// A connection's peer address, peer port and local port in one word.
@@ -128,6 +130,7 @@ impl Bucket {
             dirty: false,
             wants_acks_now: false,
             fast_hits: 0,
+            fast_sent: 0,
         }
     }
 }

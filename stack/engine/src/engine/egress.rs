@@ -88,7 +88,9 @@ impl Engine {
             i += 1;
             self.buckets[b].dirty = false;
             let mut dev = SmolDev { rx: None, link: &mut *link };
+            let sent = self.iface.fast_sends();
             self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
+            self.buckets[b].fast_sent += self.iface.fast_sends() - sent;
             // One scan, after: it sees what came in (a touched bucket) and
             // what the egress changed (a FIN or an RST sent, TIME-WAIT
             // ended). Before the egress it would only repeat `scan_dirty`,

@@ -169,14 +169,16 @@ impl Engine {
         s
     }
 
-    /// The buckets where the fast path took a segment since `seen` was last updated (it
-    /// holds each bucket's count then), or all of them: what the fuzzer's twin compares.
+    /// The buckets where the fast path took or sent a segment since `seen` was last
+    /// updated (it holds each bucket's count then), or all of them: what the fuzzer's twin
+    /// compares.
     pub fn fast_buckets(&self, seen: &mut Vec<u64>, all: bool) -> Vec<usize> {
         seen.resize(self.buckets.len(), 0);
         let mut v = Vec::new();
         for (i, b) in self.buckets.iter().enumerate() {
-            if all || seen[i] != b.fast_hits {
-                seen[i] = b.fast_hits;
+            let n = b.fast_hits + b.fast_sent;
+            if all || seen[i] != n {
+                seen[i] = n;
                 v.push(i);
             }
         }
