@@ -3086,8 +3086,9 @@ impl<'a> Socket<'a> {
         }
     }
 
-    /// After any segment went out: the keep-alive timer rewound, the delayed ACK
-    /// cancelled (its ACK went with the segment).
+    /// [xsk-stack patch: fast-send] After any segment went out: the keep-alive timer
+    /// rewound, the delayed ACK cancelled (its ACK went with the segment). Moved
+    /// unchanged out of `dispatch`, which calls it, as does `dispatch_fast`.
     fn emitted(&mut self, cx: &mut Context) {
         // We've sent something, whether useful data or a keep-alive packet, so rewind
         // the keep-alive timer.
@@ -3106,9 +3107,10 @@ impl<'a> Socket<'a> {
         self.ack_delay_timer = AckDelayTimer::Idle;
     }
 
-    /// After a segment (not a zero-window probe or keep-alive) went out: what was
-    /// sent and acknowledged, the RTT sample, the congestion controller, the
-    /// retransmission timer and the tail-loss probe.
+    /// [xsk-stack patch: fast-send] After a segment (not a zero-window probe or
+    /// keep-alive) went out: what was sent and acknowledged, the RTT sample, the
+    /// congestion controller, the retransmission timer and the tail-loss probe.
+    /// Moved unchanged out of `dispatch`, which calls it, as does `dispatch_fast`.
     fn sent(
         &mut self,
         cx: &mut Context,
