@@ -277,9 +277,10 @@ pub struct XskOpts {
     /// and a local receiver such as a veth peer skips verifying them (PortConfig.tx_csum).
     #[arg(long)]
     pub no_csum_offload: bool,
-    /// Give every segment to smoltcp's general receive path. By default in-order ACK/PSH
-    /// segments of established connections take the fast path (header prediction, same
-    /// effects); this is for comparing the two.
+    /// Give every segment to smoltcp's general receive and send paths. By default in-order
+    /// ACK/PSH segments of established connections take the fast path in (header
+    /// prediction) and a response that fits one segment the fast path out (same effects);
+    /// this is for comparing the two.
     #[arg(long)]
     pub no_fast_path: bool,
     /// Time where each request goes inside the stack (RX ring, engine, application, egress,
