@@ -4109,8 +4109,9 @@ mod test {
             let ack_delay = [None, Some(Duration::from_millis(10))][(case % 2) as usize];
             let keep_alive = [None, Some(Duration::from_millis(500))][(case / 2 % 2) as usize];
             let timeout = [None, Some(Duration::from_millis(3))][(case / 4 % 2) as usize];
-            // Lengths from 1 to past the buffer's end (the ring wraps after the
-            // first send) and past the peer's window.
+            // Lengths from 0 to the whole 64-byte buffer: with the ring's start
+            // moved to 30 (below), 40 and 64 bytes wrap around its end; 40 and 64
+            // are also past a 30-byte window.
             let len = [1usize, 20, 40, 64, 0][(case / 8 % 5) as usize];
             let win = [256usize, 30, 0][(case / 40 % 3) as usize];
             let in_flight = case >= 120 && case < 150;
