@@ -3163,6 +3163,11 @@ impl<'a> Socket<'a> {
     /// to `dispatch_fast`. Changes nothing.
     #[cfg(feature = "proto-ipv4")]
     pub(crate) fn fast_send_plan(&self, cx: &mut Context) -> Option<FastSendPlan> {
+        // First what refuses most often: every socket of a bucket's egress is asked,
+        // and most have nothing to send (an ACK, a timer).
+        if self.tx_buffer.is_empty() {
+            return None;
+        }
         let tuple = self.tuple?;
         if !matches!(self.state, State::Established | State::CloseWait)
             || self.remote_last_seq != self.local_seq_no
@@ -3179,8 +3184,7 @@ impl<'a> Socket<'a> {
             (last, Some(timeout)) => now >= last.unwrap_or(now) + timeout,
             (_, None) => false,
         };
-        if len == 0
-            || len > self.remote_win_len
+        if len > self.remote_win_len
             || len > self.cwnd_remaining()
             || timed_out
             || self.tlp_at.is_some_and(|at| now >= at)
