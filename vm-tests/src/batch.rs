@@ -215,7 +215,7 @@ fn probe(env: &Env, net: &HostNet, g: &mut Guest, attach: &str, batch: &str) -> 
 fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     let net = HostNet::create()?;
     let ks = env.kernel();
-    let mut g = cost::boot_counted(env, ks, &net, "batch", &a.icount, "off")?;
+    let mut g = cost::boot_counted(env, ks, &net, "batch", &a.icount, "off", true)?;
     let mut problems = Vec::new();
 
     // 1. Probe at 1, 8, 32 and the budget.

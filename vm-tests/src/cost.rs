@@ -75,6 +75,23 @@ pub struct CostArgs {
     /// `--xsk-arg=--no-defer-acks` to compare a stack option against its default.
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
     pub xsk_arg: Vec<String>,
+    /// Also record where the guest's time goes: perf (cpu-clock samples over the whole guest,
+    /// kernel and user) during each long run, its report written to the run folder as
+    /// `<case>-perf.txt`. Under -icount a sample stands for a fixed number of guest
+    /// instructions. Needs the host's perf (linux-perf), which the guest then carries (its
+    /// memory is raised to 512 MB for it). The sampling adds work of its own: take the
+    /// profiles from such a run, and the cost figures from a run without it.
+    #[arg(long)]
+    pub profile: bool,
+    /// Give the guest CPU ERMS, as QEMU's `max` model has. By default the cost guest runs on
+    /// `max,-erms,-fsrm`, so its kernel clears and copies memory with `rep stosq`/`rep movsq`:
+    /// -icount counts a rep instruction once per iteration, and with ERMS the kernel's
+    /// `rep stosb` clears a 4 KB page as 4,096 instructions (~65 us at shift=4; ~40 ns on
+    /// hardware). That overcharges the side that clears or copies more bytes: native XDP on
+    /// virtio_net takes a 4 KB receive buffer per packet, and Debian's kernels zero each new
+    /// page (init_on_alloc). See docs/2026-12-04-guest-rep-strings.
+    #[arg(long)]
+    pub erms: bool,
 }
 
 /// One `vmt-stats` snapshot.
@@ -370,6 +387,8 @@ pub struct CostReport {
     pub host_kernel: String,
     pub qemu: String,
     pub icount: String,
+    /// The guest's `-cpu` under TCG.
+    pub guest_cpu: String,
     pub kernels: Vec<String>,
     pub requests: u64,
     pub runs: usize,
@@ -396,9 +415,11 @@ pub fn boot_counted(
     name: &str,
     icount: &str,
     offloads: &str,
+    erms: bool,
 ) -> Result<Guest> {
     let nic = if offloads == "off" { OFFLOADS_OFF } else { "" };
     let mut spec = env.spec_for(ks, &format!("{}-{name}", ks.sel.label()), net, nic);
+    spec.erms = erms;
     if icount != "off" {
         spec.icount = Some(icount.to_string());
     }
@@ -468,7 +489,11 @@ pub fn measure_rr(
     let r_short = run(short, "short")?;
     settle(g)?;
     let s1 = snap(g, pids)?;
-    let r_long = run(requests, "long")?;
+    let r_long = if env.common.guest_perf {
+        profiled(env, g, tag, || run(requests, "long"))?
+    } else {
+        run(requests, "long")?
+    };
     settle(g)?;
     let s2 = snap(g, pids)?;
     let (c0, c1, c2) = (s0.counts(), s1.counts(), s2.counts());
@@ -485,6 +510,48 @@ pub fn measure_rr(
     Ok((per, r_long, short, guest_s, lost.into_inner()))
 }
 
+/// Samples per second of guest time (under -icount, of guest instructions).
+const PERF_HZ: u32 = 2_000;
+
+/// Runs `f` (a load from the host) under `perf record` in the guest and writes the report,
+/// by symbol over the whole guest and by command, to `<run_dir>/<tag>-perf.txt`.
+fn profiled<T>(env: &Env, g: &mut Guest, tag: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let data = "/tmp/perf.data";
+    // perf takes seconds of guest time to set up under TCG: it starts with its events off
+    // and turns them on when told through its control fifo, and the ack says it has.
+    g.exec_ok(
+        &format!(
+            "rm -f {data} /tmp/perf-ctl /tmp/perf-ack; mkfifo /tmp/perf-ctl /tmp/perf-ack; \
+             perf record -a -F {PERF_HZ} -m 512 -e cpu-clock -D -1 --control fifo:/tmp/perf-ctl,/tmp/perf-ack -o {data} \
+             < /dev/null > /tmp/perf-record.log 2>&1 & PERF_PID=$!; echo enable > /tmp/perf-ctl; read ack < /tmp/perf-ack; [ \"$ack\" = ack ]"
+        ),
+        Duration::from_secs(120),
+    )
+    .context("starting perf record in the guest")?;
+    let r = f();
+    let stop = g.exec("kill -INT $PERF_PID; wait $PERF_PID; tail -3 /tmp/perf-record.log", Duration::from_secs(120))?;
+    let r = r?;
+    let report = |sort: &str| {
+        format!(
+            "perf report -i {data} --stdio --no-children --sort {sort} --percent-limit 0.25 2>&1 | grep -v '^#' | grep -v '^$' | head -200"
+        )
+    };
+    let wait = Duration::from_secs(600);
+    let by_comm = g.exec_ok(&report("comm,dso"), wait)?;
+    // By command too: the packets' kernel work runs in the server's context (the softirqs
+    // on its way back from a syscall), in the idle task's (an interrupt on an idle CPU) or
+    // in ksoftirqd's. perf's own samples are the instrument's.
+    let by_sym = g.exec_ok(&report("comm,sym"), wait)?;
+    let text = format!(
+        "# perf record -a -F {PERF_HZ} -e cpu-clock during the long run of {tag} (samples of guest time; the whole guest; percentages of all samples)\n# {}\n\n## by command and object\n{by_comm}\n\n## by command and symbol\n{by_sym}\n",
+        stop.output.trim().replace('\n', "\n# ")
+    );
+    let path = env.run_dir.join(format!("{tag}-perf.txt"));
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("vm-tests: guest profile of {tag} in {}", path.display());
+    Ok(r)
+}
+
 /// Runs the cost scenario; Ok(true) when every run completed cleanly.
 pub fn run(args: &CostArgs) -> Result<bool> {
     let mut a = args.clone();
@@ -494,6 +561,10 @@ pub fn run(args: &CostArgs) -> Result<bool> {
         a.runs = 2;
         a.requests = 1000;
     }
+    if a.profile {
+        a.common.guest_perf = true;
+        a.common.mem_mb = a.common.mem_mb.max(512);
+    }
     let sels = KernelSel::parse_list(&a.kernels)?;
     let env = Env::prepare_kernels(&a.common, "cost", &sels)?;
     let mut rep = CostReport {
@@ -501,6 +572,7 @@ pub fn run(args: &CostArgs) -> Result<bool> {
         host_kernel: env.host_kernel.clone(),
         qemu: env.qemu_version.clone(),
         icount: a.icount.clone(),
+        guest_cpu: crate::guest::tcg_cpu(a.erms).into(),
         kernels: sels.iter().map(|s| s.label().to_string()).collect(),
         requests: a.requests,
         runs: a.runs,
@@ -527,7 +599,7 @@ pub fn run(args: &CostArgs) -> Result<bool> {
 
 fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result<()> {
     let net = HostNet::create()?;
-    let mut g = boot_counted(env, ks, &net, "cost", &a.icount, &a.offloads)?;
+    let mut g = boot_counted(env, ks, &net, "cost", &a.icount, &a.offloads, a.erms)?;
     let label = ks.sel.label().to_string();
     let port = 7000;
     for round in 0..a.runs {
@@ -742,8 +814,8 @@ fn table(r: &CostReport) -> String {
     t.row(
         "guest clock",
         format!(
-            "TCG, -icount {} (guest time = instructions x 2^shift ns)",
-            r.icount
+            "TCG, -icount {} (guest time = instructions x 2^shift ns), -cpu {}",
+            r.icount, r.guest_cpu
         ),
     );
     t.row(

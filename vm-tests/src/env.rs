@@ -62,6 +62,10 @@ pub struct Common {
     /// Also write the report as JSON here (it is always written to the run folder).
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// Ship the host's perf (Debian's linux-perf) in the guest's initramfs and record a
+    /// profile of each measured run (set by `cost --profile`).
+    #[arg(skip)]
+    pub guest_perf: bool,
 }
 
 /// One guest kernel with its initramfs.
@@ -167,7 +171,7 @@ impl Env {
                 KernelSel::Host => "initramfs.cpio".to_string(),
                 other => format!("initramfs-{}.cpio", other.label()),
             };
-            let initramfs = initramfs::build(&work, &kernel, &bin_dir, &file)?;
+            let initramfs = initramfs::build(&work, &kernel, &bin_dir, &file, common.guest_perf)?;
             eprintln!(
                 "vm-tests: guest kernel {}: {} from {}, modules {}{}, initramfs {:.1} MB",
                 sel.label(),
@@ -279,6 +283,7 @@ impl Env {
             kvm_probe_timeout: Duration::from_secs_f64(self.common.kvm_probe_secs),
             kvm_cpu: self.common.kvm_cpu.clone(),
             icount: None,
+            erms: true,
         }
     }
 

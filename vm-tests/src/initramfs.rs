@@ -119,6 +119,7 @@ pub fn build(
     kernel: &GuestKernel,
     bin_dir: &Path,
     file: &str,
+    perf: bool,
 ) -> Result<InitramfsInfo> {
     // Per process: two runs (e.g. CI and a developer's matrix) must not
     // share a staging folder.
@@ -259,6 +260,20 @@ pub fn build(
         }
         _ => false,
     };
+
+    // The host's perf, for profiles taken in the guest (about 35 MB with its libraries, so
+    // only on request). Debian's /usr/bin/perf is the ELF itself; its version need not match
+    // the guest kernel's exactly for cpu-clock samples.
+    if perf {
+        let p = which("perf")
+            .and_then(|p| std::fs::canonicalize(p).ok())
+            .context("a guest profile needs perf on the host: apt-get install linux-perf")?;
+        if elf_kind(&p)? == ElfKind::NotElf {
+            bail!("{} is not an ELF binary (a wrapper script?): a guest profile needs the perf binary itself", p.display());
+        }
+        a.file_from("usr/local/bin/perf", &p, 0o755);
+        elfs.push(p);
+    }
 
     // Shared libraries and the loader, at the paths ldd reports.
     let mut libraries = Vec::new();
