@@ -5,6 +5,7 @@ use std::collections::binary_heap::PeekMut;
 
 use smoltcp::time::Instant;
 
+use super::due::Due;
 use super::link::SmolDev;
 use super::{Engine, Link, SWEEP_EVERY};
 use crate::conn::Event;
@@ -51,7 +52,7 @@ impl Engine {
     pub fn egress_due(&self, now: Instant) -> bool {
         !self.dirty.is_empty()
             || now >= self.next_sweep
-            || self.timers.peek().is_some_and(|&Reverse((d, _))| d <= now)
+            || self.timers.peek().is_some_and(|&Reverse(e)| e.at() <= now)
     }
 
     /// Egress for every touched bucket and every bucket whose timer is due,
@@ -62,7 +63,8 @@ impl Engine {
             self.next_sweep = now + SWEEP_EVERY.into();
             self.sweep(now);
         }
-        while let Some(&Reverse((d, b))) = self.timers.peek() {
+        while let Some(&Reverse(e)) = self.timers.peek() {
+            let (d, b) = (e.at(), e.bucket());
             if d > now {
                 break;
             }
@@ -77,7 +79,7 @@ impl Engine {
                 // The deadline moved later since this entry was queued.
                 Some(x) => {
                     bucket.queued = Some(x);
-                    self.timers.push(Reverse((x, b)));
+                    self.timers.push(Reverse(Due::new(x, b)));
                 }
                 None => {}
             }
@@ -120,7 +122,7 @@ impl Engine {
             if let Some(d) = next {
                 if bucket.queued.is_none_or(|q| d < q) {
                     bucket.queued = Some(d);
-                    self.timers.push(Reverse((d, b as u32)));
+                    self.timers.push(Reverse(Due::new(d, b as u32)));
                 }
             }
             // scan() may have marked it dirty again; the loop picks it up.
@@ -153,7 +155,8 @@ impl Engine {
     /// When `egress` must run next at the latest (a smoltcp timer or a sweep).
     pub fn poll_at(&mut self) -> Option<Instant> {
         while let Some(mut top) = self.timers.peek_mut() {
-            let Reverse((d, b)) = *top;
+            let Reverse(e) = *top;
+            let (d, b) = (e.at(), e.bucket());
             let bucket = &mut self.buckets[b as usize];
             if bucket.queued != Some(d) {
                 PeekMut::pop(top); // stale
@@ -170,7 +173,7 @@ impl Engine {
             match bucket.deadline {
                 Some(x) if x > d => {
                     bucket.queued = Some(x);
-                    *top = Reverse((x, b));
+                    *top = Reverse(Due::new(x, b));
                 }
                 Some(_) => break,
                 None => {
@@ -179,7 +182,7 @@ impl Engine {
                 }
             }
         }
-        let timer = self.timers.peek().map(|&Reverse((d, _))| d);
+        let timer = self.timers.peek().map(|&Reverse(e)| e.at());
         let sweep = self.needs_sweep().then_some(self.next_sweep);
         match (timer, sweep) {
             (Some(a), Some(b)) => Some(a.min(b)),

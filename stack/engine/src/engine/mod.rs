@@ -9,6 +9,7 @@ mod config;
 mod connections;
 mod cookies;
 mod delayers;
+mod due;
 mod egress;
 mod ingest;
 mod lifecycle;
@@ -54,7 +55,7 @@ pub struct Engine {
     /// Bucket timers, earliest first: at most one live entry per bucket (its
     /// `queued`), at or before its deadline; other entries are stale and
     /// skipped.
-    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    timers: BinaryHeap<Reverse<due::Due>>,
     /// For SYNs that must be refused: smoltcp answers a segment that finds
     /// no socket with RST.
     no_sockets: SocketSet<'static>,
