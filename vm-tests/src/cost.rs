@@ -533,7 +533,7 @@ fn profiled<T>(env: &Env, g: &mut Guest, tag: &str, f: impl FnOnce() -> Result<T
     let r = r?;
     let report = |sort: &str| {
         format!(
-            "perf report -i {data} --stdio --no-children --sort {sort} --percent-limit 0.25 2>&1 | grep -v '^#' | grep -v '^$' | head -200"
+            "perf report -i {data} --stdio --no-children --sort {sort} --percent-limit 0.05 2>&1 | grep -v '^#' | grep -v '^$' | head -300"
         )
     };
     let wait = Duration::from_secs(600);
