@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""tables.txt and results.json of the study from the reports of run.sh (runs/cost),
-attach.sh (runs/attach) and full.sh (runs/full): <load>-<variant>-<cycle>.json each.
+"""tables.txt and results.json of the study from the reports of run.sh (runs/cost, runs/attach)
+and full.sh (runs/full): <load>-<variant>-<cycle>.json each.
 Usage: summarize.py   (writes both beside itself)"""
 import glob, json, os, statistics
 
@@ -50,8 +50,8 @@ def table(title, res):
 
 
 parts = [
-    ("cost", "ERMS (A) against none (B): vm-tests cost --short [--rate 300], A B per cycle (run.sh runs/cost 2)"),
-    ("attach", "native against generic attach, no ERMS: vm-tests cost --short [--rate 300] --attach drv|skb (attach.sh runs/attach 2)"),
+    ("cost", "ERMS (A) against none (B): vm-tests cost --short [--rate 300], A B per cycle (run.sh runs/cost 2 BIN_DIR erms)"),
+    ("attach", "native against generic attach, no ERMS: vm-tests cost --short [--rate 300] --attach drv|skb (run.sh runs/attach 2 BIN_DIR attach)"),
     ("full", "ERMS (A) against none (B): the full vm-tests cost, both guest kernels, 3 rounds (full.sh runs/full)"),
 ]
 results, tables = {}, []
