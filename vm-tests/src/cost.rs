@@ -389,6 +389,9 @@ pub struct CostReport {
     pub icount: String,
     /// The guest's `-cpu` under TCG.
     pub guest_cpu: String,
+    /// Per guest kernel: the string-instruction flags its /proc/cpuinfo shows (erms, fsrm,
+    /// fsrs, fzrm, rep_good).
+    pub guest_string_flags: Vec<String>,
     pub kernels: Vec<String>,
     pub requests: u64,
     pub runs: usize,
@@ -485,17 +488,30 @@ pub fn measure_rr(
     // handshakes) before the snapshot, so their work is not charged to the next run.
     let settle = |g: &mut Guest| g.exec_ok("sleep 1", Duration::from_secs(20)).map(|_| ());
     settle(g)?;
+    let perf = if env.common.guest_perf { Some(GuestPerf::start(g)?) } else { None };
     let s0 = snap(g, pids)?;
     let r_short = run(short, "short")?;
     settle(g)?;
     let s1 = snap(g, pids)?;
-    let r_long = if env.common.guest_perf {
-        profiled(env, g, tag, || run(requests, "long"))?
-    } else {
-        run(requests, "long")?
+    if let Some(p) = &perf {
+        p.switch(g, "enable")?;
+    }
+    let r_long = run(requests, "long");
+    let r_long = match &perf {
+        Some(p) => {
+            let off = p.switch(g, "disable");
+            // The load's error first, when both failed.
+            let r = r_long?;
+            off?;
+            r
+        }
+        None => r_long?,
     };
     settle(g)?;
     let s2 = snap(g, pids)?;
+    if let Some(p) = perf {
+        p.finish(env, g, tag)?;
+    }
     let (c0, c1, c2) = (s0.counts(), s1.counts(), s2.counts());
     // cost(long) - cost(short) = (requests - short) x per-request cost; the fixed part
     // (connection setup/teardown, the snapshot itself) cancels.
@@ -512,44 +528,90 @@ pub fn measure_rr(
 
 /// Samples per second of guest time (under -icount, of guest instructions).
 const PERF_HZ: u32 = 2_000;
+const PERF_DATA: &str = "/tmp/perf.data";
+const PERF_LOG: &str = "/tmp/perf-record.log";
 
-/// Runs `f` (a load from the host) under `perf record` in the guest and writes the report,
-/// by symbol over the whole guest and by command, to `<run_dir>/<tag>-perf.txt`.
-fn profiled<T>(env: &Env, g: &mut Guest, tag: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let data = "/tmp/perf.data";
-    // perf takes seconds of guest time to set up under TCG: it starts with its events off
-    // and turns them on when told through its control fifo, and the ack says it has.
-    g.exec_ok(
-        &format!(
-            "rm -f {data} /tmp/perf-ctl /tmp/perf-ack; mkfifo /tmp/perf-ctl /tmp/perf-ack; \
-             perf record -a -F {PERF_HZ} -m 512 -e cpu-clock -D -1 --control fifo:/tmp/perf-ctl,/tmp/perf-ack -o {data} \
-             < /dev/null > /tmp/perf-record.log 2>&1 & PERF_PID=$!; echo enable > /tmp/perf-ctl; read ack < /tmp/perf-ack; [ \"$ack\" = ack ]"
-        ),
-        Duration::from_secs(120),
-    )
-    .context("starting perf record in the guest")?;
-    let r = f();
-    let stop = g.exec("kill -INT $PERF_PID; wait $PERF_PID; tail -3 /tmp/perf-record.log", Duration::from_secs(120))?;
-    let r = r?;
-    let report = |sort: &str| {
-        format!(
-            "perf report -i {data} --stdio --no-children --sort {sort} --percent-limit 0.05 2>&1 | grep -v '^#' | grep -v '^$' | head -300"
-        )
-    };
-    let wait = Duration::from_secs(600);
-    let by_comm = g.exec_ok(&report("comm,dso"), wait)?;
-    // By command too: the packets' kernel work runs in the server's context (the softirqs
-    // on its way back from a syscall), in the idle task's (an interrupt on an idle CPU) or
-    // in ksoftirqd's. perf's own samples are the instrument's.
-    let by_sym = g.exec_ok(&report("comm,sym"), wait)?;
-    let text = format!(
-        "# perf record -a -F {PERF_HZ} -e cpu-clock during the long run of {tag} (samples of guest time; the whole guest; percentages of all samples)\n# {}\n\n## by command and object\n{by_comm}\n\n## by command and symbol\n{by_sym}\n",
-        stop.output.trim().replace('\n', "\n# ")
-    );
-    let path = env.run_dir.join(format!("{tag}-perf.txt"));
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("vm-tests: guest profile of {tag} in {}", path.display());
-    Ok(r)
+/// `perf record` in the guest for `cost --profile`. It is started, with its events off, before
+/// a case's first snapshot and stopped after its last, so its own start and stop (seconds of
+/// guest time under TCG) fall outside the measured runs; its events are switched on for the
+/// long run only, through perf's control fifo (held open by the guest's shell on fds 7 and 8,
+/// so no open blocks), and each switch waits for perf's ack.
+struct GuestPerf;
+
+impl GuestPerf {
+    fn start(g: &mut Guest) -> Result<GuestPerf> {
+        let out = g.exec(
+            &format!(
+                "[ -n \"$PERF_PID\" ] && kill -INT $PERF_PID 2>/dev/null && wait $PERF_PID; \
+                 rm -f {PERF_DATA} {PERF_LOG} /tmp/perf-ctl /tmp/perf-ack; mkfifo /tmp/perf-ctl /tmp/perf-ack; \
+                 exec 7<>/tmp/perf-ctl 8<>/tmp/perf-ack; \
+                 perf record -a -F {PERF_HZ} -m 512 -e cpu-clock -D -1 --control fd:7,8 -o {PERF_DATA} \
+                 < /dev/null > {PERF_LOG} 2>&1 & PERF_PID=$!; \
+                 echo ping >&7; ack=; read -t 100 ack <&8; [ \"$ack\" = ack ] || {{ cat {PERF_LOG}; false; }}"
+            ),
+            Duration::from_secs(150),
+        )?;
+        if out.status != 0 {
+            bail!("perf record did not start in the guest: {}", out.output.trim());
+        }
+        Ok(GuestPerf)
+    }
+
+    /// `enable` or `disable` the events.
+    fn switch(&self, g: &mut Guest, what: &str) -> Result<()> {
+        let out = g.exec(
+            &format!("echo {what} >&7; ack=; read -t 30 ack <&8; [ \"$ack\" = ack ] || {{ kill -0 $PERF_PID; cat {PERF_LOG}; false; }}"),
+            Duration::from_secs(60),
+        )?;
+        if out.status != 0 {
+            bail!("perf record in the guest did not {what} its events: {}", out.output.trim());
+        }
+        Ok(())
+    }
+
+    /// Stops perf and writes its report, by command and by command and symbol, to
+    /// `<run_dir>/<tag>-perf.txt`.
+    fn finish(self, env: &Env, g: &mut Guest, tag: &str) -> Result<()> {
+        // perf re-raises SIGINT when it is done, so its exit status says nothing; its log does.
+        let stop = g.exec(
+            &format!(
+                "kill -INT $PERF_PID; wait $PERF_PID; PERF_PID=; exec 7>&- 8>&-; rm -f /tmp/perf-ctl /tmp/perf-ack; \
+                 grep -q 'Captured and wrote' {PERF_LOG} && tail -2 {PERF_LOG}"
+            ),
+            Duration::from_secs(120),
+        )?;
+        if stop.status != 0 {
+            bail!("perf record in the guest wrote no profile: {}", stop.output.trim());
+        }
+        let wait = Duration::from_secs(600);
+        let mut report = |sort: &str| -> Result<String> {
+            let out = g.exec(
+                &format!(
+                    "perf report -i {PERF_DATA} --stdio --no-children --sort {sort} --percent-limit 0.05 > /tmp/perf-report.txt 2>&1 \
+                     && grep -v '^#' /tmp/perf-report.txt | grep -v '^$' | head -300"
+                ),
+                wait,
+            )?;
+            if out.status != 0 {
+                bail!("perf report in the guest failed: {}", out.output.trim());
+            }
+            Ok(out.output)
+        };
+        let by_comm = report("comm,dso")?;
+        // By command too: the packets' kernel work runs in the server's context (the softirqs
+        // on its way back from a syscall), in the idle task's (an interrupt on an idle CPU) or
+        // in ksoftirqd's.
+        let by_sym = report("comm,sym")?;
+        let _ = g.exec(&format!("rm -f {PERF_DATA} {PERF_LOG} /tmp/perf-report.txt"), Duration::from_secs(30));
+        let text = format!(
+            "# perf record -a -F {PERF_HZ} -e cpu-clock during the long run of {tag} (samples of guest time; the whole guest; percentages of all samples)\n# {}\n\n## by command and object\n{by_comm}\n\n## by command and symbol\n{by_sym}\n",
+            stop.output.trim().replace('\n', "\n# ")
+        );
+        let path = env.run_dir.join(format!("{tag}-perf.txt"));
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("vm-tests: guest profile of {tag} in {}", path.display());
+        Ok(())
+    }
 }
 
 /// Runs the cost scenario; Ok(true) when every run completed cleanly.
@@ -601,6 +663,17 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
     let net = HostNet::create()?;
     let mut g = boot_counted(env, ks, &net, "cost", &a.icount, &a.offloads, a.erms)?;
     let label = ks.sel.label().to_string();
+    // What the guest kernel sees decides how it clears and copies (see `--erms`); a newer QEMU
+    // may add flags that `-erms,-fsrm` does not take away.
+    let flags = g.exec_ok(
+        "grep -o -w -E 'erms|fsrm|fsrs|fzrm|rep_good' /proc/cpuinfo | sort -u | tr '\\n' ' '; echo",
+        Duration::from_secs(20),
+    )?;
+    let flags = flags.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !a.erms && flags.split(' ').any(|f| ["erms", "fsrm", "fsrs", "fzrm"].contains(&f)) {
+        eprintln!("vm-tests: note: the {label} guest's CPU still has {flags}: its kernel may clear or copy with rep stosb/movsb, which -icount charges per byte");
+    }
+    rep.guest_string_flags.push(format!("{label}: {}", if flags.is_empty() { "none" } else { &flags }));
     let port = 7000;
     for round in 0..a.runs {
         // A B A B: the order of the backends flips every round.
@@ -814,8 +887,10 @@ fn table(r: &CostReport) -> String {
     t.row(
         "guest clock",
         format!(
-            "TCG, -icount {} (guest time = instructions x 2^shift ns), -cpu {}",
-            r.icount, r.guest_cpu
+            "TCG, -icount {} (guest time = instructions x 2^shift ns), -cpu {} (string flags {})",
+            r.icount,
+            r.guest_cpu,
+            r.guest_string_flags.join("; ")
         ),
     );
     t.row(
