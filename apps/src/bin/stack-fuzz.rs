@@ -87,13 +87,13 @@ fn main() -> ExitCode {
     println!("  server: accepted {}, requests {}, answers {}, honest echoes {}", rep.accepted, rep.requests, rep.answers, rep.honest_echoes);
     if cli.twin {
         println!(
-            "  fast path: {} segments in, {} out; twin without it: the same answers after every batch, the same state in {} bucket looks",
-            rep.fast_path, rep.fast_send, rep.twin_checks
+            "  fast path: {} segments in, {} out ({} bucket egresses without a scan); twin without it: the same answers after every batch, the same state in {} bucket looks",
+            rep.fast_path, rep.fast_send, rep.fast_egress, rep.twin_checks
         );
     } else {
         println!(
-            "  fast path: {} segments in, {} out (--twin compares it with smoltcp's general path)",
-            rep.fast_path, rep.fast_send
+            "  fast path: {} segments in, {} out ({} bucket egresses without a scan; --twin compares it with smoltcp's general path)",
+            rep.fast_path, rep.fast_send, rep.fast_egress
         );
     }
     println!("  SYN cookies: sent {}, connections made from one {}", rep.syn_cookies_sent, rep.syn_cookies_accepted);

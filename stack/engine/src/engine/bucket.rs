@@ -60,6 +60,10 @@ pub(super) struct Bucket {
     /// response, costs no heap operation and no early wake-up.
     pub(super) queued: Option<Instant>,
     pub(super) dirty: bool,
+    /// Touched since its last scan by something other than the application's
+    /// `recv` or `send` (a frame, a timer, a close): the scan after its egress
+    /// may then be skipped only if this is false (see `Engine::egress`).
+    pub(super) unscanned: bool,
     /// A socket here wants the peer's pure ACKs as they come (see
     /// `Engine::acks_can_wait`), as of its last egress.
     pub(super) wants_acks_now: bool,
@@ -128,6 +132,7 @@ impl Bucket {
             deadline: None,
             queued: None,
             dirty: false,
+            unscanned: false,
             wants_acks_now: false,
             fast_hits: 0,
             fast_sent: 0,

@@ -239,6 +239,9 @@ pub struct EngineStats {
     pub fast_path: u64,
     /// Segments sent by the fast path (fast-send), not smoltcp's general one.
     pub fast_send: u64,
+    /// Bucket egresses that were fast sends and sockets with nothing due: the scan
+    /// after them and smoltcp's `poll_at` left out (fast-egress).
+    pub fast_egress: u64,
     /// Frames not given to a socket, by reason.
     pub drops: DropStats,
     /// Retransmissions, tail-loss probes, and those found spurious.

@@ -104,7 +104,8 @@ impl Engine {
         if total * 2 >= cap && cap < self.cfg.rx_buffer {
             let _ = s.grow_rx_buffer(tcp::SocketBuffer::new(vec![0u8; grown(cap, 0, self.cfg.rx_buffer)]));
         }
-        let eof = !s.may_recv() && !s.can_recv();
+        let may_recv = s.may_recv();
+        let eof = !may_recv && !s.can_recv();
         let c = self.conns.get_mut(conn).expect("checked above");
         // The buffer is empty now, whatever was read: `Readable` is re-armed (`recv_drains`).
         c.want_read = true;
@@ -116,8 +117,14 @@ impl Engine {
             }
         } else {
             c.active = self.clock;
-            // The window opened: let egress send an update if smoltcp wants to.
-            self.mark_dirty(b);
+            // The window opened: let egress send an update if smoltcp wants to. After
+            // the peer's FIN the scan after it reports the end (`Readable`, then a
+            // `recv` of 0).
+            if eof || !may_recv {
+                self.mark_dirty(b);
+            } else {
+                self.mark_dirty_app(b);
+            }
         }
         Ok(total)
     }
@@ -149,7 +156,13 @@ impl Engine {
         }
         if n > 0 {
             c.active = self.clock;
-            self.mark_dirty(b);
+            // Still blocked from an earlier short send: the scan after egress may
+            // report `Writable`.
+            if c.blocked {
+                self.mark_dirty(b);
+            } else {
+                self.mark_dirty_app(b);
+            }
         }
         Ok(n)
     }

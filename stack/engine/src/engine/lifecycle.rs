@@ -167,6 +167,7 @@ impl Engine {
 
     /// Reports what changed in bucket `b`: accepts, connects, data, room, closes.
     pub(super) fn scan(&mut self, b: usize) {
+        self.buckets[b].unscanned = false;
         if !self.buckets[b].half_open.is_empty() {
             self.scan_half_open(b);
         }
@@ -285,7 +286,9 @@ impl Engine {
     /// Sockets the application closed: recycled once the exchange is over.
     /// Called after egress, so a socket that entered TIME-WAIT has sent its
     /// final ACK.
-    pub(super) fn reap_closing(&mut self, b: usize) {
+    /// True if it took any socket out of the bucket.
+    pub(super) fn reap_closing(&mut self, b: usize) -> bool {
+        let before = self.buckets[b].closing.len();
         let mut k = 0;
         while k < self.buckets[b].closing.len() {
             let (h, lport, _) = self.buckets[b].closing[k];
@@ -304,6 +307,7 @@ impl Engine {
                 k += 1;
             }
         }
+        self.buckets[b].closing.len() < before
     }
 
     pub(super) fn needs_sweep(&self) -> bool {

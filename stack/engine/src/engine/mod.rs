@@ -52,6 +52,9 @@ pub struct Engine {
     rules: RxRules,
     /// Half-open connections over all buckets.
     half_open: usize,
+    /// `EngineStats::fast_egress` (outside `stats`, which the twin tests compare
+    /// with an engine that has no fast path).
+    fast_egresses: u64,
     /// Bucket timers, earliest first: at most one live entry per bucket (its
     /// `queued`), at or before its deadline; other entries are stale and
     /// skipped.
@@ -117,6 +120,7 @@ impl Engine {
             ports: PortTable::new(cfg.ephemeral.clone()),
             rules,
             half_open: 0,
+            fast_egresses: 0,
             timers: BinaryHeap::new(),
             no_sockets: SocketSet::new(Vec::new()),
             clock: now,
@@ -158,6 +162,7 @@ impl Engine {
         s.connections = self.conns.len();
         s.fast_path = self.buckets.iter().map(|b| b.fast_hits).sum();
         s.fast_send = self.iface.fast_sends();
+        s.fast_egress = self.fast_egresses;
         // Live sockets' counters; recycled ones were added as they went.
         for b in &self.buckets {
             for (_, sock) in b.sockets.iter() {
@@ -218,6 +223,14 @@ impl Engine {
     }
 
     fn mark_dirty(&mut self, b: u32) {
+        self.buckets[b as usize].unscanned = true;
+        self.mark_dirty_app(b);
+    }
+
+    /// [`mark_dirty`](Self::mark_dirty) for the application's `recv` and `send`, which
+    /// change nothing a scan reports (`recv` drains and reports the end itself; a
+    /// short `send` waits for an ACK to report room).
+    fn mark_dirty_app(&mut self, b: u32) {
         let bucket = &mut self.buckets[b as usize];
         if !bucket.dirty {
             bucket.dirty = true;

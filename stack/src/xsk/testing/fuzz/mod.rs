@@ -112,6 +112,8 @@ pub struct FuzzReport {
     pub fast_path: u64,
     /// Segments the server's fast path sent (fast-send).
     pub fast_send: u64,
+    /// The server's bucket egresses that were all fast sends (fast-egress: no scan after).
+    pub fast_egress: u64,
     /// Buckets whose sockets' states were compared with the twin's (0: no twin); the
     /// answers are compared after every batch.
     pub twin_checks: u64,
@@ -292,6 +294,7 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.fin_timeouts = s.fin_timeouts;
     rep.fast_path = s.fast_path;
     rep.fast_send = s.fast_send;
+    rep.fast_egress = s.fast_egress;
     rep.end_live_sockets = s.live_sockets;
     rep.end_listening = s.listening;
     rep.end_connections = s.connections;
@@ -376,6 +379,8 @@ mod tests {
             let r = super::run(&cfg, |_| {}).unwrap_or_else(|(e, r)| panic!("{e}: {r:?}"));
             assert!(r.fast_path > 100 && r.twin_checks > 100, "the fast path was hardly taken: {r:?}");
             assert!(r.fast_send > 100, "fast-send was hardly taken: {r:?}");
+            // Fewer: a bucket holding other sockets (90 connections at most) is scanned.
+            assert!(r.fast_egress > 10, "fast-egress was hardly taken: {r:?}");
         }
     }
 

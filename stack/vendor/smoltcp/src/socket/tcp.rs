@@ -3765,6 +3765,19 @@ impl<'a> Socket<'a> {
             .unwrap_or(&PollAt::Ingress)
         }
     }
+
+    /// [xsk-stack patch: fast-egress] `poll_at` right after `dispatch_fast`, in
+    /// fewer steps: the segment took all of the send buffer (nothing left to
+    /// transmit, and no FIN queued in ESTABLISHED or CLOSE-WAIT), acknowledged all
+    /// that arrived and advertised the current window, so only the timers remain.
+    pub(crate) fn poll_at_after_fast_send(&self) -> PollAt {
+        let timeout_poll_at = match (self.remote_last_ts, self.timeout) {
+            (Some(remote_last_ts), Some(timeout)) => PollAt::Time(remote_last_ts + timeout),
+            (_, _) => PollAt::Ingress,
+        };
+        let probe_poll_at = self.tlp_at.map_or(PollAt::Ingress, PollAt::Time);
+        self.timer.poll_at().min(timeout_poll_at).min(probe_poll_at)
+    }
 }
 
 impl<'a> fmt::Write for Socket<'a> {
@@ -4109,7 +4122,12 @@ mod test {
     fn test_fast_send_equals_dispatch() {
         let mut taken = 0;
         let mut refused = 0;
-        for case in 0..192u32 {
+        // [xsk-stack patch: fast-egress] The second 192 with the tail-loss probe on
+        // (after a first exchange for the RTT sample it needs): the probe's deadline
+        // is one of the timers `poll_at_after_fast_send` must see.
+        for case in 0..384u32 {
+            let tlp = case >= 192;
+            let case = case % 192;
             let ack_delay = [None, Some(Duration::from_millis(10))][(case % 2) as usize];
             let keep_alive = [None, Some(Duration::from_millis(500))][(case / 2 % 2) as usize];
             let timeout = [None, Some(Duration::from_millis(3))][(case / 4 % 2) as usize];
@@ -4124,13 +4142,30 @@ mod test {
                 s.set_ack_delay(ack_delay);
                 s.set_keep_alive(keep_alive);
                 s.set_timeout(timeout);
+                if tlp {
+                    s.set_tail_loss_probe(Some(TailLossProbe {
+                        ack_delay: Duration::from_millis(10),
+                        ack_delay_max: Duration::from_millis(200),
+                    }));
+                    s.send_slice(b"x").unwrap();
+                    recv(&mut s, Instant::from_millis(0), |_| ());
+                    send(
+                        &mut s,
+                        Instant::from_micros(500),
+                        &TcpRepr {
+                            seq_number: REMOTE_SEQ + 1,
+                            ack_number: Some(LOCAL_SEQ + 2),
+                            ..SEND_TEMPL
+                        },
+                    );
+                }
                 // The peer's request: a delayed ACK may be pending.
                 send(
                     &mut s,
                     Instant::from_millis(1),
                     &TcpRepr {
                         seq_number: REMOTE_SEQ + 1,
-                        ack_number: Some(LOCAL_SEQ + 1),
+                        ack_number: Some(LOCAL_SEQ + 1 + tlp as usize),
                         payload: &b"req"[..],
                         ..SEND_TEMPL
                     },
@@ -4173,6 +4208,12 @@ mod test {
                 format!("{:?}", fast.socket),
                 format!("{:?}", general.socket),
                 "case {case}: another state"
+            );
+            // [xsk-stack patch: fast-egress]
+            assert_eq!(
+                fast.socket.poll_at_after_fast_send(),
+                general.socket.poll_at(&mut general.cx),
+                "case {case}: another poll_at"
             );
         }
         assert!(taken >= 30 && refused >= 30, "taken {taken}, refused {refused}");

@@ -232,6 +232,35 @@ impl<'a, T: 'a> RingBuffer<'a, T> {
     where
         T: Copy,
     {
+        // [xsk-stack patch: ring-write] The same as two `enqueue_many_with` steps
+        // (below, kept for the test), in one: an empty ring starts over at 0, then
+        // one copy, or two where the data wraps.
+        if self.length == 0 {
+            self.read_at = 0;
+        }
+        let size = data.len().min(self.window());
+        if size == 0 {
+            return 0;
+        }
+        let write_at = self.get_idx(self.length);
+        let until_end = self.capacity() - write_at;
+        if size <= until_end {
+            self.storage[write_at..write_at + size].copy_from_slice(&data[..size]);
+        } else {
+            self.storage[write_at..].copy_from_slice(&data[..until_end]);
+            self.storage[..size - until_end].copy_from_slice(&data[until_end..size]);
+        }
+        self.length += size;
+        size
+    }
+
+    /// [xsk-stack patch: ring-write] Upstream's `enqueue_slice`, which the one
+    /// above must equal.
+    #[cfg(test)]
+    fn enqueue_slice_in_two_steps(&mut self, data: &[T]) -> usize
+    where
+        T: Copy,
+    {
         let (size_1, data) = self.enqueue_many_with(|buf| {
             let size = cmp::min(buf.len(), data.len());
             buf[..size].copy_from_slice(&data[..size]);
@@ -334,6 +363,35 @@ impl<'a, T: 'a> RingBuffer<'a, T> {
     /// the amount written.
     #[must_use]
     pub fn write_unallocated(&mut self, offset: usize, data: &[T]) -> usize
+    where
+        T: Copy,
+    {
+        // [xsk-stack patch: ring-write] The same as two `get_unallocated` steps (below,
+        // kept for the test), with the window and the wrap found once and no second
+        // copy when the data does not wrap (every request and response that fits).
+        let window = self.window();
+        if offset > window {
+            return 0;
+        }
+        let size = data.len().min(window - offset);
+        if size == 0 {
+            return 0;
+        }
+        let start_at = self.get_idx(self.length + offset);
+        let until_end = self.capacity() - start_at;
+        if size <= until_end {
+            self.storage[start_at..start_at + size].copy_from_slice(&data[..size]);
+        } else {
+            self.storage[start_at..].copy_from_slice(&data[..until_end]);
+            self.storage[..size - until_end].copy_from_slice(&data[until_end..size]);
+        }
+        size
+    }
+
+    /// [xsk-stack patch: ring-write] Upstream's `write_unallocated`, which the
+    /// one above must equal.
+    #[cfg(test)]
+    fn write_unallocated_in_two_steps(&mut self, offset: usize, data: &[T]) -> usize
     where
         T: Copy,
     {
@@ -741,6 +799,51 @@ mod test {
 
         assert_eq!(ring.write_unallocated(9, b"pqrstu"), 3);
         assert_eq!(ring.get_unallocated(9, 3), b"pqr");
+    }
+
+    // [xsk-stack patch: ring-write] Every capacity up to 9 (0 included), every start,
+    // fill, offset and length: the same count written and the same storage (and for
+    // `enqueue_slice` the same start and length) as upstream's two steps.
+    #[test]
+    fn test_write_unallocated_equals_two_steps() {
+        let data: Vec<u8> = (100..120).collect();
+        let mut cases = 0;
+        for cap in 0..10usize {
+            for read_at in 0..cap.max(1) {
+                for length in 0..=cap {
+                    for offset in 0..=cap + 1 {
+                        for len in 0..=cap + 2 {
+                            let make = || {
+                                let mut r = RingBuffer::new((0..cap as u8).collect::<Vec<u8>>());
+                                r.read_at = read_at;
+                                r.length = length;
+                                r
+                            };
+                            let (mut a, mut b) = (make(), make());
+                            let n = a.write_unallocated(offset, &data[..len]);
+                            let m = b.write_unallocated_in_two_steps(offset, &data[..len]);
+                            assert_eq!(
+                                (n, &a.storage[..]),
+                                (m, &b.storage[..]),
+                                "cap {cap} read_at {read_at} length {length} offset {offset} len {len}"
+                            );
+                            if offset == 0 {
+                                let (mut a, mut b) = (make(), make());
+                                let n = a.enqueue_slice(&data[..len]);
+                                let m = b.enqueue_slice_in_two_steps(&data[..len]);
+                                assert_eq!(
+                                    (n, &a.storage[..], a.read_at, a.length),
+                                    (m, &b.storage[..], b.read_at, b.length),
+                                    "enqueue_slice: cap {cap} read_at {read_at} length {length} len {len}"
+                                );
+                            }
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(cases > 5000, "{cases}");
     }
 
     #[test]

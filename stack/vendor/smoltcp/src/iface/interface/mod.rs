@@ -159,6 +159,10 @@ pub struct InterfaceInner {
     fast_send: bool,
     /// [xsk-stack patch: fast-send] Segments `dispatch_tcp_fast` sent.
     fast_sends: u64,
+    /// [xsk-stack patch: fast-egress] After `socket_egress`: the earliest `poll_at`
+    /// of its sockets if every one of them went out by the fast path or had nothing
+    /// due (None: one did not).
+    fast_egress_at: Option<PollAt>,
 }
 
 /// Configuration structure used for creating a network interface.
@@ -303,6 +307,7 @@ impl Interface {
                 rand,
                 fast_send: false,
                 fast_sends: 0,
+                fast_egress_at: None,
             },
         }
     }
@@ -431,6 +436,24 @@ impl Interface {
     /// [xsk-stack patch: fast-send] How many segments the fast path sent.
     pub fn fast_sends(&self) -> u64 {
         self.inner.fast_sends
+    }
+
+    /// [xsk-stack patch: fast-egress] After `poll_egress`: if every socket of the set
+    /// either sent its segment by the fast path or had nothing due (its `poll_at`
+    /// later than now, so `dispatch` sent nothing), `Some` of what `poll_at` would now
+    /// return for that set, found without asking the sockets again; they changed no
+    /// state but what those segments change. `None` if any socket had something
+    /// due, was held back waiting for a neighbor, or was not reached.
+    pub fn fast_egress_poll_at(&self) -> Option<Option<Instant>> {
+        #[cfg(feature = "_proto-fragmentation")]
+        if !self.fragmenter.is_empty() {
+            return None;
+        }
+        self.inner.fast_egress_at.map(|at| match at {
+            PollAt::Ingress => None,
+            PollAt::Time(instant) => Some(instant),
+            PollAt::Now => Some(Instant::from_millis(0)),
+        })
     }
 
     /// [xsk-stack patch: neighbor-rate] Whether a neighbor request (ARP, NDISC) for
@@ -772,11 +795,16 @@ impl Interface {
         }
 
         let mut result = PollResult::None;
+        // [xsk-stack patch: fast-egress] Whether every socket went the fast way or
+        // was idle, and the earliest of their `poll_at`s.
+        let mut fast_egress_at = self.inner.fast_send.then_some(PollAt::Ingress);
+        self.inner.fast_egress_at = None;
         for item in sockets.items_mut() {
             if !item
                 .meta
                 .egress_permitted(self.inner.now, |ip_addr| self.inner.has_neighbor(&ip_addr))
             {
+                fast_egress_at = None;
                 continue;
             }
 
@@ -787,13 +815,37 @@ impl Interface {
                     match self.inner.dispatch_tcp_fast(socket, device) {
                         Some(true) => {
                             result = PollResult::SocketStateChanged;
+                            // [xsk-stack patch: fast-egress] The socket's own `poll_at`
+                            // and the meta's agree: egress was permitted, so the meta
+                            // passes the socket's through.
+                            let at = socket.poll_at_after_fast_send();
+                            debug_assert_eq!(at, socket.poll_at(&mut self.inner));
+                            fast_egress_at = fast_egress_at.map(|min| min.min(at));
                             continue;
                         }
-                        Some(false) => break, // Device buffer full.
+                        Some(false) => {
+                            fast_egress_at = None;
+                            break; // Device buffer full.
+                        }
                         None => {}
                     }
                 }
             }
+            // [xsk-stack patch: fast-egress] A TCP socket with nothing due (its
+            // `poll_at` later than now, which mirrors `dispatch`'s tests): `dispatch`
+            // sends nothing and leaves that `poll_at` as it was. Any other socket ends
+            // the fast egress.
+            // (Its `poll_at`, and the earliest so far with it.)
+            let idle_at = match (&item.socket, fast_egress_at) {
+                #[cfg(feature = "socket-tcp")]
+                (Socket::Tcp(socket), Some(min)) => match socket.poll_at(&mut self.inner) {
+                    PollAt::Now => None,
+                    PollAt::Time(t) if t <= self.inner.now => None,
+                    at => Some((at, min.min(at))),
+                },
+                _ => None,
+            };
+            fast_egress_at = None;
 
             let mut neighbor_addr = None;
             let mut respond = |inner: &mut InterfaceInner, meta: PacketMeta, response: Packet| {
@@ -884,9 +936,19 @@ impl Interface {
                         neighbor_addr.expect("non-IP response packet"),
                     );
                 }
-                Ok(()) => {}
+                Ok(()) => {
+                    // [xsk-stack patch: fast-egress] An idle socket that sent nothing.
+                    if let (Some((at, min)), None) = (idle_at, neighbor_addr) {
+                        #[cfg(feature = "socket-tcp")]
+                        if let Socket::Tcp(socket) = &item.socket {
+                            debug_assert_eq!(at, socket.poll_at(&mut self.inner));
+                        }
+                        fast_egress_at = Some(min);
+                    }
+                }
             }
         }
+        self.inner.fast_egress_at = fast_egress_at;
         result
     }
 }
