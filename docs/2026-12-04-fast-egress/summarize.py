@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tables and results.json of one version's runs in the fast-egress study: callgrind
-(RUNS/cg: A-k.json / B-k.json from breakdown.py --json), guest cost (RUNS/guest:
+(RUNS/cg*: A-k.json / B-k.json from breakdown.py --json), guest cost (RUNS/guest:
 LOAD-V-i.json from vm-tests cost --json), rr-demo (RUNS/abba, through scripts/abba-table).
 Usage: summarize.py RUNS > RUNS/tables.txt   (writes RUNS/results.json)"""
 import json, statistics, subprocess, sys
@@ -9,16 +9,19 @@ from pathlib import Path
 d = Path(sys.argv[1])
 res = {}
 
-cg = {"A": [], "B": []}
-for f in sorted((d / "cg").glob("[AB]-*.json"), key=lambda p: int(p.stem.split("-")[1])):
-    cg[f.stem[0]].append(round(json.loads(f.read_text())["total_per_request"]))
-res["user_instructions_per_request"] = {v: {"runs": r, "median": statistics.median(r)} for v, r in cg.items()}
-print("user-space instructions per request (callgrind, open loop 1,000 req/s, 16 connections; A B B A)")
-for v in "AB":
-    print(f"  {v}: {cg[v]}  median {statistics.median(cg[v]):.0f}")
+# cg: 16 connections; cgCONNS-WHAT: another count (the folder names the A side).
+res["user_instructions_per_request"] = {}
+for folder in sorted(p for p in d.glob("cg*") if p.is_dir()):
+    cg = {"A": [], "B": []}
+    for f in sorted(folder.glob("[AB]-*.json"), key=lambda p: int(p.stem.split("-")[1])):
+        cg[f.stem[0]].append(round(json.loads(f.read_text())["total_per_request"]))
+    res["user_instructions_per_request"][folder.name] = {v: {"runs": r, "median": statistics.median(r)} for v, r in cg.items()}
+    print(f"user-space instructions per request, {folder.name} (callgrind, open loop 1,000 req/s; A B B A)")
+    for v in "AB":
+        print(f"  {v}: {cg[v]}  median {statistics.median(cg[v]):.0f}")
 
 rows = []
-for f in sorted((d / "guest").glob("*.json")):
+for f in sorted((d / "guest").glob("*.json")) if (d / "guest").exists() else []:
     load, v, i = f.stem.split("-")
     j = json.loads(f.read_text())
     by = {(r["backend"], r["conns"]): r for r in j["cases"]}
@@ -29,14 +32,15 @@ for f in sorted((d / "guest").glob("*.json")):
                          "xsk_user_us": round(x["user_us"], 1), "kernel_cpu_us": round(k["cpu_us"], 1),
                          "ratio": round(x["cpu_us"] / k["cpu_us"], 3)})
 res["guest"] = rows
-print("\nguest CPU per request (vm-tests cost --short, 6.1 guest; one figure per invocation, cycles in order)")
-print("  load     conns build  xsk us/req (user)        kernel us/req     xsk/kernel")
-for load in ("closed", "rate300"):
-    for conns in (1, 16):
-        for v in "AB":
-            sel = sorted((r for r in rows if r["load"] == load and r["conns"] == conns and r["build"] == v), key=lambda r: r["cycle"])
-            print(f"  {load:8} {conns:5} {v:5}  " + ", ".join(f"{r['xsk_cpu_us']} ({r['xsk_user_us']})" for r in sel).ljust(24)
-                  + "  " + ", ".join(str(r["kernel_cpu_us"]) for r in sel).ljust(16) + "  " + ", ".join(f"{r['ratio']:.2f}" for r in sel))
+if rows:
+    print("\nguest CPU per request (vm-tests cost --short, 6.1 guest; one figure per invocation, cycles in order)")
+    print("  load     conns build  xsk us/req (user)        kernel us/req     xsk/kernel")
+    for load in ("closed", "rate300"):
+        for conns in (1, 16):
+            for v in "AB":
+                sel = sorted((r for r in rows if r["load"] == load and r["conns"] == conns and r["build"] == v), key=lambda r: r["cycle"])
+                print(f"  {load:8} {conns:5} {v:5}  " + ", ".join(f"{r['xsk_cpu_us']} ({r['xsk_user_us']})" for r in sel).ljust(24)
+                      + "  " + ", ".join(str(r["kernel_cpu_us"]) for r in sel).ljust(16) + "  " + ", ".join(f"{r['ratio']:.2f}" for r in sel))
 
 abba = d / "abba"
 if abba.exists():

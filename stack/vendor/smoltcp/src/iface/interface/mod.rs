@@ -833,8 +833,9 @@ impl Interface {
             }
             // [xsk-stack patch: fast-egress] A TCP socket with nothing due (its
             // `poll_at` later than now, which mirrors `dispatch`'s tests): `dispatch`
-            // sends nothing and leaves that `poll_at` as it was. Any other socket ends
-            // the fast egress.
+            // would send nothing and change nothing (the congestion controllers'
+            // `pre_transmit` is a no-op), so it is not called. Debug builds call it
+            // and check that. Any other socket ends the fast egress.
             // (Its `poll_at`, and the earliest so far with it.)
             let idle_at = match (&item.socket, fast_egress_at) {
                 #[cfg(feature = "socket-tcp")]
@@ -846,6 +847,13 @@ impl Interface {
                 _ => None,
             };
             fast_egress_at = None;
+            #[cfg(not(debug_assertions))]
+            if let Some((_, min)) = idle_at {
+                fast_egress_at = Some(min);
+                continue;
+            }
+            #[cfg(debug_assertions)]
+            let idle_before = idle_at.map(|_| format!("{:?}", item.socket));
 
             let mut neighbor_addr = None;
             let mut respond = |inner: &mut InterfaceInner, meta: PacketMeta, response: Packet| {
@@ -924,6 +932,20 @@ impl Interface {
                 }),
             };
 
+            // [xsk-stack patch: fast-egress] What release builds leave out did nothing.
+            #[cfg(debug_assertions)]
+            if let Some(before) = idle_before {
+                assert!(
+                    neighbor_addr.is_none() && result.is_ok(),
+                    "dispatch sent for a socket with nothing due"
+                );
+                assert_eq!(
+                    format!("{:?}", item.socket),
+                    before,
+                    "dispatch changed a socket with nothing due"
+                );
+            }
+
             match result {
                 Err(EgressError::Exhausted) => break, // Device buffer full.
                 Err(EgressError::Dispatch) => {
@@ -937,7 +959,8 @@ impl Interface {
                     );
                 }
                 Ok(()) => {
-                    // [xsk-stack patch: fast-egress] An idle socket that sent nothing.
+                    // [xsk-stack patch: fast-egress] (Debug builds) an idle socket
+                    // that `dispatch` left as it was.
                     if let (Some((at, min)), None) = (idle_at, neighbor_addr) {
                         #[cfg(feature = "socket-tcp")]
                         if let Socket::Tcp(socket) = &item.socket {
