@@ -105,7 +105,8 @@ impl Engine {
             // scanned since anything but the application's reads and writes
             // touched it, and its egress was fast sends and idle sockets,
             // which change no state a scan looks at.
-            if fast.is_none() || self.buckets[b].unscanned {
+            let scanned = fast.is_none() || self.buckets[b].unscanned;
+            if scanned {
                 self.scan(b);
             } else {
                 self.fast_egresses += 1;
@@ -113,9 +114,10 @@ impl Engine {
                 self.check_scan_quiet(b);
             }
             // Only now: a socket that entered TIME-WAIT has sent its last ACK.
-            // One taken out leaves the fast egress's `poll_at` stale.
+            // One taken out (here, or by a scan that ran: a refused or failed
+            // half-open connection) leaves the fast egress's `poll_at` stale.
             let reaped = !self.buckets[b].closing.is_empty() && self.reap_closing(b);
-            let fast_at = if reaped { None } else { fast };
+            let fast_at = if reaped || scanned { None } else { fast };
             let bucket = &mut self.buckets[b];
             let wants = self.track_acks
                 && bucket.sockets.iter().any(|(_, s)| match s {

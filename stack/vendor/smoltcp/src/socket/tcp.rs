@@ -3766,6 +3766,21 @@ impl<'a> Socket<'a> {
         }
     }
 
+    /// [xsk-stack patch: fast-egress] `poll_at` if `dispatch` would now send nothing
+    /// and change nothing: nothing due (`poll_at` later than now, which mirrors
+    /// `dispatch`'s tests), and the source address still the interface's (the one
+    /// test of `dispatch` that `poll_at` leaves out: without it the socket is reset).
+    pub(crate) fn idle_poll_at(&self, cx: &mut Context) -> Option<PollAt> {
+        if self.tuple.is_some_and(|t| !cx.has_ip_addr(t.local.addr)) {
+            return None;
+        }
+        match self.poll_at(cx) {
+            PollAt::Now => None,
+            PollAt::Time(t) if t <= cx.now() => None,
+            at => Some(at),
+        }
+    }
+
     /// [xsk-stack patch: fast-egress] `poll_at` right after `dispatch_fast`, in
     /// fewer steps: the segment took all of the send buffer (nothing left to
     /// transmit, and no FIN queued in ESTABLISHED or CLOSE-WAIT), acknowledged all

@@ -831,19 +831,17 @@ impl Interface {
                     }
                 }
             }
-            // [xsk-stack patch: fast-egress] A TCP socket with nothing due (its
-            // `poll_at` later than now, which mirrors `dispatch`'s tests): `dispatch`
-            // would send nothing and change nothing (the congestion controllers'
-            // `pre_transmit` is a no-op), so it is not called. Debug builds call it
-            // and check that. Any other socket ends the fast egress.
+            // [xsk-stack patch: fast-egress] A TCP socket with nothing due
+            // (`Socket::idle_poll_at`): `dispatch` would send nothing and change
+            // nothing (the congestion controllers' `pre_transmit` is a no-op), so it
+            // is not called. Debug builds call it and check that. Any other socket
+            // ends the fast egress.
             // (Its `poll_at`, and the earliest so far with it.)
             let idle_at = match (&item.socket, fast_egress_at) {
                 #[cfg(feature = "socket-tcp")]
-                (Socket::Tcp(socket), Some(min)) => match socket.poll_at(&mut self.inner) {
-                    PollAt::Now => None,
-                    PollAt::Time(t) if t <= self.inner.now => None,
-                    at => Some((at, min.min(at))),
-                },
+                (Socket::Tcp(socket), Some(min)) => socket
+                    .idle_poll_at(&mut self.inner)
+                    .map(|at| (at, min.min(at))),
                 _ => None,
             };
             fast_egress_at = None;
