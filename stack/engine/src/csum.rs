@@ -124,14 +124,14 @@ fn add_carry(a: u64, b: u64) -> u64 {
     sum + carry as u64
 }
 
-/// 64 -> 16 bits with the end-around carries, as a big-endian value.
+/// 64 -> 16 bits with the end-around carries, as a big-endian value: two
+/// halves added with the carry put back, twice (add, adc at each width).
 #[inline]
-fn fold(mut acc: u64) -> u16 {
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    u16::from_be(acc as u16)
+fn fold(acc: u64) -> u16 {
+    let (s, c) = (acc as u32).overflowing_add((acc >> 32) as u32);
+    let s = s.wrapping_add(c as u32); // no overflow: a carry leaves s < u32::MAX
+    let (t, c) = (s as u16).overflowing_add((s >> 16) as u16);
+    u16::from_be(t.wrapping_add(c as u16))
 }
 
 #[cfg(test)]
@@ -246,5 +246,35 @@ mod tests {
         // The longest IPv4 packet.
         let big = vec![0xffu8; 65_535];
         assert_eq!(super::data(&big), checksum::data(&big));
+    }
+
+    /// `fold` against the textbook one (four masked halvings), on the
+    /// values where carries meet and on random ones.
+    #[test]
+    fn fold_equals_the_textbook_fold() {
+        fn textbook(mut acc: u64) -> u16 {
+            acc = (acc & 0xffff_ffff) + (acc >> 32);
+            acc = (acc & 0xffff_ffff) + (acc >> 32);
+            acc = (acc & 0xffff) + (acc >> 16);
+            acc = (acc & 0xffff) + (acc >> 16);
+            u16::from_be(acc as u16)
+        }
+        let mut edges = vec![0u64, 1, u64::MAX, u64::MAX - 1];
+        for half in [0u64, 1, 0xfffe, 0xffff, 0x1_0000, 0xffff_fffe, 0xffff_ffff] {
+            for other in [0u64, 1, 0xffff, 0xffff_ffff] {
+                edges.push(half << 32 | other);
+                edges.push(other << 32 | half);
+            }
+        }
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            edges.push(x);
+        }
+        for v in edges {
+            assert_eq!(super::fold(v), textbook(v), "{v:#x}");
+        }
     }
 }

@@ -72,6 +72,14 @@ impl Device {
         n == self.batch_max
     }
 
+    /// Whether `deliver` may have something for `ingest` when `recv` took no
+    /// frame: one the fault injector holds, or deferred ACKs in their ring.
+    /// The pass before a sleep, once per request at light load, has neither.
+    #[inline]
+    pub(crate) fn may_deliver(&self) -> bool {
+        self.faults.is_some() || self.acks.as_ref().is_some_and(|a| a.pending())
+    }
+
     /// Hands `ingest` the batch `recv` took and the deferred ACKs, in
     /// arrival order: each frame with `None` (it arrived now), each ACK
     /// with when it arrived (`CLOCK_MONOTONIC` ns). `drained`: the RX ring

@@ -133,10 +133,21 @@ impl XskTransport {
 
     /// The port's kick policy at the end of a pass (`Port::end_pass`): the
     /// kick this pass owes is made now unless the loop sleeps in the port's
-    /// wait next, which makes it.
+    /// wait next, which makes it. The test is inlined (twice per request;
+    /// nearly always nothing to do), the kick is not.
+    #[inline]
     fn end_pass(&mut self, sleeps: bool) -> Result<(), TransportError> {
+        if sleeps || !self.dev.port.kick_owed() {
+            return Ok(());
+        }
+        self.kick_now()
+    }
+
+    /// `end_pass` with a kick owed and no sleep to make it.
+    #[inline(never)]
+    fn kick_now(&mut self) -> Result<(), TransportError> {
         let t0 = self.stages.as_ref().map(|_| Stages::now());
-        let kicked = self.dev.port.end_pass(sleeps).map_err(backend_err)?;
+        let kicked = self.dev.port.end_pass(false).map_err(backend_err)?;
         if let (Some(s), Some(t0), true) = (&mut self.stages, t0, kicked) {
             s.kick(t0);
         }
@@ -201,7 +212,9 @@ impl XskTransport {
                 _ => None,
             };
             let full = self.dev.batch_full(n);
-            self.ingest(now, !full, wall);
+            if n > 0 || self.dev.may_deliver() {
+                self.ingest(now, !full, wall);
+            }
             if let Some(c) = &mut self.xdp_cookies {
                 let want = self.engine.cookies_ahead(now, c.sent());
                 if let Err(why) = c.drive(want, wall) {
@@ -291,7 +304,16 @@ impl XskTransport {
             let now_ns = self.epoch_ns + (now.total_micros().max(0) as u64) * 1000;
             Duration::from_nanos(at.saturating_sub(now_ns))
         });
-        [left, timer, check].into_iter().flatten().min()
+        min_wait(min_wait(left, timer), check)
+    }
+}
+
+/// The shorter of two waits (None: no limit).
+#[inline]
+fn min_wait(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -168,7 +168,7 @@ impl Port {
     /// The OS error of poll(2) (`Interrupted` for a signal); an owed kick
     /// that the kernel did not finish stays due (the next flush makes it).
     pub fn wait(&mut self, extra: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> io::Result<Ready> {
-        let ms = timeout.map_or(-1, |t| t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32);
+        let ms = timeout.map_or(-1, poll_ms);
         let folded = std::mem::take(&mut self.kick_owed);
         let r = self.sock.wait_readable(extra, ms);
         if folded {
@@ -286,5 +286,28 @@ impl Port {
             }
             std::thread::sleep(Duration::from_micros(50));
         }
+    }
+}
+
+/// poll(2)'s timeout for `t`: whole milliseconds, rounded up, at most
+/// `i32::MAX`. In 64-bit integers: `Duration::as_nanos` is a u128, whose
+/// division is a library call (once per sleep, at light load once per request).
+fn poll_ms(t: Duration) -> i32 {
+    let ms = t.as_secs().saturating_mul(1000).saturating_add(t.subsec_nanos().div_ceil(1_000_000) as u64);
+    ms.min(i32::MAX as u64) as i32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_ms_rounds_up_and_saturates() {
+        for ns in [0u64, 1, 999_999, 1_000_000, 1_000_001, 1_999_999_999, 2_000_000_000, 86_400_000_000_123] {
+            let t = Duration::from_nanos(ns);
+            assert_eq!(poll_ms(t) as u128, t.as_nanos().div_ceil(1_000_000), "{ns}");
+        }
+        assert_eq!(poll_ms(Duration::from_secs(3_000_000)), i32::MAX);
+        assert_eq!(poll_ms(Duration::MAX), i32::MAX);
     }
 }

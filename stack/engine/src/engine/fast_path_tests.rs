@@ -40,6 +40,8 @@ struct Twin {
     srv_ack: u32,
     syn_options: &'static [u8],
     steps: usize,
+    /// The frames the last step sent (the same from both servers).
+    sent: Vec<Vec<u8>>,
 }
 
 impl Twin {
@@ -70,6 +72,7 @@ impl Twin {
             srv_ack: 0,
             syn_options: &[2, 4, 5, 0xb4],
             steps: 0,
+            sent: Vec::new(),
         }
     }
 
@@ -126,7 +129,8 @@ impl Twin {
             let (a, b) = dumps[0].lines().zip(dumps[1].lines()).find(|(a, b)| a != b).unwrap_or(("", ""));
             panic!("step {}: the fast path's state differs:\n fast:    {a}\n general: {b}", self.steps);
         }
-        let segs: Vec<Seg> = out.swap_remove(0).iter().filter_map(|f| parse_tcp(f)).collect();
+        self.sent = out.swap_remove(0);
+        let segs: Vec<Seg> = self.sent.iter().filter_map(|f| parse_tcp(f)).collect();
         for s in &segs {
             if s.ack_set() {
                 self.srv_ack = s.ack;
@@ -271,6 +275,29 @@ fn a_request_with_the_peers_fin_is_answered_fast_and_its_end_reported() {
         t.step(None, Duration::from_micros(50), 0);
     }
     assert_eq!(t.conns, [None, None], "the peer's FIN was not reported as the end");
+}
+
+/// The peer's MAC changes between two requests (smoltcp patch `fast-route` remembers
+/// where the last answer went): the next answer goes by fast-send to the new one.
+#[test]
+fn a_peer_with_a_new_mac_is_answered_at_it() {
+    let mut t = Twin::new(|_| {});
+    t.handshake();
+    let old_mac = mac_of(PEER);
+    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..32]))), Duration::from_micros(50), 0);
+    assert!(t.sent.iter().any(|f| f[..6] == old_mac && f.len() > 60), "no answer to the old MAC");
+    t.seq = t.seq.wrapping_add(32);
+    let new_mac = [2, 0, 0, 0, 0, 0x77];
+    for side in &mut t.sides {
+        let now = side.now;
+        assert!(side.engine.add_neighbour(now, PEER, new_mac));
+    }
+    let before = t.fast_sent().0;
+    let mut req = t.spec(0x18, &DATA[..32]);
+    req.src_mac = new_mac;
+    t.step(Some(frames::tcp(&req)), Duration::from_micros(50), 0);
+    assert_eq!(t.fast_sent().0, before + 1, "the answer did not go by fast-send");
+    assert!(!t.sent.is_empty() && t.sent.iter().all(|f| f[..6] == new_mac), "not to the new MAC");
 }
 
 /// A retransmission (tail probe or RTO) answered at once by the ACK of the original:

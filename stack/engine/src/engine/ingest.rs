@@ -9,7 +9,7 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, TcpSeqNumber};
 use super::cookies::SynCookies;
 use super::link::SmolDev;
 use super::{Engine, Link};
-use crate::demux::{bucket_of, inspect, Flow, Inspected};
+use crate::demux::{bucket_of, inspect_expecting, Flow, Inspected};
 use crate::drops::DropReason;
 
 impl Engine {
@@ -18,7 +18,7 @@ impl Engine {
     pub fn ingest<L: Link>(&mut self, now: Instant, frame: &[u8], link: &mut L) -> Result<Inspected, DropReason> {
         self.clock = now;
         self.stats.rx_frames += 1;
-        let info = match inspect(frame, &self.rules) {
+        let info = match inspect_expecting(frame, &self.rules, self.partial_csum_seen) {
             Ok(i) => i,
             Err(r) => {
                 self.stats.drops.count(r);
@@ -26,6 +26,9 @@ impl Engine {
             }
         };
         self.stats.rx_partial_csum += info.partial_csum as u64;
+        if let Flow::Tcp { .. } = info.flow {
+            self.partial_csum_seen = info.partial_csum;
+        }
         let b = match info.flow {
             Flow::Tcp { src, sport, dport, syn } => {
                 let listening = self.ports.listening(dport);

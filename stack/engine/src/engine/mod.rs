@@ -50,6 +50,9 @@ pub struct Engine {
     ports: PortTable,
     cfg: EngineSetup,
     rules: RxRules,
+    /// The last TCP segment in had a partial checksum: the next is checked
+    /// for one first (`demux::inspect_expecting`).
+    partial_csum_seen: bool,
     /// Half-open connections over all buckets.
     half_open: usize,
     /// `EngineStats::fast_egress` (outside `stats`, which the twin tests compare
@@ -119,6 +122,7 @@ impl Engine {
             pool: Vec::new(),
             ports: PortTable::new(cfg.ephemeral.clone()),
             rules,
+            partial_csum_seen: false,
             half_open: 0,
             fast_egresses: 0,
             timers: BinaryHeap::new(),

@@ -292,6 +292,30 @@ impl Cache {
         self.storage = [None; IFACE_NEIGHBOR_CACHE_COUNT];
         self.asked = [None; ASKED_COUNT];
     }
+
+    /// [xsk-stack patch: fast-route] The slot that holds `protocol_addr` now, for
+    /// [`found_at`](Self::found_at).
+    pub(crate) fn slot_of(&self, protocol_addr: &IpAddress) -> Option<usize> {
+        self.find(protocol_addr)
+    }
+
+    /// [xsk-stack patch: fast-route] `lookup`'s `Found` answer when `slot` holds
+    /// `protocol_addr` with an entry fresh at `timestamp`; None otherwise (the slot
+    /// was emptied, taken by another address, or the entry expired: ask `lookup`).
+    /// The entry is read, not remembered, so a fill that changed it is seen.
+    pub(crate) fn found_at(
+        &self,
+        slot: usize,
+        protocol_addr: &IpAddress,
+        timestamp: Instant,
+    ) -> Option<HardwareAddress> {
+        match self.storage.get(slot) {
+            Some(Some((a, n))) if a == protocol_addr && timestamp < n.expires_at => {
+                Some(n.hardware_addr)
+            }
+            _ => None,
+        }
+    }
 }
 
 #[cfg(feature = "medium-ethernet")]
@@ -468,5 +492,64 @@ mod test {
                 .lookup(&MOCK_IP_ADDR_1.into(), Instant::from_millis(0))
                 .found()
         );
+    }
+
+    /// [xsk-stack patch: fast-route] A slot remembered from any earlier moment answers
+    /// as `lookup` does or not at all, through fills, replacements, evictions, expiry
+    /// and flushes; the slot `slot_of` gives now answers exactly as `lookup` does.
+    #[cfg(feature = "proto-ipv4")]
+    #[test]
+    fn test_found_at_agrees_with_lookup() {
+        use crate::wire::Ipv4Address;
+        let mut cache = Cache::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        // More addresses than slots: evictions.
+        let addrs: std::vec::Vec<IpAddress> = (0..(3 * IFACE_NEIGHBOR_CACHE_COUNT + 3).min(250))
+            .map(|i| IpAddress::Ipv4(Ipv4Address::new(198, 18, 1, i as u8)))
+            .collect();
+        let macs = [HADDR_A, HADDR_B, HADDR_C, HADDR_D];
+        let mut remembered: std::vec::Vec<(IpAddress, usize)> = std::vec::Vec::new();
+        let mut now = Instant::from_millis(0);
+        let (mut hits, mut misses) = (0, 0);
+        for step in 0..20_000 {
+            match next(100) {
+                0 => cache.flush(),
+                1..=9 => now += Duration::from_secs(next(30)),
+                _ => {
+                    let a = addrs[next(addrs.len() as u64) as usize];
+                    cache.fill(a, macs[next(4) as usize], now);
+                }
+            }
+            for &a in &addrs {
+                let found = match cache.lookup(&a, now) {
+                    Answer::Found(h) => Some(h),
+                    _ => None,
+                };
+                if let Some(s) = cache.slot_of(&a) {
+                    assert_eq!(cache.found_at(s, &a, now), found, "step {step}");
+                    if remembered.len() < 64 {
+                        remembered.push((a, s));
+                    } else {
+                        remembered[next(64) as usize] = (a, s);
+                    }
+                }
+            }
+            for &(a, s) in &remembered {
+                match cache.found_at(s, &a, now) {
+                    Some(h) => {
+                        assert_eq!(cache.lookup(&a, now), Answer::Found(h), "step {step}");
+                        hits += 1;
+                    }
+                    None => misses += 1,
+                }
+            }
+        }
+        assert!(hits > 1000 && misses > 1000, "hits {hits} misses {misses}");
     }
 }

@@ -163,6 +163,11 @@ pub struct InterfaceInner {
     /// of its sockets if every one of them went out by the fast path or had nothing
     /// due (None: one did not).
     fast_egress_at: Option<PollAt>,
+    /// [xsk-stack patch: fast-route] The last destination `dispatch_tcp_fast` found
+    /// on-link, unicast and known, with the neighbor cache slot that held it: while
+    /// the addresses stay (`update_ip_addrs` clears it), only the slot's entry needs
+    /// a look.
+    fast_dst: Option<(IpAddress, usize)>,
 }
 
 /// Configuration structure used for creating a network interface.
@@ -308,6 +313,7 @@ impl Interface {
                 fast_send: false,
                 fast_sends: 0,
                 fast_egress_at: None,
+                fast_dst: None,
             },
         }
     }
@@ -470,6 +476,8 @@ impl Interface {
     /// This function panics if any of the addresses are not unicast.
     pub fn update_ip_addrs<F: FnOnce(&mut Vec<IpCidr, IFACE_MAX_ADDR_COUNT>)>(&mut self, f: F) {
         f(&mut self.inner.ip_addrs);
+        // [xsk-stack patch: fast-route] What was on-link may no longer be.
+        self.inner.fast_dst = None;
         InterfaceInner::flush_neighbor_cache(&mut self.inner);
         InterfaceInner::check_ip_addrs(&self.inner.ip_addrs);
 
@@ -994,15 +1002,7 @@ impl InterfaceInner {
         }
         let plan = socket.fast_send_plan(self)?;
         let dst = IpAddress::Ipv4(plan.dst);
-        if self.is_broadcast(&dst) || dst.is_multicast() {
-            return None;
-        }
-        let via = self.route(&dst, self.now)?;
-        let NeighborAnswer::Found(HardwareAddress::Ethernet(dst_mac)) =
-            self.neighbor_cache.lookup(&via, self.now)
-        else {
-            return None;
-        };
+        let dst_mac = self.fast_dst_mac(&dst)?;
         // `dispatch`'s prelude, which runs before it finds whether the device has a
         // buffer.
         socket.fast_send_prelude(self);
@@ -1022,6 +1022,44 @@ impl InterfaceInner {
         });
         self.fast_sends += 1;
         Some(true)
+    }
+
+    /// [xsk-stack patch: fast-route] The Ethernet address `dispatch_tcp_fast` sends
+    /// to for `dst`: a unicast destination routed to a known neighbor; None where
+    /// `dispatch` must decide. The last on-link destination's answer depends only on
+    /// the addresses (unchanged since: `update_ip_addrs` forgets it) and its neighbor
+    /// entry, which is looked at in its slot rather than searched for.
+    #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+    fn fast_dst_mac(&mut self, dst: &IpAddress) -> Option<EthernetAddress> {
+        if let Some((d, slot)) = self.fast_dst
+            && d == *dst
+            && let Some(HardwareAddress::Ethernet(mac)) =
+                self.neighbor_cache.found_at(slot, dst, self.now)
+        {
+            debug_assert_eq!(Some(mac), self.fast_dst_mac_searched(dst));
+            return Some(mac);
+        }
+        let mac = self.fast_dst_mac_searched(dst)?;
+        self.fast_dst = if self.in_same_network(dst) {
+            self.neighbor_cache.slot_of(dst).map(|s| (*dst, s))
+        } else {
+            None
+        };
+        Some(mac)
+    }
+
+    /// [xsk-stack patch: fast-route] `fast_dst_mac` the long way, as `dispatch_ip`
+    /// finds it (the patch `fast-send` had these steps in `dispatch_tcp_fast`).
+    #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+    fn fast_dst_mac_searched(&self, dst: &IpAddress) -> Option<EthernetAddress> {
+        if self.is_broadcast(dst) || dst.is_multicast() {
+            return None;
+        }
+        let via = self.route(dst, self.now)?;
+        match self.neighbor_cache.lookup(&via, self.now) {
+            NeighborAnswer::Found(HardwareAddress::Ethernet(mac)) => Some(mac),
+            _ => None,
+        }
     }
 
     #[allow(unused)] // unused depending on which sockets are enabled
@@ -1081,6 +1119,8 @@ impl InterfaceInner {
     #[allow(unused)] // unused depending on which sockets are enabled
     pub(crate) fn set_ip_addrs(&mut self, addrs: Vec<IpCidr, IFACE_MAX_ADDR_COUNT>) {
         self.ip_addrs = addrs;
+        // [xsk-stack patch: fast-route]
+        self.fast_dst = None;
     }
 
     #[cfg(any(feature = "medium-ethernet", feature = "medium-ieee802154"))]

@@ -1548,3 +1548,62 @@ fn test_ipv4_fragment_size() {
         );
     }
 }
+
+/// [xsk-stack patch: fast-route] The remembered on-link destination follows its neighbor
+/// entry (a new MAC is seen, an expired entry is not used) and is forgotten when the
+/// addresses change; a subnet broadcast is never remembered.
+#[rstest]
+#[case(Medium::Ethernet)]
+#[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
+fn test_fast_route_follows_neighbor_and_addresses(#[case] medium: Medium) {
+    let (mut iface, _sockets, _device) = setup(medium);
+    let peer = IpAddress::v4(192, 168, 1, 2);
+    let (mac_a, mac_b) = (
+        EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
+        EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
+    );
+    let now = iface.inner.now;
+    assert_eq!(iface.inner.fast_dst_mac(&peer), None);
+    iface
+        .inner
+        .neighbor_cache
+        .fill(peer, HardwareAddress::Ethernet(mac_a), now);
+    assert_eq!(iface.inner.fast_dst_mac(&peer), Some(mac_a));
+    assert!(iface.inner.fast_dst.is_some());
+    // Remembered: a changed entry is read from its slot.
+    iface
+        .inner
+        .neighbor_cache
+        .fill(peer, HardwareAddress::Ethernet(mac_b), now);
+    assert_eq!(iface.inner.fast_dst_mac(&peer), Some(mac_b));
+    // Expired: the long way, which finds nothing.
+    iface.inner.now = now + Duration::from_secs(3600);
+    assert_eq!(iface.inner.fast_dst_mac(&peer), None);
+    iface.inner.now = now;
+    iface
+        .inner
+        .neighbor_cache
+        .fill(peer, HardwareAddress::Ethernet(mac_a), now);
+    assert_eq!(iface.inner.fast_dst_mac(&peer), Some(mac_a));
+    // The subnet's broadcast address, even with a neighbor entry.
+    let bcast = IpAddress::v4(192, 168, 1, 255);
+    iface
+        .inner
+        .neighbor_cache
+        .fill(bcast, HardwareAddress::Ethernet(mac_b), now);
+    assert_eq!(iface.inner.fast_dst_mac(&bcast), None);
+    assert_eq!(iface.inner.fast_dst_mac(&peer), Some(mac_a));
+    // The addresses change: the peer is no longer on-link (and the cache is flushed).
+    iface.update_ip_addrs(|addrs| {
+        addrs.clear();
+        addrs
+            .push(IpCidr::new(IpAddress::v4(10, 0, 0, 1), 24))
+            .unwrap();
+    });
+    assert!(iface.inner.fast_dst.is_none());
+    iface
+        .inner
+        .neighbor_cache
+        .fill(peer, HardwareAddress::Ethernet(mac_a), now);
+    assert_eq!(iface.inner.fast_dst_mac(&peer), None, "off-link without a route");
+}
