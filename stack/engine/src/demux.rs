@@ -335,9 +335,9 @@ mod tests {
         assert!(matches!(inspect(&g, &rules(false)), Err(DropReason::Fragment | DropReason::BadChecksum)));
     }
 
-    #[test]
-    fn partial_checksum_accepted_only_when_trusted() {
-        let f = tcp(&TcpSpec {
+    /// A PSH|ACK segment from the peer carrying `payload`, its checksum partial or full.
+    fn data(payload: &'static [u8], partial_csum: bool) -> TcpSpec<'static> {
+        TcpSpec {
             src_mac: PEER_MAC,
             dst_mac: MAC,
             src: Ipv4Addr::new(198, 18, 0, 2),
@@ -345,10 +345,15 @@ mod tests {
             sport: 1234,
             dport: 80,
             flags: 0x18,
-            payload: b"hello",
-            partial_csum: true,
+            payload,
+            partial_csum,
             ..TcpSpec::default()
-        });
+        }
+    }
+
+    #[test]
+    fn partial_checksum_accepted_only_when_trusted() {
+        let f = tcp(&data(b"hello", true));
         assert_eq!(inspect(&f, &rules(false)), Err(DropReason::BadChecksum));
         let i = inspect(&f, &rules(true)).unwrap();
         assert!(i.partial_csum);
@@ -358,19 +363,8 @@ mod tests {
     /// The order of the checks (`partial_first`) never changes a verdict.
     #[test]
     fn checking_for_partial_first_gives_the_same_verdicts() {
-        let spec = |partial_csum| TcpSpec {
-            src_mac: PEER_MAC,
-            dst_mac: MAC,
-            src: Ipv4Addr::new(198, 18, 0, 2),
-            dst: Ipv4Addr::new(198, 18, 0, 1),
-            sport: 1234,
-            dport: 80,
-            flags: 0x18,
-            payload: b"a request of some length",
-            partial_csum,
-            ..TcpSpec::default()
-        };
-        let (full, partial) = (tcp(&spec(false)), tcp(&spec(true)));
+        let req = b"a request of some length";
+        let (full, partial) = (tcp(&data(req, false)), tcp(&data(req, true)));
         let mut wrong = full.clone();
         wrong[60] ^= 0x10;
         let mut wrong_partial = partial.clone();
