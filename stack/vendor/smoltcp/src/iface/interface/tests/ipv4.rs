@@ -1606,4 +1606,51 @@ fn test_fast_route_follows_neighbor_and_addresses(#[case] medium: Medium) {
         .neighbor_cache
         .fill(peer, HardwareAddress::Ethernet(mac_a), now);
     assert_eq!(iface.inner.fast_dst_mac(&peer), None, "off-link without a route");
+    // `set_ip_addrs` forgets it too.
+    iface.inner.set_ip_addrs(
+        [IpCidr::new(IpAddress::v4(192, 168, 1, 1), 24)]
+            .into_iter()
+            .collect(),
+    );
+    iface
+        .inner
+        .neighbor_cache
+        .fill(peer, HardwareAddress::Ethernet(mac_a), now);
+    assert_eq!(iface.inner.fast_dst_mac(&peer), Some(mac_a));
+    assert!(iface.inner.fast_dst.is_some());
+    iface.inner.set_ip_addrs(
+        [IpCidr::new(IpAddress::v4(10, 0, 0, 1), 24)]
+            .into_iter()
+            .collect(),
+    );
+    assert!(iface.inner.fast_dst.is_none());
+}
+
+/// [xsk-stack patch: fast-route] A destination reached through a gateway goes to the
+/// gateway's MAC, also when the destination has a neighbor entry of its own, the first
+/// time and every time after (a routed destination is never remembered).
+#[rstest]
+#[case(Medium::Ethernet)]
+#[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
+fn test_fast_route_routed_destination_goes_to_the_gateway(#[case] medium: Medium) {
+    let (mut iface, _sockets, _device) = setup(medium);
+    let gw = Ipv4Address::new(192, 168, 1, 254);
+    iface.routes_mut().add_default_ipv4_route(gw).unwrap();
+    let far = IpAddress::v4(10, 9, 8, 7);
+    let (mac_gw, mac_far) = (
+        EthernetAddress([0x52, 0x54, 0, 0, 0, 1]),
+        EthernetAddress([0x52, 0x54, 0, 0, 0, 2]),
+    );
+    let now = iface.inner.now;
+    iface
+        .inner
+        .neighbor_cache
+        .fill(IpAddress::Ipv4(gw), HardwareAddress::Ethernet(mac_gw), now);
+    iface
+        .inner
+        .neighbor_cache
+        .fill(far, HardwareAddress::Ethernet(mac_far), now);
+    assert_eq!(iface.inner.fast_dst_mac(&far), Some(mac_gw));
+    assert!(iface.inner.fast_dst.is_none());
+    assert_eq!(iface.inner.fast_dst_mac(&far), Some(mac_gw));
 }
