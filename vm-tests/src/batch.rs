@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::cost::{self, icount_shift, measure_rr, PerUnit};
+use crate::cost::{self, icount_shift, measure_rr, PerUnit, RrLoad};
 use crate::env::{Common, Env};
 use crate::guest::Guest;
 use crate::kernel::KernelSel;
@@ -365,10 +365,7 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
                     &net,
                     &mut g,
                     &format!("$PID_{tag}"),
-                    dst,
-                    conns,
-                    a.requests,
-                    None,
+                    RrLoad { dst, conns, requests: a.requests, rate: None },
                     &format!("batch-{b}-c{conns}-r{round}"),
                 ) {
                     Ok((per, r, _, _, lost)) => {

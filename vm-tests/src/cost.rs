@@ -436,6 +436,16 @@ pub fn boot_counted(
     Ok(g)
 }
 
+/// The load of one measured case: where, how many connections (depth 1 each), how many
+/// requests in the long run, and an open-loop rate (None: closed loop).
+#[derive(Clone, Copy, Debug)]
+pub struct RrLoad {
+    pub dst: SocketAddrV4,
+    pub conns: usize,
+    pub requests: u64,
+    pub rate: Option<f64>,
+}
+
 /// One measured request/response case: snapshot, short run, snapshot, long run, snapshot.
 /// Returns the cost of one request (long minus short) and the long run's result.
 pub fn measure_rr(
@@ -443,12 +453,10 @@ pub fn measure_rr(
     net: &HostNet,
     g: &mut Guest,
     pids: &str,
-    dst: SocketAddrV4,
-    conns: usize,
-    requests: u64,
-    rate: Option<f64>,
+    case: RrLoad,
     tag: &str,
 ) -> Result<(PerUnit, load::LoadResult, u64, f64, Vec<String>)> {
+    let RrLoad { dst, conns, requests, rate } = case;
     let short = (conns as u64 * 4).max(8).min(requests / 2);
     let lost = std::cell::RefCell::new(Vec::new());
     let limit = Duration::from_secs(120);
@@ -706,10 +714,7 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                     &net,
                     &mut g,
                     &format!("$PID_{tag}"),
-                    dst,
-                    conns,
-                    a.requests,
-                    a.rate,
+                    RrLoad { dst, conns, requests: a.requests, rate: a.rate },
                     &case_tag,
                 ) {
                     Ok((per, r, short, guest_s, lost)) => {

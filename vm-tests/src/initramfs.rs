@@ -94,6 +94,8 @@ pub struct InitramfsInfo {
     pub iproute2: bool,
     /// iproute2's tc is in the guest (`/usr/local/bin/tc`, for netem).
     pub tc: bool,
+    /// The host's perf is in the guest (`/usr/local/bin/perf`, for `cost --profile`).
+    pub perf: bool,
     /// On-demand modules (`vmt_load NAME`) that can be loaded: name -> load chain (empty when
     /// built in).
     pub extra_modules: std::collections::BTreeMap<String, Vec<String>>,
@@ -312,6 +314,7 @@ pub fn build(
         modules: plan,
         iproute2,
         tc,
+        perf,
         extra_modules,
         extra_missing,
         stripped: strip.is_some(),

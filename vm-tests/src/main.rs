@@ -130,6 +130,7 @@ fn build_only(c: &env::Common) -> anyhow::Result<bool> {
     );
     println!("libraries  {}", info.libraries.join(" "));
     println!("iproute2   ip {}, tc {}", info.iproute2, info.tc);
+    println!("perf       {}", info.perf);
     for (m, chain) in &info.extra_modules {
         println!(
             "on demand  {m}: {}",

@@ -22,7 +22,7 @@ use std::net::SocketAddrV4;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::cost::{measure_rr, spread_pct, PerUnit};
+use crate::cost::{measure_rr, spread_pct, PerUnit, RrLoad};
 use crate::env::{Common, Env};
 use crate::guest::{Accel, Guest, OFFLOADS_OFF};
 use crate::netns::HostNet;
@@ -289,10 +289,7 @@ fn body(env: &Env, args: &ScaleArgs, rep: &mut ScaleReport) -> Result<()> {
                 &net,
                 &mut g,
                 &format!("$PID_{tag}"),
-                dst,
-                args.conns,
-                args.requests,
-                None,
+                RrLoad { dst, conns: args.conns, requests: args.requests, rate: None },
                 &case_tag,
             );
             let qemu1 = proc_cpu_s(g.qemu_pid());
