@@ -120,7 +120,7 @@ impl Engine {
             // The window opened: let egress send an update if smoltcp wants to. After
             // the peer's FIN the scan after it reports the end (`Readable`, then a
             // `recv` of 0).
-            if eof || !may_recv {
+            if !may_recv {
                 self.mark_dirty(b);
             } else {
                 self.mark_dirty_app(b);
