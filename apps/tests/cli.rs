@@ -324,3 +324,66 @@ fn server_live_figures_on_loopback() {
     let st = child.wait().unwrap();
     assert!(st.success(), "{st}");
 }
+
+/// Voluntary context switches of every thread of `pid` so far: a sleeping loop that wakes up
+/// (a poll timeout) makes one per wake.
+fn wakeups(pid: u32) -> u64 {
+    let mut n = 0;
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        for l in status.lines() {
+            if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:") {
+                n += v.trim().parse::<u64>().unwrap();
+            }
+        }
+    }
+    n
+}
+
+#[test]
+fn an_idle_server_sleeps_until_a_signal_ends_it() {
+    for (threads, sig, extra) in [
+        ("1", libc::SIGINT, &[][..]),
+        ("2", libc::SIGTERM, &[][..]),
+        // A far deadline is one timer, not a wake-up now and then.
+        ("1", libc::SIGTERM, &["--duration", "60s"][..]),
+    ] {
+        let what = format!("--threads {threads} {extra:?}, signal {sig}");
+        let ready: PathBuf = std::env::temp_dir().join(format!("rr-server-idle-{}-{threads}-{sig}", std::process::id()));
+        let mut child = Command::new(SERVER)
+            .args(["--backend", "kernel", "--port", "0", "--threads", threads, "--ready-file"])
+            .arg(&ready)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "{what}: no ready file");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Idle: no connection, no deadline within the second. A loop that checked for a stop
+        // on a timeout (it was 10 ms) would wake about 100 times.
+        std::thread::sleep(Duration::from_millis(200));
+        let before = wakeups(child.id());
+        std::thread::sleep(Duration::from_secs(1));
+        let woke = wakeups(child.id()) - before;
+        assert!(woke <= 5, "{what}: the idle server woke {woke} times in a second");
+        let t0 = Instant::now();
+        // SAFETY: kill(2) on our own child, which has not been reaped.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("{what}: the signal did not stop the server");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let took = t0.elapsed();
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{what}: {}", text(&o));
+        assert!(text(&o).contains("stopped by signal"), "{what}: {}", text(&o));
+        assert!(took < Duration::from_secs(2), "{what}: stopping took {took:?}");
+    }
+}

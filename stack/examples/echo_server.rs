@@ -49,7 +49,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The part that does not care about the backend.
 fn serve<T: Transport>(t: T, port: u16, stop: &AtomicBool) -> Result<(), Box<dyn std::error::Error>> {
-    let mut server = Server::new(t, Stream, Echo, ServerConfig::default().with_port(port))?;
+    // No poll timeout: the loop sleeps until there is work, and the signals that set `stop`
+    // (registered first, so the flag is set when the loop wakes) also wake it.
+    let cfg = ServerConfig::default().with_port(port).with_poll_timeout(None);
+    let mut server = Server::new(t, Stream, Echo, cfg)?;
+    let waker = server.waker()?;
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        waker.wake_on_signal(sig)?;
+    }
     println!("echo on {} ({}), Ctrl-C stops", server.local_addr().ok_or("no address")?, server.transport().name());
     server.run_until(|| stop.load(Ordering::Relaxed))?;
     // What the clients sent before the stop is echoed, then each connection gets a FIN.

@@ -125,6 +125,7 @@ pub(crate) mod timer;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod transport;
+pub mod wake;
 #[cfg(feature = "xsk")]
 pub mod xsk;
 
@@ -133,6 +134,7 @@ pub mod xsk;
 pub use bytes;
 pub use codec::{Codec, CodecError, LengthPrefixed, Lines, Stream};
 pub use kernel::{KernelConfig, KernelTransport};
+pub use wake::Waker;
 pub use rr::{
     Completions, Echo, Handler, Kv, KvRequest, KvResponse, KvStatus, Reply, Server, ServerConfig, ServerStats,
     ShutdownStats,

@@ -1,110 +1,180 @@
-//! Sub-millisecond poll timeouts.
+//! Poll timeouts on a timerfd, armed only when a wait must end earlier.
 //!
-//! epoll_wait (and so mio) and poll(2) take whole milliseconds, which rounds
-//! every short wait up to 1 ms: an open-loop client that sends every 200 us
-//! would send late and charge the lateness to the server as latency. A
-//! one-shot timerfd waited on next to the sockets (registered with mio by the
-//! kernel backend, passed to `Port::wait` by the xsk driver) ends the wait on
-//! time.
+//! Every finite wait ends on a one-shot timerfd waited on next to the
+//! sockets (registered with mio by the kernel backend, passed to
+//! `Port::wait` by the xsk driver); the wait itself gets no timeout. Two
+//! reasons:
 //!
-//! The timer is re-armed only when a wait must end earlier than the expiry
-//! already set: a server with data in flight always has a retransmission
-//! deadline a few ms out that moves with every response, and re-arming it
-//! on every sleep was one timerfd_settime per request.
+//! - epoll_wait (and so mio) and poll(2) take whole milliseconds, which
+//!   rounds every short wait up to 1 ms: an open-loop client that sends
+//!   every 200 us would send late and charge the lateness to the server as
+//!   latency.
+//! - A wait's own timeout starts and cancels a kernel timer on every sleep.
+//!   A loop that only waits for a stop flag (the request/response server
+//!   with a [`Waker`]) then sleeps with no timer at all: the kernel
+//!   backend's server took about 600 fewer guest instructions per request
+//!   at light load (`docs/2026-12-04-sleep/`). The xsk driver always has a
+//!   deadline while data is in flight (the tail-loss probe, the
+//!   retransmission timer); for it the timerfd in the poll set cost about
+//!   what the timer per sleep did.
+//!
+//! The timerfd is armed only when a wait must end earlier than the expiry
+//! already set (or none is), or when that expiry would end it in its first
+//! half. A deadline that moves later with every response (the
+//! retransmission timer's, 50 ms or more out) then costs one
+//! timerfd_settime per several requests and no wake-up; an expiry left to
+//! fire early would wake the loop once per deadline length instead, which
+//! measured the same in a guest's instructions but is a timer interrupt
+//! from idle each time (a VM exit on KVM).
+//!
+//! The same timerfd carries a [`Waker`]'s wakes ([`crate::wake`]).
 
 use std::cell::Cell;
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// Waits at least this long are left to the millisecond timeout, rounded
-/// up: at most a tenth late, which no long deadline (retransmission,
-/// keep-alive, the sweep) notices. At light load a server's only deadline
-/// is such a timer, so its sleeps need no timerfd and no clock read.
-const COARSE: Duration = Duration::from_millis(10);
+use crate::wake::{Core, Waker};
 
 pub struct PreciseTimer {
-    fd: OwnedFd,
-    /// When the armed expiry fires, if one is armed and not yet consumed.
-    armed: Cell<Option<Instant>>,
+    core: Arc<Core>,
+    /// The armed expiry in CLOCK_MONOTONIC nanoseconds, if one is armed and not yet consumed.
+    armed: Cell<Option<u64>>,
     /// Whether the last `prepare` relies on the timer to end the wait.
     wanted: Cell<bool>,
+    /// A [`Waker`] was handed out: every sleep waits on the timer.
+    waking: Cell<bool>,
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the clock of `Instant`, of the timerfd, and of the xsk
+/// driver's passes).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on every Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How much later than asked a kept expiry may end a wait (nanoseconds):
+/// the few microseconds between a caller's clock reading and ours.
+const SKEW: u64 = 50_000;
+
+/// `d` in nanoseconds, saturating (no u128 arithmetic on the sleep path).
+fn nanos(d: Duration) -> u64 {
+    d.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(d.subsec_nanos()))
 }
 
 impl PreciseTimer {
-    pub fn new() -> io::Result<PreciseTimer> {
-        // SAFETY: plain syscall; the fd is checked and then owned.
-        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptor owned by nobody else.
-        Ok(PreciseTimer { fd: unsafe { OwnedFd::from_raw_fd(fd) }, armed: Cell::new(None), wanted: Cell::new(false) })
+    pub fn new() -> std::io::Result<PreciseTimer> {
+        Ok(PreciseTimer { core: Core::new()?, armed: Cell::new(None), wanted: Cell::new(false), waking: Cell::new(false) })
     }
 
-    pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {
-        registry.register(&mut mio::unix::SourceFd(&self.fd.as_raw_fd()), token, mio::Interest::READABLE)
+    pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
+        registry.register(&mut mio::unix::SourceFd(&self.core.fd().as_raw_fd()), token, mio::Interest::READABLE)
+    }
+
+    /// A waker for this timer's transport; from now on every sleep waits on the timer.
+    pub fn waker(&self) -> Waker {
+        self.waking.set(true);
+        Waker::new(Arc::clone(&self.core))
+    }
+
+    /// Takes a wake that a [`Waker`] left: the transport's `poll` returns (call it after
+    /// `prepare`, before the wait, and after the timer ended a wait).
+    #[inline]
+    pub fn take_wake(&self) -> bool {
+        self.core.take()
     }
 
     /// The timer's descriptor, for a wait that is not mio's (readable on expiry).
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        self.fd.as_fd()
+        self.core.fd()
     }
 
     /// The descriptor when the last [`prepare`](Self::prepare) relies on the
-    /// timer, else None: each descriptor in a poll(2) costs a wait-queue
-    /// entry added and removed per sleep. An expiry left armed and not
-    /// waited for is harmless: arming again resets it, and a wait that
-    /// includes it early just loops.
+    /// timer (or a waker may end the wait), else None: each descriptor in a
+    /// poll(2) costs a wait-queue entry added and removed per sleep. An
+    /// expiry left armed and not waited for is harmless: arming again resets
+    /// it, and a wait that includes it early just loops.
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn wanted_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.wanted.get().then(|| self.fd())
     }
 
-    /// The timeout to hand to the millisecond wait (mio, or `Port::wait`)
-    /// for `timeout`: unchanged when it is whole milliseconds (or none),
-    /// else rounded up, with the timer armed to end the wait at the exact
-    /// time (or an earlier expiry left armed).
-    ///
-    /// The test is inlined (once per sleep; at light load the deadline is a retransmission
-    /// timer, far off); arming the timer is not.
+    /// The timeout to hand to the wait (mio, or `Port::wait`) for `timeout`:
+    /// zero and none unchanged; any other wait is left to the timer (armed
+    /// to end it at the time asked, or earlier by an expiry left armed, or
+    /// up to 50 us later), so the wait gets none. Only if the timer cannot be armed does
+    /// the wait get `timeout` (rounded up to milliseconds by the wait).
     #[inline]
     pub fn prepare(&self, timeout: Option<Duration>) -> Option<Duration> {
-        self.wanted.set(false);
-        let t = timeout?;
-        if t.is_zero() || t.subsec_nanos() % 1_000_000 == 0 || t >= COARSE {
-            return Some(t);
-        }
-        Some(self.arm(t))
+        self.prepare_at(None, timeout)
     }
 
-    /// `prepare` for a timeout shorter than `COARSE` that is not whole milliseconds.
+    /// [`prepare`](Self::prepare) for a caller that has just read the clock
+    /// (`now_ns`, CLOCK_MONOTONIC): the wait ends at `now_ns + timeout`.
+    #[inline]
+    pub fn prepare_at(&self, now_ns: Option<u64>, timeout: Option<Duration>) -> Option<Duration> {
+        match timeout {
+            Some(t) if t.is_zero() => {
+                self.wanted.set(false);
+                timeout
+            }
+            Some(t) => {
+                // The common case first, inlined: the expiry armed is kept (see `arm`).
+                if let (Some(now), Some(armed)) = (now_ns, self.armed.get()) {
+                    if self.keeps(armed, now, nanos(t)) {
+                        self.wanted.set(true);
+                        return None;
+                    }
+                }
+                self.arm(now_ns, t)
+            }
+            None => {
+                self.wanted.set(self.waking.get());
+                None
+            }
+        }
+    }
+
+    /// Whether the expiry `armed` may end a wait of `t_ns` from `now`: no
+    /// later than asked (give or take `SKEW`: a fixed deadline asked for
+    /// again from a fresh clock reading moves by that much) and not in its
+    /// first half. The loop wakes at it, finds nothing due and asks again.
+    #[inline]
+    fn keeps(&self, armed: u64, now: u64, t_ns: u64) -> bool {
+        armed <= now.saturating_add(t_ns).saturating_add(SKEW) && armed >= now.saturating_add(t_ns / 2)
+    }
+
+    /// Arms the timer for a wait of `t` (unless the expiry armed is kept).
     #[inline(never)]
-    fn arm(&self, t: Duration) -> Duration {
-        self.wanted.set(true);
-        let now = Instant::now();
-        let due = now + t;
+    fn arm(&self, now_ns: Option<u64>, t: Duration) -> Option<Duration> {
+        let now = now_ns.unwrap_or_else(monotonic_ns);
+        let t_ns = nanos(t);
+        let due = now.saturating_add(t_ns);
         if let Some(armed) = self.armed.get() {
-            if armed > now && armed <= due {
-                // An earlier expiry ends the wait first; the caller loops and asks again.
-                return t + Duration::from_millis(1);
+            if self.keeps(armed, now, t_ns) {
+                self.wanted.set(true);
+                return None;
             }
         }
         let spec = libc::itimerspec {
             it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-            it_value: libc::timespec { tv_sec: t.as_secs() as libc::time_t, tv_nsec: t.subsec_nanos() as libc::c_long },
+            it_value: libc::timespec {
+                tv_sec: (due / 1_000_000_000).min(libc::time_t::MAX as u64) as libc::time_t,
+                tv_nsec: (due % 1_000_000_000) as libc::c_long,
+            },
         };
-        // SAFETY: `spec` is a valid itimerspec; no old value is requested.
-        let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
-        if r != 0 {
+        if self.core.set(libc::TFD_TIMER_ABSTIME, &spec).is_err() {
             self.armed.set(None);
-            self.wanted.set(false);
-            return t;
+            // Still waited on when a waker may end the wait (its own expiry works).
+            self.wanted.set(self.waking.get());
+            return Some(t);
         }
         self.armed.set(Some(due));
-        t + Duration::from_millis(1)
+        self.wanted.set(true);
+        None
     }
 
     /// Consumes an expiry (call when the timer's token is reported).
@@ -112,73 +182,137 @@ impl PreciseTimer {
         self.armed.set(None);
         let mut buf = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
-        let _ = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        let _ = unsafe { libc::read(self.core.fd().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
+
+    /// A mio wait with a safety limit (a test must not hang when the timer fails to fire).
+    fn wait(poll: &mut mio::Poll, events: &mut mio::Events, to: Option<Duration>) {
+        poll.poll(events, Some(to.unwrap_or(Duration::from_secs(5)))).unwrap();
+    }
 
     #[test]
-    fn wakes_epoll_before_the_rounded_timeout() {
+    fn wakes_epoll_on_time_without_a_timeout_of_its_own() {
         let mut poll = mio::Poll::new().unwrap();
         let mut events = mio::Events::with_capacity(4);
         let t = PreciseTimer::new().unwrap();
         t.register(poll.registry(), mio::Token(7)).unwrap();
         let mut best = Duration::MAX;
         for _ in 0..20 {
-            let start = std::time::Instant::now();
-            let to = t.prepare(Some(Duration::from_micros(300)));
-            assert_eq!(to, Some(Duration::from_micros(1300)));
-            poll.poll(&mut events, to).unwrap();
+            let start = Instant::now();
+            assert_eq!(t.prepare(Some(Duration::from_micros(300))), None, "the timer ends the wait");
+            wait(&mut poll, &mut events, None);
+            assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the timer did not fire");
+            assert!(start.elapsed() >= Duration::from_micros(300), "woke after {:?}", start.elapsed());
             best = best.min(start.elapsed());
-            assert!(events.iter().any(|e| e.token() == mio::Token(7)) || start.elapsed() >= Duration::from_millis(1));
             t.clear();
         }
-        // On a quiet machine this is ~0.3 ms; it must at least beat the 1 ms rounding.
+        // On a quiet machine this is ~0.3 ms; it must at least beat poll(2)'s 1 ms rounding.
         assert!(best < Duration::from_micros(1000), "best wait {best:?}");
-        assert_eq!(t.prepare(Some(Duration::from_millis(2))), Some(Duration::from_millis(2)));
-        assert_eq!(t.prepare(None), None);
     }
 
     #[test]
-    fn only_short_waits_need_the_timer() {
+    fn zero_and_no_limit_need_no_timer() {
         let t = PreciseTimer::new().unwrap();
-        assert_eq!(t.prepare(Some(Duration::from_micros(700))), Some(Duration::from_micros(1700)));
-        assert!(t.wanted_fd().is_some());
-        // Long, or whole milliseconds: the wait's own timeout, no timer.
-        for long in [Duration::from_micros(10_300), Duration::from_millis(3), Duration::from_secs(2)] {
-            assert_eq!(t.prepare(Some(long)), Some(long));
-            assert!(t.wanted_fd().is_none(), "{long:?}");
+        assert_eq!(t.prepare(None), None);
+        assert!(t.wanted_fd().is_none());
+        assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
+        assert!(t.wanted_fd().is_none());
+        // Short or long, whole milliseconds or not: the timer.
+        for d in [Duration::from_micros(700), Duration::from_millis(3), Duration::from_secs(2), Duration::MAX] {
+            assert_eq!(t.prepare(Some(d)), None, "{d:?}");
+            assert!(t.wanted_fd().is_some(), "{d:?}");
         }
         assert_eq!(t.prepare(None), None);
         assert!(t.wanted_fd().is_none());
-        // The earlier expiry, still armed, is used again.
-        assert!(t.prepare(Some(Duration::from_micros(900))).is_some());
-        assert!(t.wanted_fd().is_some());
     }
 
     #[test]
-    fn a_later_deadline_keeps_the_earlier_expiry() {
+    fn an_expiry_is_kept_in_the_second_half_of_the_wait_and_pushed_from_the_first() {
         let mut poll = mio::Poll::new().unwrap();
         let mut events = mio::Events::with_capacity(4);
         let t = PreciseTimer::new().unwrap();
         t.register(poll.registry(), mio::Token(7)).unwrap();
-        let start = Instant::now();
-        t.prepare(Some(Duration::from_micros(2_300)));
-        // Asking for a later wake-up must not push the armed expiry back.
-        let to = t.prepare(Some(Duration::from_micros(50_500)));
-        poll.poll(&mut events, to).unwrap();
-        assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the first expiry did not fire");
-        assert!(start.elapsed() < Duration::from_millis(40), "woke after {:?}", start.elapsed());
-        t.clear();
-        // An earlier deadline than the armed one re-arms.
-        t.prepare(Some(Duration::from_micros(40_500)));
+        let now = monotonic_ns();
+        t.prepare_at(Some(now), Some(Duration::from_millis(30)));
+        let armed = t.armed.get();
+        assert_eq!(armed, Some(now + 30_000_000));
+        // A deadline that moved later, by less than half of the wait: the expiry stays (it
+        // wakes the loop a little early, which then asks again).
+        assert_eq!(t.prepare_at(Some(now + 5_000_000), Some(Duration::from_millis(40))), None);
+        assert_eq!(t.armed.get(), armed);
+        // By more: it would wake the loop for nothing; pushed.
+        assert_eq!(t.prepare_at(Some(now + 5_000_000), Some(Duration::from_millis(60))), None);
+        assert_eq!(t.armed.get(), Some(now + 65_000_000));
+        // An earlier deadline re-arms, and the timer ends the wait then.
         let start = Instant::now();
         t.prepare(Some(Duration::from_micros(1_500)));
-        poll.poll(&mut events, Some(Duration::from_millis(30))).unwrap();
-        assert!(events.iter().any(|e| e.token() == mio::Token(7)));
+        wait(&mut poll, &mut events, Some(Duration::from_millis(30)));
+        assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the earlier deadline did not fire");
         assert!(start.elapsed() < Duration::from_millis(25), "woke after {:?}", start.elapsed());
+        t.clear();
+        assert_eq!(t.armed.get(), None);
+    }
+
+    #[test]
+    fn a_waker_makes_every_sleep_wait_on_the_timer() {
+        let mut poll = mio::Poll::new().unwrap();
+        let mut events = mio::Events::with_capacity(4);
+        let t = PreciseTimer::new().unwrap();
+        t.register(poll.registry(), mio::Token(7)).unwrap();
+        assert_eq!(t.prepare(None), None);
+        assert!(t.wanted_fd().is_none());
+        let w = t.waker();
+        assert_eq!(t.prepare(None), None);
+        assert!(t.wanted_fd().is_some(), "a sleep with no limit must still see wakes");
+        // A wake after the timer was armed ends the wait; one before is seen by take_wake.
+        t.prepare(Some(Duration::from_secs(10)));
+        assert!(!t.take_wake());
+        w.wake();
+        wait(&mut poll, &mut events, None);
+        assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the wake did not end the wait");
+        t.clear();
+        assert!(t.take_wake());
+        w.wake();
+        t.prepare(Some(Duration::from_secs(10)));
+        assert!(t.take_wake(), "a wake before arming was lost");
+        // Zero waits need no timer, waker or not.
+        assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
+        assert!(t.wanted_fd().is_none());
+    }
+
+    #[test]
+    fn the_same_deadline_asked_again_does_not_re_arm() {
+        // A caller with a fixed deadline asks for what is left of it on every sleep; its clock
+        // readings differ by a little each time.
+        let t = PreciseTimer::new().unwrap();
+        let now = monotonic_ns();
+        let deadline = now + 60_000_000_000;
+        t.prepare_at(Some(now), Some(Duration::from_nanos(deadline - now)));
+        let armed = t.armed.get();
+        assert_eq!(armed, Some(deadline));
+        for late in [1_000, 3_000_000, 10_000_000_000] {
+            // Up to a few microseconds off, either way.
+            for skew in [0u64, 2_000] {
+                let at = now + late;
+                t.prepare_at(Some(at), Some(Duration::from_nanos(deadline - at - skew)));
+                assert_eq!(t.armed.get(), armed, "re-armed at +{late} ns, {skew} ns early");
+            }
+        }
+        // Much earlier: re-armed.
+        t.prepare_at(Some(now), Some(Duration::from_secs(30)));
+        assert_eq!(t.armed.get(), Some(now + 30_000_000_000));
+        // Later, but the armed expiry still in the second half: kept.
+        t.prepare_at(Some(now), Some(Duration::from_secs(40)));
+        assert_eq!(t.armed.get(), Some(now + 30_000_000_000));
+        // An expiry in the past is not relied on.
+        let later = now + 31_000_000_000;
+        t.prepare_at(Some(later), Some(Duration::from_secs(1)));
+        assert_eq!(t.armed.get(), Some(later + 1_000_000_000));
     }
 }

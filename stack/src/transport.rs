@@ -134,6 +134,18 @@ pub trait Transport {
         Ok(())
     }
 
+    /// A [`Waker`](crate::Waker) that ends this transport's `poll` wait, from another thread or
+    /// a signal handler: `poll` returns, with no event if nothing else happened. Every call
+    /// gives a waker of the same transport. A loop with one sleeps with no timeout and checks
+    /// its flags each time `poll` returns; without one it must poll with a timeout to notice
+    /// them, which costs a kernel timer on every sleep.
+    ///
+    /// # Errors
+    /// [`TransportError::InvalidInput`] when the backend cannot be woken (the default).
+    fn waker(&mut self) -> Result<crate::Waker, TransportError> {
+        Err(TransportError::InvalidInput("this backend cannot be woken: poll with a timeout"))
+    }
+
     /// Connections the application closed that still deliver data or a FIN. Dropping the
     /// transport before this reaches 0 resets them on the xsk backend (the kernel finishes
     /// closes by itself: always 0).

@@ -8,7 +8,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -27,6 +27,7 @@ use stack::kernel::{KernelConfig, KernelTransport};
 use apps::resp::{Resp, RespCodec, RespLimits};
 use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
+use stack::Waker;
 use stack::xsk::XskTransport;
 
 #[derive(Parser, Debug, Clone)]
@@ -249,7 +250,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 return write_json(args, &summary);
             }
             let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
-            let (_t, summary) = serve(t, args, cfg, &ready.notifier(), &NEVER)?;
+            let (_t, summary) = serve(t, args, cfg, &ready.notifier(), &Stop::new())?;
             print_summary(&summary);
             write_json(args, &summary)
         }
@@ -267,7 +268,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             println!("xsk port: {}", t.port().features());
             println!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
             println!("xsk loss recovery: {recovery}");
-            let (mut t, mut summary) = serve(t, args, cfg, &ready.notifier(), &NEVER)?;
+            let (mut t, mut summary) = serve(t, args, cfg, &ready.notifier(), &Stop::new())?;
             let stats = t.stats();
             let audit = t.audit();
             let features = t.port().features().clone();
@@ -324,8 +325,59 @@ fn write_json(args: &Args, summary: &ServerSummary) -> Result<()> {
 /// Called with `ADDR:PORT` once the server listens.
 type OnListen<'a> = dyn Fn(&str) -> Result<()> + Sync + 'a;
 
-/// A stop flag nobody sets (one thread: only signals and --duration stop it).
-static NEVER: AtomicBool = AtomicBool::new(false);
+/// What stops the server loops besides signals and `--duration`: with `--threads`, a thread
+/// that failed or a ready file that could not be written. Setting it wakes every loop, which
+/// sleeps without a timeout.
+struct Stop {
+    flag: AtomicBool,
+    wakers: Mutex<Vec<Waker>>,
+}
+
+impl Stop {
+    fn new() -> Self {
+        Stop { flag: AtomicBool::new(false), wakers: Mutex::new(Vec::new()) }
+    }
+
+    fn set(&self) {
+        self.flag.store(true, Ordering::Relaxed);
+        for w in self.wakers.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            w.wake();
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    /// `w` is woken by [`Stop::set`] from now on (a loop checks the flag after this).
+    fn watch(&self, w: Waker) {
+        self.wakers.lock().unwrap_or_else(|e| e.into_inner()).push(w);
+    }
+}
+
+/// Signals that wake a loop through its waker, unregistered when dropped (the loop is gone).
+struct SignalWakes(Vec<signal_hook::SigId>);
+
+impl SignalWakes {
+    /// SIGINT and SIGTERM (after their flag, registered first, is set) and SIGUSR1 wake the
+    /// loop whichever thread gets them, and also between its check of the flags and its
+    /// sleep (`Waker::wake_on_signal`).
+    fn register(w: &Waker) -> std::io::Result<SignalWakes> {
+        let mut ids = SignalWakes(Vec::new());
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGUSR1] {
+            ids.0.push(w.wake_on_signal(sig)?);
+        }
+        Ok(ids)
+    }
+}
+
+impl Drop for SignalWakes {
+    fn drop(&mut self) {
+        for id in self.0.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
+}
 
 impl ReadyFile<'_> {
     fn notifier(&self) -> impl Fn(&str) -> Result<()> + Sync + '_ {
@@ -341,7 +393,7 @@ fn serve<T: Transport + BackendStats>(
     args: &Args,
     cfg: ServerConfig,
     ready: &OnListen<'_>,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(T, ServerSummary)> {
     match args.service {
         Service::Echo => {
@@ -388,18 +440,43 @@ fn drop_handler<T, H>((t, summary, _): (T, ServerSummary, H)) -> (T, ServerSumma
 const SETTLE_ROUNDS: usize = 8;
 
 fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
-    t: T,
+    mut t: T,
     codec: C,
     handler: H,
     args: &Args,
-    cfg: ServerConfig,
+    mut cfg: ServerConfig,
     ready: &OnListen<'_>,
-    stop: &AtomicBool,
+    stop: &Stop,
 ) -> Result<(T, ServerSummary, H)> {
     let backend = t.name();
     if let Some(i) = args.stats_interval {
         usage_ensure!(!i.is_zero(), "--stats-interval must be positive");
     }
+    let usr1 = Arc::new(AtomicBool::new(false));
+    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&usr1)) {
+        tracing::warn!("SIGUSR1 will not print the counters: {e}");
+    }
+    // Sleeps without a timeout when something wakes the loop for every reason to stop or
+    // report (a timeout costs a kernel timer on every sleep); times (--duration, the stats
+    // line, metrics) are the deadline of each step. Busy polling checks on every pass anyway.
+    let _signal_wakes = if cfg.poll_timeout == Some(Duration::ZERO) {
+        None
+    } else {
+        match t.waker().map_err(anyhow::Error::from).and_then(|w| Ok((SignalWakes::register(&w)?, w))) {
+            Ok((ids, w)) => {
+                stop.watch(w);
+                cfg = cfg.with_poll_timeout(None);
+                Some(ids)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "the {backend} backend's loop cannot be woken ({e:#}): it checks for a stop every {:?}",
+                    cfg.poll_timeout.unwrap_or_default()
+                );
+                None
+            }
+        }
+    };
     let mut server = Server::new(t, codec, handler, cfg).with_context(|| format!("listening on port {}", args.port))?;
     let listen = server.local_addr().map_or_else(|| format!("?:{}", args.port), |a| a.to_string());
     println!("rr-server: {} service on the {backend} backend, listening on {listen}", args.service);
@@ -407,11 +484,7 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     let started = Instant::now();
     let cpu0 = process_cpu().unwrap_or_default();
     let deadline = args.duration.map(|d| started + d);
-    let stop = || interrupted() || stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
-    let usr1 = Arc::new(AtomicBool::new(false));
-    if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, Arc::clone(&usr1)) {
-        tracing::warn!("SIGUSR1 will not print the counters: {e}");
-    }
+    let stop = || interrupted() || stop.is_set() || deadline.is_some_and(|d| Instant::now() >= d);
     let metrics = match args.metrics {
         Some(a) => {
             let ep = MetricsEndpoint::start(a).with_context(|| format!("--metrics {a}: listening"))?;
@@ -440,8 +513,8 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     let mut next_line = args.stats_interval.map(|i| started + i);
     let mut next_publish = metrics.as_ref().map(|_| started);
     let result = loop {
-        let wake = next_line.into_iter().chain(next_publish).min();
-        let r = server.run_until(|| stop() || usr1.load(Ordering::Relaxed) || wake.is_some_and(|w| Instant::now() >= w));
+        let wake = next_line.into_iter().chain(next_publish).chain(deadline).min();
+        let r = server.run_until_deadline(wake, || stop() || usr1.load(Ordering::Relaxed));
         if r.is_err() || stop() {
             break r;
         }
@@ -524,7 +597,7 @@ mod threads {
         ready: &ReadyFile<'_>,
     ) -> Result<(Vec<T>, ServerSummary)> {
         let n = ts.len();
-        let stop = AtomicBool::new(false);
+        let stop = Stop::new();
         let (tx, rx) = mpsc::channel::<String>();
         let results = std::thread::scope(|s| {
             let handles: Vec<_> = ts
@@ -539,7 +612,7 @@ mod threads {
                                 move |l: &str| tx.send(l.to_string()).map_err(|_| anyhow::anyhow!("main gone"));
                             let r = serve(t, args, cfg, &notify, stop);
                             if r.is_err() {
-                                stop.store(true, Ordering::Relaxed);
+                                stop.set();
                             }
                             r
                         })
@@ -551,7 +624,7 @@ mod threads {
             if listening.len() == n {
                 if let Err(e) = ready.notifier()(&listening[0]) {
                     tracing::error!("{e:#}");
-                    stop.store(true, Ordering::Relaxed);
+                    stop.set();
                 }
                 println!("rr-server: {n} threads listening on {}", listening[0]);
             }

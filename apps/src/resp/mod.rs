@@ -48,7 +48,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 
@@ -295,6 +295,14 @@ impl Handler for Resp {
     fn on_close(&mut self, conn: ConnId, _state: ()) {
         self.stats.connected = self.stats.connected.saturating_sub(1);
         self.sessions.remove(&conn);
+    }
+
+    /// The next sweep that has a deadline to look at: the earliest one set (it may be stale,
+    /// a key deleted or given another: then the sweep finds nothing), no sooner than the
+    /// sweep's period allows.
+    fn tick_in(&self) -> Option<Duration> {
+        let Reverse((t, _)) = self.heap.peek()?;
+        Some(Duration::from_millis((*t).max(self.next_sweep).saturating_sub(self.now())))
     }
 
     fn tick(&mut self, _done: &mut Completions) {

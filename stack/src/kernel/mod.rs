@@ -24,6 +24,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::timer::PreciseTimer;
+use crate::wake::Waker;
 use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
 
 /// `SO_BUSY_POLL` from asm-generic/socket.h (x86_64, aarch64). `libc` does not export it for
@@ -140,7 +141,8 @@ pub struct KernelTransport {
     conns: ConnSlab<Conn>,
     /// Events found outside `poll` (EOF/reset seen in `recv`/`send`), delivered by the next one.
     pending: Vec<Event>,
-    /// Wakes epoll for sub-millisecond timeouts (open-loop pacing).
+    /// Ends epoll's wait for every timeout, and carries a [`Waker`]'s wakes (see
+    /// [`crate::timer`]).
     timer: PreciseTimer,
     /// Outgoing connections made so far: the next one's source is `bind` plus this modulo `sources`.
     connects: u32,
@@ -337,6 +339,8 @@ impl Transport for KernelTransport {
         let timeout = if self.pending.is_empty() { timeout } else { Some(Duration::ZERO) };
         events.append(&mut self.pending);
         let timeout = self.timer.prepare(timeout);
+        // A wake that came before the timer was armed (which may have replaced its expiry).
+        let timeout = if self.timer.take_wake() { Some(Duration::ZERO) } else { timeout };
         match self.poll.poll(&mut self.mio_events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
@@ -347,7 +351,9 @@ impl Transport for KernelTransport {
         for ev in mio_events.iter() {
             let token = ev.token().0;
             if token == TIMER_TOKEN {
+                // An expiry, or a wake: either way this poll returns now.
                 self.timer.clear();
+                self.timer.take_wake();
             } else if token >= LISTENER_TOKEN_BASE {
                 self.accept_all(token - LISTENER_TOKEN_BASE, events);
             } else {
@@ -462,6 +468,10 @@ impl Transport for KernelTransport {
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Err(TransportError::ConnectionClosed(id)),
             Err(e) => Err(e.into()),
         }
+    }
+
+    fn waker(&mut self) -> Result<Waker, TransportError> {
+        Ok(self.timer.waker())
     }
 
     /// The epoll instance: readable while it holds events.

@@ -149,3 +149,75 @@ fn connections_take_their_source_addresses_in_turn() {
     let at = |d: u8| Ipv4Addr::new(127, 0, 0, d);
     assert_eq!(peers, [at(1), at(1), at(2), at(3)]);
 }
+
+/// Wakes `w` after `after`, so a test whose wait nothing else would end fails instead of
+/// hanging.
+fn watchdog(w: &crate::Waker, after: Duration) {
+    let w = w.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(after);
+        w.wake();
+    });
+}
+
+/// The waker ends a `poll` that has no timeout, from another thread, with no event; a wake
+/// that came before the poll ends it too (the loop checked its flags before it), also when the
+/// poll arms the timer for a deadline of its own (which replaces the wake's expiry).
+#[test]
+fn a_waker_ends_a_poll_without_a_timeout() {
+    let mut t = transport();
+    let w = t.waker().unwrap();
+    let mut events = Vec::new();
+    let w2 = w.clone();
+    let waking = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        w2.wake();
+    });
+    watchdog(&w, Duration::from_secs(5));
+    let t0 = Instant::now();
+    t.poll(&mut events, None).unwrap();
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(90) && took < Duration::from_secs(4), "woke after {took:?}");
+    assert!(events.is_empty(), "{events:?}");
+    waking.join().unwrap();
+    // Before a poll with no limit, and before one with a deadline far off.
+    for timeout in [None, Some(Duration::from_secs(5))] {
+        w.wake();
+        let t0 = Instant::now();
+        t.poll(&mut events, timeout).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(1), "{timeout:?}: woke after {:?}", t0.elapsed());
+    }
+    // Taken: the next wait sleeps its whole timeout.
+    let t0 = Instant::now();
+    t.poll(&mut events, Some(Duration::from_millis(50))).unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(45), "woke after {:?}", t0.elapsed());
+}
+
+/// A server that sleeps with no timeout still runs its handler's periodic work when the handler
+/// asks (`Handler::tick_in`), and no sooner.
+#[test]
+fn an_idle_server_ticks_when_its_handler_asks() {
+    use crate::rr::{Completions, Handler, Reply, Server, ServerConfig};
+    struct Ticker(u32);
+    impl Handler for Ticker {
+        type Conn = ();
+        fn handle(&mut self, _: ConnId, _: &mut (), _: &[u8], _: &mut BytesMut) -> Reply {
+            Reply::Done
+        }
+        fn tick(&mut self, _: &mut Completions) {
+            self.0 += 1;
+        }
+        fn tick_in(&self) -> Option<Duration> {
+            Some(Duration::from_millis(30))
+        }
+    }
+    let cfg = ServerConfig::default().with_poll_timeout(None);
+    let mut s = Server::new(transport(), crate::codec::LengthPrefixed::default(), Ticker(0), cfg).unwrap();
+    watchdog(&s.waker().unwrap(), Duration::from_secs(5));
+    let t0 = Instant::now();
+    // Without tick_in this step would sleep until a connection came.
+    s.step(None).unwrap();
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(25) && took < Duration::from_secs(4), "the step took {took:?}");
+    assert_eq!(s.handler().0, 1);
+}

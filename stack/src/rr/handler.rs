@@ -86,12 +86,22 @@ pub trait Handler {
         let _ = (conn, state);
     }
 
-    /// Called once per event-loop iteration (at least every
-    /// [`ServerConfig::poll_timeout`](super::ServerConfig::poll_timeout) when idle), for periodic
-    /// work such as expiring keys, and to complete [`Reply::Pending`] requests through `done`.
+    /// Called once per event-loop iteration, for periodic work such as expiring keys, and to
+    /// complete [`Reply::Pending`] requests through `done`. While idle the loop runs when
+    /// [`tick_in`](Self::tick_in) says (and at least every
+    /// [`ServerConfig::poll_timeout`](super::ServerConfig::poll_timeout), if one is set): work
+    /// that finishes elsewhere (another thread) must wake a server that sleeps with no
+    /// timeout through its waker ([`Server::waker`](super::Server::waker)).
     /// Keep it cheap: it runs between batches.
     fn tick(&mut self, done: &mut Completions) {
         let _ = done;
+    }
+
+    /// How soon [`tick`](Self::tick) must run if nothing else happens: the server's sleep ends
+    /// by then. None (the default): no periodic work, only events wake the loop. Asked once
+    /// per iteration, before the server sleeps.
+    fn tick_in(&self) -> Option<std::time::Duration> {
+        None
     }
 }
 

@@ -47,7 +47,8 @@ pub struct XskTransport {
     pub(super) epoch_ns: u64,
     /// Shared-address mode: the ports held from the kernel.
     pub(super) claims: Option<Arc<Claims>>,
-    /// Ends the port's wait for sub-millisecond timeouts (smoltcp timers, open-loop pacing).
+    /// Ends the port's wait for every timeout (the engine's timers, the caller's), and
+    /// carries a [`Waker`](crate::Waker)'s wakes (see [`crate::timer`]).
     pub(super) timer: crate::timer::PreciseTimer,
     /// The XDP program's SYN cookies for this queue (None: off or unavailable).
     pub(super) xdp_cookies: Option<xsk_io::syncookies::CookieSlot>,
@@ -244,6 +245,9 @@ impl XskTransport {
                 // More frames waiting: no sleep, so what this pass queued
                 // goes out now.
                 self.end_pass(false)?;
+                if self.timer.take_wake() {
+                    return Ok(());
+                }
                 continue;
             }
             let elapsed = Duration::from_nanos(wall.saturating_sub(start));
@@ -258,6 +262,10 @@ impl XskTransport {
                 self.send_now()?;
                 let w = wait.map_or(RETRY, |w| w.min(RETRY));
                 std::thread::sleep(w);
+                // A link that stays down keeps this loop here: a wake must still end it.
+                if self.timer.take_wake() {
+                    return Ok(());
+                }
                 continue;
             }
             if busy || wait == Some(Duration::ZERO) {
@@ -266,21 +274,33 @@ impl XskTransport {
                 if busy {
                     std::hint::spin_loop();
                 }
+                if self.timer.take_wake() {
+                    return Ok(());
+                }
                 continue;
             }
             let wait = match &self.dev.acks {
                 Some(a) => a.bound_sleep(wait),
                 None => wait,
             };
-            let wait = self.timer.prepare(wait);
+            // The pass's clock reading stands for now: a wait that ends a
+            // pass's length early only loops.
+            let wait = self.timer.prepare_at(Some(wall), wait);
+            // A wake that came before the timer was armed (which may have
+            // replaced its expiry): the caller checks its flags now.
+            if self.timer.take_wake() {
+                return Ok(());
+            }
             // Sleeps and makes the kick owed by this pass's egress (or the
             // application's flush) in one syscall; the timer joins the wait
-            // only for a short timeout (at light load the only deadline is
-            // a retransmission timer, far off).
+            // when it has a deadline or a waker may end it.
             match self.dev.port.wait(self.timer.wanted_fd(), wait) {
                 Ok(ready) => {
                     if ready.extra {
                         self.timer.clear();
+                        if self.timer.take_wake() {
+                            return Ok(());
+                        }
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
@@ -376,6 +396,10 @@ impl Transport for XskTransport {
         kicked
     }
 
+
+    fn waker(&mut self) -> Result<crate::Waker, TransportError> {
+        Ok(self.timer.waker())
+    }
 
     fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
         self.engine.recv(conn, buf)

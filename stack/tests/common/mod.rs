@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use stack::codec::LengthPrefixed;
 use stack::rr::{Echo, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
+use stack::Waker;
 use stack::xsk::{AddrMode, StackStats, XskConfig, XskTransport};
 use xsk_io::port::Accounting;
 use xsk_io::AttachMode;
@@ -57,29 +58,30 @@ type Finished = (ServerStats, StackStats, Result<Accounting, String>);
 /// does not wait for it).
 pub struct XskServer {
     stop: Arc<AtomicBool>,
+    /// Ends the loop's sleep (it has no timeout).
+    waker: Waker,
+    /// The server thread's id (for its counters in /proc).
+    pub tid: i32,
     handle: Option<JoinHandle<Finished>>,
 }
 
-/// An echo server on port `port` of the stack in `ns`, polling every 5 ms.
+/// An echo server on port `port` of the stack in `ns`, as rr-server runs
+/// one: it sleeps without a timeout, and `finish` wakes it.
 pub fn xsk_server(ns: &Netns, cfg: XskConfig, port: u16) -> XskServer {
-    xsk_server_polling(ns, cfg, port, Duration::from_millis(5))
-}
-
-/// `xsk_server` whose loop waits up to `poll_timeout` for work (it sees the
-/// stop flag after that).
-pub fn xsk_server_polling(ns: &Netns, cfg: XskConfig, port: u16, poll_timeout: Duration) -> XskServer {
     let stop = Arc::new(AtomicBool::new(false));
     let stop2 = stop.clone();
     let ns = ns.clone();
     let (tx, rx) = mpsc::channel();
     let handle = thread::spawn(move || {
         let _in = ns.enter().unwrap();
-        let t = XskTransport::new(cfg).expect("xsk transport");
-        let scfg = ServerConfig::default().with_port(port).with_poll_timeout(Some(poll_timeout));
+        let mut t = XskTransport::new(cfg).expect("xsk transport");
+        let waker = t.waker().expect("the xsk backend's waker");
+        let scfg = ServerConfig::default().with_port(port).with_poll_timeout(None);
         let mut server = Server::new(t, LengthPrefixed::new(MAX_FRAME), Echo, scfg).unwrap();
-        tx.send(()).unwrap();
+        // SAFETY: gettid has no preconditions.
+        tx.send((waker, unsafe { libc::gettid() })).unwrap();
         let limit = Instant::now() + Duration::from_secs(120);
-        server.run_until(|| stop2.load(Ordering::Relaxed) || Instant::now() > limit).unwrap();
+        server.run_until_deadline(Some(limit), || stop2.load(Ordering::Relaxed)).unwrap();
         let stats = server.stats();
         let (mut t, _) = server.into_parts();
         // Let closing connections finish (their FINs and ACKs) before counting.
@@ -92,8 +94,8 @@ pub fn xsk_server_polling(ns: &Netns, cfg: XskConfig, port: u16, poll_timeout: D
         let audit = t.audit();
         (stats, t.stats(), audit)
     });
-    rx.recv_timeout(Duration::from_secs(10)).expect("xsk server did not start");
-    XskServer { stop, handle: Some(handle) }
+    let (waker, tid) = rx.recv_timeout(Duration::from_secs(10)).expect("xsk server did not start");
+    XskServer { stop, waker, tid, handle: Some(handle) }
 }
 
 impl XskServer {
@@ -111,14 +113,21 @@ impl XskServer {
     }
 
     fn join(mut self) -> Finished {
-        self.stop.store(true, Ordering::Relaxed);
+        self.halt();
         self.handle.take().unwrap().join().expect("server thread panicked")
+    }
+}
+
+impl XskServer {
+    fn halt(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.waker.wake();
     }
 }
 
 impl Drop for XskServer {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.halt();
     }
 }
 

@@ -3,7 +3,7 @@
 //! unsent responses reach [`ServerConfig::write_high_water`] is not read until they drain.
 
 use std::net::SocketAddrV4;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 
@@ -30,7 +30,8 @@ pub struct ServerConfig {
     pub write_high_water: usize,
     /// Poll timeout used by [`Server::run_until`] (how often `stop` is checked when idle).
     /// `Some(Duration::ZERO)` busy-polls; `None` sleeps until an event, so `stop` is only
-    /// checked after one. Default 10 ms.
+    /// checked after one: whoever sets what `stop` reads should then wake the loop with
+    /// [`Server::waker`]'s waker (a timeout costs a kernel timer on every sleep). Default 10 ms.
     pub poll_timeout: Option<Duration>,
 }
 
@@ -236,6 +237,36 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         Ok(())
     }
 
+    /// [`Server::run_until`] that also returns at `deadline` (None: never): each step waits at
+    /// most until then. For periodic work outside the server (a report every second, a run
+    /// of fixed length): a deadline that stays put from step to step costs one timer, not one
+    /// per sleep.
+    pub fn run_until_deadline(
+        &mut self,
+        deadline: Option<Instant>,
+        stop: impl Fn() -> bool,
+    ) -> Result<(), TransportError> {
+        let Some(deadline) = deadline else { return self.run_until(stop) };
+        while !stop() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let timeout = self.cfg.poll_timeout.map_or(left, |t| t.min(left));
+            self.step(Some(timeout))?;
+        }
+        Ok(())
+    }
+
+    /// A waker that ends the server's wait in [`Server::step`] from another thread or a signal
+    /// handler ([`Transport::waker`]).
+    ///
+    /// # Errors
+    /// The transport's: [`TransportError::InvalidInput`] when it cannot be woken.
+    pub fn waker(&mut self) -> Result<crate::Waker, TransportError> {
+        self.transport.waker()
+    }
+
     /// Delivers what the transport already has, without waiting: steps with a zero timeout
     /// until one brings no event, at most `rounds` times. Call it once `run_until` has stopped,
     /// so a close the stack has already seen (a peer's FIN read just before the stop: its
@@ -262,6 +293,11 @@ impl<T: Transport, C: Codec + Clone, H: Handler> Server<T, C, H> {
         // Take the event vector so handling can borrow `self`. Its capacity is kept.
         let mut events = std::mem::take(&mut self.events);
         events.clear();
+        // The handler's periodic work (expiry sweeps) ends the sleep too.
+        let timeout = match self.handler.tick_in() {
+            Some(t) => Some(timeout.map_or(t, |w| w.min(t))),
+            None => timeout,
+        };
         let polled = self.transport.poll(&mut events, timeout);
         if polled.is_ok() {
             self.delivered += events.len();

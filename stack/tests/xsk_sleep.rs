@@ -1,0 +1,84 @@
+//! The stack's loop sleeps with no timeout (as rr-server's does): idle, it
+//! does not wake up, and a stop set from another thread, with the
+//! transport's waker, ends the sleep at once. Needs root.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddrV4, TcpStream};
+use std::time::{Duration, Instant};
+
+use stack::transport::Transport;
+use stack::xsk::XskTransport;
+
+mod common;
+use common::{dedicated, lab, xsk_cfg, xsk_server};
+
+/// Voluntary context switches of one thread of this process so far: a
+/// sleeping loop makes one per wake-up.
+fn wakeups(tid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+    let v = status.lines().find_map(|l| l.strip_prefix("voluntary_ctxt_switches:")).unwrap();
+    v.trim().parse().unwrap()
+}
+
+/// Idle before any connection and again after one came and went (its
+/// timers, the closing handshake's, run out), then stopped by its waker.
+#[test]
+fn an_idle_server_sleeps_until_woken() {
+    let lab = lab("ssz");
+    let (mode, a) = dedicated(&lab);
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode.clone()), 7113);
+    let idle = |what: &str| {
+        let before = wakeups(srv.tid);
+        std::thread::sleep(Duration::from_secs(1));
+        let woke = wakeups(srv.tid) - before;
+        // A loop that checked for a stop on a timeout (it was 10 ms) would wake about 100 times.
+        assert!(woke <= 5, "{what}: the idle server woke {woke} times in a second");
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    idle("before any connection");
+    let dst = SocketAddrV4::new(a, 7113);
+    lab.ns_b
+        .run_in(move || {
+            let mut s = TcpStream::connect_timeout(&dst.into(), Duration::from_secs(3)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            for i in 0..50u32 {
+                // The echo service's framing: a u32 big-endian length, then the payload.
+                let mut req = 4u32.to_be_bytes().to_vec();
+                req.extend_from_slice(&i.to_be_bytes());
+                s.write_all(&req).unwrap();
+                let mut back = [0u8; 8];
+                s.read_exact(&mut back).unwrap();
+                assert_eq!(back[..], req[..]);
+            }
+        })
+        .unwrap();
+    // The client closed first (TIME-WAIT is its own); the server's side is done at once.
+    std::thread::sleep(Duration::from_millis(500));
+    idle("after the connection closed");
+    let t0 = Instant::now();
+    let (stats, _) = srv.finish();
+    assert!(t0.elapsed() < Duration::from_secs(1), "the stop took {:?}", t0.elapsed());
+    assert_eq!(stats.requests, 50);
+
+    // A wake that comes before the poll ends it, also when the poll arms the timer for a
+    // deadline of its own (which replaces the wake's expiry).
+    let cfg = xsk_cfg(&lab, mode);
+    lab.ns_a
+        .run_in(move || {
+            let mut t = XskTransport::new(cfg).unwrap();
+            let w = t.waker().unwrap();
+            let mut ev = Vec::new();
+            for timeout in [None, Some(Duration::from_secs(5))] {
+                let watchdog = w.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_secs(5));
+                    watchdog.wake();
+                });
+                w.wake();
+                let t0 = Instant::now();
+                t.poll(&mut ev, timeout).unwrap();
+                assert!(t0.elapsed() < Duration::from_secs(1), "{timeout:?}: woke after {:?}", t0.elapsed());
+            }
+        })
+        .unwrap();
+}
