@@ -12,7 +12,7 @@
 //! - A wait's own timeout starts and cancels a kernel timer on every sleep.
 //!   A loop that only waits for a stop flag (the request/response server
 //!   with a [`Waker`]) then sleeps with no timer at all: the kernel
-//!   backend's server took about 600 fewer guest instructions per request
+//!   backend's server took 600-800 fewer guest instructions per request
 //!   at light load (`docs/2026-12-04-sleep/`). The xsk driver always has a
 //!   deadline while data is in flight (the tail-loss probe, the
 //!   retransmission timer); for it the timerfd in the poll set cost about
@@ -47,7 +47,8 @@ pub struct PreciseTimer {
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the clock of `Instant`, of the timerfd, and of the xsk
-/// driver's passes).
+/// driver's passes). The same as `xsk_io::sys::monotonic_ns`, which a build without the `xsk`
+/// feature (the kernel backend alone) does not have; `Instant` does not give its nanoseconds.
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on every Linux.

@@ -7,7 +7,7 @@
 //! The wake goes through the timerfd the transport already waits on for its own deadlines
 //! ([`crate::timer`]): a waker marks a wake pending and sets the timer to expire now. A
 //! descriptor of its own (a socket pair, as signal-hook's self-pipe) would be one more in every
-//! sleep's poll(2): in a guest at light load that cost about 1,000 instructions per request,
+//! sleep's poll(2): in a guest at light load that cost 900-1,400 instructions per request,
 //! more than the timer it replaced (`docs/2026-12-04-sleep/`). The transport's own arming
 //! cannot hide a wake: it looks for a pending one after arming, before it sleeps.
 
