@@ -2,11 +2,14 @@
 """Tables and results.json of the sleep study: guest instructions per request from
 `vm-tests cost --short --rate 300` runs named VARIANT-CYCLE.json (guest.sh writes them), one
 folder per round of runs (N-what; N-what-closed: closed loop, without --rate, left out of the
-pooled figures); callgrind runs in cg*. Usage: summarize.py RUNS > RUNS/tables.txt  (writes RUNS/results.json)"""
+pooled figures); callgrind runs in cg*. Usage: summarize.py RUNS [A,B] > RUNS/tables.txt
+(writes RUNS/results.json; A,B: the two builds pooled over the rounds, base,final unless
+given, as the 2026-12-04-signal-sleep study added)"""
 import json, statistics, sys
 from pathlib import Path
 
 d = Path(sys.argv[1])
+pool = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else ("base", "final")
 res = {}
 # Guest rounds are the folders named N-what; cg* hold callgrind runs (breakdown.py's JSON).
 rounds = sorted(p for p in d.iterdir() if p.is_dir() and p.name[0].isdigit())
@@ -45,12 +48,12 @@ pooled = {}
 for folder in (r for r in rounds if not r.name.endswith("-closed")):
     for f in sorted(folder.glob("*-*.json")):
         v, _ = f.stem.rsplit("-", 1)
-        if v not in ("base", "final"):
+        if v not in pool:
             continue
         for c in json.loads(f.read_text())["cases"]:
             pooled.setdefault(v, {}).setdefault(f"{c['backend']}-{c['conns']}", []).append(round(c["kinsn"], 2))
 if pooled:
-    print("base and final, every --rate 300 round's runs together: medians (runs)")
+    print(f"{pool[0]} and {pool[1]}, every --rate 300 round's runs together: medians (runs)")
     for v in pooled:
         for key in sorted(pooled[v]):
             print(f"  {v:6} {key:10} {statistics.median(pooled[v][key]):6.2f}  ({len(pooled[v][key])})")
@@ -64,7 +67,7 @@ for folder in sorted(p for p in d.glob("cg*") if p.is_dir()):
     for f in sorted(folder.glob("[AB]-*.json"), key=lambda p: int(p.stem.split("-")[1])):
         per.setdefault(f.stem[0], []).append(round(json.loads(f.read_text())["total_per_request"]))
     cg[folder.name] = per
-    print(f"\nuser-space instructions per request, {folder.name} (callgrind, 1,000 req/s; A base, B final; A B B A)")
+    print(f"\nuser-space instructions per request, {folder.name} (callgrind, 1,000 req/s; A {pool[0]}, B {pool[1]}; A B B A)")
     for v, xs in per.items():
         print(f"  {v}: {xs}  median {statistics.median(xs):.0f}")
 res["callgrind"] = cg

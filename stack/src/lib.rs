@@ -121,6 +121,7 @@
 pub mod codec;
 pub mod kernel;
 pub mod rr;
+pub(crate) mod sigtimer;
 pub(crate) mod timer;
 #[cfg(feature = "tokio")]
 pub mod tokio;

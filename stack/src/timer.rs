@@ -28,6 +28,10 @@
 //! from idle each time (a VM exit on KVM).
 //!
 //! The same timerfd carries a [`Waker`]'s wakes ([`crate::wake`]).
+//!
+//! The xsk driver's timer is by default not a timerfd but a POSIX timer that signals its
+//! thread ([`crate::sigtimer`]): its poll(2) then holds the XSK socket alone, and the wait
+//! unblocks the signal ([`PreciseTimer::wanted_mask`]). The policy above is the same.
 
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -44,6 +48,14 @@ pub struct PreciseTimer {
     wanted: Cell<bool>,
     /// A [`Waker`] was handed out: every sleep waits on the timer.
     waking: Cell<bool>,
+    /// A signalling timer: the signal mask to sleep with (the thread's, the signal unblocked,
+    /// in the kernel's 64-bit form); None while the timer could not be bound to the thread
+    /// that sleeps.
+    mask: Cell<Option<u64>>,
+    /// A signalling timer: the thread it signals (0: a timerfd).
+    bound_tid: Cell<libc::pid_t>,
+    /// That it could not be bound was said (once).
+    said: Cell<bool>,
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the clock of `Instant`, of the timerfd, and of the xsk
@@ -56,6 +68,10 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// How often a loop that a waker should end, whose signalling timer cannot reach its thread,
+/// looks for a wake.
+const UNBOUND_RECHECK: Duration = Duration::from_millis(10);
+
 /// How much later than asked a kept expiry may end a wait (nanoseconds):
 /// the few microseconds between a caller's clock reading and ours.
 const SKEW: u64 = 50_000;
@@ -67,11 +83,41 @@ fn nanos(d: Duration) -> u64 {
 
 impl PreciseTimer {
     pub fn new() -> std::io::Result<PreciseTimer> {
-        Ok(PreciseTimer { core: Core::new()?, armed: Cell::new(None), wanted: Cell::new(false), waking: Cell::new(false) })
+        Ok(PreciseTimer::with_core(Core::new()?))
+    }
+
+    /// A timer that signals the thread that sleeps with `sig` instead of a timerfd: the wait
+    /// then takes [`wanted_mask`](Self::wanted_mask), not a descriptor. Installs the signal's
+    /// action (chained with the application's) and blocks the signal in the calling thread
+    /// and, when the timer is first used on another, in that one.
+    ///
+    /// # Errors
+    /// A signal that cannot be caught, or timer_create(2)'s error.
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
+    pub fn with_signal(sig: libc::c_int) -> std::io::Result<PreciseTimer> {
+        let t = PreciseTimer::with_core(Core::with_signal(sig)?);
+        if let Some(st) = t.core.sig_timer() {
+            t.mask.set(Some(st.block_here()?));
+            t.bound_tid.set(st.bound_tid());
+        }
+        Ok(t)
+    }
+
+    fn with_core(core: Arc<Core>) -> PreciseTimer {
+        PreciseTimer {
+            core,
+            armed: Cell::new(None),
+            wanted: Cell::new(false),
+            waking: Cell::new(false),
+            mask: Cell::new(None),
+            bound_tid: Cell::new(0),
+            said: Cell::new(false),
+        }
     }
 
     pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
-        registry.register(&mut mio::unix::SourceFd(&self.core.fd().as_raw_fd()), token, mio::Interest::READABLE)
+        let fd = self.core.fd().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::Unsupported))?;
+        registry.register(&mut mio::unix::SourceFd(&fd.as_raw_fd()), token, mio::Interest::READABLE)
     }
 
     /// A waker for this timer's transport; from now on every sleep waits on the timer.
@@ -81,15 +127,23 @@ impl PreciseTimer {
     }
 
     /// Takes a wake that a [`Waker`] left: the transport's `poll` returns (call it after
-    /// `prepare`, before the wait, and after the timer ended a wait).
+    /// `prepare`, before the wait, and after the timer ended a wait). A wake replaced the
+    /// expiry armed (it set the timer to now), so none is relied on after it: without that,
+    /// a transport that shares its thread and signal with another could find the wake's
+    /// signal taken by the other's sleep and keep waiting for an expiry no longer set.
     #[inline]
     pub fn take_wake(&self) -> bool {
-        self.core.take()
+        if self.core.take() {
+            self.armed.set(None);
+            return true;
+        }
+        false
     }
 
-    /// The timer's descriptor, for a wait that is not mio's (readable on expiry).
+    /// The timer's descriptor, for a wait that is not mio's (readable on expiry); None for
+    /// a signalling timer.
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.core.fd()
     }
 
@@ -100,7 +154,93 @@ impl PreciseTimer {
     /// it, and a wait that includes it early just loops.
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn wanted_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.wanted.get().then(|| self.fd())
+        if self.wanted.get() {
+            self.fd()
+        } else {
+            None
+        }
+    }
+
+    /// For a signalling timer, the signal mask to sleep with (ppoll(2)) when the last
+    /// [`prepare`](Self::prepare) relies on the timer (or a waker may end the wait), else
+    /// None: the wait may then be a plain poll(2), with the signal blocked (an expiry left
+    /// armed stays pending and ends a later wait early, which only loops).
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
+    #[inline]
+    pub fn wanted_mask(&self) -> Option<u64> {
+        if self.wanted.get() {
+            self.mask.get()
+        } else {
+            None
+        }
+    }
+
+    /// Whether an EINTR came from this thread's signalling timer (an expiry or a wake, to be
+    /// handled as the timerfd's readiness is: [`clear`](Self::clear), then
+    /// [`take_wake`](Self::take_wake)); false for any other signal.
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
+    #[inline]
+    pub fn take_fired(&self) -> bool {
+        self.bound_tid.get() != 0 && crate::sigtimer::take_fired()
+    }
+
+    /// Forgets a signalling timer's mark from before the sleep about to start (a signal
+    /// whose action ran outside a sleep), so that [`take_fired`](Self::take_fired) tells the
+    /// sleep's EINTR apart. Nothing for a timerfd.
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
+    #[inline]
+    pub fn reset_fired(&self) {
+        if self.bound_tid.get() != 0 {
+            crate::sigtimer::reset_fired();
+        }
+    }
+
+    /// The signal of a signalling timer (None: a timerfd).
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
+    pub fn signal(&self) -> Option<libc::c_int> {
+        self.core.sig_timer().map(|t| t.signal())
+    }
+
+    /// A signalling timer signals the thread that sleeps: re-bound (and its signal blocked)
+    /// when the transport moved to another thread. False if it cannot be: the wait then gets
+    /// its own timeout. On every sleep: a comparison with a thread-local.
+    #[inline(always)]
+    fn bound(&self) -> bool {
+        let t = self.bound_tid.get();
+        t == 0 || (t == crate::sigtimer::tid() && self.mask.get().is_some()) || self.rebind()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rebind(&self) -> bool {
+        let Some(st) = self.core.sig_timer() else { return true };
+        let mask = match st.bind_here() {
+            Ok(false) => match self.mask.get() {
+                Some(_) => return true,
+                None => st.block_here(),
+            },
+            Ok(true) => {
+                // The new timer is not armed.
+                self.armed.set(None);
+                st.block_here()
+            }
+            Err(e) => Err(e),
+        };
+        match mask {
+            Ok(m) => {
+                self.mask.set(Some(m));
+                self.bound_tid.set(st.bound_tid());
+                true
+            }
+            Err(e) => {
+                // Tried again at every sleep (timer_create failing is a passing shortage).
+                if !self.said.replace(true) {
+                    tracing::warn!("the transport's timer cannot signal this thread ({e}): sleeps end on poll's own timeout");
+                }
+                self.mask.set(None);
+                false
+            }
+        }
     }
 
     /// The timeout to hand to the wait (mio, or `Port::wait`) for `timeout`:
@@ -114,8 +254,9 @@ impl PreciseTimer {
     }
 
     /// [`prepare`](Self::prepare) for a caller that has just read the clock
-    /// (`now_ns`, CLOCK_MONOTONIC): the wait ends at `now_ns + timeout`.
-    #[inline]
+    /// (`now_ns`, CLOCK_MONOTONIC): the wait ends at `now_ns + timeout`. Always inlined:
+    /// out of line in the xsk driver's loop it cost about 40 more instructions per sleep.
+    #[inline(always)]
     pub fn prepare_at(&self, now_ns: Option<u64>, timeout: Option<Duration>) -> Option<Duration> {
         match timeout {
             Some(t) if t.is_zero() => {
@@ -123,6 +264,11 @@ impl PreciseTimer {
                 timeout
             }
             Some(t) => {
+                if !self.bound() {
+                    // Without the timer a wake is seen only when the wait ends.
+                    self.wanted.set(false);
+                    return Some(if self.waking.get() { t.min(UNBOUND_RECHECK) } else { t });
+                }
                 // The common case first, inlined: the expiry armed is kept (see `arm`).
                 if let (Some(now), Some(armed)) = (now_ns, self.armed.get()) {
                     if self.keeps(armed, now, nanos(t)) {
@@ -133,6 +279,11 @@ impl PreciseTimer {
                 self.arm(now_ns, t)
             }
             None => {
+                if self.waking.get() && !self.bound() {
+                    // Without the timer a wake is seen only when the wait ends.
+                    self.wanted.set(false);
+                    return Some(UNBOUND_RECHECK);
+                }
                 self.wanted.set(self.waking.get());
                 None
             }
@@ -167,7 +318,7 @@ impl PreciseTimer {
                 tv_nsec: (due % 1_000_000_000) as libc::c_long,
             },
         };
-        if self.core.set(libc::TFD_TIMER_ABSTIME, &spec).is_err() {
+        if self.core.set(true, &spec).is_err() {
             self.armed.set(None);
             // Still waited on when a waker may end the wait (its own expiry works).
             self.wanted.set(self.waking.get());
@@ -178,12 +329,14 @@ impl PreciseTimer {
         None
     }
 
-    /// Consumes an expiry (call when the timer's token is reported).
+    /// Consumes an expiry (call when the timer's token is reported, or its signal).
     pub fn clear(&self) {
         self.armed.set(None);
-        let mut buf = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
-        let _ = unsafe { libc::read(self.core.fd().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        if let Some(fd) = self.core.fd() {
+            let mut buf = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
+            let _ = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        }
     }
 }
 
@@ -285,6 +438,57 @@ mod tests {
         // Zero waits need no timer, waker or not.
         assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
         assert!(t.wanted_fd().is_none());
+    }
+
+    #[test]
+    fn a_signalling_timer_ends_a_masked_sleep_on_time() {
+        let t = PreciseTimer::with_signal(libc::SIGRTMIN() + 8).unwrap();
+        assert_eq!(t.signal(), Some(libc::SIGRTMIN() + 8));
+        assert!(t.fd().is_none());
+        for _ in 0..3 {
+            let start = Instant::now();
+            assert_eq!(t.prepare(Some(Duration::from_millis(30))), None, "the timer ends the wait");
+            assert!(t.wanted_fd().is_none(), "no descriptor in the sleep");
+            let mask = t.wanted_mask().expect("a mask to sleep with");
+            t.reset_fired();
+            assert!(crate::sigtimer::sleep_masked(mask, 3000), "the timer did not end the sleep");
+            assert!(t.take_fired(), "the EINTR was not the timer's");
+            let took = start.elapsed();
+            assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(2), "{took:?}");
+            t.clear();
+        }
+        // No deadline and no waker: nothing to unblock.
+        assert_eq!(t.prepare(None), None);
+        assert!(t.wanted_mask().is_none());
+    }
+
+    #[test]
+    fn a_wake_forgets_the_armed_expiry_also_when_another_timer_takes_its_signal() {
+        // Two transports' timers on one thread with one signal: a wake of the second resets
+        // its timer to now, and the signal may end the first one's sleep. The second must not
+        // keep waiting for the expiry the wake replaced.
+        let sig = libc::SIGRTMIN() + 8;
+        let one = PreciseTimer::with_signal(sig).unwrap();
+        let two = PreciseTimer::with_signal(sig).unwrap();
+        let w = two.waker();
+        assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
+        assert!(two.armed.get().is_some());
+        w.wake();
+        one.prepare(None);
+        let mask = one.wanted_mask().unwrap_or_else(|| two.wanted_mask().unwrap());
+        one.reset_fired();
+        assert!(crate::sigtimer::sleep_masked(mask, 3000), "the wake's signal did not end a sleep");
+        assert!(one.take_fired());
+        assert!(two.take_wake());
+        assert_eq!(two.armed.get(), None, "the expiry the wake replaced is still relied on");
+        // The second's next sleep re-arms and ends on time.
+        let start = Instant::now();
+        assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
+        let mask = two.wanted_mask().unwrap();
+        two.reset_fired();
+        assert!(crate::sigtimer::sleep_masked(mask, 3000), "the deadline was lost");
+        assert!(two.take_fired());
+        assert!(start.elapsed() < Duration::from_secs(2));
     }
 
     #[test]

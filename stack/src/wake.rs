@@ -4,8 +4,9 @@
 //! finite timeout costs a kernel timer started and cancelled on every sleep, busy or idle. With a
 //! [`Waker`] the loop sleeps without one, and whoever sets the flag wakes it.
 //!
-//! The wake goes through the timerfd the transport already waits on for its own deadlines
-//! ([`crate::timer`]): a waker marks a wake pending and sets the timer to expire now. A
+//! The wake goes through the timer the transport already sleeps on for its own deadlines
+//! ([`crate::timer`]: a timerfd, or the xsk driver's timer that signals its thread,
+//! [`crate::sigtimer`]): a waker marks a wake pending and sets the timer to expire now. A
 //! descriptor of its own (a socket pair, as signal-hook's self-pipe) would be one more in every
 //! sleep's poll(2): in a guest at light load that cost 900-1,400 instructions per request,
 //! more than the timer it replaced (`docs/2026-12-04-sleep/`). The transport's own arming
@@ -16,14 +17,24 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The timerfd a transport waits on, and the mark of a wake.
+use crate::sigtimer::SigTimer;
+
+/// What ends a transport's sleep: a timerfd it waits on, or a timer that signals its thread.
+#[derive(Debug)]
+enum Alarm {
+    Fd(OwnedFd),
+    Signal(SigTimer),
+}
+
+/// The transport's alarm, and the mark of a wake.
 #[derive(Debug)]
 pub(crate) struct Core {
-    fd: OwnedFd,
+    alarm: Alarm,
     pending: AtomicBool,
 }
 
 impl Core {
+    /// A timerfd.
     pub(crate) fn new() -> io::Result<Arc<Core>> {
         // SAFETY: plain syscall; the fd is checked and then owned.
         let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
@@ -31,22 +42,47 @@ impl Core {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fresh descriptor owned by nobody else.
-        Ok(Arc::new(Core { fd: unsafe { OwnedFd::from_raw_fd(fd) }, pending: AtomicBool::new(false) }))
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Arc::new(Core { alarm: Alarm::Fd(fd), pending: AtomicBool::new(false) }))
     }
 
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
+    /// A timer that signals the calling thread with `sig` ([`crate::sigtimer`]).
+    pub(crate) fn with_signal(sig: libc::c_int) -> io::Result<Arc<Core>> {
+        Ok(Arc::new(Core { alarm: Alarm::Signal(SigTimer::new(sig)?), pending: AtomicBool::new(false) }))
     }
 
-    /// Sets the timer to expire at `spec` (absolute CLOCK_MONOTONIC with `flags` =
-    /// TFD_TIMER_ABSTIME, else relative). The OS error if it failed.
-    pub(crate) fn set(&self, flags: libc::c_int, spec: &libc::itimerspec) -> io::Result<()> {
-        // SAFETY: `spec` is a valid itimerspec; no old value is requested.
-        let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), flags, spec, std::ptr::null_mut()) };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
+    /// The timerfd, if the alarm is one.
+    pub(crate) fn fd(&self) -> Option<BorrowedFd<'_>> {
+        match &self.alarm {
+            Alarm::Fd(fd) => Some(fd.as_fd()),
+            Alarm::Signal(_) => None,
+        }
+    }
+
+    /// The signalling timer, if the alarm is one.
+    #[inline]
+    pub(crate) fn sig_timer(&self) -> Option<&SigTimer> {
+        match &self.alarm {
+            Alarm::Fd(_) => None,
+            Alarm::Signal(t) => Some(t),
+        }
+    }
+
+    /// Sets the alarm to expire at `spec` (absolute CLOCK_MONOTONIC if `absolute`, else
+    /// relative). The OS error if it failed. Async-signal-safe: one system call.
+    pub(crate) fn set(&self, absolute: bool, spec: &libc::itimerspec) -> io::Result<()> {
+        match &self.alarm {
+            Alarm::Fd(fd) => {
+                let flags = if absolute { libc::TFD_TIMER_ABSTIME } else { 0 };
+                // SAFETY: `spec` is a valid itimerspec; no old value is requested.
+                let r = unsafe { libc::timerfd_settime(fd.as_raw_fd(), flags, spec, std::ptr::null_mut()) };
+                if r == 0 {
+                    Ok(())
+                } else {
+                    Err(io::Error::last_os_error())
+                }
+            }
+            Alarm::Signal(t) => t.set(if absolute { libc::TIMER_ABSTIME } else { 0 }, spec),
         }
     }
 
@@ -56,8 +92,8 @@ impl Core {
         self.pending.load(Ordering::SeqCst) && self.pending.swap(false, Ordering::SeqCst)
     }
 
-    /// Marks a wake, then makes the timer expire now. Async-signal-safe: an atomic store and
-    /// one system call. The order is what makes it race-free: a transport that armed the timer
+    /// Marks a wake, then makes the alarm expire now. Async-signal-safe: an atomic store and
+    /// one system call. The order is what makes it race-free: a transport that armed the alarm
     /// after this store sees the mark (it looks after arming); one that armed it before is
     /// overridden by this expiry.
     fn wake(&self) {
@@ -67,7 +103,7 @@ impl Core {
             // Relative 1 ns: at once (0 would disarm it).
             it_value: libc::timespec { tv_sec: 0, tv_nsec: 1 },
         };
-        let _ = self.set(0, &now);
+        let _ = self.set(false, &now);
     }
 }
 
@@ -97,15 +133,19 @@ impl Waker {
     /// `signal_hook::low_level::unregister` (the id is signal-hook's).
     ///
     /// # Errors
-    /// The OS error of sigaction(2) (an invalid signal number).
+    /// The OS error of sigaction(2) (an invalid signal number); `InvalidInput` for the signal
+    /// of a transport's timer (`XskConfig::sleep_signal`: each wake would signal again).
     ///
     /// # Panics
     /// For the signals signal-hook refuses: SIGKILL, SIGSTOP, SIGILL, SIGFPE, SIGSEGV.
     pub fn wake_on_signal(&self, signal: libc::c_int) -> io::Result<signal_hook_registry::SigId> {
+        if crate::sigtimer::is_sleep_signal(signal) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("signal {signal} ends the transports' sleeps already")));
+        }
         let core = Arc::clone(&self.core);
-        // SAFETY: the action is async-signal-safe: `Core::wake` is an atomic store and a
-        // timerfd_settime system call; it allocates nothing and takes no lock. `core` is kept
-        // alive by the action itself.
+        // SAFETY: the action is async-signal-safe: `Core::wake` is an atomic store and one
+        // system call (timerfd_settime or timer_settime); it allocates nothing and takes no
+        // lock. `core` is kept alive by the action itself.
         unsafe { signal_hook_registry::register(signal, move || core.wake()) }
     }
 }
@@ -115,14 +155,14 @@ mod tests {
     use super::*;
 
     fn readable(c: &Core) -> bool {
-        let mut p = libc::pollfd { fd: c.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd { fd: c.fd().unwrap().as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one live pollfd, zero timeout.
         let n = unsafe { libc::poll(&mut p, 1, 0) };
         n == 1 && p.revents & libc::POLLIN != 0
     }
 
     fn wait(c: &Core, ms: i32) -> bool {
-        let mut p = libc::pollfd { fd: c.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd { fd: c.fd().unwrap().as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one live pollfd.
         let n = unsafe { libc::poll(&mut p, 1, ms) };
         n == 1
@@ -131,7 +171,7 @@ mod tests {
     fn consume(c: &Core) {
         let mut buf = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
-        unsafe { libc::read(c.fd().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        unsafe { libc::read(c.fd().unwrap().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
     }
 
     #[test]
@@ -160,7 +200,7 @@ mod tests {
             it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
             it_value: libc::timespec { tv_sec: 3600, tv_nsec: 0 },
         };
-        core.set(0, &far).unwrap();
+        core.set(false, &far).unwrap();
         w.wake();
         assert!(wait(&core, 1000));
         assert!(core.take());

@@ -1,13 +1,15 @@
 //! The stack's loop sleeps with no timeout (as rr-server's does): idle, it
 //! does not wake up, and a stop set from another thread, with the
-//! transport's waker, ends the sleep at once. Needs root.
+//! transport's waker, ends the sleep at once. Both of the transport's timers:
+//! the signalling one (the default) and the timerfd. Needs root.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpStream};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use stack::transport::Transport;
-use stack::xsk::XskTransport;
+use stack::xsk::{default_sleep_signal, AddrMode, XskTransport};
 
 mod common;
 use common::{dedicated, lab, xsk_cfg, xsk_server};
@@ -20,13 +22,27 @@ fn wakeups(tid: i32) -> u64 {
     v.trim().parse().unwrap()
 }
 
-/// Idle before any connection and again after one came and went (its
-/// timers, the closing handshake's, run out), then stopped by its waker.
 #[test]
 fn an_idle_server_sleeps_until_woken() {
-    let lab = lab("ssz");
+    sleeps_until_woken("ssz", Some(default_sleep_signal()));
+}
+
+#[test]
+fn an_idle_server_sleeps_until_woken_on_a_timerfd() {
+    sleeps_until_woken("ssy", None);
+}
+
+/// Idle before any connection and again after one came and went (its
+/// timers, the closing handshake's, run out), then stopped by its waker.
+fn sleeps_until_woken(tag: &str, sleep_signal: Option<i32>) {
+    let lab = lab(tag);
     let (mode, a) = dedicated(&lab);
-    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, mode.clone()), 7113);
+    let cfg = |mode: AddrMode| {
+        let mut c = xsk_cfg(&lab, mode);
+        c.sleep_signal = sleep_signal;
+        c
+    };
+    let srv = xsk_server(&lab.ns_a, cfg(mode.clone()), 7113);
     let idle = |what: &str| {
         let before = wakeups(srv.tid);
         std::thread::sleep(Duration::from_secs(1));
@@ -62,10 +78,12 @@ fn an_idle_server_sleeps_until_woken() {
 
     // A wake that comes before the poll ends it, also when the poll arms the timer for a
     // deadline of its own (which replaces the wake's expiry).
-    let cfg = xsk_cfg(&lab, mode);
+    let cfg1 = cfg(mode.clone());
     lab.ns_a
         .run_in(move || {
-            let mut t = XskTransport::new(cfg).unwrap();
+            let mut t = XskTransport::new(cfg1).unwrap();
+            // The timer asked for, not a quiet fallback to the timerfd.
+            assert_eq!(t.sleep_signal(), sleep_signal);
             let w = t.waker().unwrap();
             let mut ev = Vec::new();
             for timeout in [None, Some(Duration::from_secs(5))] {
@@ -81,4 +99,39 @@ fn an_idle_server_sleeps_until_woken() {
             }
         })
         .unwrap();
+
+    // A transport made on one thread and run on another (a signalling timer signals the thread
+    // it was made on until it is re-bound): the poll's own deadline ends it on time, and a wake
+    // from a third thread ends a sleep with no limit.
+    let cfg2 = cfg(mode);
+    let (done, rx) = mpsc::channel();
+    lab.ns_a
+        .run_in(move || {
+            let mut t = XskTransport::new(cfg2).unwrap();
+            assert_eq!(t.sleep_signal(), sleep_signal);
+            let w = t.waker().unwrap();
+            std::thread::spawn(move || {
+                let mut ev = Vec::new();
+                let t0 = Instant::now();
+                t.poll(&mut ev, Some(Duration::from_millis(300))).unwrap();
+                let deadline = t0.elapsed();
+                // Ended by the timer, not by a timeout of poll's own (a timer that could not
+                // be re-bound falls back to that).
+                assert!(t.stats().device.timer_wakes >= 1, "the 300 ms poll did not end on the timer");
+                let waker = w.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(100));
+                    waker.wake();
+                });
+                let t0 = Instant::now();
+                t.poll(&mut ev, None).unwrap();
+                done.send((deadline, t0.elapsed())).unwrap();
+            });
+        })
+        .unwrap();
+    // A timer that signalled the wrong thread would leave the poll asleep: no watchdog through
+    // the same timer can end it, so the test waits here instead.
+    let (deadline, woken) = rx.recv_timeout(Duration::from_secs(10)).expect("the moved transport's poll never returned");
+    assert!(deadline >= Duration::from_millis(299) && deadline < Duration::from_secs(2), "the 300 ms poll took {deadline:?}");
+    assert!(woken < Duration::from_secs(2), "the wake ended the sleep after {woken:?}");
 }

@@ -110,8 +110,36 @@ pub struct XskConfig {
     /// it (see `xsk_io::acks`); on by default where the kernel can load that
     /// program, off with fault injection.
     pub defer_acks: bool,
+    /// The signal of the timer that ends the transport's sleeps for its
+    /// deadlines and its [`Waker`](crate::Waker): a POSIX timer that signals
+    /// the thread that polls, where the signal is blocked except during the
+    /// sleep (`SIGRTMIN + 4` by default; its action is installed through
+    /// signal-hook's registry and chains with the application's). None: a
+    /// timerfd in the sleep's poll(2) instead, which cost a guest about
+    /// 400-600 instructions per request at light load. A signal that cannot
+    /// be used falls back to the timerfd, said once
+    /// ([`XskTransport::sleep_signal`](super::XskTransport::sleep_signal)
+    /// tells which). Only real-time signals are taken.
+    ///
+    /// The signal stays blocked in the thread that made the transport and
+    /// in each thread that polled it, also after the transport is dropped;
+    /// threads they start inherit the block, a process started from them
+    /// too unless its spawner resets the mask (Rust's `std::process` does).
+    /// The sleep's signal mask is the polling thread's as it was when the
+    /// transport was made there (or first slept there, made elsewhere):
+    /// change that thread's mask later and sleeps still use the old one. Stop signals should wake the loop
+    /// through [`Waker::wake_on_signal`](crate::Waker::wake_on_signal), not
+    /// rely on interrupting the sleep.
+    pub sleep_signal: Option<libc::c_int>,
     /// Fault injection (tests): off by default.
     pub faults: Faults,
+}
+
+/// The default [`XskConfig::sleep_signal`]: a real-time signal (queued, no
+/// default meaning to the application) a few above the first one, which
+/// programs that use one take.
+pub fn default_sleep_signal() -> libc::c_int {
+    libc::SIGRTMIN() + 4
 }
 
 impl XskConfig {
@@ -141,6 +169,7 @@ impl XskConfig {
             stage_times: false,
             rx_batch: 128,
             defer_acks: true,
+            sleep_signal: Some(default_sleep_signal()),
             faults: Faults::default(),
         }
     }

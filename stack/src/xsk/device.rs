@@ -168,6 +168,12 @@ pub struct DeviceStats {
     /// SYNs the XDP program answered with this queue's cookies (see
     /// `XskConfig::xdp_syn_cookies`); the engine's own are `syn_cookies_sent`.
     pub xdp_syn_cookies: u64,
+    /// Sleeps in the port's wait.
+    pub sleeps: u64,
+    /// Sleeps that the transport's timer ended: a deadline (the engine's or the caller's) or
+    /// a [`Waker`](crate::Waker)'s wake. With the signalling timer, a sleep that its signal
+    /// ended: another transport's in the same thread with the same signal counts too.
+    pub timer_wakes: u64,
 }
 
 /// The engine's link over the port's halves: the one place the wrappers' order is decided

@@ -54,6 +54,9 @@ pub struct XskTransport {
     pub(super) xdp_cookies: Option<xsk_io::syncookies::CookieSlot>,
     /// Where a request's time goes (`XskConfig::stage_times`; None: off).
     pub(super) stages: Option<Stages>,
+    /// `DeviceStats::sleeps`, `DeviceStats::timer_wakes`.
+    pub(super) sleeps: u64,
+    pub(super) timer_wakes: u64,
 }
 
 impl XskTransport {
@@ -67,6 +70,13 @@ impl XskTransport {
         &self.dev.port
     }
 
+    /// The signal that ends the transport's sleeps for its timers and wakes
+    /// (`XskConfig::sleep_signal`), or None when they end on a timerfd (asked
+    /// for, or the signal could not be used).
+    pub fn sleep_signal(&self) -> Option<libc::c_int> {
+        self.timer.signal()
+    }
+
     /// The counters of the engine, the device and the port.
     pub fn stats(&self) -> StackStats {
         let mut engine = self.engine.stats();
@@ -75,6 +85,8 @@ impl XskTransport {
         }
         let mut device = self.dev.stats();
         device.xdp_syn_cookies = self.xdp_cookies.as_ref().map_or(0, |c| c.sent());
+        device.sleeps = self.sleeps;
+        device.timer_wakes = self.timer_wakes;
         StackStats { engine, device, port: self.dev.port.stats(), stages: self.stages.as_ref().map(|s| s.t) }
     }
 
@@ -293,17 +305,34 @@ impl XskTransport {
             }
             // Sleeps and makes the kick owed by this pass's egress (or the
             // application's flush) in one syscall; the timer joins the wait
-            // when it has a deadline or a waker may end it.
-            match self.dev.port.wait(self.timer.wanted_fd(), wait) {
+            // when it has a deadline or a waker may end it (a timerfd in the
+            // set, or a signalling timer's signal unblocked for the wait).
+            let mask = self.timer.wanted_mask();
+            if mask.is_some() {
+                self.timer.reset_fired();
+            }
+            self.sleeps += 1;
+            match self.dev.port.wait_masked(self.timer.wanted_fd(), wait, mask) {
                 Ok(ready) => {
                     if ready.extra {
+                        self.timer_wakes += 1;
                         self.timer.clear();
                         if self.timer.take_wake() {
                             return Ok(());
                         }
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    if !self.timer.take_fired() {
+                        // Another signal: the caller looks at its flags.
+                        return Ok(());
+                    }
+                    self.timer_wakes += 1;
+                    self.timer.clear();
+                    if self.timer.take_wake() {
+                        return Ok(());
+                    }
+                }
                 Err(e) => return Err(TransportError::Io(e)),
             }
         }
