@@ -121,6 +121,14 @@ pub struct XskConfig {
     /// ([`XskTransport::sleep_signal`](super::XskTransport::sleep_signal)
     /// tells which). Only real-time signals are taken.
     ///
+    /// The signal suits a loop that packets wake (a server): its deadlines
+    /// (retransmission, probes) are pushed back by each response and rarely
+    /// fire. A loop that its deadlines wake, once per request or more (a
+    /// sender that paces itself), pays more with the signal, whose delivery
+    /// costs more than a timerfd's readiness: an open-loop client on veth
+    /// took 2.8 us more CPU per request at 2,000 req/s, 6.6 us at 300
+    /// (`docs/2026-12-04-signal-sleep`). Take `None` there.
+    ///
     /// The signal stays blocked in the thread that made the transport and
     /// in each thread that polled it, also after the transport is dropped;
     /// threads they start inherit the block, a process started from them
