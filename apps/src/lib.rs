@@ -313,11 +313,10 @@ pub struct XskOpts {
     /// polling thread with this real-time signal (rtmin+K or a number; blocked in that thread
     /// except while it sleeps), or `timerfd` (one more descriptor in every sleep's poll, which
     /// cost a guest 400-600 instructions per request at light load). Use another signal if the
-    /// program uses this one. The signal suits a loop that packets wake; one that wakes on its
-    /// deadlines pays more per wake-up with it: rr-bench's open loop (--rate) takes the
-    /// timerfd unless this is given [default: rtmin+4].
-    #[arg(long, value_name = "rtmin+K|N|timerfd", value_parser = parse_sleep_signal)]
-    pub sleep_signal: Option<SleepSignal>,
+    /// program uses this one. Waits shorter than 10 ms (a paced sender's) end on a timerfd
+    /// either way: a signal costs more each time it ends a sleep.
+    #[arg(long, value_name = "rtmin+K|N|timerfd", default_value = "rtmin+4", value_parser = parse_sleep_signal)]
+    pub sleep_signal: SleepSignal,
     /// When SYNs are answered with SYN cookies (no state kept until the handshake completes):
     /// auto = when the half-open table is full, as Linux (a flood costs no memory and no
     /// half-open connection is evicted); always; off = evict the oldest half-open connection.
@@ -475,9 +474,7 @@ impl XskOpts {
         c.engine.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
         c.engine.fin_timeout = self.fin_timeout;
         c.defer_acks = !self.no_defer_acks;
-        if let Some(s) = self.sleep_signal {
-            c.sleep_signal = s.0;
-        }
+        c.sleep_signal = self.sleep_signal.0;
         c.engine.syn_cookies = self.syn_cookies.into();
         c.xdp_syn_cookies = match self.xdp_cookies {
             XdpCookiesArg::Auto => stack::xsk::XdpCookies::Auto,

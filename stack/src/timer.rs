@@ -29,9 +29,13 @@
 //!
 //! The same timerfd carries a [`Waker`]'s wakes ([`crate::wake`]).
 //!
-//! The xsk driver's timer is by default not a timerfd but a POSIX timer that signals its
-//! thread ([`crate::sigtimer`]): its poll(2) then holds the XSK socket alone, and the wait
-//! unblocks the signal ([`PreciseTimer::wanted_mask`]). The policy above is the same.
+//! The xsk driver's main timer is by default not the timerfd but a POSIX timer that signals
+//! its thread ([`crate::sigtimer`]): its poll(2) then holds the XSK socket alone, and the
+//! wait unblocks the signal ([`PreciseTimer::wanted_mask`]). The policy above is the same.
+//! That timer serves the deadlines that responses push back (retransmission, probes, 50 ms
+//! and more), which rarely fire, and wakes. A wait shorter than [`SHORT`] (a sender's pacing,
+//! which ends on its deadline) still uses the timerfd: a signal costs more than the timerfd's
+//! readiness each time it ends a sleep (`docs/2026-12-04-signal-sleep`).
 
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -42,8 +46,13 @@ use crate::wake::{Core, Waker};
 
 pub struct PreciseTimer {
     core: Arc<Core>,
-    /// The armed expiry in CLOCK_MONOTONIC nanoseconds, if one is armed and not yet consumed.
+    /// The main alarm's armed expiry in CLOCK_MONOTONIC nanoseconds, if one is armed and not
+    /// yet consumed (the signalling timer's if there is one, else the timerfd's).
     armed: Cell<Option<u64>>,
+    /// With a signalling timer: the timerfd's armed expiry (short waits).
+    armed_fd: Cell<Option<u64>>,
+    /// With a signalling timer: the last `prepare` put the timerfd in the wait (a short one).
+    short: Cell<bool>,
     /// Whether the last `prepare` relies on the timer to end the wait.
     wanted: Cell<bool>,
     /// A [`Waker`] was handed out: every sleep waits on the timer.
@@ -71,6 +80,22 @@ fn monotonic_ns() -> u64 {
 /// How often a loop that a waker should end, whose signalling timer cannot reach its thread,
 /// looks for a wake.
 const UNBOUND_RECHECK: Duration = Duration::from_millis(10);
+
+/// Waits shorter than this go on the timerfd even beside a signalling timer: they are likely
+/// to end on their deadline (a sender's pacing), where a signal costs more per wake-up.
+/// Longer ones are the deadlines that responses push back (50 ms and more).
+pub(crate) const SHORT: Duration = Duration::from_millis(10);
+
+/// An absolute CLOCK_MONOTONIC expiry at `due` nanoseconds.
+fn abs_spec(due: u64) -> libc::itimerspec {
+    libc::itimerspec {
+        it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+        it_value: libc::timespec {
+            tv_sec: (due / 1_000_000_000).min(libc::time_t::MAX as u64) as libc::time_t,
+            tv_nsec: (due % 1_000_000_000) as libc::c_long,
+        },
+    }
+}
 
 /// How much later than asked a kept expiry may end a wait (nanoseconds):
 /// the few microseconds between a caller's clock reading and ours.
@@ -107,6 +132,8 @@ impl PreciseTimer {
         PreciseTimer {
             core,
             armed: Cell::new(None),
+            armed_fd: Cell::new(None),
+            short: Cell::new(false),
             wanted: Cell::new(false),
             waking: Cell::new(false),
             mask: Cell::new(None),
@@ -116,8 +143,7 @@ impl PreciseTimer {
     }
 
     pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
-        let fd = self.core.fd().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::Unsupported))?;
-        registry.register(&mut mio::unix::SourceFd(&fd.as_raw_fd()), token, mio::Interest::READABLE)
+        registry.register(&mut mio::unix::SourceFd(&self.core.fd().as_raw_fd()), token, mio::Interest::READABLE)
     }
 
     /// A waker for this timer's transport; from now on every sleep waits on the timer.
@@ -140,10 +166,9 @@ impl PreciseTimer {
         false
     }
 
-    /// The timer's descriptor, for a wait that is not mio's (readable on expiry); None for
-    /// a signalling timer.
+    /// The timerfd, for a wait that is not mio's (readable on expiry).
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.core.fd()
     }
 
@@ -154,8 +179,8 @@ impl PreciseTimer {
     /// it, and a wait that includes it early just loops.
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn wanted_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        if self.wanted.get() {
-            self.fd()
+        if self.short.get() || (self.wanted.get() && self.bound_tid.get() == 0) {
+            Some(self.fd())
         } else {
             None
         }
@@ -261,14 +286,20 @@ impl PreciseTimer {
         match timeout {
             Some(t) if t.is_zero() => {
                 self.wanted.set(false);
+                self.short.set(false);
                 timeout
             }
             Some(t) => {
                 if !self.bound() {
                     // Without the timer a wake is seen only when the wait ends.
                     self.wanted.set(false);
+                    self.short.set(false);
                     return Some(if self.waking.get() { t.min(UNBOUND_RECHECK) } else { t });
                 }
+                if t < SHORT && self.bound_tid.get() != 0 {
+                    return self.prepare_short(now_ns, t);
+                }
+                self.short.set(false);
                 // The common case first, inlined: the expiry armed is kept (see `arm`).
                 if let (Some(now), Some(armed)) = (now_ns, self.armed.get()) {
                     if self.keeps(armed, now, nanos(t)) {
@@ -279,6 +310,7 @@ impl PreciseTimer {
                 self.arm(now_ns, t)
             }
             None => {
+                self.short.set(false);
                 if self.waking.get() && !self.bound() {
                     // Without the timer a wake is seen only when the wait ends.
                     self.wanted.set(false);
@@ -288,6 +320,30 @@ impl PreciseTimer {
                 None
             }
         }
+    }
+
+    /// A short wait beside a signalling timer: on the timerfd, with the same policy; the
+    /// signal is unblocked only if a waker may end the wait.
+    #[inline(never)]
+    fn prepare_short(&self, now_ns: Option<u64>, t: Duration) -> Option<Duration> {
+        let now = now_ns.unwrap_or_else(monotonic_ns);
+        let t_ns = nanos(t);
+        self.wanted.set(self.waking.get());
+        if let Some(armed) = self.armed_fd.get() {
+            if self.keeps(armed, now, t_ns) {
+                self.short.set(true);
+                return None;
+            }
+        }
+        let due = now.saturating_add(t_ns);
+        if self.core.set_fd(true, &abs_spec(due)).is_err() {
+            self.armed_fd.set(None);
+            self.short.set(false);
+            return Some(t);
+        }
+        self.armed_fd.set(Some(due));
+        self.short.set(true);
+        None
     }
 
     /// Whether the expiry `armed` may end a wait of `t_ns` from `now`: no
@@ -311,14 +367,7 @@ impl PreciseTimer {
                 return None;
             }
         }
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
-            it_value: libc::timespec {
-                tv_sec: (due / 1_000_000_000).min(libc::time_t::MAX as u64) as libc::time_t,
-                tv_nsec: (due % 1_000_000_000) as libc::c_long,
-            },
-        };
-        if self.core.set(true, &spec).is_err() {
+        if self.core.set(true, &abs_spec(due)).is_err() {
             self.armed.set(None);
             // Still waited on when a waker may end the wait (its own expiry works).
             self.wanted.set(self.waking.get());
@@ -329,195 +378,24 @@ impl PreciseTimer {
         None
     }
 
-    /// Consumes an expiry (call when the timer's token is reported, or its signal).
+    /// Consumes the timerfd's expiry (call when it is reported readable).
     pub fn clear(&self) {
-        self.armed.set(None);
-        if let Some(fd) = self.core.fd() {
-            let mut buf = [0u8; 8];
-            // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
-            let _ = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        if self.bound_tid.get() == 0 {
+            self.armed.set(None);
+        } else {
+            self.armed_fd.set(None);
         }
+        let mut buf = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
+        let _ = unsafe { libc::read(self.core.fd().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+    }
+
+    /// Consumes the signalling timer's expiry (call when [`take_fired`](Self::take_fired)).
+    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
+    pub fn clear_fired(&self) {
+        self.armed.set(None);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Instant;
-
-    /// A mio wait with a safety limit (a test must not hang when the timer fails to fire).
-    fn wait(poll: &mut mio::Poll, events: &mut mio::Events, to: Option<Duration>) {
-        poll.poll(events, Some(to.unwrap_or(Duration::from_secs(5)))).unwrap();
-    }
-
-    #[test]
-    fn wakes_epoll_on_time_without_a_timeout_of_its_own() {
-        let mut poll = mio::Poll::new().unwrap();
-        let mut events = mio::Events::with_capacity(4);
-        let t = PreciseTimer::new().unwrap();
-        t.register(poll.registry(), mio::Token(7)).unwrap();
-        let mut best = Duration::MAX;
-        for _ in 0..20 {
-            let start = Instant::now();
-            assert_eq!(t.prepare(Some(Duration::from_micros(300))), None, "the timer ends the wait");
-            wait(&mut poll, &mut events, None);
-            assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the timer did not fire");
-            assert!(start.elapsed() >= Duration::from_micros(300), "woke after {:?}", start.elapsed());
-            best = best.min(start.elapsed());
-            t.clear();
-        }
-        // On a quiet machine this is ~0.3 ms; it must at least beat poll(2)'s 1 ms rounding.
-        assert!(best < Duration::from_micros(1000), "best wait {best:?}");
-    }
-
-    #[test]
-    fn zero_and_no_limit_need_no_timer() {
-        let t = PreciseTimer::new().unwrap();
-        assert_eq!(t.prepare(None), None);
-        assert!(t.wanted_fd().is_none());
-        assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
-        assert!(t.wanted_fd().is_none());
-        // Short or long, whole milliseconds or not: the timer.
-        for d in [Duration::from_micros(700), Duration::from_millis(3), Duration::from_secs(2), Duration::MAX] {
-            assert_eq!(t.prepare(Some(d)), None, "{d:?}");
-            assert!(t.wanted_fd().is_some(), "{d:?}");
-        }
-        assert_eq!(t.prepare(None), None);
-        assert!(t.wanted_fd().is_none());
-    }
-
-    #[test]
-    fn an_expiry_is_kept_in_the_second_half_of_the_wait_and_pushed_from_the_first() {
-        let mut poll = mio::Poll::new().unwrap();
-        let mut events = mio::Events::with_capacity(4);
-        let t = PreciseTimer::new().unwrap();
-        t.register(poll.registry(), mio::Token(7)).unwrap();
-        let now = monotonic_ns();
-        t.prepare_at(Some(now), Some(Duration::from_millis(30)));
-        let armed = t.armed.get();
-        assert_eq!(armed, Some(now + 30_000_000));
-        // A deadline that moved later, by less than half of the wait: the expiry stays (it
-        // wakes the loop a little early, which then asks again).
-        assert_eq!(t.prepare_at(Some(now + 5_000_000), Some(Duration::from_millis(40))), None);
-        assert_eq!(t.armed.get(), armed);
-        // By more: it would wake the loop for nothing; pushed.
-        assert_eq!(t.prepare_at(Some(now + 5_000_000), Some(Duration::from_millis(60))), None);
-        assert_eq!(t.armed.get(), Some(now + 65_000_000));
-        // An earlier deadline re-arms, and the timer ends the wait then.
-        let start = Instant::now();
-        t.prepare(Some(Duration::from_micros(1_500)));
-        wait(&mut poll, &mut events, Some(Duration::from_millis(30)));
-        assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the earlier deadline did not fire");
-        assert!(start.elapsed() < Duration::from_millis(25), "woke after {:?}", start.elapsed());
-        t.clear();
-        assert_eq!(t.armed.get(), None);
-    }
-
-    #[test]
-    fn a_waker_makes_every_sleep_wait_on_the_timer() {
-        let mut poll = mio::Poll::new().unwrap();
-        let mut events = mio::Events::with_capacity(4);
-        let t = PreciseTimer::new().unwrap();
-        t.register(poll.registry(), mio::Token(7)).unwrap();
-        assert_eq!(t.prepare(None), None);
-        assert!(t.wanted_fd().is_none());
-        let w = t.waker();
-        assert_eq!(t.prepare(None), None);
-        assert!(t.wanted_fd().is_some(), "a sleep with no limit must still see wakes");
-        // A wake after the timer was armed ends the wait; one before is seen by take_wake.
-        t.prepare(Some(Duration::from_secs(10)));
-        assert!(!t.take_wake());
-        w.wake();
-        wait(&mut poll, &mut events, None);
-        assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the wake did not end the wait");
-        t.clear();
-        assert!(t.take_wake());
-        w.wake();
-        t.prepare(Some(Duration::from_secs(10)));
-        assert!(t.take_wake(), "a wake before arming was lost");
-        // Zero waits need no timer, waker or not.
-        assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
-        assert!(t.wanted_fd().is_none());
-    }
-
-    #[test]
-    fn a_signalling_timer_ends_a_masked_sleep_on_time() {
-        let t = PreciseTimer::with_signal(libc::SIGRTMIN() + 8).unwrap();
-        assert_eq!(t.signal(), Some(libc::SIGRTMIN() + 8));
-        assert!(t.fd().is_none());
-        for _ in 0..3 {
-            let start = Instant::now();
-            assert_eq!(t.prepare(Some(Duration::from_millis(30))), None, "the timer ends the wait");
-            assert!(t.wanted_fd().is_none(), "no descriptor in the sleep");
-            let mask = t.wanted_mask().expect("a mask to sleep with");
-            t.reset_fired();
-            assert!(crate::sigtimer::sleep_masked(mask, 3000), "the timer did not end the sleep");
-            assert!(t.take_fired(), "the EINTR was not the timer's");
-            let took = start.elapsed();
-            assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(2), "{took:?}");
-            t.clear();
-        }
-        // No deadline and no waker: nothing to unblock.
-        assert_eq!(t.prepare(None), None);
-        assert!(t.wanted_mask().is_none());
-    }
-
-    #[test]
-    fn a_wake_forgets_the_armed_expiry_also_when_another_timer_takes_its_signal() {
-        // Two transports' timers on one thread with one signal: a wake of the second resets
-        // its timer to now, and the signal may end the first one's sleep. The second must not
-        // keep waiting for the expiry the wake replaced.
-        let sig = libc::SIGRTMIN() + 8;
-        let one = PreciseTimer::with_signal(sig).unwrap();
-        let two = PreciseTimer::with_signal(sig).unwrap();
-        let w = two.waker();
-        assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
-        assert!(two.armed.get().is_some());
-        w.wake();
-        one.prepare(None);
-        let mask = one.wanted_mask().unwrap_or_else(|| two.wanted_mask().unwrap());
-        one.reset_fired();
-        assert!(crate::sigtimer::sleep_masked(mask, 3000), "the wake's signal did not end a sleep");
-        assert!(one.take_fired());
-        assert!(two.take_wake());
-        assert_eq!(two.armed.get(), None, "the expiry the wake replaced is still relied on");
-        // The second's next sleep re-arms and ends on time.
-        let start = Instant::now();
-        assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
-        let mask = two.wanted_mask().unwrap();
-        two.reset_fired();
-        assert!(crate::sigtimer::sleep_masked(mask, 3000), "the deadline was lost");
-        assert!(two.take_fired());
-        assert!(start.elapsed() < Duration::from_secs(2));
-    }
-
-    #[test]
-    fn the_same_deadline_asked_again_does_not_re_arm() {
-        // A caller with a fixed deadline asks for what is left of it on every sleep; its clock
-        // readings differ by a little each time.
-        let t = PreciseTimer::new().unwrap();
-        let now = monotonic_ns();
-        let deadline = now + 60_000_000_000;
-        t.prepare_at(Some(now), Some(Duration::from_nanos(deadline - now)));
-        let armed = t.armed.get();
-        assert_eq!(armed, Some(deadline));
-        for late in [1_000, 3_000_000, 10_000_000_000] {
-            // Up to a few microseconds off, either way.
-            for skew in [0u64, 2_000] {
-                let at = now + late;
-                t.prepare_at(Some(at), Some(Duration::from_nanos(deadline - at - skew)));
-                assert_eq!(t.armed.get(), armed, "re-armed at +{late} ns, {skew} ns early");
-            }
-        }
-        // Much earlier: re-armed.
-        t.prepare_at(Some(now), Some(Duration::from_secs(30)));
-        assert_eq!(t.armed.get(), Some(now + 30_000_000_000));
-        // Later, but the armed expiry still in the second half: kept.
-        t.prepare_at(Some(now), Some(Duration::from_secs(40)));
-        assert_eq!(t.armed.get(), Some(now + 30_000_000_000));
-        // An expiry in the past is not relied on.
-        let later = now + 31_000_000_000;
-        t.prepare_at(Some(later), Some(Duration::from_secs(1)));
-        assert_eq!(t.armed.get(), Some(later + 1_000_000_000));
-    }
-}
+mod tests;

@@ -19,70 +19,66 @@ use std::sync::Arc;
 
 use crate::sigtimer::SigTimer;
 
-/// What ends a transport's sleep: a timerfd it waits on, or a timer that signals its thread.
-#[derive(Debug)]
-enum Alarm {
-    Fd(OwnedFd),
-    Signal(SigTimer),
-}
-
-/// The transport's alarm, and the mark of a wake.
+/// What ends a transport's sleep: its timerfd, and, if it has one, a timer that signals its
+/// thread (then the main alarm, for long deadlines and wakes; the timerfd for short waits).
+/// And the mark of a wake.
 #[derive(Debug)]
 pub(crate) struct Core {
-    alarm: Alarm,
+    fd: OwnedFd,
+    sig: Option<SigTimer>,
     pending: AtomicBool,
+}
+
+fn timerfd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the fd is checked and then owned.
+    let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fresh descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 impl Core {
     /// A timerfd.
     pub(crate) fn new() -> io::Result<Arc<Core>> {
-        // SAFETY: plain syscall; the fd is checked and then owned.
-        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fresh descriptor owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Arc::new(Core { alarm: Alarm::Fd(fd), pending: AtomicBool::new(false) }))
+        Ok(Arc::new(Core { fd: timerfd()?, sig: None, pending: AtomicBool::new(false) }))
     }
 
-    /// A timer that signals the calling thread with `sig` ([`crate::sigtimer`]).
+    /// A timerfd, and a timer that signals the calling thread with `sig` ([`crate::sigtimer`]).
     pub(crate) fn with_signal(sig: libc::c_int) -> io::Result<Arc<Core>> {
-        Ok(Arc::new(Core { alarm: Alarm::Signal(SigTimer::new(sig)?), pending: AtomicBool::new(false) }))
+        Ok(Arc::new(Core { fd: timerfd()?, sig: Some(SigTimer::new(sig)?), pending: AtomicBool::new(false) }))
     }
 
-    /// The timerfd, if the alarm is one.
-    pub(crate) fn fd(&self) -> Option<BorrowedFd<'_>> {
-        match &self.alarm {
-            Alarm::Fd(fd) => Some(fd.as_fd()),
-            Alarm::Signal(_) => None,
-        }
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
     }
 
-    /// The signalling timer, if the alarm is one.
+    /// The signalling timer, if there is one.
     #[inline]
     pub(crate) fn sig_timer(&self) -> Option<&SigTimer> {
-        match &self.alarm {
-            Alarm::Fd(_) => None,
-            Alarm::Signal(t) => Some(t),
+        self.sig.as_ref()
+    }
+
+    /// Sets the main alarm (the signalling timer if there is one, else the timerfd) to expire
+    /// at `spec` (absolute CLOCK_MONOTONIC if `absolute`, else relative). The OS error if it
+    /// failed. Async-signal-safe: one system call.
+    pub(crate) fn set(&self, absolute: bool, spec: &libc::itimerspec) -> io::Result<()> {
+        match &self.sig {
+            Some(t) => t.set(if absolute { libc::TIMER_ABSTIME } else { 0 }, spec),
+            None => self.set_fd(absolute, spec),
         }
     }
 
-    /// Sets the alarm to expire at `spec` (absolute CLOCK_MONOTONIC if `absolute`, else
-    /// relative). The OS error if it failed. Async-signal-safe: one system call.
-    pub(crate) fn set(&self, absolute: bool, spec: &libc::itimerspec) -> io::Result<()> {
-        match &self.alarm {
-            Alarm::Fd(fd) => {
-                let flags = if absolute { libc::TFD_TIMER_ABSTIME } else { 0 };
-                // SAFETY: `spec` is a valid itimerspec; no old value is requested.
-                let r = unsafe { libc::timerfd_settime(fd.as_raw_fd(), flags, spec, std::ptr::null_mut()) };
-                if r == 0 {
-                    Ok(())
-                } else {
-                    Err(io::Error::last_os_error())
-                }
-            }
-            Alarm::Signal(t) => t.set(if absolute { libc::TIMER_ABSTIME } else { 0 }, spec),
+    /// [`set`](Self::set) for the timerfd.
+    pub(crate) fn set_fd(&self, absolute: bool, spec: &libc::itimerspec) -> io::Result<()> {
+        let flags = if absolute { libc::TFD_TIMER_ABSTIME } else { 0 };
+        // SAFETY: `spec` is a valid itimerspec; no old value is requested.
+        let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), flags, spec, std::ptr::null_mut()) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
         }
     }
 
@@ -92,7 +88,7 @@ impl Core {
         self.pending.load(Ordering::SeqCst) && self.pending.swap(false, Ordering::SeqCst)
     }
 
-    /// Marks a wake, then makes the alarm expire now. Async-signal-safe: an atomic store and
+    /// Marks a wake, then makes the main alarm expire now. Async-signal-safe: an atomic store and
     /// one system call. The order is what makes it race-free: a transport that armed the alarm
     /// after this store sees the mark (it looks after arming); one that armed it before is
     /// overridden by this expiry.
@@ -155,14 +151,14 @@ mod tests {
     use super::*;
 
     fn readable(c: &Core) -> bool {
-        let mut p = libc::pollfd { fd: c.fd().unwrap().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd { fd: c.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one live pollfd, zero timeout.
         let n = unsafe { libc::poll(&mut p, 1, 0) };
         n == 1 && p.revents & libc::POLLIN != 0
     }
 
     fn wait(c: &Core, ms: i32) -> bool {
-        let mut p = libc::pollfd { fd: c.fd().unwrap().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd { fd: c.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one live pollfd.
         let n = unsafe { libc::poll(&mut p, 1, ms) };
         n == 1
@@ -171,7 +167,7 @@ mod tests {
     fn consume(c: &Core) {
         let mut buf = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
-        unsafe { libc::read(c.fd().unwrap().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+        unsafe { libc::read(c.fd().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
     }
 
     #[test]

@@ -341,14 +341,7 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
             Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
         }
         Backend::Xsk => {
-            let mut xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
-            if args.rate.is_some() && args.xsk.sleep_signal.is_none() {
-                // Open loop: the loop wakes on its send times, once per request, and a
-                // signal costs more per wake-up than a timerfd's readiness
-                // (docs/2026-12-04-signal-sleep, client-fires: +2.8 us of CPU per
-                // request at 2,000 req/s on veth).
-                xcfg.sleep_signal = None;
-            }
+            let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
             let recovery = apps::describe_recovery(&xcfg.engine.recovery);
             let t = XskTransport::new(xcfg)

@@ -121,13 +121,13 @@ pub struct XskConfig {
     /// ([`XskTransport::sleep_signal`](super::XskTransport::sleep_signal)
     /// tells which). Only real-time signals are taken.
     ///
-    /// The signal suits a loop that packets wake (a server): its deadlines
-    /// (retransmission, probes) are pushed back by each response and rarely
-    /// fire. A loop that its deadlines wake, once per request or more (a
-    /// sender that paces itself), pays more with the signal, whose delivery
-    /// costs more than a timerfd's readiness: an open-loop client on veth
-    /// took 2.8 us more CPU per request at 2,000 req/s, 6.6 us at 300
-    /// (`docs/2026-12-04-signal-sleep`). Take `None` there.
+    /// The signal serves the deadlines that responses push back
+    /// (retransmission, probes: 50 ms and more), which rarely fire, and the
+    /// waker. Waits shorter than 10 ms (a sender's pacing, which ends on its
+    /// deadline) still end on the timerfd, in the sleep's poll(2) for those
+    /// waits only: a signal's delivery costs more than a timerfd's readiness
+    /// (an open-loop client on veth took 2.8-6.6 us more CPU per request
+    /// with the signal for every wait; `docs/2026-12-04-signal-sleep`).
     ///
     /// The signal stays blocked in the thread that made the transport and
     /// in each thread that polled it, also after the transport is dropped;

@@ -328,7 +328,7 @@ impl XskTransport {
                         return Ok(());
                     }
                     self.timer_wakes += 1;
-                    self.timer.clear();
+                    self.timer.clear_fired();
                     if self.timer.take_wake() {
                         return Ok(());
                     }

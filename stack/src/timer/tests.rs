@@ -1,0 +1,207 @@
+//! The timer's policy, and both kinds of timer.
+
+use super::*;
+use std::time::Instant;
+
+/// A mio wait with a safety limit (a test must not hang when the timer fails to fire).
+fn wait(poll: &mut mio::Poll, events: &mut mio::Events, to: Option<Duration>) {
+    poll.poll(events, Some(to.unwrap_or(Duration::from_secs(5)))).unwrap();
+}
+
+#[test]
+fn wakes_epoll_on_time_without_a_timeout_of_its_own() {
+    let mut poll = mio::Poll::new().unwrap();
+    let mut events = mio::Events::with_capacity(4);
+    let t = PreciseTimer::new().unwrap();
+    t.register(poll.registry(), mio::Token(7)).unwrap();
+    let mut best = Duration::MAX;
+    for _ in 0..20 {
+        let start = Instant::now();
+        assert_eq!(t.prepare(Some(Duration::from_micros(300))), None, "the timer ends the wait");
+        wait(&mut poll, &mut events, None);
+        assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the timer did not fire");
+        assert!(start.elapsed() >= Duration::from_micros(300), "woke after {:?}", start.elapsed());
+        best = best.min(start.elapsed());
+        t.clear();
+    }
+    // On a quiet machine this is ~0.3 ms; it must at least beat poll(2)'s 1 ms rounding.
+    assert!(best < Duration::from_micros(1000), "best wait {best:?}");
+}
+
+#[test]
+fn zero_and_no_limit_need_no_timer() {
+    let t = PreciseTimer::new().unwrap();
+    assert_eq!(t.prepare(None), None);
+    assert!(t.wanted_fd().is_none());
+    assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
+    assert!(t.wanted_fd().is_none());
+    // Short or long, whole milliseconds or not: the timer.
+    for d in [Duration::from_micros(700), Duration::from_millis(3), Duration::from_secs(2), Duration::MAX] {
+        assert_eq!(t.prepare(Some(d)), None, "{d:?}");
+        assert!(t.wanted_fd().is_some(), "{d:?}");
+    }
+    assert_eq!(t.prepare(None), None);
+    assert!(t.wanted_fd().is_none());
+}
+
+#[test]
+fn an_expiry_is_kept_in_the_second_half_of_the_wait_and_pushed_from_the_first() {
+    let mut poll = mio::Poll::new().unwrap();
+    let mut events = mio::Events::with_capacity(4);
+    let t = PreciseTimer::new().unwrap();
+    t.register(poll.registry(), mio::Token(7)).unwrap();
+    let now = monotonic_ns();
+    t.prepare_at(Some(now), Some(Duration::from_millis(30)));
+    let armed = t.armed.get();
+    assert_eq!(armed, Some(now + 30_000_000));
+    // A deadline that moved later, by less than half of the wait: the expiry stays (it
+    // wakes the loop a little early, which then asks again).
+    assert_eq!(t.prepare_at(Some(now + 5_000_000), Some(Duration::from_millis(40))), None);
+    assert_eq!(t.armed.get(), armed);
+    // By more: it would wake the loop for nothing; pushed.
+    assert_eq!(t.prepare_at(Some(now + 5_000_000), Some(Duration::from_millis(60))), None);
+    assert_eq!(t.armed.get(), Some(now + 65_000_000));
+    // An earlier deadline re-arms, and the timer ends the wait then.
+    let start = Instant::now();
+    t.prepare(Some(Duration::from_micros(1_500)));
+    wait(&mut poll, &mut events, Some(Duration::from_millis(30)));
+    assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the earlier deadline did not fire");
+    assert!(start.elapsed() < Duration::from_millis(25), "woke after {:?}", start.elapsed());
+    t.clear();
+    assert_eq!(t.armed.get(), None);
+}
+
+#[test]
+fn a_waker_makes_every_sleep_wait_on_the_timer() {
+    let mut poll = mio::Poll::new().unwrap();
+    let mut events = mio::Events::with_capacity(4);
+    let t = PreciseTimer::new().unwrap();
+    t.register(poll.registry(), mio::Token(7)).unwrap();
+    assert_eq!(t.prepare(None), None);
+    assert!(t.wanted_fd().is_none());
+    let w = t.waker();
+    assert_eq!(t.prepare(None), None);
+    assert!(t.wanted_fd().is_some(), "a sleep with no limit must still see wakes");
+    // A wake after the timer was armed ends the wait; one before is seen by take_wake.
+    t.prepare(Some(Duration::from_secs(10)));
+    assert!(!t.take_wake());
+    w.wake();
+    wait(&mut poll, &mut events, None);
+    assert!(events.iter().any(|e| e.token() == mio::Token(7)), "the wake did not end the wait");
+    t.clear();
+    assert!(t.take_wake());
+    w.wake();
+    t.prepare(Some(Duration::from_secs(10)));
+    assert!(t.take_wake(), "a wake before arming was lost");
+    // Zero waits need no timer, waker or not.
+    assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
+    assert!(t.wanted_fd().is_none());
+}
+
+#[test]
+fn a_signalling_timer_ends_a_masked_sleep_on_time() {
+    let t = PreciseTimer::with_signal(libc::SIGRTMIN() + 8).unwrap();
+    assert_eq!(t.signal(), Some(libc::SIGRTMIN() + 8));
+    for _ in 0..3 {
+        let start = Instant::now();
+        assert_eq!(t.prepare(Some(Duration::from_millis(30))), None, "the timer ends the wait");
+        assert!(t.wanted_fd().is_none(), "no descriptor in the sleep");
+        let mask = t.wanted_mask().expect("a mask to sleep with");
+        t.reset_fired();
+        assert!(crate::sigtimer::sleep_masked(mask, 3000), "the timer did not end the sleep");
+        assert!(t.take_fired(), "the EINTR was not the timer's");
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(2), "{took:?}");
+        t.clear();
+    }
+    // No deadline and no waker: nothing to unblock.
+    assert_eq!(t.prepare(None), None);
+    assert!(t.wanted_mask().is_none());
+}
+
+#[test]
+fn a_short_wait_beside_a_signalling_timer_ends_on_the_timerfd() {
+    let t = PreciseTimer::with_signal(libc::SIGRTMIN() + 8).unwrap();
+    let readable = |ms: i32| {
+        let mut p = libc::pollfd { fd: t.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one live pollfd.
+        unsafe { libc::poll(&mut p, 1, ms) == 1 }
+    };
+    let start = Instant::now();
+    assert_eq!(t.prepare(Some(Duration::from_millis(2))), None);
+    assert!(t.wanted_fd().is_some(), "a short wait goes on the timerfd");
+    assert!(t.wanted_mask().is_none(), "no waker: the signal stays blocked");
+    assert!(readable(3000), "the timerfd did not fire");
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(2) && took < Duration::from_secs(1), "{took:?}");
+    t.clear();
+    // A long wait: the signal, no descriptor.
+    assert_eq!(t.prepare(Some(SHORT * 5)), None);
+    assert!(t.wanted_fd().is_none());
+    assert!(t.wanted_mask().is_some());
+    // With a waker, a short wait also unblocks the signal (the waker's way in).
+    let _w = t.waker();
+    assert_eq!(t.prepare(Some(Duration::from_millis(2))), None);
+    assert!(t.wanted_fd().is_some() && t.wanted_mask().is_some());
+    assert_eq!(t.prepare(None), None);
+    assert!(t.wanted_fd().is_none() && t.wanted_mask().is_some());
+}
+
+#[test]
+fn a_wake_forgets_the_armed_expiry_also_when_another_timer_takes_its_signal() {
+    // Two transports' timers on one thread with one signal: a wake of the second resets
+    // its timer to now, and the signal may end the first one's sleep. The second must not
+    // keep waiting for the expiry the wake replaced.
+    let sig = libc::SIGRTMIN() + 8;
+    let one = PreciseTimer::with_signal(sig).unwrap();
+    let two = PreciseTimer::with_signal(sig).unwrap();
+    let w = two.waker();
+    assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
+    assert!(two.armed.get().is_some());
+    w.wake();
+    one.prepare(None);
+    let mask = one.wanted_mask().unwrap_or_else(|| two.wanted_mask().unwrap());
+    one.reset_fired();
+    assert!(crate::sigtimer::sleep_masked(mask, 3000), "the wake's signal did not end a sleep");
+    assert!(one.take_fired());
+    assert!(two.take_wake());
+    assert_eq!(two.armed.get(), None, "the expiry the wake replaced is still relied on");
+    // The second's next sleep re-arms and ends on time.
+    let start = Instant::now();
+    assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
+    let mask = two.wanted_mask().unwrap();
+    two.reset_fired();
+    assert!(crate::sigtimer::sleep_masked(mask, 3000), "the deadline was lost");
+    assert!(two.take_fired());
+    assert!(start.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn the_same_deadline_asked_again_does_not_re_arm() {
+    // A caller with a fixed deadline asks for what is left of it on every sleep; its clock
+    // readings differ by a little each time.
+    let t = PreciseTimer::new().unwrap();
+    let now = monotonic_ns();
+    let deadline = now + 60_000_000_000;
+    t.prepare_at(Some(now), Some(Duration::from_nanos(deadline - now)));
+    let armed = t.armed.get();
+    assert_eq!(armed, Some(deadline));
+    for late in [1_000, 3_000_000, 10_000_000_000] {
+        // Up to a few microseconds off, either way.
+        for skew in [0u64, 2_000] {
+            let at = now + late;
+            t.prepare_at(Some(at), Some(Duration::from_nanos(deadline - at - skew)));
+            assert_eq!(t.armed.get(), armed, "re-armed at +{late} ns, {skew} ns early");
+        }
+    }
+    // Much earlier: re-armed.
+    t.prepare_at(Some(now), Some(Duration::from_secs(30)));
+    assert_eq!(t.armed.get(), Some(now + 30_000_000_000));
+    // Later, but the armed expiry still in the second half: kept.
+    t.prepare_at(Some(now), Some(Duration::from_secs(40)));
+    assert_eq!(t.armed.get(), Some(now + 30_000_000_000));
+    // An expiry in the past is not relied on.
+    let later = now + 31_000_000_000;
+    t.prepare_at(Some(later), Some(Duration::from_secs(1)));
+    assert_eq!(t.armed.get(), Some(later + 1_000_000_000));
+}
