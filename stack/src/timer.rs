@@ -61,7 +61,8 @@ pub struct PreciseTimer {
     /// in the kernel's 64-bit form); None while the timer could not be bound to the thread
     /// that sleeps.
     mask: Cell<Option<u64>>,
-    /// A signalling timer: the thread it signals (0: a timerfd).
+    /// A signalling timer: the thread it signals (0: a timerfd). A copy of the `SigTimer`'s,
+    /// so that the check on every sleep reads no `Arc`; set only where that one changes.
     bound_tid: Cell<libc::pid_t>,
     /// That it could not be bound was said (once).
     said: Cell<bool>,
