@@ -4,7 +4,8 @@
 # only, keeping callgrind's output for callgrind_annotate.
 #
 # Usage: profile.sh BIN_DIR OUT_FILE [RATE] [CONNS] [SECONDS] [extra rr-server args...]
-# Needs root and valgrind. Removes its lab on every exit.
+# Needs root and valgrind. Removes its lab on every exit. VG_ARGS adds callgrind
+# options, as churn-profile.sh does (2026-12-05-goals: "--dump-instr=yes" for its inline.py).
 set -euo pipefail
 BIN=$1; OUTF=$2; RATE=${3:-1000}; CONNS=${4:-16}; WIN=${5:-8}; shift 5 || shift $#
 tag=fp$$; S=${tag}s; C=${tag}c; OUT=$(mktemp -d)
@@ -17,7 +18,7 @@ ip link set ${tag}a netns $S; ip link set ${tag}b netns $C
 ip -n $S addr add 198.18.92.1/24 dev ${tag}a; ip -n $C addr add 198.18.92.2/24 dev ${tag}b
 ip -n $S link set ${tag}a up; ip -n $C link set ${tag}b up
 tgt=198.18.92.10
-ip netns exec $S valgrind --tool=callgrind --callgrind-out-file=$OUT/xsk.cg "$BIN/rr-server" --backend xsk \
+ip netns exec $S valgrind --tool=callgrind ${VG_ARGS:-} --callgrind-out-file=$OUT/xsk.cg "$BIN/rr-server" --backend xsk \
   --service echo --port 7000 --max-conns 1024 --iface ${tag}a --attach auto --addr $tgt/24 "$@" > $OUT/xsk.log 2>&1 &
 vg=$!
 for _ in $(seq 120); do sleep 1; grep -q "listening on" $OUT/xsk.log && break; done

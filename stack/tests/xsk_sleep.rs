@@ -1,11 +1,13 @@
 //! The stack's loop sleeps with no timeout (as rr-server's does): idle, it
 //! does not wake up, and a stop set from another thread, with the
 //! transport's waker, ends the sleep at once. Both of the transport's timers:
-//! the signalling one (the default) and the timerfd. Needs root.
+//! the signalling one (the default) and the timerfd; another signal ends the
+//! sleep and goes back to the caller. Needs root.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpStream};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use stack::transport::Transport;
@@ -97,6 +99,56 @@ fn sleeps_until_woken(tag: &str, sleep_signal: Option<i32>) {
                 t.poll(&mut ev, timeout).unwrap();
                 assert!(t0.elapsed() < Duration::from_secs(1), "{timeout:?}: woke after {:?}", t0.elapsed());
             }
+
+            // Another signal's interruption goes back to the caller (its action may have set a
+            // flag the caller looks at), without a wake, and is not taken for the timer's.
+            let got = Arc::new(AtomicBool::new(false));
+            signal_hook::flag::register(libc::SIGUSR2, got.clone()).unwrap();
+            // First a poll that ends on its own deadline: the wakes above left the timer armed
+            // (5 s) and may have left its signal pending (kernels before 6.13 deliver a signal
+            // of a timer re-armed since), which the sleep below would rightly count.
+            t.poll(&mut ev, Some(Duration::from_millis(50))).unwrap();
+            let wakes = t.stats().device.timer_wakes;
+            // SAFETY: gettid(2) takes no arguments and cannot fail.
+            let tid = unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t;
+            let done = Arc::new(AtomicBool::new(false));
+            let sender = {
+                let (done, watchdog) = (done.clone(), w.clone());
+                std::thread::spawn(move || -> std::io::Result<()> {
+                    std::thread::sleep(Duration::from_millis(100));
+                    let t0 = Instant::now();
+                    // Again until the poll returns: one that came before the sleep began (a
+                    // slow start) would only have set the flag.
+                    while !done.load(Ordering::SeqCst) {
+                        if t0.elapsed() > Duration::from_secs(5) {
+                            watchdog.wake();
+                            return Ok(());
+                        }
+                        // SAFETY: tgkill(2) takes integers and touches none of our memory. The
+                        // id is the polling thread's, which joins this thread before it ends;
+                        // should an assertion end it first, a reused id can only name a thread
+                        // of this process, where SIGUSR2 has the flag's action.
+                        if unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) } != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    Ok(())
+                })
+            };
+            let t0 = Instant::now();
+            t.poll(&mut ev, None).unwrap();
+            let slept = t0.elapsed();
+            done.store(true, Ordering::SeqCst);
+            sender.join().unwrap().expect("tgkill");
+            // At least until the first signal (100 ms): `got` alone would also be set by the other
+            // test's signals where both run in one process (plain `cargo test`).
+            assert!(
+                slept >= Duration::from_millis(80) && slept < Duration::from_secs(1),
+                "the sleep ended after {slept:?}, not on the signals sent from 100 ms on"
+            );
+            assert!(got.load(Ordering::SeqCst), "no signal came");
+            assert_eq!(t.stats().device.timer_wakes, wakes, "another signal was counted as the timer's");
         })
         .unwrap();
 
