@@ -54,8 +54,9 @@ out = {
     "guest_rate300_with_2026_12_04_signal_sleep_hybrid_runs": json.loads(tool("guest.py", *guest_files, *earlier, "--json"))["summary"],
     "rr_demo": json.loads(tool("demo.py", *demo_files, "--json"))["summary"],
 }
-smoke = open(f"{runs}/test-all-vm-smoke.txt").read()
-closed16 = float(re.search(r"goals 6.1 rr-16\s+xsk/kernel CPU ([0-9.]+)", smoke).group(1))
+closed16s = [float(re.search(r"goals 6.1 rr-16\s+xsk/kernel CPU ([0-9.]+)", open(f).read()).group(1))
+             for f in sorted(glob.glob(f"{runs}/test-all-vm-smoke*.txt"))]
+closed16 = max(closed16s)
 light = out["guest_rate300_with_2026_12_04_signal_sleep_hybrid_runs"]["conns_1"]["ratio_per_run_median"]
 out["goals"] = {
     "user_instructions_at_most_2800": {"value": out["user_instructions_per_request"]["16"]["xsk_median"],
@@ -63,7 +64,8 @@ out["goals"] = {
     "same_16_at_least_2_5x": {"value": out["rr_demo"]["same-16"]["median"], "met": out["rr_demo"]["same-16"]["median"] >= 2.5},
     "busy_same_1_p50_at_most_0_55x": {"value": out["rr_demo"]["busy-same-1"]["median"],
                                       "met": out["rr_demo"]["busy-same-1"]["median"] <= 0.55},
-    "guest_16_closed_at_most_0_55x": {"value": closed16, "met": closed16 <= 0.55, "source": "runs/test-all-vm-smoke.txt, one round"},
+    "guest_16_closed_at_most_0_55x": {"value": closed16, "met": closed16 <= 0.55, "runs": closed16s,
+                                      "source": "runs/test-all-vm-smoke*.txt, one round each; value: the highest"},
     "guest_light_load_at_most_0_8x": {"value": light, "met": light <= 0.8, "source": "27 runs, per-run median"},
 }
 json.dump(out, open(os.path.join(here, "results.json"), "w"), indent=1)
