@@ -300,6 +300,12 @@ pub fn parse_sleep_signal(s: &str) -> std::result::Result<SleepSignal, String> {
     Ok(SleepSignal(Some(sig)))
 }
 
+/// What ends an xsk transport's sleeps (`XskTransport::sleep_signal`), for the setup line the
+/// binaries print.
+pub fn sleeps_end_on(signal: Option<i32>) -> String {
+    signal.map_or("a timerfd".into(), |s| format!("signal {s}"))
+}
+
 /// `--syn-cookies`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum SynCookiesArg {

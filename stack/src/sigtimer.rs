@@ -77,10 +77,30 @@ fn install(sig: libc::c_int) -> io::Result<()> {
     if *done & (1u64 << (sig - 1)) != 0 {
         return Ok(());
     }
-    // SAFETY: the action is async-signal-safe: it stores to a `const`-initialised
-    // thread-local atomic (no lazy initialisation or destructor; `block_here` touches it in
-    // every thread the signal may reach before the signal can, so that a library loaded
-    // with dlopen has its TLS block by then) and allocates nothing.
+    // A handler of someone else's on the signal: it is in use, its signals would be taken for
+    // expiries and its handler would run at ours. (The default action and "ignore" are no
+    // one's.)
+    // SAFETY: sigaction(2) with no new action writes the current one to `old`, a live local.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("signal {sig} already has a handler in this process (another can be chosen: XskConfig::sleep_signal)"),
+        ));
+    }
+    // SAFETY: the action stores to a `const`-initialised thread-local atomic (no lazy
+    // initialisation, no destructor) and allocates nothing. Our timers signal only threads
+    // that have run `block_here`, which touches that thread-local first: nothing can arm a
+    // new timer before `PreciseTimer::with_signal` has blocked the signal in its thread, and
+    // a rebind blocks it in the new thread before binding there. So even in a library loaded
+    // with dlopen, whose TLS block is allocated on first use, the action finds it allocated.
+    // Only a signal someone else sends the whole process could reach another thread first;
+    // that signal is then in use elsewhere, which the check above refuses where it can see
+    // it (a handler already there) and the README tells users to avoid.
     unsafe { signal_hook_registry::register(sig, || FIRED.with(|f| f.store(true, Ordering::Relaxed)))? };
     *done |= 1u64 << (sig - 1);
     Ok(())
@@ -265,8 +285,17 @@ mod tests {
     }
 
     #[test]
+    fn a_signal_with_someone_elses_handler_is_refused() {
+        let sig = libc::SIGRTMIN() + 9;
+        signal_hook::flag::register(sig, std::sync::Arc::new(AtomicBool::new(false))).unwrap();
+        let e = SigTimer::new(sig).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(!is_sleep_signal(sig));
+    }
+
+    #[test]
     fn bad_signals_are_refused() {
-        for sig in [0, libc::SIGKILL, libc::SIGINT, libc::SIGCHLD, libc::SIGUSR1, libc::SIGRTMAX() + 1, 65] {
+        for sig in [0, libc::SIGKILL, libc::SIGINT, libc::SIGCHLD, libc::SIGUSR1, libc::SIGRTMAX() + 1, i32::MAX] {
             assert!(SigTimer::new(sig).is_err(), "{sig}");
         }
     }

@@ -1,9 +1,9 @@
-//! Poll timeouts on a timerfd, armed only when a wait must end earlier.
+//! Poll timeouts on a timer armed only when a wait must end earlier.
 //!
-//! Every finite wait ends on a one-shot timerfd waited on next to the
-//! sockets (registered with mio by the kernel backend, passed to
-//! `Port::wait` by the xsk driver); the wait itself gets no timeout. Two
-//! reasons:
+//! Every finite wait ends on a one-shot timer: a timerfd waited on next to
+//! the sockets (registered with mio by the kernel backend, passed to
+//! `Port::wait` by the xsk driver), or the xsk driver's signalling timer
+//! (below); the wait itself gets no timeout. Two reasons:
 //!
 //! - epoll_wait (and so mio) and poll(2) take whole milliseconds, which
 //!   rounds every short wait up to 1 ms: an open-loop client that sends
@@ -240,21 +240,15 @@ impl PreciseTimer {
     #[inline(never)]
     fn rebind(&self) -> bool {
         let Some(st) = self.core.sig_timer() else { return true };
-        let mask = match st.bind_here() {
-            Ok(false) => match self.mask.get() {
-                Some(_) => return true,
-                None => st.block_here(),
-            },
-            Ok(true) => {
-                // The new timer is not armed.
-                self.armed.set(None);
-                st.block_here()
-            }
-            Err(e) => Err(e),
-        };
-        match mask {
-            Ok(m) => {
-                self.mask.set(Some(m));
+        // Blocked here before the timer is bound here: from then on a waker may make it
+        // signal this thread, and the signal must only end a sleep.
+        match st.block_here().and_then(|mask| Ok((mask, st.bind_here()?))) {
+            Ok((mask, rebound)) => {
+                if rebound {
+                    // The new timer is not armed.
+                    self.armed.set(None);
+                }
+                self.mask.set(Some(mask));
                 self.bound_tid.set(st.bound_tid());
                 true
             }

@@ -213,4 +213,13 @@ mod tests {
         assert!(core.take());
         assert!(signal_hook_registry::unregister(id));
     }
+
+    #[test]
+    fn the_timers_own_signal_is_refused() {
+        let sig = libc::SIGRTMIN() + 10;
+        let core = Core::with_signal(sig).unwrap();
+        let w = Waker::new(Arc::clone(&core));
+        let e = w.wake_on_signal(sig).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    }
 }
