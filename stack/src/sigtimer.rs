@@ -13,10 +13,10 @@
 //! once, and one that comes during the sleep ends it with EINTR. A signal is delivered only
 //! when the timer fires, which the lazy arming of [`crate::timer`] keeps rare.
 //!
-//! The signal's action (installed once per signal, through signal-hook's registry so that it
-//! chains with the application's) only notes, for the thread, that the alarm fired: the
-//! driver then knows an EINTR for its own and goes on, where another signal's EINTR returns to
-//! the caller as before.
+//! The signal's action (installed once per signal, through signal-hook's registry; a signal
+//! that already has someone else's handler is refused) only notes, for the thread, that the
+//! alarm fired: the driver then knows an EINTR for its own and goes on, where another signal's
+//! EINTR returns to the caller as before.
 
 use std::cell::Cell;
 use std::io;

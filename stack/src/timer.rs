@@ -114,11 +114,12 @@ impl PreciseTimer {
 
     /// A timer that signals the thread that sleeps with `sig` instead of a timerfd: the wait
     /// then takes [`wanted_mask`](Self::wanted_mask), not a descriptor. Installs the signal's
-    /// action (chained with the application's) and blocks the signal in the calling thread
+    /// action (refused where the application has one) and blocks the signal in the calling thread
     /// and, when the timer is first used on another, in that one.
     ///
     /// # Errors
-    /// A signal that cannot be caught, or timer_create(2)'s error.
+    /// A signal that cannot be caught or already has someone else's handler, or
+    /// timer_create(2)'s error.
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn with_signal(sig: libc::c_int) -> std::io::Result<PreciseTimer> {
         let t = PreciseTimer::with_core(Core::with_signal(sig)?);

@@ -5,8 +5,8 @@
 //! [`Waker`] the loop sleeps without one, and whoever sets the flag wakes it.
 //!
 //! The wake goes through the timer the transport already sleeps on for its own deadlines
-//! ([`crate::timer`]: a timerfd, or the xsk driver's timer that signals its thread,
-//! [`crate::sigtimer`]): a waker marks a wake pending and sets the timer to expire now. A
+//! (`crate::timer`: a timerfd, or the xsk driver's timer that signals its thread,
+//! `crate::sigtimer`): a waker marks a wake pending and sets the timer to expire now. A
 //! descriptor of its own (a socket pair, as signal-hook's self-pipe) would be one more in every
 //! sleep's poll(2): in a guest at light load that cost 900-1,400 instructions per request,
 //! more than the timer it replaced (`docs/2026-12-04-sleep/`). The transport's own arming

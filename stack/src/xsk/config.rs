@@ -114,10 +114,11 @@ pub struct XskConfig {
     /// deadlines and its [`Waker`](crate::Waker): a POSIX timer that signals
     /// the thread that polls, where the signal is blocked except during the
     /// sleep (`SIGRTMIN + 4` by default; its action is installed through
-    /// signal-hook's registry and chains with the application's). None: a
-    /// timerfd in the sleep's poll(2) instead, which cost a guest about
-    /// 400-600 instructions per request at light load. A signal that cannot
-    /// be used falls back to the timerfd, said once
+    /// signal-hook's registry). None: a timerfd in the sleep's poll(2)
+    /// instead, which cost a guest about 400-600 instructions per request at
+    /// light load. A signal that cannot be used (not a real-time one, or one
+    /// that already has a handler of the application's) falls back to the
+    /// timerfd, said once
     /// ([`XskTransport::sleep_signal`](super::XskTransport::sleep_signal)
     /// tells which). Only real-time signals are taken.
     ///
