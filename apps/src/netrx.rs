@@ -13,6 +13,10 @@
 //! That is exact when the two processes are the only senders on the path (the lab's veth pair,
 //! one client process); NET_RX run elsewhere (ksoftirqd, an idle CPU's interrupt) is reported
 //! and charged to nobody.
+//!
+//! The same program counts the system calls each of the two processes enters (a raw
+//! tracepoint on `sys_enter`), for system calls per request on either side, whatever the
+//! backend: the figure that tells epoll, io_uring and the AF_XDP stack's batching apart.
 
 use std::ops::Sub;
 use std::sync::{Mutex, OnceLock};
@@ -25,12 +29,17 @@ use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 struct Aligned<B: ?Sized>(B);
 static NETRX_OBJ: &Aligned<[u8]> = &Aligned(*include_bytes!(concat!(env!("OUT_DIR"), "/netrx.bpf.o")));
 
-/// NET_RX softirq time, summed over CPUs, by the context it ran in.
+/// NET_RX softirq time, summed over CPUs, by the context it ran in; and the system calls
+/// of the two processes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NetRxTimes {
     pub in_server: Duration,
     pub in_client: Duration,
     pub elsewhere: Duration,
+    /// System calls the server's process entered.
+    pub server_syscalls: u64,
+    /// System calls the client's process entered.
+    pub client_syscalls: u64,
 }
 
 impl Sub for NetRxTimes {
@@ -40,6 +49,8 @@ impl Sub for NetRxTimes {
             in_server: self.in_server.saturating_sub(rhs.in_server),
             in_client: self.in_client.saturating_sub(rhs.in_client),
             elsewhere: self.elsewhere.saturating_sub(rhs.elsewhere),
+            server_syscalls: self.server_syscalls.saturating_sub(rhs.server_syscalls),
+            client_syscalls: self.client_syscalls.saturating_sub(rhs.client_syscalls),
         }
     }
 }
@@ -54,7 +65,8 @@ pub fn own_rx(server_cpu: Duration, netrx: NetRxTimes) -> Duration {
 /// The attached accountant; detached when dropped (bpf_links).
 pub struct NetRx {
     acc: MapHandle,
-    _links: [Link; 2],
+    calls: MapHandle,
+    _links: [Link; 3],
     _obj: Object,
 }
 
@@ -76,22 +88,31 @@ impl NetRx {
         targets.update(&0u32.to_ne_bytes(), &server.to_ne_bytes(), MapFlags::ANY)?;
         targets.update(&1u32.to_ne_bytes(), &client.to_ne_bytes(), MapFlags::ANY)?;
         let acc = map("acc")?;
+        let calls = map("calls")?;
         let prog = |name: &str| -> Result<Link, libbpf_rs::Error> {
             obj.progs_mut().find(|p| p.name() == name).ok_or_else(|| missing(name))?.attach()
         };
         // Entry after exit: an exit seen before its entry is skipped by the program.
         let exit = prog("netrx_exit")?;
         let entry = prog("netrx_entry")?;
-        Ok(NetRx { acc, _links: [entry, exit], _obj: obj })
+        let sys = prog("count_syscalls")?;
+        Ok(NetRx { acc, calls, _links: [entry, exit, sys], _obj: obj })
     }
 
     /// The totals since the program was attached.
     pub fn read(&self) -> Result<NetRxTimes, libbpf_rs::Error> {
-        let slot = |i: u32| -> Result<Duration, libbpf_rs::Error> {
-            let per_cpu = self.acc.lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
-            Ok(Duration::from_nanos(per_cpu.iter().map(|v| ns(v)).sum()))
+        let sum = |m: &MapHandle, i: u32| -> Result<u64, libbpf_rs::Error> {
+            let per_cpu = m.lookup_percpu(&i.to_ne_bytes(), MapFlags::ANY)?.unwrap_or_default();
+            Ok(per_cpu.iter().map(|v| ns(v)).sum())
         };
-        Ok(NetRxTimes { in_server: slot(0)?, in_client: slot(1)?, elsewhere: slot(2)? })
+        let slot = |i: u32| sum(&self.acc, i).map(Duration::from_nanos);
+        Ok(NetRxTimes {
+            in_server: slot(0)?,
+            in_client: slot(1)?,
+            elsewhere: slot(2)?,
+            server_syscalls: sum(&self.calls, 0)?,
+            client_syscalls: sum(&self.calls, 1)?,
+        })
     }
 }
 
@@ -131,7 +152,7 @@ mod tests {
     fn own_rx_swaps_the_receive_paths() {
         // 15 us of process CPU, of which 5 us ran the client's receive; the client's process
         // ran 8 us of the server's receive.
-        let d = NetRxTimes { in_server: 5 * US, in_client: 8 * US, elsewhere: US };
+        let d = NetRxTimes { in_server: 5 * US, in_client: 8 * US, elsewhere: US, ..Default::default() };
         assert_eq!(own_rx(15 * US, d), 18 * US);
         // No NET_RX work in either process: unchanged.
         assert_eq!(own_rx(15 * US, NetRxTimes::default()), 15 * US);
@@ -139,9 +160,18 @@ mod tests {
 
     #[test]
     fn differences_never_go_negative() {
-        let a = NetRxTimes { in_server: 5 * US, in_client: 8 * US, elsewhere: US };
-        let b = NetRxTimes { in_server: 7 * US, in_client: 3 * US, elsewhere: Duration::ZERO };
-        assert_eq!(b - a, NetRxTimes { in_server: 2 * US, in_client: Duration::ZERO, elsewhere: Duration::ZERO });
+        let a = NetRxTimes { in_server: 5 * US, in_client: 8 * US, elsewhere: US, server_syscalls: 10, client_syscalls: 4 };
+        let b = NetRxTimes { in_server: 7 * US, in_client: 3 * US, elsewhere: Duration::ZERO, server_syscalls: 25, client_syscalls: 4 };
+        assert_eq!(
+            b - a,
+            NetRxTimes {
+                in_server: 2 * US,
+                in_client: Duration::ZERO,
+                elsewhere: Duration::ZERO,
+                server_syscalls: 15,
+                client_syscalls: 0
+            }
+        );
         assert_eq!(own_rx(US, NetRxTimes { in_server: 2 * US, ..Default::default() }), Duration::ZERO);
     }
 

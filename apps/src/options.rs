@@ -27,6 +27,9 @@ pub enum Backend {
     Xsk,
     /// The kernel's TCP stack (epoll).
     Kernel,
+    /// The kernel's TCP stack through io_uring (Linux 6.0+): multishot accept and receive,
+    /// one io_uring_enter per pass.
+    Uring,
 }
 
 impl fmt::Display for Backend {
@@ -34,6 +37,7 @@ impl fmt::Display for Backend {
         f.write_str(match self {
             Backend::Xsk => "xsk",
             Backend::Kernel => "kernel",
+            Backend::Uring => "uring",
         })
     }
 }

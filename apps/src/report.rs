@@ -78,6 +78,12 @@ pub struct BenchResult {
     /// The NET_RX softirq time behind that figure, per request.
     #[serde(default)]
     pub netrx_us_per_req: Option<NetRxPerReq>,
+    /// System calls per request entered by the server's process and by this one, over the
+    /// same window (the accountant's `sys_enter` count; null without it).
+    #[serde(default)]
+    pub syscalls_per_req_server: Option<f64>,
+    #[serde(default)]
+    pub syscalls_per_req_client: Option<f64>,
     pub cores_client: f64,
     pub cores_machine: f64,
     pub cores_server: Option<f64>,
@@ -183,6 +189,9 @@ impl BenchResult {
         if let Some(r) = &self.recovery {
             let _ = writeln!(s, "  {:<16}{}", "loss recovery", r.line());
         }
+        if let (Some(sv), Some(cl)) = (self.syscalls_per_req_server, self.syscalls_per_req_client) {
+            let _ = writeln!(s, "  {:<16}{:>10.2}{:>10}{:>10.2}   (system calls per request)", "  syscalls", cl, "", sv);
+        }
         if let (Some(own), Some(n)) = (self.cpu_us_per_req_server_own_rx, self.netrx_us_per_req) {
             let _ = writeln!(
                 s,
@@ -215,6 +224,10 @@ pub struct ServerSummary {
     /// xsk only: loss recovery, summed over the shards (also in `xsk.stats.recovery`).
     #[serde(default)]
     pub recovery: Option<RecoveryCounts>,
+    /// uring only: what the kernel granted the ring, and its counters (io_uring_enter calls:
+    /// the backend's system calls on the request path).
+    #[serde(default)]
+    pub uring: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

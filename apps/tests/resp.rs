@@ -314,6 +314,16 @@ fn redis_tools_against_kernel_server() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn redis_tools_against_uring_server() {
+    let lab = lab("rsu");
+    let dir = scratch("resp", "uring");
+    let addr = lab.addr_a.to_string();
+    let server = start_server(&lab, &dir, &["--backend", "uring", "--bind", &addr, "--port", "6392"]);
+    check_backend(&lab, &dir, server, lab.addr_a, 6392);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---------------------------------------------------------------------------------------------
 // --threads 2 on both sides
 // ---------------------------------------------------------------------------------------------

@@ -120,12 +120,16 @@
 
 pub mod codec;
 pub mod kernel;
+pub mod napi;
 pub mod rr;
 pub(crate) mod sigtimer;
+pub(crate) mod sockets;
 pub(crate) mod timer;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 pub mod transport;
+#[cfg(feature = "uring")]
+pub mod uring;
 pub mod wake;
 #[cfg(feature = "xsk")]
 pub mod xsk;

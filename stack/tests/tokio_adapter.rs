@@ -20,6 +20,8 @@ use xsk_lab::lab::{Lab, LabConfig, Netns};
 #[derive(Clone, Copy, Debug)]
 enum Backend {
     Kernel,
+    #[cfg_attr(not(feature = "uring"), allow(dead_code))]
+    Uring,
     Xsk,
 }
 
@@ -56,6 +58,7 @@ impl Server {
         let cidr = format!("{dedicated}/{}", lab.prefix_len);
         let (args, ip): (Vec<&str>, Ipv4Addr) = match backend {
             Backend::Kernel => (vec![bin.to_str().unwrap(), "kernel", &port_s], lab.addr_a),
+            Backend::Uring => (vec![bin.to_str().unwrap(), "uring", &port_s], lab.addr_a),
             Backend::Xsk => (vec![bin.to_str().unwrap(), "xsk", &lab.if_a, &cidr, &port_s], dedicated),
         };
         let mut cmd = lab.ns_a.command(&args);
@@ -304,6 +307,13 @@ fn stock_clients(tag: &str, backend: Backend) {
 #[test]
 fn axum_and_tonic_on_kernel_backend_with_stock_clients() {
     stock_clients("tak", Backend::Kernel);
+}
+
+/// Kernel TCP through io_uring under tokio (built with the `uring` feature).
+#[cfg(feature = "uring")]
+#[test]
+fn axum_and_tonic_on_uring_backend_with_stock_clients() {
+    stock_clients("tau", Backend::Uring);
 }
 
 #[test]

@@ -25,10 +25,11 @@ use apps::{
     BenchResult, CpuSample, CpuWindow, KvWorkload, NetRxPerReq, Progress, Service, UsageError, XskOpts,
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
-use stack::kernel::{KernelConfig, KernelTransport};
+use stack::kernel::{KernelBusyPoll, KernelConfig, KernelTransport};
 use apps::resp::RespWorkload;
 use rr_load::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
+use stack::uring::{UringBusyPoll, UringConfig, UringTransport};
 use stack::xsk::XskTransport;
 use xsk_lab::lab::{self, Lab, LabConfig, Netns};
 
@@ -285,11 +286,12 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
         return in_lab(args, server_backend);
     }
     warn_ignored(matches, &["lab_shared", "port", "server_arg", "server_exe"], "without --lab");
-    if args.backend == Backend::Kernel && args.sources > 1 && args.bind.is_unspecified() {
+    if args.backend != Backend::Xsk && args.sources > 1 && args.bind.is_unspecified() {
         return Err(UsageError("--sources needs --bind (the first source address)".into()).into());
     }
     match args.backend {
         Backend::Kernel => warn_ignored(matches, XskOpts::IDS, "with --backend kernel"),
+        Backend::Uring => warn_ignored(matches, XskOpts::IDS, "with --backend uring"),
         Backend::Xsk => warn_ignored(matches, &["bind", "sources"], "with --backend xsk (the stack's address is --addr)"),
     }
     let outcome = bench(args, &plan)?;
@@ -331,12 +333,27 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 Ok(_) => {}
                 Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
             }
-            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy_poll(args.busy_poll).with_sources(args.sources);
+            // Busy polling as the kernel's authors tune it (prefer-busy-poll, a budget, the epoll
+            // instance's parameters where the kernel has them), as rr-server's.
+            let busy = args.busy_poll.map(|usecs| KernelBusyPoll::new(usecs).with_prefer(true));
+            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy(busy).with_sources(args.sources);
             if args.threads > 1 {
                 let m = threads::drive_all(&kcfg, addr, args, plan)?;
                 return Ok(Outcome { result: m.result(args, plan, addr), audit_error: None });
             }
             let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
+            let (_t, m) = drive(t, addr, args, plan, None)?;
+            Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
+        }
+        Backend::Uring => {
+            ensure!(args.threads <= 1, "--threads {} with --backend uring: one client thread only", args.threads);
+            let _ = apps::raise_nofile_limit(args.conns as u64 + 64);
+            let ucfg = UringConfig::default()
+                .with_bind(args.bind)
+                .with_sources(args.sources)
+                .with_busy_poll(args.busy_poll.map(|usecs| UringBusyPoll { usecs, prefer: true }));
+            let t = UringTransport::new(ucfg).context("creating the io_uring transport")?;
+            eprintln!("{}", t.features());
             let (_t, m) = drive(t, addr, args, plan, None)?;
             Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
         }
@@ -666,6 +683,9 @@ fn make_result(
     // the same window, so setup and teardown count in neither.
     let rps = r.requests_per_sec();
     let per_req = |d: Duration| (r.requests > 0 && rps > 0.0 && !usage.wall.is_zero()).then(|| cores(d) / rps * 1e6);
+    // A count over the CPU window, per request answered in it.
+    let per_count =
+        |n: u64| (r.requests > 0 && rps > 0.0 && !usage.wall.is_zero()).then(|| n as f64 / (rps * usage.wall.as_secs_f64()));
     let us = |q: f64| r.latency_at(q).as_nanos() as f64 / 1000.0;
     let empty = r.latency.is_empty();
     BenchResult {
@@ -712,6 +732,8 @@ fn make_result(
                 elsewhere: per_req(n.elsewhere)?,
             })
         }),
+        syscalls_per_req_server: netrx.filter(|_| server_cpu.is_some()).and_then(|n| per_count(n.server_syscalls)),
+        syscalls_per_req_client: netrx.and_then(|n| per_count(n.client_syscalls)),
         cores_client: cores(usage.process),
         cores_machine: cores(usage.machine.busy),
         cores_server: server_cpu.map(cores),
@@ -854,7 +876,7 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
             let addr = if args.lab_shared { AddrArg::Shared } else { dedicated(100) };
             cmd.args(["--iface", &lab.if_a, "--addr", &addr.to_string()]);
         }
-        Backend::Kernel => {
+        Backend::Kernel | Backend::Uring => {
             cmd.args(["--bind", &lab.addr_a.to_string()]);
         }
     }
@@ -881,9 +903,9 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
             client.xsk.iface = Some(lab.if_b.clone());
             client.xsk.addr = if args.lab_shared { AddrArg::Shared } else { dedicated(101) };
         }
-        Backend::Kernel => client.bind = lab.addr_b,
+        Backend::Kernel | Backend::Uring => client.bind = lab.addr_b,
     }
-    if args.pattern != Pattern::Rr && args.backend == Backend::Kernel {
+    if args.pattern != Pattern::Rr && args.backend != Backend::Xsk {
         // The kernel client closes first, so each connection would leave a TIME-WAIT socket
         // holding its local port for 60 s, and a few seconds of churn would run out of ports.
         // In the client's namespace only (the load generator, not the server measured), keep

@@ -23,11 +23,13 @@ use apps::{
     Service, XskOpts,
 };
 use stack::codec::{Codec, LengthPrefixed, Stream};
-use stack::kernel::{KernelConfig, KernelTransport};
+use stack::kernel::{KernelBusyPoll, KernelConfig, KernelTransport};
+use stack::napi::{NapiSettings, NapiTuning};
 use apps::resp::{Resp, RespCodec, RespLimits};
 use stack::rr::{Echo, Handler, Kv, Server, ServerConfig, ServerStats};
 use stack::transport::Transport;
 use stack::Waker;
+use stack::uring::{UringBusyPoll, UringConfig, UringTransport};
 use stack::xsk::XskTransport;
 
 #[derive(Parser, Debug, Clone)]
@@ -59,7 +61,8 @@ Examples:
     )
 )]
 struct Args {
-    /// TCP/IP stack: xsk (smoltcp over AF_XDP, needs --iface and root) or kernel.
+    /// TCP/IP stack: xsk (smoltcp over AF_XDP, needs --iface and root), kernel (epoll) or
+    /// uring (kernel TCP through io_uring, Linux 6.0+).
     #[arg(long, value_enum, default_value_t = Backend::Kernel)]
     backend: Backend,
     /// Protocol: echo (u32 big-endian length + payload, echoed), kv (GET/SET/DEL requests over
@@ -77,17 +80,25 @@ struct Args {
     /// TCP port to listen on.
     #[arg(long, default_value_t = 7000)]
     port: u16,
-    /// Kernel backend: local address to listen on (0.0.0.0 = every interface of the network
+    /// Kernel and uring backends: local address to listen on (0.0.0.0 = every interface of the network
     /// namespace; the default accepts only local clients).
     #[arg(long, default_value_t = Ipv4Addr::LOCALHOST)]
     bind: Ipv4Addr,
-    /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel) or on the AF_XDP
-    /// socket (xsk), and the event loop polls without sleeping. Burns a core. 0: the loop spins
+    /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel), NAPI busy
+    /// polling registered with the ring (uring, Linux 6.9) or on the AF_XDP socket (xsk), and
+    /// the event loop polls without sleeping. Burns a core. 0: the loop spins
     /// but the kernel does not busy-poll (for a device with no interrupt to save, such as veth;
     /// see docs/2026-12-03-veth-attach). Given twice, the last one counts (so rr-demo's
     /// --xsk-args can override a case's).
     #[arg(long, value_name = "USECS", overrides_with = "busy_poll")]
     busy_poll: Option<u32>,
+    /// Kernel and uring backends: the kernel's IRQ suspension on this interface, as its authors
+    /// recommend (Documentation/networking/napi.rst): napi_defer_hard_irqs, gro_flush_timeout
+    /// and, where the kernel has it (6.13), irq_suspend_timeout on the device, put back at
+    /// exit; prefer-busy-poll with a budget on the epoll instance (6.9) or the ring's NAPI
+    /// registration (6.9). The loop sleeps; the kernel polls the device while it has work.
+    #[arg(long, value_name = "IFACE")]
+    irq_suspend: Option<String>,
     /// Connections to size for. xsk: socket buckets and slab of the stack (more connections
     /// still work, with longer scans). kernel: the open-file limit is raised to fit them.
     #[arg(long, value_name = "N", default_value_t = 1024)]
@@ -153,6 +164,12 @@ trait BackendStats {
 impl BackendStats for KernelTransport {
     fn stats_json(&self) -> Option<serde_json::Value> {
         None
+    }
+}
+
+impl BackendStats for UringTransport {
+    fn stats_json(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self.stats()).ok()
     }
 }
 
@@ -230,17 +247,16 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
     match args.backend {
         Backend::Kernel => {
             warn_ignored(matches, XskOpts::IDS, "with --backend kernel");
-            match apps::raise_nofile_limit(args.max_conns as u64 + 64) {
-                Ok(n) if (n as usize) < args.max_conns + 16 => {
-                    tracing::warn!("open-file limit is {n}: fewer than --max-conns {} connections fit", args.max_conns)
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
-            }
-            let kcfg = KernelConfig::default()
-                .with_bind(args.bind)
-                .with_busy_poll(args.busy_poll)
-                .with_reuse_port(args.threads > 1);
+            raise_nofile(args.max_conns);
+            let _napi = irq_suspension(args)?;
+            // Busy polling as the kernel's authors tune it: SO_BUSY_POLL with SO_PREFER_BUSY_POLL
+            // and a budget, and the same on the epoll instance where the kernel has EPIOCSPARAMS.
+            let busy = match (args.busy_poll, &args.irq_suspend) {
+                (Some(usecs), _) => Some(KernelBusyPoll::new(usecs).with_prefer(true)),
+                (None, Some(_)) => Some(KernelBusyPoll::irq_suspension()),
+                (None, None) => None,
+            };
+            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy(busy).with_reuse_port(args.threads > 1);
             if args.threads > 1 {
                 let ts = (0..args.threads)
                     .map(|_| KernelTransport::new(kcfg.clone()).context("creating a kernel transport"))
@@ -250,12 +266,47 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
                 return write_json(args, &summary);
             }
             let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
+            if busy.is_some() {
+                println!("kernel {}", t.busy_report());
+            }
             let (_t, summary) = serve(t, args, cfg, &ready.notifier(), &Stop::new())?;
             print_summary(&summary);
             write_json(args, &summary)
         }
+        Backend::Uring => {
+            warn_ignored(matches, XskOpts::IDS, "with --backend uring");
+            raise_nofile(args.max_conns);
+            let _napi = irq_suspension(args)?;
+            let busy = match (args.busy_poll, &args.irq_suspend) {
+                (Some(usecs), _) => Some(UringBusyPoll { usecs, prefer: true }),
+                (None, Some(_)) => Some(UringBusyPoll { usecs: 0, prefer: true }),
+                (None, None) => None,
+            };
+            let ucfg = UringConfig::default().with_bind(args.bind).with_busy_poll(busy).with_reuse_port(args.threads > 1);
+            let uring_json = |ts: &[&UringTransport]| {
+                let stats: Vec<_> = ts.iter().map(|t| t.stats()).collect();
+                serde_json::json!({ "features": ts[0].features(), "stats": stats })
+            };
+            if args.threads > 1 {
+                let ts = (0..args.threads)
+                    .map(|_| UringTransport::new(ucfg.clone()).context("creating an io_uring transport"))
+                    .collect::<Result<Vec<_>>>()?;
+                println!("{}", ts[0].features());
+                let (ts, mut summary) = threads::serve_all(ts, args, cfg, &ready)?;
+                summary.uring = Some(uring_json(&ts.iter().collect::<Vec<_>>()));
+                print_summary(&summary);
+                return write_json(args, &summary);
+            }
+            let t = UringTransport::new(ucfg).context("creating the io_uring transport")?;
+            println!("{}", t.features());
+            let (t, mut summary) = serve(t, args, cfg, &ready.notifier(), &Stop::new())?;
+            println!("uring stats: {}", serde_json::to_string(&t.stats()).unwrap_or_default());
+            summary.uring = Some(uring_json(&[&t]));
+            print_summary(&summary);
+            write_json(args, &summary)
+        }
         Backend::Xsk => {
-            warn_ignored(matches, &["bind"], "with --backend xsk (the stack's address is --addr)");
+            warn_ignored(matches, &["bind", "irq_suspend"], "with --backend xsk (the stack's address is --addr)");
             let xcfg = args.xsk.config(args.max_conns, args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
             let recovery = describe_recovery(&xcfg.engine.recovery);
@@ -310,6 +361,27 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// `--irq-suspend IFACE`: the device's NAPI settings for IRQ suspension, held (and put back
+/// when dropped) for the server's life.
+fn irq_suspension(args: &Args) -> Result<Option<NapiTuning>> {
+    let Some(iface) = &args.irq_suspend else { return Ok(None) };
+    let t = NapiTuning::apply(iface, &NapiSettings::irq_suspension())
+        .with_context(|| format!("setting up IRQ suspension on {iface}"))?;
+    println!("napi: {}", t.report());
+    Ok(Some(t))
+}
+
+/// The kernel backends hold a descriptor per connection.
+fn raise_nofile(max_conns: usize) {
+    match apps::raise_nofile_limit(max_conns as u64 + 64) {
+        Ok(n) if (n as usize) < max_conns + 16 => {
+            tracing::warn!("open-file limit is {n}: fewer than --max-conns {max_conns} connections fit")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
     }
 }
 
@@ -579,6 +651,7 @@ fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
             cpu_s: cpu.as_secs_f64(),
             xsk: None,
             recovery: None,
+            uring: None,
         },
         handler,
     ))

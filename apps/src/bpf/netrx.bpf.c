@@ -11,11 +11,16 @@
 // NET_RX softirq and sums the time by the process it ran in, so that the
 // benchmark can charge each side its own receive (apps/src/netrx.rs).
 //
+// It also counts the system calls each of the two processes makes (raw_tp
+// sys_enter), so a benchmark can report system calls per request for the
+// server and the client alike, whatever their backend.
+//
 // Userspace owns the maps:
 //   targets  [0] = server tgid, [1] = client tgid (0 = none)
 //   acc      per-CPU u64 [3]: NET_RX ns run in the server's context, in the
 //            client's, anywhere else (ksoftirqd, idle, other processes)
 //   start    per-CPU u64: when the NET_RX softirq running now began (0: none)
+//   calls    per-CPU u64 [2]: system calls entered by the server, by the client
 // Softirqs do not nest on a CPU, so per-CPU slots need no atomics.
 //
 // Raw tracepoints (attached by name through BPF_RAW_TRACEPOINT_OPEN): a
@@ -48,6 +53,35 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} calls SEC(".maps");
+
+SEC("raw_tp/sys_enter")
+int count_syscalls(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 zero = 0, one = 1, slot;
+	__u32 *server, *client, tgid;
+	__u64 *n;
+
+	tgid = bpf_get_current_pid_tgid() >> 32;
+	server = bpf_map_lookup_elem(&targets, &zero);
+	client = bpf_map_lookup_elem(&targets, &one);
+	if (server && *server && tgid == *server)
+		slot = 0;
+	else if (client && *client && tgid == *client)
+		slot = 1;
+	else
+		return 0;
+	n = bpf_map_lookup_elem(&calls, &slot);
+	if (n)
+		*n += 1;
+	return 0;
+}
 
 SEC("raw_tp/softirq_entry")
 int netrx_entry(struct bpf_raw_tracepoint_args *ctx)

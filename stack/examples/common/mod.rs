@@ -14,11 +14,21 @@ use stack::xsk::{AddrMode, XskConfig, XskTransport};
 /// port to serve on.
 pub fn net_from_args(name: &str, default_port: u16) -> Result<(Net, u16), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = format!("usage: {name} kernel [PORT] | {name} xsk IFACE ADDR/LEN [PORT] (or tokio [PORT]: tokio's own listener)");
+    let usage = format!(
+        "usage: {name} kernel [PORT] | {name} uring [PORT] | {name} xsk IFACE ADDR/LEN [PORT] (or tokio [PORT]: tokio's own listener)"
+    );
     match args.first().map(String::as_str) {
         Some("kernel") if args.len() <= 2 => {
             let port = args.get(1).map_or(Ok(default_port), |p| p.parse())?;
             let t = KernelTransport::new(KernelConfig::default().with_bind(Ipv4Addr::UNSPECIFIED))?;
+            Ok((Net::spawn(t)?, port))
+        }
+        // Kernel TCP through io_uring (feature `uring`).
+        #[cfg(feature = "uring")]
+        Some("uring") if args.len() <= 2 => {
+            use stack::uring::{UringConfig, UringTransport};
+            let port = args.get(1).map_or(Ok(default_port), |p| p.parse())?;
+            let t = UringTransport::new(UringConfig::default().with_bind(Ipv4Addr::UNSPECIFIED))?;
             Ok((Net::spawn(t)?, port))
         }
         Some("xsk") if (3..=4).contains(&args.len()) => {

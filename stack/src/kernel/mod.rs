@@ -16,21 +16,24 @@
 use std::io;
 use std::mem;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
+use crate::sockets::{self, sockaddr_in};
 use crate::timer::PreciseTimer;
 use crate::wake::Waker;
 use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
 
-/// `SO_BUSY_POLL` from asm-generic/socket.h (x86_64, aarch64). `libc` does not export it for
-/// linux-gnu.
-const SO_BUSY_POLL: libc::c_int = 46;
-const LISTEN_BACKLOG: libc::c_int = 4096;
+mod busy;
+pub use busy::{
+    BusyReport, EpollBusy, EpollParams, KernelBusyPoll, SocketBusy, DEFAULT_BUSY_POLL_BUDGET, UNPRIVILEGED_MAX_BUDGET,
+};
+use busy::BusyState;
+
 /// Listener tokens live above every possible `ConnId` (which is a u32) so one `Token` space
 /// serves both.
 const LISTENER_TOKEN_BASE: usize = 1 << 40;
@@ -48,8 +51,15 @@ pub struct KernelConfig {
     /// `UNSPECIFIED` = all interfaces / let routing pick.
     pub bind: Ipv4Addr,
     /// `SO_BUSY_POLL` microseconds on every socket (opt-in: burns CPU in the kernel's receive
-    /// path, needs CAP_NET_ADMIN above `net.core.busy_read`).
+    /// path, needs CAP_NET_ADMIN above `net.core.busy_read`). The plain form: ignored when
+    /// [`busy`](Self::busy) is set.
     pub busy_poll: Option<u32>,
+    /// The kernel's busy polling in full: `SO_BUSY_POLL`, `SO_BUSY_POLL_BUDGET` and
+    /// `SO_PREFER_BUSY_POLL` on every socket, and the same on the epoll instance through
+    /// `EPIOCSPARAMS` (Linux 6.9+; without it the transport falls back to the socket options
+    /// and warns once). [`KernelTransport::busy_report`] tells what was applied. Takes
+    /// precedence over [`busy_poll`](Self::busy_poll).
+    pub busy: Option<KernelBusyPoll>,
     /// Capacity of the epoll event batch.
     pub event_capacity: usize,
     /// `SO_REUSEPORT` on listeners, so several transports (one per thread) can listen on the
@@ -76,6 +86,13 @@ impl KernelConfig {
         self
     }
 
+    /// With `busy` set to `v`: e.g. `Some(KernelBusyPoll::new(50))`, or
+    /// `Some(KernelBusyPoll::irq_suspension())` next to [`crate::napi::NapiTuning`].
+    pub fn with_busy(mut self, v: Option<KernelBusyPoll>) -> Self {
+        self.busy = v;
+        self
+    }
+
     /// With `event_capacity` set to `v`.
     pub fn with_event_capacity(mut self, v: usize) -> Self {
         self.event_capacity = v;
@@ -98,7 +115,14 @@ impl KernelConfig {
 impl Default for KernelConfig {
     /// Loopback by default: the safe choice for tests and local benchmarks.
     fn default() -> Self {
-        KernelConfig { bind: Ipv4Addr::LOCALHOST, busy_poll: None, event_capacity: 1024, reuse_port: false, sources: 1 }
+        KernelConfig {
+            bind: Ipv4Addr::LOCALHOST,
+            busy_poll: None,
+            busy: None,
+            event_capacity: 1024,
+            reuse_port: false,
+            sources: 1,
+        }
     }
 }
 
@@ -146,17 +170,22 @@ pub struct KernelTransport {
     timer: PreciseTimer,
     /// Outgoing connections made so far: the next one's source is `bind` plus this modulo `sources`.
     connects: u32,
+    /// Busy polling: what was applied, and the options each new socket gets.
+    busy: BusyState,
 }
 
 impl KernelTransport {
     /// An epoll instance with its precise-timeout timer; no sockets yet. Needs no privileges.
     /// Fails with [`TransportError::Io`] if epoll or timerfd cannot be created (e.g. out of
-    /// file descriptors).
+    /// file descriptors). With [`KernelConfig::busy`] it sets the epoll instance's busy-poll
+    /// parameters; a kernel that refuses them is not an error (see [`Self::busy_report`]).
     pub fn new(cfg: KernelConfig) -> Result<Self, TransportError> {
         let poll = Poll::new()?;
         let timer = PreciseTimer::new()?;
         timer.register(poll.registry(), Token(TIMER_TOKEN))?;
+        let busy = BusyState::new(poll.as_raw_fd(), cfg.busy, cfg.busy_poll);
         Ok(KernelTransport {
+            busy,
             poll,
             timer,
             mio_events: Events::with_capacity(cfg.event_capacity.max(16)),
@@ -171,6 +200,12 @@ impl KernelTransport {
     /// The settings it was created with.
     pub fn config(&self) -> &KernelConfig {
         &self.cfg
+    }
+
+    /// The busy polling in force: the epoll parameters as the kernel holds them (or why not),
+    /// and whether the sockets got their options. Print it with `{}`.
+    pub fn busy_report(&self) -> &BusyReport {
+        self.busy.report()
     }
 
     /// Number of connections the application has not closed yet.
@@ -215,9 +250,7 @@ impl KernelTransport {
     /// (closed) and the slot released.
     fn add_stream(&mut self, stream: TcpStream, peer: Option<SocketAddrV4>, state: State) -> Result<ConnId, TransportError> {
         stream.set_nodelay(true)?;
-        if let Some(us) = self.cfg.busy_poll {
-            set_int_opt(stream.as_raw_fd(), libc::SOL_SOCKET, SO_BUSY_POLL, us as libc::c_int)?;
-        }
+        self.busy.configure(stream.as_raw_fd())?;
         let id = self.conns.insert(Conn::new(stream, peer, state))?;
         let conn = self.conns.get_mut(id).expect("just inserted");
         let reg = self.poll.registry().register(
@@ -283,26 +316,9 @@ impl KernelTransport {
 
 impl Transport for KernelTransport {
     fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
-        let addr = SocketAddrV4::new(self.cfg.bind, port);
-        let fd = new_tcp_socket()?;
-        set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        if self.cfg.reuse_port {
-            set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
-        }
-        if let Some(us) = self.cfg.busy_poll {
-            set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, SO_BUSY_POLL, us as libc::c_int)?;
-        }
-        bind(fd.as_raw_fd(), addr).map_err(|e| {
-            if e.kind() == io::ErrorKind::AddrInUse {
-                TransportError::AddrInUse(port)
-            } else {
-                e.into()
-            }
-        })?;
-        // std's listen() uses a smaller backlog. A connection storm of thousands of clients
-        // needs the queue.
-        // SAFETY: listen() on a socket this function owns; no pointers are passed.
-        cvt(unsafe { libc::listen(fd.as_raw_fd(), LISTEN_BACKLOG) })?;
+        let fd = sockets::listener(SocketAddrV4::new(self.cfg.bind, port), self.cfg.reuse_port, true)?;
+        self.busy.configure(fd.as_raw_fd())?;
+        sockets::listen(fd.as_raw_fd())?;
         let mut listener = TcpListener::from_std(std::net::TcpListener::from(fd));
         let index = self.listeners.len();
         self.poll.registry().register(&mut listener, Token(LISTENER_TOKEN_BASE + index), Interest::READABLE)?;
@@ -311,16 +327,9 @@ impl Transport for KernelTransport {
     }
 
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
-        let fd = new_tcp_socket()?;
-        if !self.cfg.bind.is_unspecified() {
-            // Defer port selection to connect(), so the 4-tuple (not just the local port) must be
-            // unique and tens of thousands of client connections per source IP still work.
-            set_int_opt(fd.as_raw_fd(), libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
-            let nth = self.connects % self.cfg.sources.max(1);
-            self.connects = self.connects.wrapping_add(1);
-            let src = Ipv4Addr::from(u32::from(self.cfg.bind).wrapping_add(nth));
-            bind(fd.as_raw_fd(), SocketAddrV4::new(src, 0))?;
-        }
+        let fd = sockets::tcp_socket(true)?;
+        sockets::bind_source(fd.as_raw_fd(), self.cfg.bind, self.cfg.sources, self.connects)?;
+        self.connects = self.connects.wrapping_add(1);
         let (sa, len) = sockaddr_in(addr);
         // SAFETY: `sa` is a valid sockaddr_in that outlives the call and `len` is its size.
         let rc = unsafe { libc::connect(fd.as_raw_fd(), (&sa as *const libc::sockaddr_in).cast(), len) };
@@ -503,52 +512,6 @@ impl Transport for KernelTransport {
     fn name(&self) -> &'static str {
         "kernel"
     }
-}
-
-fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
-
-fn new_tcp_socket() -> io::Result<OwnedFd> {
-    // SAFETY: socket() takes no pointers; the result is checked by cvt.
-    let fd =
-        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: fd was just returned by socket() and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: the option value points at `value`, a c_int that outlives the call, with its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    cvt(rc).map(drop)
-}
-
-fn sockaddr_in(addr: SocketAddrV4) -> (libc::sockaddr_in, libc::socklen_t) {
-    let sa = libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: addr.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*addr.ip()).to_be() },
-        sin_zero: [0; 8],
-    };
-    (sa, mem::size_of::<libc::sockaddr_in>() as libc::socklen_t)
-}
-
-fn bind(fd: RawFd, addr: SocketAddrV4) -> io::Result<()> {
-    let (sa, len) = sockaddr_in(addr);
-    // SAFETY: `sa` is a valid sockaddr_in that outlives the call and `len` is its size.
-    cvt(unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), len) }).map(drop)
 }
 
 #[cfg(test)]

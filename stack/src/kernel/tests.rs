@@ -1,6 +1,8 @@
 //! The kernel backend's own tests, on loopback.
 
+use super::busy::{apply_epoll, get_epoll_params, EPIOCGPARAMS, EPIOCSPARAMS, SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL};
 use super::*;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::time::Instant;
 
 fn transport() -> KernelTransport {
@@ -68,7 +70,146 @@ fn busy_poll_is_applied_to_every_socket() {
         };
         assert_eq!((rc, value), (0, 50), "{id:?}");
     }
+    assert_eq!(t.busy_report().epoll, EpollBusy::NotRequested, "the plain form sets no epoll parameters");
+    assert_eq!(t.busy_report().sockets, SocketBusy::Applied);
     // The full life cycle works with busy polling on, too.
+    accept_echo_eof(KernelTransport::new(cfg).unwrap());
+}
+
+/// The option's value; `None` if the kernel cannot read it back (it has no getsockopt for
+/// SO_BUSY_POLL_BUDGET: ENOPROTOOPT).
+fn sock_opt(fd: RawFd, name: libc::c_int) -> Option<libc::c_int> {
+    let mut value: libc::c_int = -1;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are live locals of the sizes getsockopt expects.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOPROTOOPT), "getsockopt {name}: {e}");
+        return None;
+    }
+    Some(value)
+}
+
+/// `struct epoll_params` is 8 bytes laid out as the uapi header has it, and the ioctl numbers
+/// are libc's.
+#[test]
+fn epoll_params_layout_and_ioctl_numbers() {
+    assert_eq!(mem::size_of::<EpollParams>(), 8);
+    assert_eq!(mem::align_of::<EpollParams>(), 4);
+    assert_eq!(mem::size_of::<EpollParams>(), mem::size_of::<libc::epoll_params>());
+    let p = EpollParams { busy_poll_usecs: 0x0403_0201, busy_poll_budget: 0x0605, prefer_busy_poll: 7, pad: 8 };
+    // SAFETY: EpollParams is #[repr(C)], 8 bytes without padding (checked above): every byte
+    // is initialised.
+    let bytes: [u8; 8] = unsafe { mem::transmute(p) };
+    let mut expect = [0u8; 8];
+    expect[0..4].copy_from_slice(&0x0403_0201u32.to_ne_bytes());
+    expect[4..6].copy_from_slice(&0x0605u16.to_ne_bytes());
+    expect[6] = 7;
+    expect[7] = 8;
+    assert_eq!(bytes, expect);
+    assert_eq!(EPIOCSPARAMS as libc::Ioctl, libc::EPIOCSPARAMS);
+    assert_eq!(EPIOCGPARAMS as libc::Ioctl, libc::EPIOCGPARAMS);
+    #[cfg(target_arch = "x86_64")]
+    assert_eq!((EPIOCSPARAMS, EPIOCGPARAMS), (0x4008_8a01, 0x8008_8a02));
+}
+
+/// On a kernel with EPIOCSPARAMS (6.9+; this machine's 6.18) the transport's epoll instance
+/// takes the parameters, and EPIOCGPARAMS reads them back. A budget of 16 and prefer need no
+/// privilege there.
+#[test]
+fn epoll_params_are_applied_to_the_epoll_instance() {
+    let busy = KernelBusyPoll::new(50).with_budget(16).with_prefer(true);
+    let t = KernelTransport::new(KernelConfig::default().with_busy(Some(busy))).unwrap();
+    let r = *t.busy_report();
+    assert_eq!(r.requested, Some(busy));
+    let want = EpollParams { busy_poll_usecs: 50, busy_poll_budget: 16, prefer_busy_poll: 1, pad: 0 };
+    match r.epoll {
+        EpollBusy::Applied(p) => {
+            assert_eq!(p, want);
+            assert_eq!(get_epoll_params(t.poll.as_raw_fd()).unwrap(), want);
+            assert!(r.to_string().contains("EPIOCSPARAMS 50 us, budget 16, prefer 1"), "{r}");
+        }
+        // A kernel before 6.9: the fallback, said so.
+        EpollBusy::Fallback { errno } => {
+            assert_eq!(errno, libc::ENOTTY, "{r}");
+            assert!(r.to_string().contains("Linux 6.9"), "{r}");
+        }
+        EpollBusy::NotRequested => panic!("{r}"),
+    }
+    assert_eq!(r.sockets, SocketBusy::Pending);
+}
+
+/// A refused ioctl is not an error: the transport falls back to the socket options and says
+/// why. Refusals from the real kernel: a fd that is not an epoll instance (ENOTTY, what a
+/// kernel without the ioctl answers too) and a value out of range (EINVAL).
+#[test]
+fn a_refused_ioctl_falls_back_to_the_socket_options() {
+    let mut fds = [0; 2];
+    // SAFETY: pipe() writes two fds into the live array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both fds were just created and are owned here alone.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let p = EpollParams { busy_poll_usecs: 50, busy_poll_budget: 8, prefer_busy_poll: 0, pad: 0 };
+    let got = apply_epoll(r.as_raw_fd(), &p);
+    assert_eq!(got, EpollBusy::Fallback { errno: libc::ENOTTY });
+    assert!(got.reason().unwrap().contains("6.9"));
+    drop((r, w));
+
+    let busy = KernelBusyPoll::new(u32::MAX);
+    let mut t = KernelTransport::new(KernelConfig::default().with_busy(Some(busy))).expect("never fatal");
+    let report = *t.busy_report();
+    if report.epoll == (EpollBusy::Fallback { errno: libc::ENOTTY }) {
+        return; // a kernel before 6.9 refuses everything the same way
+    }
+    assert_eq!(report.epoll, EpollBusy::Fallback { errno: libc::EINVAL }, "{report}");
+    assert!(report.to_string().contains("socket options only"), "{report}");
+    // The socket options carry it now (clamped to i32::MAX microseconds).
+    match t.listen(0) {
+        Ok(l) => {
+            let fd = t.listeners[l.0 as usize].as_raw_fd();
+            assert_eq!(sock_opt(fd, SO_BUSY_POLL), Some(i32::MAX));
+            assert_eq!(t.busy_report().sockets, SocketBusy::Applied);
+        }
+        // Only socket options are left, so a refused one is an error.
+        Err(TransportError::Io(e)) if e.raw_os_error() == Some(libc::EPERM) => {}
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// All three socket options on every socket (listener, outgoing, accepted), and a full
+/// echo life cycle with them on.
+#[test]
+fn busy_options_are_set_on_every_socket() {
+    let busy = KernelBusyPoll::new(50).with_budget(16).with_prefer(true);
+    let cfg = KernelConfig::default().with_busy(Some(busy));
+    let mut t = KernelTransport::new(cfg.clone()).unwrap();
+    let l = match t.listen(0) {
+        Ok(l) => l,
+        // No epoll parameters and no CAP_NET_ADMIN: nothing to test.
+        Err(TransportError::Io(e)) if e.raw_os_error() == Some(libc::EPERM) => return,
+        Err(e) => panic!("{e}"),
+    };
+    if let SocketBusy::Refused { option, errno } = t.busy_report().sockets {
+        // Unprivileged, with the epoll parameters carrying busy polling: recorded, not fatal.
+        assert!(matches!(t.busy_report().epoll, EpollBusy::Applied(_)));
+        eprintln!("{option} refused: {}", io::Error::from_raw_os_error(errno));
+        return;
+    }
+    assert_eq!(t.busy_report().sockets, SocketBusy::Applied);
+    let client = t.connect(t.local_addr(l).unwrap()).unwrap();
+    let Some(Event::Accepted { conn: server, .. }) = wait_for(&mut t, |e| matches!(e, Event::Accepted { .. }))
+    else {
+        panic!("no Accepted");
+    };
+    let listener_fd = t.listeners[l.0 as usize].as_raw_fd();
+    let fds = [listener_fd, t.conns.get(client).unwrap().stream.as_raw_fd(), t.conns.get(server).unwrap().stream.as_raw_fd()];
+    for fd in fds {
+        assert_eq!(sock_opt(fd, SO_BUSY_POLL), Some(50));
+        // Set without error (the transport checked); read back where the kernel can.
+        assert!(matches!(sock_opt(fd, SO_BUSY_POLL_BUDGET), None | Some(16)));
+        assert_eq!(sock_opt(fd, SO_PREFER_BUSY_POLL), Some(1));
+    }
     accept_echo_eof(KernelTransport::new(cfg).unwrap());
 }
 

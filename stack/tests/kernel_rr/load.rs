@@ -6,10 +6,9 @@ use std::time::{Duration, Instant};
 
 use rr_load::{Client, ClientConfig, EchoWorkload, LoadMode};
 use stack::codec::LengthPrefixed;
-use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Echo, ServerConfig};
 
-use super::{assert_clean, client_cfg, run_client, spawn_server, MAX_FRAME};
+use super::{assert_clean, client_cfg, run_client, spawn_server, spawn_server_on, Backend, MAX_FRAME};
 
 /// Open loop at a modest rate: the schedule (not the responses) paces the requests, and
 /// the expected count completes.
@@ -34,21 +33,28 @@ fn open_loop_completes_schedule() {
 /// A connect to a port where nothing listens fails cleanly instead of hanging.
 #[test]
 fn connect_failure_is_reported() {
+    on_backend!(|T| connect_failure::<T>())
+}
+
+fn connect_failure<T: Backend>() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, port);
-    let transport = KernelTransport::new(KernelConfig::default()).unwrap();
+    let transport = T::open();
     let cfg = ClientConfig::new(addr).with_connect_timeout(Duration::from_secs(2));
     let err = Client::new(transport, LengthPrefixed::default(), EchoWorkload::fixed(8), cfg).run().unwrap_err();
     assert!(err.to_string().contains("0 of 1"), "{err}");
 }
 
 /// Baseline numbers, not a correctness test:
-/// `cargo test --release -p stack --test kernel_rr -- --ignored --nocapture baseline`.
+/// `cargo test --release -p stack --test kernel_rr -- --ignored --nocapture baseline`, and for
+/// io_uring `cargo test --release -p stack --features uring --test uring_rr -- --ignored
+/// --nocapture baseline`.
 #[test]
 #[ignore]
 fn baseline_loopback_rr() {
     let secs = std::env::var("RR_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
-    // RR_SPIN=1: both sides poll with a zero timeout instead of sleeping in epoll_wait.
+    // RR_SPIN=1: both sides poll with a zero timeout instead of sleeping (in epoll_wait, or in
+    // io_uring_enter).
     let spin = std::env::var("RR_SPIN").is_ok_and(|v| v == "1");
     for (conns, depth, size) in [(1, 1, 64), (16, 1, 64), (16, 4, 64), (16, 1, 4096)] {
         let server_cfg = ServerConfig::default().with_poll_timeout(spin.then_some(Duration::ZERO));
@@ -98,15 +104,19 @@ fn machine_busy() -> Duration {
 /// Connection churn and storms: every connection opened, answered once, closed, and counted.
 #[test]
 fn churn_and_storm_open_answer_and_close_every_connection() {
+    on_backend!(|T| churn_and_storm::<T>())
+}
+
+fn churn_and_storm<T: Backend>() {
     use rr_load::{Churn, ChurnConfig, ChurnPattern};
-    let server = spawn_server(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
+    let server = spawn_server_on::<T, _, _>(LengthPrefixed::new(MAX_FRAME), Echo, ServerConfig::default());
     for (pattern, concurrency) in [(ChurnPattern::Churn, 8), (ChurnPattern::Storm, 100)] {
         let cfg = ChurnConfig::new(server.addr)
             .with_concurrency(concurrency)
             .with_pattern(pattern)
             .with_duration(Duration::from_secs(10))
             .with_max_connections(Some(300));
-        let transport = KernelTransport::new(KernelConfig::default()).unwrap();
+        let transport = T::open();
         let mut churn = Churn::new(transport, LengthPrefixed::new(MAX_FRAME), EchoWorkload::fixed(32), cfg);
         let r = churn.run().expect("churn run failed");
         eprintln!("{pattern:?}: {r}");

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use stack::codec::{Codec, Lines};
-use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Handler, Server, ServerConfig};
+
+use super::Backend;
 
 /// Counts each connection's requests in the state the server keeps for it, and records
 /// what `on_close` got back.
@@ -50,7 +51,7 @@ impl Handler for Counting {
 }
 
 /// Steps `server` until it has `n` connections (at most 5 s).
-fn accept_n<C: Codec + Clone, H: Handler>(server: &mut Server<KernelTransport, C, H>, n: usize) {
+fn accept_n<T: Backend, C: Codec + Clone, H: Handler>(server: &mut Server<T, C, H>, n: usize) {
     let end = Instant::now() + Duration::from_secs(5);
     while server.connections() < n {
         assert!(Instant::now() < end, "{} of {n} connections accepted", server.connections());
@@ -63,7 +64,11 @@ fn accept_n<C: Codec + Clone, H: Handler>(server: &mut Server<KernelTransport, C
 /// the connection's state back with its peer address.
 #[test]
 fn shutdown_answers_what_was_received_then_closes_with_fin() {
-    let t = KernelTransport::new(KernelConfig::default()).unwrap();
+    on_backend!(|T| answers_then_fin::<T>())
+}
+
+fn answers_then_fin<T: Backend>() {
+    let t = T::open();
     let cfg = ServerConfig::default().with_port(0);
     let mut server = Server::new(t, Lines::new(64), Counting::default(), cfg).unwrap();
     let addr = server.local_addr().unwrap();
@@ -103,7 +108,11 @@ fn shutdown_answers_what_was_received_then_closes_with_fin() {
 /// mark. All are answered as the client reads.
 #[test]
 fn shutdown_answers_past_the_write_high_water_mark() {
-    let t = KernelTransport::new(KernelConfig::default()).unwrap();
+    on_backend!(|T| past_high_water::<T>())
+}
+
+fn past_high_water<T: Backend>() {
+    let t = T::open();
     let cfg = ServerConfig::default().with_write_high_water(64 << 10);
     let mut server = Server::new(t, Lines::new(64), Counting { reply: 16383, ..Counting::default() }, cfg).unwrap();
     let mut client = TcpStream::connect(server.local_addr().unwrap()).unwrap();
@@ -129,7 +138,11 @@ fn shutdown_answers_past_the_write_high_water_mark() {
 /// closed without being served or opened.
 #[test]
 fn shutdown_forces_at_the_deadline_and_refuses_newcomers() {
-    let t = KernelTransport::new(KernelConfig::default()).unwrap();
+    on_backend!(|T| forces_and_refuses::<T>())
+}
+
+fn forces_and_refuses<T: Backend>() {
+    let t = T::open();
     let mut server = Server::new(t, Lines::new(64), Counting::default(), ServerConfig::default()).unwrap();
     let addr = server.local_addr().unwrap();
     let mut polite = TcpStream::connect(addr).unwrap();

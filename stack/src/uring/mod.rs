@@ -1,0 +1,594 @@
+//! [`Transport`] over the kernel's TCP through io_uring (feature `uring`): the kernel TCP a
+//! performance-minded user would pick, as a baseline for the xsk backend and as a backend of
+//! its own.
+//!
+//! How a pass goes: `poll` puts the sends the application queued since the last pass into the
+//! submission queue, then makes one `io_uring_enter` that both submits them and waits for the
+//! next completion. Every listener has a multishot accept in the ring and every connection a
+//! multishot receive into a provided-buffer ring ([`bufring`]); their completions become
+//! [`Event`]s. `recv` copies a connection's received buffers out and gives them back to the
+//! kernel. Sends are made with `MSG_DONTWAIT`, so the kernel completes each one while it
+//! submits it, in the same call: the wait counts those completions and sleeps for one more
+//! (a request, a new connection, a wake). A send that the socket's buffer cut short waits
+//! for POLLOUT in the ring and goes on from there. Nothing per request allocates, and at
+//! light load one request costs one system call.
+//!
+//! The ring is set up with single-issuer and deferred task running where the kernel has them
+//! (Linux 6.1), and needs Linux 6.0 (multishot receive with provided buffers): an older kernel
+//! gets an error that says so. [`UringConfig::busy_poll`] registers NAPI busy polling with
+//! the ring (Linux 6.9).
+//!
+//! One transport belongs to one thread (the ring is single-issuer); several threads each use
+//! their own, with [`UringConfig::reuse_port`] to share a port.
+
+mod bufring;
+mod complete;
+mod config;
+mod conn;
+mod setup;
+
+use std::net::{SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use io_uring::{opcode, squeue, types, IoUring};
+
+use self::bufring::BufRing;
+use self::conn::{Conn, ShutWrite, State};
+pub use self::config::{UringBusyPoll, UringConfig, UringStats};
+pub use self::setup::UringFeatures;
+use crate::sockets;
+use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
+use crate::wake::{Core, Waker};
+
+/// The buffer group of the receive buffer ring.
+const BUF_GROUP: u16 = 0;
+
+struct Listener {
+    fd: OwnedFd,
+    /// Its multishot accept is in the ring.
+    armed: bool,
+}
+
+/// The io_uring backend. See the module docs.
+pub struct UringTransport {
+    // Declared first: dropped (closed) before the buffers its requests may still name.
+    ring: IoUring,
+    bufs: BufRing,
+    features: UringFeatures,
+    cfg: UringConfig,
+    conns: ConnSlab<Conn>,
+    listeners: Vec<Listener>,
+    /// Events found outside a completion (`Closed` from `recv`/`send`): the next `poll`
+    /// returns them at once.
+    pending: Vec<Event>,
+    /// Connections with bytes to push at the next poll.
+    dirty: Vec<ConnId>,
+    /// Connections whose receive must be armed again.
+    rearm: Vec<ConnId>,
+    /// Sends submitted by the coming enter (each completes during it).
+    sends_queued: usize,
+    /// Connections the application closed that still send.
+    closing: usize,
+    /// The waker's timerfd, polled by a multishot poll in the ring.
+    core: Arc<Core>,
+    wake_armed: bool,
+    /// An eventfd the kernel signals on each completion, for a loop that sleeps elsewhere:
+    /// made and registered on the first `wait_fd` (None inside: that failed, and was said).
+    eventfd: std::cell::OnceCell<Option<OwnedFd>>,
+    /// A failed accept is not retried before this instant (no spin on EMFILE).
+    accept_backoff: Option<Instant>,
+    connects: u32,
+    /// Memory a submitted request may still name after its connection went (a send's bytes,
+    /// a connect's address), freed after the next enter has consumed the queue.
+    retired: Vec<Vec<u8>>,
+    // Boxed: a submitted connect points at the address, which must not move when the Vec grows.
+    #[allow(clippy::vec_box)]
+    retired_addrs: Vec<Box<libc::sockaddr_in>>,
+    stats: UringStats,
+}
+
+/// What a completion belongs to: the top byte of its user data (the low 32 bits hold the
+/// connection id or the listener's index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Op {
+    Accept = 1,
+    Recv,
+    Send,
+    Connect,
+    PollOut,
+    Wake,
+    /// Cancels, closes, shutdowns: only a failure posts a completion, which is logged.
+    Quiet,
+}
+
+const OP_SHIFT: u32 = 56;
+
+fn user_data(op: Op, id: u32) -> u64 {
+    (op as u64) << OP_SHIFT | u64::from(id)
+}
+
+fn op_of(ud: u64) -> Option<Op> {
+    Some(match (ud >> OP_SHIFT) as u8 {
+        1 => Op::Accept,
+        2 => Op::Recv,
+        3 => Op::Send,
+        4 => Op::Connect,
+        5 => Op::PollOut,
+        6 => Op::Wake,
+        7 => Op::Quiet,
+        _ => return None,
+    })
+}
+
+impl UringTransport {
+    /// A ring for one thread.
+    ///
+    /// # Errors
+    /// A kernel without what the backend needs (before 6.0), io_uring disabled for the
+    /// process, or too little locked memory for the ring: each error says which and what to do.
+    pub fn new(cfg: UringConfig) -> Result<UringTransport, TransportError> {
+        let (ring, bufs, features) = setup::build(&cfg)?;
+        tracing::info!("uring backend: {features}");
+        let mut t = UringTransport {
+            ring,
+            bufs,
+            features,
+            cfg,
+            conns: ConnSlab::new(),
+            listeners: Vec::new(),
+            pending: Vec::new(),
+            dirty: Vec::new(),
+            rearm: Vec::new(),
+            sends_queued: 0,
+            closing: 0,
+            core: Core::new()?,
+            wake_armed: false,
+            eventfd: std::cell::OnceCell::new(),
+            accept_backoff: None,
+            connects: 0,
+            retired: Vec::new(),
+            retired_addrs: Vec::new(),
+            stats: UringStats::default(),
+        };
+        t.arm_wake();
+        Ok(t)
+    }
+
+    /// What this kernel granted the ring.
+    pub fn features(&self) -> &UringFeatures {
+        &self.features
+    }
+
+    /// The ring's counters.
+    pub fn stats(&self) -> UringStats {
+        self.stats
+    }
+
+    /// Connections open (closing ones included).
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Puts `e` in the submission queue, submitting what is there first if it is full.
+    fn push(&mut self, e: squeue::Entry) {
+        loop {
+            // SAFETY: every entry pushed names memory that outlives its request: a send reads
+            // a connection's `out`, which is neither grown nor freed while `send_in_ring`
+            // (Conn's invariant, kept until the send's completion, or the ring's drop, which
+            // comes first); a connect's address is boxed in its connection until its
+            // completion; receives use the buffer ring, which outlives the io_uring.
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                return;
+            }
+            // Full: hand the queue to the kernel and try again.
+            if let Err(err) = self.ring.submit() {
+                tracing::warn!(error = %err, "uring backend: submitting a full queue failed");
+            }
+            self.stats.enters += 1;
+        }
+    }
+
+    fn arm_wake(&mut self) {
+        let fd = self.core.fd().as_raw_fd();
+        let e = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).multi(true).build().user_data(user_data(Op::Wake, 0));
+        self.push(e);
+        self.wake_armed = true;
+    }
+
+    fn arm_recv(&mut self, id: ConnId) {
+        let Some(c) = self.conns.get_mut(id) else { return };
+        c.recv_armed = true;
+        let e = opcode::RecvMulti::new(types::Fd(c.raw()), BUF_GROUP).build().user_data(user_data(Op::Recv, id.0));
+        self.push(e);
+    }
+
+    fn arm_accept(&mut self, index: usize) {
+        let fd = self.listeners[index].fd.as_raw_fd();
+        self.listeners[index].armed = true;
+        let e = opcode::AcceptMulti::new(types::Fd(fd)).flags(libc::SOCK_CLOEXEC).build().user_data(user_data(Op::Accept, index as u32));
+        self.push(e);
+    }
+
+    /// Puts each dirty connection's bytes into the ring (just before an enter: nothing may
+    /// touch `out` between this and the kernel's reading of it but the completion).
+    fn push_sends(&mut self) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        for id in dirty.drain(..) {
+            let Some(c) = self.conns.get_mut(id) else { continue };
+            c.dirty = false;
+            if c.send_in_ring || c.send_blocked || !c.can_send {
+                continue;
+            }
+            if c.out.is_empty() {
+                std::mem::swap(&mut c.out, &mut c.more);
+            }
+            if c.out.is_empty() {
+                continue;
+            }
+            c.send_in_ring = true;
+            let len = c.out.len().min(u32::MAX as usize) as u32;
+            let e = opcode::Send::new(types::Fd(c.raw()), c.out.as_ptr(), len)
+                .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+                .build()
+                .user_data(user_data(Op::Send, id.0));
+            self.push(e);
+            self.sends_queued += 1;
+            self.stats.sends += 1;
+        }
+        self.dirty = dirty;
+    }
+
+    /// Arms again the receives and accepts that stopped, where they can run.
+    fn rearm_all(&mut self) {
+        if !self.rearm.is_empty() && self.bufs.available() > 0 {
+            let mut rearm = std::mem::take(&mut self.rearm);
+            for id in rearm.drain(..) {
+                let Some(c) = self.conns.get_mut(id) else { continue };
+                c.rearm_queued = false;
+                if c.state == State::Open && !c.recv_armed && !c.eof && !c.recv_paused {
+                    self.stats.recv_rearms += 1;
+                    self.arm_recv(id);
+                }
+            }
+            self.rearm = rearm;
+        }
+        if self.accept_backoff.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        self.accept_backoff = None;
+        for i in 0..self.listeners.len() {
+            if !self.listeners[i].armed {
+                self.arm_accept(i);
+            }
+        }
+        if !self.wake_armed {
+            self.arm_wake();
+        }
+    }
+
+    fn queue_rearm(&mut self, id: ConnId) {
+        if let Some(c) = self.conns.get_mut(id) {
+            if !c.rearm_queued {
+                c.rearm_queued = true;
+                self.rearm.push(id);
+            }
+        }
+    }
+
+    fn mark_dirty(&mut self, id: ConnId) {
+        if let Some(c) = self.conns.get_mut(id) {
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(id);
+            }
+        }
+    }
+
+    /// Queues `Closed` for `id` once.
+    fn report_closed(&mut self, id: ConnId) {
+        if let Some(c) = self.conns.get_mut(id) {
+            if c.state != State::Closing && !c.closed_reported {
+                c.closed_reported = true;
+                self.pending.push(Event::Closed(id));
+            }
+        }
+    }
+
+    /// Ends a connection the application closed (or a drop): its buffers go back, whatever the
+    /// ring still has on its socket is cancelled, and the ring closes the socket (after the
+    /// bytes already in it, a FIN).
+    fn finish_close(&mut self, id: ConnId) {
+        let Some(mut c) = self.conns.remove(id) else { return };
+        if c.state == State::Closing {
+            self.closing -= 1;
+        }
+        while let Some((bid, _)) = c.held.pop_front() {
+            self.bufs.give(bid);
+        }
+        let fd = c.fd.into_raw_fd();
+        if c.recv_armed || c.send_blocked || c.state == State::Connecting {
+            let e = opcode::AsyncCancel2::new(types::CancelBuilder::fd(types::Fd(fd)).all())
+                .build()
+                .flags(squeue::Flags::SKIP_SUCCESS)
+                .user_data(user_data(Op::Quiet, 0));
+            self.push(e);
+        }
+        let e = opcode::Close::new(types::Fd(fd)).build().flags(squeue::Flags::SKIP_SUCCESS).user_data(user_data(Op::Quiet, 1));
+        self.push(e);
+        // A connect reads its address when it is submitted, a send its bytes while the enter
+        // that submits it runs: kept until an enter has emptied the queue.
+        if let Some(a) = c.connect_addr.take() {
+            self.retired_addrs.push(a);
+        }
+        if c.send_in_ring {
+            self.retired.push(std::mem::take(&mut c.out));
+        }
+    }
+
+    /// One `io_uring_enter`: submits the queue and, with `wait`, sleeps until a completion
+    /// beyond the sends' own (or `timeout`).
+    fn enter(&mut self, wait: bool, timeout: Option<Duration>) -> Result<(), TransportError> {
+        let sends = std::mem::take(&mut self.sends_queued);
+        let (queued, taskrun) = {
+            let mut sq = self.ring.submission();
+            sq.sync();
+            (sq.len(), sq.taskrun() || sq.cq_overflow())
+        };
+        if !wait && queued == 0 && !taskrun {
+            return Ok(());
+        }
+        let want = if wait { sends + 1 } else { 0 };
+        self.stats.enters += 1;
+        let submitter = self.ring.submitter();
+        let r = match timeout {
+            Some(d) if wait => {
+                let ts = types::Timespec::from(d);
+                submitter.submit_with_args(want, &types::SubmitArgs::new().timespec(&ts))
+            }
+            _ => submitter.submit_and_wait(want),
+        };
+        let r = match r {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME | libc::EINTR | libc::EBUSY | libc::EAGAIN)) => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+        if (!self.retired.is_empty() || !self.retired_addrs.is_empty()) && self.ring.submission().is_empty() {
+            self.retired.clear();
+            self.retired_addrs.clear();
+        }
+        r
+    }
+}
+
+impl Transport for UringTransport {
+    fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
+        let fd = sockets::listener(SocketAddrV4::new(self.cfg.bind, port), self.cfg.reuse_port, false)?;
+        // Accepted sockets inherit it: no setsockopt per connection.
+        sockets::set_int_opt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+        sockets::listen(fd.as_raw_fd())?;
+        let index = self.listeners.len();
+        self.listeners.push(Listener { fd, armed: false });
+        self.arm_accept(index);
+        Ok(ListenerId(index as u32))
+    }
+
+    fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
+        let fd = sockets::tcp_socket(false)?;
+        sockets::bind_source(fd.as_raw_fd(), self.cfg.bind, self.cfg.sources, self.connects)?;
+        self.connects = self.connects.wrapping_add(1);
+        sockets::set_int_opt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
+        let mut c = Conn::new(fd, Some(addr), State::Connecting);
+        let sa = Box::new(sockets::sockaddr_in(addr).0);
+        let (ptr, raw) = (&*sa as *const libc::sockaddr_in, c.raw());
+        c.connect_addr = Some(sa);
+        let id = self.conns.insert(c)?;
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let e = opcode::Connect::new(types::Fd(raw), ptr.cast(), len).build().user_data(user_data(Op::Connect, id.0));
+        self.push(e);
+        Ok(id)
+    }
+
+    fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        let had = !self.pending.is_empty();
+        events.append(&mut self.pending);
+        self.rearm_all();
+        self.push_sends();
+        self.bufs.publish();
+        let mut timeout = timeout;
+        if let Some(t) = self.accept_backoff {
+            let left = t.saturating_duration_since(Instant::now());
+            timeout = Some(timeout.map_or(left, |d| d.min(left)));
+        }
+        let wait = !had && timeout != Some(Duration::ZERO) && !self.core.take();
+        self.enter(wait, timeout)?;
+        self.reap(events);
+        Ok(())
+    }
+
+    fn recv(&mut self, id: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
+        let c = self.conns.get_mut(id).filter(|c| c.state != State::Closing).ok_or(TransportError::UnknownConn(id))?;
+        c.notified = false;
+        let mut n = 0;
+        if c.held_bytes > 0 {
+            buf.reserve(c.held_bytes);
+            while let Some((bid, len)) = c.held.pop_front() {
+                buf.extend_from_slice(self.bufs.bytes(bid, len));
+                self.bufs.give(bid);
+                n += len as usize;
+            }
+            c.held_bytes = 0;
+        }
+        if c.eof {
+            self.report_closed(id);
+        } else if c.recv_paused && !c.recv_armed {
+            c.recv_paused = false;
+            self.queue_rearm(id);
+        }
+        Ok(n)
+    }
+
+    fn send(&mut self, id: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+        let cap = self.cfg.send_buffer;
+        let c = self.conns.get_mut(id).filter(|c| c.state != State::Closing).ok_or(TransportError::UnknownConn(id))?;
+        if c.state == State::Connecting {
+            return Ok(0);
+        }
+        if !c.can_send || c.shut_write != ShutWrite::No {
+            return Err(TransportError::ConnectionClosed(id));
+        }
+        let n = data.len().min(cap.saturating_sub(c.queued()));
+        if n < data.len() {
+            c.write_blocked = true;
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        if c.send_in_ring {
+            c.more.extend_from_slice(&data[..n]);
+        } else {
+            c.out.extend_from_slice(&data[..n]);
+        }
+        self.mark_dirty(id);
+        Ok(n)
+    }
+
+    fn close(&mut self, id: ConnId) {
+        let Some(c) = self.conns.get_mut(id).filter(|c| c.state != State::Closing) else { return };
+        self.pending.retain(|ev| *ev != Event::Closed(id));
+        if c.drained() || !c.can_send || c.state == State::Connecting {
+            self.finish_close(id);
+        } else {
+            // The queued bytes still go out, then the FIN: finished in the send's completion.
+            c.state = State::Closing;
+            self.closing += 1;
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), TransportError> {
+        // The sends go into the ring with the next poll's enter, which also waits: one
+        // system call for both.
+        Ok(())
+    }
+
+    fn kick(&mut self) -> Result<(), TransportError> {
+        self.rearm_all();
+        self.push_sends();
+        self.bufs.publish();
+        self.enter(false, None)?;
+        // The sends' completions (and whatever came with them) are read by the next poll,
+        // which the completions' eventfd signal brings.
+        Ok(())
+    }
+
+    fn shutdown_write(&mut self, id: ConnId) -> Result<(), TransportError> {
+        let c = self.conns.get_mut(id).filter(|c| c.state != State::Closing).ok_or(TransportError::UnknownConn(id))?;
+        if c.state != State::Open || !c.can_send {
+            return Err(TransportError::ConnectionClosed(id));
+        }
+        if c.shut_write == ShutWrite::No {
+            c.shut_write = ShutWrite::Pending;
+            if c.drained() {
+                self.push_shutdown(id);
+            }
+        }
+        Ok(())
+    }
+
+    fn recv_drains(&self) -> bool {
+        true
+    }
+
+    /// An eventfd the kernel signals with each completion (registered on first use; an
+    /// edge on every signal, so the loop need not read it).
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.eventfd
+            .get_or_init(|| match self.register_eventfd() {
+                Ok(fd) => Some(fd),
+                Err(e) => {
+                    tracing::warn!(error = %e, "uring backend: no eventfd for an outside loop: it polls on a timer");
+                    None
+                }
+            })
+            .as_ref()
+            .map(|f| f.as_raw_fd())
+    }
+
+    fn next_wake(&mut self) -> Option<Duration> {
+        let ready = !self.pending.is_empty() || !self.ring.completion().is_empty();
+        if ready {
+            Some(Duration::ZERO)
+        } else {
+            self.accept_backoff.map(|t| t.saturating_duration_since(Instant::now()))
+        }
+    }
+
+    fn waker(&mut self) -> Result<Waker, TransportError> {
+        Ok(Waker::new(Arc::clone(&self.core)))
+    }
+
+    fn closing(&self) -> usize {
+        self.closing
+    }
+
+    fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
+        let l = self.listeners.get(listener.0 as usize)?;
+        let std = std::mem::ManuallyDrop::new(
+            // SAFETY: a borrowed view of the listener's descriptor; ManuallyDrop never closes it.
+            unsafe { std::net::TcpListener::from_raw_fd(l.fd.as_raw_fd()) },
+        );
+        match std.local_addr().ok()? {
+            SocketAddr::V4(a) => Some(a),
+            SocketAddr::V6(_) => None,
+        }
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        self.conns.get(conn).filter(|c| c.state != State::Closing)?.peer
+    }
+
+    fn name(&self) -> &'static str {
+        "uring"
+    }
+}
+
+impl UringTransport {
+    /// An eventfd registered with the ring: the kernel signals it with each completion.
+    fn register_eventfd(&self) -> std::io::Result<OwnedFd> {
+        // SAFETY: plain syscall; the result is checked and then owned.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        self.ring.submitter().register_eventfd(owned.as_raw_fd())?;
+        Ok(owned)
+    }
+
+    fn push_shutdown(&mut self, id: ConnId) {
+        let Some(c) = self.conns.get_mut(id) else { return };
+        c.shut_write = ShutWrite::Done;
+        let e = opcode::Shutdown::new(types::Fd(c.raw()), libc::SHUT_WR)
+            .build()
+            .flags(squeue::Flags::SKIP_SUCCESS)
+            .user_data(user_data(Op::Quiet, 2));
+        self.push(e);
+    }
+}
+
+impl Drop for UringTransport {
+    fn drop(&mut self) {
+        // Every request is cancelled and waited for (a bounded time), so none reads a send
+        // buffer or a connect address after its connection is gone. The sockets close with
+        // their connections, the buffer ring after the io_uring (field order).
+        let ts = types::Timespec::new().sec(1);
+        let _ = self.ring.submitter().register_sync_cancel(Some(ts), types::CancelBuilder::any());
+    }
+}
+
+#[cfg(test)]
+mod tests;
