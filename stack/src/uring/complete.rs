@@ -101,8 +101,12 @@ impl UringTransport {
                     self.queue_rearm(id);
                 }
             }
-            // Cancelled: a pause (armed again by `recv`) or a close.
+            // Cancelled: a pause (armed again by `recv`, or here if `recv` already drained
+            // while the cancel was on its way) or a close.
             libc::ECANCELED => {
+                if c.recv_paused && c.held_bytes <= hold {
+                    c.recv_paused = false;
+                }
                 if c.state == State::Open && !c.recv_paused && !c.eof {
                     self.queue_rearm(id);
                 }

@@ -346,7 +346,9 @@ impl UringTransport {
         let submitter = self.ring.submitter();
         let r = match timeout {
             Some(d) if wait => {
-                let ts = types::Timespec::from(d);
+                // The kernel's timespec is signed: a day stands for any longer wait (a wait
+                // may end early; the caller polls again).
+                let ts = types::Timespec::from(d.min(Duration::from_secs(86_400)));
                 submitter.submit_with_args(want, &types::SubmitArgs::new().timespec(&ts))
             }
             _ => submitter.submit_and_wait(want),
