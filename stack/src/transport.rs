@@ -147,8 +147,8 @@ pub trait Transport {
     }
 
     /// Connections the application closed that still deliver data or a FIN. Dropping the
-    /// transport before this reaches 0 resets them on the xsk backend (the kernel finishes
-    /// closes by itself: always 0).
+    /// transport before this reaches 0 resets them on the xsk and uring backends (the epoll
+    /// backend hands every close to the kernel, which finishes it by itself: always 0).
     fn closing(&self) -> usize {
         0
     }
@@ -161,6 +161,6 @@ pub trait Transport {
     /// what `accept` and `connect` gave it).
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4>;
 
-    /// Short backend name for reports: "kernel" or "xsk".
+    /// Short backend name for reports: "kernel" (epoll), "uring" or "xsk".
     fn name(&self) -> &'static str;
 }

@@ -76,15 +76,23 @@ impl UringTransport {
             c.held.push_back((b, res as u32));
             c.held_bytes += res as usize;
             notify(c, id, events);
-            if c.held_bytes > hold && c.recv_armed && !c.recv_paused {
-                // The application reads slower than the peer sends: stop taking buffers
-                // for this connection until it has drained.
+            if c.held_bytes > hold {
+                // The application reads slower than the peer sends: its bytes move out of
+                // the shared buffer ring (the other connections keep receiving), and its
+                // receive stops until it has drained (TCP's window then holds the peer).
+                while let Some((bid, len)) = c.held.pop_front() {
+                    c.spill.extend_from_slice(self.bufs.bytes(bid, len));
+                    self.bufs.give(bid);
+                }
+                let pause = c.recv_armed && !c.recv_paused;
                 c.recv_paused = true;
-                let e = opcode::AsyncCancel::new(user_data(Op::Recv, id.0))
-                    .build()
-                    .flags(io_uring::squeue::Flags::SKIP_SUCCESS)
-                    .user_data(user_data(Op::Quiet, 3));
-                self.push(e);
+                if pause {
+                    let e = opcode::AsyncCancel::new(user_data(Op::Recv, id.0))
+                        .build()
+                        .flags(io_uring::squeue::Flags::SKIP_SUCCESS)
+                        .user_data(user_data(Op::Quiet, 3));
+                    self.push(e);
+                }
             } else if !more && !c.recv_paused {
                 self.queue_rearm(id);
             }
@@ -111,15 +119,25 @@ impl UringTransport {
                     self.queue_rearm(id);
                 }
             }
+            // The peer's FIN. A connection the application closed still sends its rest.
             0 => {
                 c.eof = true;
-                notify(c, id, events);
+                if c.state != State::Closing {
+                    notify(c, id, events);
+                }
             }
             e => {
                 tracing::debug!(?id, error = %std::io::Error::from_raw_os_error(e), "uring backend: receive failed, closing");
                 c.eof = true;
                 c.can_send = false;
-                notify(c, id, events);
+                if c.state == State::Closing {
+                    // Reset: nothing more will leave. A send in the ring finishes it instead.
+                    if !c.send_in_ring {
+                        self.finish_close(id);
+                    }
+                } else {
+                    notify(c, id, events);
+                }
             }
         }
     }
@@ -184,9 +202,20 @@ impl UringTransport {
             l.armed = false;
         }
         if res < 0 {
-            if res != -libc::ECANCELED {
-                tracing::warn!(error = %std::io::Error::from_raw_os_error(-res), "uring backend: accept failed; retrying in 10 ms");
-                self.accept_backoff = Some(std::time::Instant::now() + std::time::Duration::from_millis(10));
+            match -res {
+                // Cancelled (the drop), or one peer's connection gone before it was taken:
+                // the next accept is armed again at once if this one stopped.
+                libc::ECANCELED | libc::ECONNABORTED | libc::EINTR => {}
+                e => {
+                    // Out of descriptors or memory: retry in 10 ms rather than spin, and say
+                    // so at most once a second.
+                    let now = std::time::Instant::now();
+                    if self.accept_warned.is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1)) {
+                        self.accept_warned = Some(now);
+                        tracing::warn!(error = %std::io::Error::from_raw_os_error(e), "uring backend: accept failed; retrying in 10 ms");
+                    }
+                    self.accept_backoff = Some(now + std::time::Duration::from_millis(10));
+                }
             }
             return;
         }

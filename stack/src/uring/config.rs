@@ -30,9 +30,14 @@ pub struct UringConfig {
     pub recv_buffers: u16,
     /// Bytes per receive buffer.
     pub recv_buffer_size: u32,
-    /// Received bytes one connection may hold unread before its receive is paused (the
-    /// socket's own buffer and TCP's window then hold the peer back).
+    /// Received bytes one connection may hold unread before its receive is paused: they then
+    /// move out of the shared buffer ring into the connection's own memory, and the socket's
+    /// buffer and TCP's window hold the peer back. Per connection, so `recv_hold` times the
+    /// connections that stop reading is what they can hold.
     pub recv_hold: usize,
+    /// How long a connection the application closed may take to hand its last bytes to a
+    /// peer that does not read them; then it is reset.
+    pub close_linger: std::time::Duration,
     /// Bytes one connection may have queued by `send` and not yet taken by the kernel.
     pub send_buffer: usize,
     /// NAPI busy polling (Linux 6.9), off by default.
@@ -52,6 +57,7 @@ impl Default for UringConfig {
             recv_buffers: 4096,
             recv_buffer_size: 4096,
             recv_hold: 256 * 1024,
+            close_linger: std::time::Duration::from_secs(60),
             send_buffer: 256 * 1024,
             busy_poll: None,
             defer_taskrun: true,

@@ -34,6 +34,10 @@ pub(super) struct Conn {
 
     /// Received buffers (id, length) in arrival order, not yet handed to the application.
     pub(super) held: VecDeque<(u16, u32)>,
+    /// Received bytes moved out of the buffer ring when the receive was paused, so that a
+    /// slow reader holds none of the ring's shared buffers (they come before `held`).
+    pub(super) spill: Vec<u8>,
+    /// Bytes in `spill` and `held`.
     pub(super) held_bytes: usize,
     /// A multishot receive is in the ring.
     pub(super) recv_armed: bool,
@@ -71,6 +75,7 @@ impl Conn {
             state,
             connect_addr: None,
             held: VecDeque::new(),
+            spill: Vec::new(),
             held_bytes: 0,
             recv_armed: false,
             recv_paused: false,

@@ -18,8 +18,20 @@
 //! gets an error that says so. [`UringConfig::busy_poll`] registers NAPI busy polling with
 //! the ring (Linux 6.9).
 //!
-//! One transport belongs to one thread (the ring is single-issuer); several threads each use
-//! their own, with [`UringConfig::reuse_port`] to share a port.
+//! One transport belongs to one thread: the ring is single-issuer, enabled by the first
+//! `poll` (or `kick`), and any other thread's poll gets an error. It may be made on one
+//! thread and moved to the one that polls it; drop it there too, or its receive buffers
+//! (`recv_buffers` times `recv_buffer_size`) are leaked: only that thread can cancel what the
+//! ring still has armed into them. Several threads each use their own, with
+//! [`UringConfig::reuse_port`] to share a port.
+//!
+//! `close` sends what was queued, then cancels what the ring has on the socket and closes it
+//! in the ring: the FIN leaves when the next `poll` that waits has run the cancel. A closed
+//! connection whose peer never takes its last bytes is reset after
+//! [`UringConfig::close_linger`]. Received bytes wait in the shared buffer ring until `recv`;
+//! a connection that holds more than [`UringConfig::recv_hold`] unread moves them into memory
+//! of its own and stops receiving until drained, so a reader that stops does not starve the
+//! others of buffers.
 
 mod bufring;
 mod complete;
@@ -27,6 +39,8 @@ mod config;
 mod conn;
 mod setup;
 
+use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 use std::net::{SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -54,9 +68,11 @@ struct Listener {
 
 /// The io_uring backend. See the module docs.
 pub struct UringTransport {
-    // Declared first: dropped (closed) before the buffers its requests may still name.
     ring: IoUring,
-    bufs: BufRing,
+    /// Unmapped in `drop` only after every request was cancelled (leaked otherwise).
+    bufs: ManuallyDrop<BufRing>,
+    /// The thread whose first poll enabled the ring (a single-issuer ring is that thread's).
+    started: Option<libc::pid_t>,
     features: UringFeatures,
     cfg: UringConfig,
     conns: ConnSlab<Conn>,
@@ -72,6 +88,10 @@ pub struct UringTransport {
     sends_queued: usize,
     /// Connections the application closed that still send.
     closing: usize,
+    /// When each closing connection is given up (reset) if its peer never takes the rest.
+    closing_deadlines: VecDeque<(Instant, ConnId)>,
+    /// The last warning of a failed accept (at most one a second).
+    accept_warned: Option<Instant>,
     /// The waker's timerfd, polled by a multishot poll in the ring.
     core: Arc<Core>,
     wake_armed: bool,
@@ -132,10 +152,10 @@ impl UringTransport {
     /// process, or too little locked memory for the ring: each error says which and what to do.
     pub fn new(cfg: UringConfig) -> Result<UringTransport, TransportError> {
         let (ring, bufs, features) = setup::build(&cfg)?;
-        tracing::info!("uring backend: {features}");
         let mut t = UringTransport {
             ring,
-            bufs,
+            bufs: ManuallyDrop::new(bufs),
+            started: None,
             features,
             cfg,
             conns: ConnSlab::new(),
@@ -145,6 +165,8 @@ impl UringTransport {
             rearm: Vec::new(),
             sends_queued: 0,
             closing: 0,
+            closing_deadlines: VecDeque::new(),
+            accept_warned: None,
             core: Core::new()?,
             wake_armed: false,
             eventfd: std::cell::OnceCell::new(),
@@ -175,21 +197,58 @@ impl UringTransport {
 
     /// Puts `e` in the submission queue, submitting what is there first if it is full.
     fn push(&mut self, e: squeue::Entry) {
-        loop {
+        for _ in 0..64 {
             // SAFETY: every entry pushed names memory that outlives its request: a send reads
             // a connection's `out`, which is neither grown nor freed while `send_in_ring`
-            // (Conn's invariant, kept until the send's completion, or the ring's drop, which
-            // comes first); a connect's address is boxed in its connection until its
-            // completion; receives use the buffer ring, which outlives the io_uring.
+            // (Conn's invariant, kept until the send's completion; `retired` keeps it past a
+            // close); a connect's address is boxed until its completion (`retired_addrs` past
+            // a close); receives use the buffer ring, unmapped only after every request was
+            // cancelled (drop).
             if unsafe { self.ring.submission().push(&e) }.is_ok() {
                 return;
             }
-            // Full: hand the queue to the kernel and try again.
-            if let Err(err) = self.ring.submit() {
-                tracing::warn!(error = %err, "uring backend: submitting a full queue failed");
+            // Full: hand the queue to the kernel (from the polling thread: a ring not yet
+            // started is started here) and try again; a full completion queue (EBUSY) is
+            // drained into the pending events first.
+            if self.start().is_err() {
+                break;
             }
             self.stats.enters += 1;
+            if let Err(err) = self.ring.submit() {
+                if err.raw_os_error() == Some(libc::EBUSY) {
+                    let mut evs = std::mem::take(&mut self.pending);
+                    self.reap(&mut evs);
+                    self.pending = evs;
+                } else if err.raw_os_error() != Some(libc::EINTR) {
+                    tracing::warn!(error = %err, "uring backend: submitting a full queue failed");
+                }
+            }
         }
+        tracing::error!("uring backend: the submission queue stays full: a request was dropped");
+    }
+
+    /// Enables the ring on the polling thread at its first poll, and registers the ring's fd
+    /// with that thread; refuses every other thread after that (a single-issuer ring).
+    fn start(&mut self) -> Result<(), TransportError> {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        match self.started {
+            Some(t) if t == tid => return Ok(()),
+            Some(_) => {
+                return Err(TransportError::InvalidInput(
+                    "a uring transport is polled by one thread: the one that first polled it (its ring is single-issuer)",
+                ))
+            }
+            None => {}
+        }
+        self.ring.submitter().register_enable_rings()?;
+        self.started = Some(tid);
+        match self.ring.submitter().register_ring_fd() {
+            Ok(_) => self.features.registered_ring = true,
+            Err(e) => self.features.missing.push(format!("ring fd not registered ({e})")),
+        }
+        tracing::info!("uring backend: {}", self.features);
+        Ok(())
     }
 
     fn arm_wake(&mut self) {
@@ -220,6 +279,11 @@ impl UringTransport {
         for id in dirty.drain(..) {
             let Some(c) = self.conns.get_mut(id) else { continue };
             c.dirty = false;
+            if !c.can_send && c.state == State::Closing {
+                // Reset while it was closing: nothing more will leave.
+                self.finish_close(id);
+                continue;
+            }
             if c.send_in_ring || c.send_blocked || !c.can_send {
                 continue;
             }
@@ -395,13 +459,15 @@ impl Transport for UringTransport {
     }
 
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
+        self.start()?;
+        self.expire_closing();
         let had = !self.pending.is_empty();
         events.append(&mut self.pending);
         self.rearm_all();
         self.push_sends();
         self.bufs.publish();
         let mut timeout = timeout;
-        if let Some(t) = self.accept_backoff {
+        for t in [self.accept_backoff, self.closing_deadlines.front().map(|d| d.0)].into_iter().flatten() {
             let left = t.saturating_duration_since(Instant::now());
             timeout = Some(timeout.map_or(left, |d| d.min(left)));
         }
@@ -417,6 +483,10 @@ impl Transport for UringTransport {
         let mut n = 0;
         if c.held_bytes > 0 {
             buf.reserve(c.held_bytes);
+            // What a pause moved out of the buffer ring came first.
+            buf.extend_from_slice(&c.spill);
+            n += c.spill.len();
+            c.spill.clear();
             while let Some((bid, len)) = c.held.pop_front() {
                 buf.extend_from_slice(self.bufs.bytes(bid, len));
                 self.bufs.give(bid);
@@ -460,14 +530,22 @@ impl Transport for UringTransport {
 
     fn close(&mut self, id: ConnId) {
         let Some(c) = self.conns.get_mut(id).filter(|c| c.state != State::Closing) else { return };
-        self.pending.retain(|ev| *ev != Event::Closed(id));
+        // An event queued for it but not yet delivered would name a dead id.
+        self.pending.retain(|ev| conn_of(ev) != Some(id));
         if c.drained() || !c.can_send || c.state == State::Connecting {
             self.finish_close(id);
-        } else {
-            // The queued bytes still go out, then the FIN: finished in the send's completion.
-            c.state = State::Closing;
-            self.closing += 1;
+            return;
         }
+        // The queued bytes still go out, then the FIN: finished in the send's completion, or
+        // given up (reset) at the deadline. What it received and nobody will read goes back.
+        c.state = State::Closing;
+        c.spill = Vec::new();
+        c.held_bytes = 0;
+        while let Some((bid, _)) = c.held.pop_front() {
+            self.bufs.give(bid);
+        }
+        self.closing += 1;
+        self.closing_deadlines.push_back((Instant::now() + self.cfg.close_linger, id));
     }
 
     fn flush(&mut self) -> Result<(), TransportError> {
@@ -477,6 +555,8 @@ impl Transport for UringTransport {
     }
 
     fn kick(&mut self) -> Result<(), TransportError> {
+        self.start()?;
+        self.expire_closing();
         self.rearm_all();
         self.push_sends();
         self.bufs.publish();
@@ -571,6 +651,35 @@ impl UringTransport {
         Ok(owned)
     }
 
+    /// Resets the closing connections whose peer has not taken their last bytes in time
+    /// ([`UringConfig::close_linger`]): a peer that never opens its window cannot hold them.
+    fn expire_closing(&mut self) {
+        let now = Instant::now();
+        while let Some(&(at, id)) = self.closing_deadlines.front() {
+            if at > now {
+                break;
+            }
+            self.closing_deadlines.pop_front();
+            let Some(c) = self.conns.get_mut(id).filter(|c| c.state == State::Closing) else { continue };
+            // SO_LINGER 0: the close sends a reset and drops what is unsent.
+            let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+            // SAFETY: the option value points at `linger`, which outlives the call, with its size.
+            unsafe {
+                libc::setsockopt(
+                    c.raw(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&linger as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                )
+            };
+            c.can_send = false;
+            if !c.send_in_ring {
+                self.finish_close(id);
+            }
+        }
+    }
+
     fn push_shutdown(&mut self, id: ConnId) {
         let Some(c) = self.conns.get_mut(id) else { return };
         c.shut_write = ShutWrite::Done;
@@ -582,13 +691,43 @@ impl UringTransport {
     }
 }
 
+/// The connection an event names.
+fn conn_of(ev: &Event) -> Option<ConnId> {
+    match *ev {
+        Event::Accepted { conn, .. } => Some(conn),
+        Event::Connected(c) | Event::Readable(c) | Event::Writable(c) | Event::Closed(c) => Some(c),
+    }
+}
+
 impl Drop for UringTransport {
     fn drop(&mut self) {
-        // Every request is cancelled and waited for (a bounded time), so none reads a send
-        // buffer or a connect address after its connection is gone. The sockets close with
-        // their connections, the buffer ring after the io_uring (field order).
+        // Every request is cancelled, synchronously (a bounded time): then no receive is armed
+        // to take a buffer, and the buffers can go. If that fails (the drop runs on another
+        // thread than the single-issuer ring's, or the cancel timed out), the buffers are
+        // leaked rather than unmapped under an armed receive. Sends and connects are done
+        // with their memory by the end of the enter that submitted them. The sockets close
+        // with their connections; the io_uring itself is torn down by the kernel after its fd.
         let ts = types::Timespec::new().sec(1);
-        let _ = self.ring.submitter().register_sync_cancel(Some(ts), types::CancelBuilder::any());
+        // SAFETY: gettid has no preconditions.
+        let here = unsafe { libc::gettid() };
+        let cancelled = match self.started {
+            // Never enabled: nothing was ever submitted.
+            None => Ok(()),
+            Some(t) if t == here => self.ring.submitter().register_sync_cancel(Some(ts), types::CancelBuilder::any()),
+            // Only the ring's own thread may cancel.
+            Some(_) => Err(std::io::Error::from_raw_os_error(libc::EEXIST)),
+        };
+        match cancelled {
+            // ENOENT: nothing was in flight.
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "uring backend: requests not cancelled at drop (dropped off the polling thread?): its receive buffers are leaked, not unmapped");
+                return;
+            }
+        }
+        // SAFETY: dropped once, here, after every request was cancelled (above).
+        unsafe { ManuallyDrop::drop(&mut self.bufs) };
     }
 }
 

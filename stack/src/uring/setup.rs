@@ -20,7 +20,8 @@ pub struct UringFeatures {
     pub defer_taskrun: bool,
     /// IORING_SETUP_COOP_TASKRUN (5.19), the fallback: no interrupting IPI either.
     pub coop_taskrun: bool,
-    /// The ring's fd is registered (5.18): `io_uring_enter` skips the fd lookup.
+    /// The ring's fd is registered with the polling thread (5.18): `io_uring_enter` skips the
+    /// fd lookup. Known after the first poll.
     pub registered_ring: bool,
     /// NAPI busy polling registered with the ring (6.9), in microseconds.
     pub napi_busy_poll_us: Option<u32>,
@@ -57,7 +58,7 @@ fn err(what: String) -> TransportError {
     TransportError::Backend { backend: "uring", source: what.into() }
 }
 
-/// The running kernel's (major, minor), if uname says.
+/// The running kernel's (major, minor), from /proc/sys/kernel/osrelease.
 fn kernel_version() -> Option<(u32, u32)> {
     let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
     let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
@@ -82,9 +83,12 @@ pub(super) fn build(cfg: &UringConfig) -> Result<(IoUring, BufRing, UringFeature
     // The completion queue holds several completions per submission (a multishot receive
     // posts one per arrival); the kernel keeps overflow (IORING_FEAT_NODROP), but that is slow.
     let cq = cfg.entries.saturating_mul(4);
+    // Disabled until the polling thread's first poll enables it (`UringTransport::start`):
+    // a single-issuer ring belongs to the thread that enables it, and a transport is often
+    // made on one thread and run on another.
     let attempt = |defer: bool| {
         let mut b = IoUring::builder();
-        b.setup_cqsize(cq).setup_submit_all().setup_coop_taskrun().setup_taskrun_flag();
+        b.setup_cqsize(cq).setup_submit_all().setup_coop_taskrun().setup_taskrun_flag().setup_r_disabled();
         if defer {
             b.setup_single_issuer().setup_defer_taskrun();
         }
@@ -106,13 +110,10 @@ pub(super) fn build(cfg: &UringConfig) -> Result<(IoUring, BufRing, UringFeature
         }
         Err(e) => return Err(setup_error(e)),
     };
-    match ring.submitter().register_ring_fd() {
-        Ok(_) => feats.registered_ring = true,
-        Err(e) => feats.missing.push(format!("ring fd not registered ({e})")),
-    }
     let bufs = BufRing::new(cfg.recv_buffers, cfg.recv_buffer_size)?;
-    // SAFETY: the ring's mapping lives in `bufs`, which the transport drops only after the
-    // io_uring itself (field order in `UringTransport`), so the kernel never reads a freed ring.
+    // SAFETY: the ring's mapping lives in `bufs`, which the transport unmaps only after a
+    // successful cancel of every request in its drop (and leaks otherwise): no armed receive
+    // is left to take a buffer from it.
     unsafe { ring.submitter().register_buf_ring_with_flags(bufs.ring_addr(), bufs.entries(), BUF_GROUP, 0) }
         .map_err(|e| err(format!("registering the receive buffer ring failed ({e}): needs Linux 5.19")))?;
     bufs.publish();

@@ -294,3 +294,112 @@ fn a_slow_reader_pauses_its_receive_and_loses_nothing() {
     writer.join().unwrap();
     assert!(buf[..] == data[..]);
 }
+
+#[test]
+fn a_closing_connection_whose_peer_resets_is_finished() {
+    let mut t = UringTransport::new(UringConfig { send_buffer: 64 << 20, ..UringConfig::default() }).unwrap();
+    let l = t.listen(0).unwrap();
+    let client = TcpStream::connect(t.local_addr(l).unwrap()).unwrap();
+    let mut events = Vec::new();
+    poll_until(&mut t, &mut events, |e| accepted(e).is_some());
+    let conn = accepted(&events).unwrap();
+    // More than the sockets take while the client reads nothing: the rest waits for POLLOUT.
+    let big = vec![1u8; 32 << 20];
+    assert_eq!(t.send(conn, &big).unwrap(), big.len());
+    t.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+    t.close(conn);
+    assert_eq!(t.closing(), 1);
+    // The client resets (SO_LINGER 0 and close).
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: the option value points at `linger`, which outlives the call, with its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&client),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+    drop(client);
+    events.clear();
+    let end = Instant::now() + Duration::from_secs(5);
+    while t.closing() > 0 || t.connections() > 0 {
+        assert!(Instant::now() < end, "closing {} connections {}", t.closing(), t.connections());
+        t.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+    }
+    assert!(events.iter().all(|e| conn_of(e) != Some(conn)), "no event for a closed id: {events:?}");
+}
+
+#[test]
+fn a_closing_connection_the_peer_never_drains_is_reset_at_the_deadline() {
+    let cfg = UringConfig { send_buffer: 64 << 20, close_linger: Duration::from_millis(200), ..UringConfig::default() };
+    let mut t = UringTransport::new(cfg).unwrap();
+    let l = t.listen(0).unwrap();
+    let _client = TcpStream::connect(t.local_addr(l).unwrap()).unwrap();
+    let mut events = Vec::new();
+    poll_until(&mut t, &mut events, |e| accepted(e).is_some());
+    let conn = accepted(&events).unwrap();
+    assert_eq!(t.send(conn, &vec![2u8; 32 << 20]).unwrap(), 32 << 20);
+    t.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+    t.close(conn);
+    let start = Instant::now();
+    while t.connections() > 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "never given up");
+        t.poll(&mut events, None).unwrap();
+    }
+    assert!(start.elapsed() >= Duration::from_millis(150), "{:?}", start.elapsed());
+    assert_eq!(t.closing(), 0);
+}
+
+#[test]
+fn another_thread_cannot_poll_a_started_ring() {
+    let mut t = transport();
+    let mut events = Vec::new();
+    // Made here, first polled by another thread: that one owns it.
+    let mut t = std::thread::spawn(move || {
+        t.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        t
+    })
+    .join()
+    .unwrap();
+    let mut events = Vec::new();
+    assert!(matches!(t.poll(&mut events, Some(Duration::ZERO)), Err(TransportError::InvalidInput(_))));
+}
+
+#[test]
+fn a_paused_reader_gives_the_shared_buffers_back() {
+    let cfg = UringConfig { recv_hold: 8 * 1024, ..UringConfig::default() }.with_recv_buffers(32, 2048);
+    let mut t = UringTransport::new(cfg).unwrap();
+    let l = t.listen(0).unwrap();
+    let addr = t.local_addr(l).unwrap();
+    let mut slow = TcpStream::connect(addr).unwrap();
+    let mut events = Vec::new();
+    poll_until(&mut t, &mut events, |e| accepted(e).is_some());
+    let slow_id = accepted(&events).unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = slow.write_all(&vec![3u8; 4 << 20]);
+        slow
+    });
+    for _ in 0..20 {
+        t.poll(&mut events, Some(Duration::from_millis(5))).unwrap();
+    }
+    // The slow connection holds its bytes in memory of its own: the ring keeps most of its
+    // buffers for the others, and another connection is served.
+    assert!(t.bufs.available() >= 32 - 8, "{} of 32 buffers left", t.bufs.available());
+    let mut other = TcpStream::connect(addr).unwrap();
+    other.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    other.write_all(b"hi").unwrap();
+    events.clear();
+    poll_until(&mut t, &mut events, |e| e.iter().any(|ev| matches!(ev, Event::Readable(c) if *c != slow_id)));
+    let other_id = events.iter().find_map(|ev| match ev {
+        Event::Readable(c) if *c != slow_id => Some(*c),
+        _ => None,
+    });
+    let mut buf = BytesMut::new();
+    assert_eq!(t.recv(other_id.unwrap(), &mut buf).unwrap(), 2);
+    t.close(slow_id);
+    t.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
+    drop(writer);
+}
