@@ -3,7 +3,9 @@
 //! The server guest runs under TCG with `-icount shift=N` (a fixed shift: every guest
 //! instruction advances the guest's clock by 2^N ns), so the guest's own CPU accounting counts
 //! instructions, not host speed. The client (rr-bench) runs in the host namespace behind the
-//! tap, so the guest holds only the server. For kernel TCP and the xsk stack, at each
+//! tap, so the guest holds only the server. For each server of `--servers` (kernel TCP
+//! through epoll or io_uring, each also with the NAPI IRQ-suspension settings, and the xsk
+//! stack; see [`crate::cost_servers`]), at each
 //! connection count, depth 1, 64-byte requests, the guest helper `vmt-stats` snapshots
 //! /proc/stat, /proc/uptime, the virtio rows of /proc/interrupts, virtio_net's driver
 //! statistics (ETHTOOL_GSTATS: per-queue packets and kicks) and the server's
@@ -14,8 +16,10 @@
 //!
 //! Per request: guest CPU busy (elapsed - idle, both from the guest's clock), split into
 //! user/system/softirq by /proc/stat's tick samples, the server task's run time, TX and RX
-//! kicks, virtio interrupts (input and output queues) and packets each way. Each case runs
-//! `--runs` times, kernel and xsk alternating; the spread (max - min) / median of the busy time
+//! kicks, virtio interrupts (input and output queues), packets each way, the server's sleeps
+//! (voluntary context switches) and the system calls it counts itself (read from its SIGUSR1
+//! counter dumps). Each case runs `--runs` times, the servers taking turns in an order that
+//! rotates every round; the spread (max - min) / median of the busy time
 //! per request across runs is the determinism check.
 
 use std::collections::BTreeMap;
@@ -31,7 +35,8 @@ use crate::kernel::KernelSel;
 use crate::load::{self, Bench, BenchArgs};
 use crate::netns::HostNet;
 use crate::report::{Grid, KvTable};
-use crate::server::{self, ServerSpec};
+use crate::cost_servers::{self as servers, SERVERS};
+use crate::server;
 use crate::util::{check_interrupted, median};
 
 /// USER_HZ of /proc/stat (100 on x86).
@@ -50,12 +55,23 @@ pub struct CostArgs {
     /// Requests of the long run of each measurement (the short run has conns x 4).
     #[arg(long, value_name = "N", default_value_t = 4000)]
     pub requests: u64,
-    /// Measurements per case; kernel TCP and xsk alternate (A B A B).
+    /// Measurements per case; the servers take turns, the order rotating every round (for
+    /// two: A B, B A).
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub runs: usize,
     /// QEMU -icount value ("off": no instruction counting, plain multi-threaded TCG).
     #[arg(long, value_name = "SPEC", default_value = "shift=4")]
     pub icount: String,
+    /// Servers to measure, each alone in the guest in turn: kernel (rr-server --backend
+    /// kernel: epoll), uring (--backend uring: kernel TCP through io_uring, Linux 6.0+),
+    /// kernel-napi and uring-napi (the same with --irq-suspend on the guest's eth0: the NAPI
+    /// settings for IRQ suspension and prefer-busy-poll with a budget), xsk (the stack).
+    #[arg(long, value_delimiter = ',', default_value = "kernel,uring,xsk", value_parser = SERVERS)]
+    pub servers: Vec<String>,
+    /// Do not ask the servers for their counters (SIGUSR1) around the snapshots: no
+    /// `syscalls` column.
+    #[arg(long)]
+    pub no_syscalls: bool,
     /// XDP attach mode of the xsk server.
     #[arg(long, default_value = "drv", value_parser = ["skb", "drv", "auto"])]
     pub attach: String,
@@ -117,11 +133,27 @@ pub struct Snap {
     /// Online CPUs (0 from a vmt-stats that did not count them: taken as 1).
     #[serde(default)]
     pub cpus: u32,
+    /// Voluntary context switches of the server's threads (its sleeps).
+    #[serde(default)]
+    pub vol_switches: BTreeMap<String, u64>,
+    /// The server's own counters (its SIGUSR1 dump), when asked for (`--dump`).
+    #[serde(default)]
+    pub counters: Option<BTreeMap<String, f64>>,
+    #[serde(default)]
+    pub counters_error: Option<String>,
 }
 
 /// Takes a snapshot in the guest; `pids` is shell text (e.g. `$PID_cost_xsk`).
 pub fn snap(g: &mut Guest, pids: &str) -> Result<Snap> {
-    let out = g.exec_ok(&format!("vmt-stats eth0 {pids}"), Duration::from_secs(20))?;
+    snap_with(g, pids, None)
+}
+
+/// [`snap`], first asking a server for its counters: `dump` is vmt-stats' `--dump=PID:LOG`.
+pub fn snap_with(g: &mut Guest, pids: &str, dump: Option<&str>) -> Result<Snap> {
+    let out = g.exec_ok(
+        &format!("vmt-stats eth0 {pids}{}", dump.map(|d| format!(" {d}")).unwrap_or_default()),
+        Duration::from_secs(30),
+    )?;
     let line = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("VMT-STATS "))
@@ -129,7 +161,7 @@ pub fn snap(g: &mut Guest, pids: &str) -> Result<Snap> {
             format!("vmt-stats printed no VMT-STATS line (is it in the initramfs?): {out}")
         })?;
     let s: Snap = serde_json::from_str(line).context("parsing vmt-stats output")?;
-    if let Some(e) = &s.eth_error {
+    if let Some(e) = s.eth_error.as_ref().or(s.counters_error.as_ref()) {
         bail!("{e}");
     }
     Ok(s)
@@ -146,6 +178,9 @@ pub struct Counts {
     pub sys_ticks: f64,
     pub irq_ticks: f64,
     pub softirq_ticks: f64,
+    /// /proc/stat's iowait: idle time while a task waits in io_schedule (io_uring's wait for
+    /// completions in 6.1), not counted in /proc/uptime's idle.
+    pub iowait_ticks: f64,
     pub task_ns: f64,
     pub tx_kicks: f64,
     pub rx_kicks: f64,
@@ -153,6 +188,7 @@ pub struct Counts {
     pub irq_out: f64,
     pub pkts_in: f64,
     pub pkts_out: f64,
+    pub sleeps: f64,
 }
 
 /// A virtio_net per-queue statistic of direction `dir` ("rx"/"tx") ending in `what`; 6.1 names
@@ -190,6 +226,7 @@ impl Snap {
             sys_ticks: t(2),
             irq_ticks: t(5),
             softirq_ticks: t(6),
+            iowait_ticks: t(4),
             task_ns: self.sched_ns.values().map(|v| *v as f64).sum(),
             tx_kicks: sum_eth("tx", "kicks"),
             rx_kicks: sum_eth("rx", "kicks"),
@@ -197,6 +234,7 @@ impl Snap {
             irq_out: sum_irq("-output."),
             pkts_in: self.dev_rx_packets as f64,
             pkts_out: self.dev_tx_packets as f64,
+            sleeps: self.vol_switches.values().map(|v| *v as f64).sum(),
         }
     }
 }
@@ -211,6 +249,9 @@ pub struct PerUnit {
     pub sys_us: f64,
     pub softirq_us: f64,
     pub irq_us: f64,
+    /// Idle time with a task in io_schedule (/proc/stat's iowait, 10 ms resolution), µs; not
+    /// in `cpu_us`. io_uring's wait for completions counts so in the 6.1 guest.
+    pub iowait_us: f64,
     /// The server task's run time (schedstat), µs.
     pub task_us: f64,
     pub tx_kicks: f64,
@@ -219,6 +260,9 @@ pub struct PerUnit {
     pub irq_out: f64,
     pub pkts_in: f64,
     pub pkts_out: f64,
+    /// The server's voluntary context switches: the times it went to sleep (an epoll_wait,
+    /// io_uring_enter or poll that blocked).
+    pub sleeps: f64,
 }
 
 impl PerUnit {
@@ -227,8 +271,12 @@ impl PerUnit {
         let d = |f: fn(&Counts) -> f64| (f(b) - f(a)) / units;
         let virt = d(|c| c.cap_ns);
         let idle = d(|c| c.idle_ns);
+        // /proc/uptime's idle leaves out iowait (idle CPUs with a task in io_schedule): that
+        // is not busy either.
+        let iowait_us = d(|c| c.iowait_ticks) * USER_HZ_US;
         PerUnit {
-            cpu_us: (virt - idle) / 1e3,
+            cpu_us: (virt - idle) / 1e3 - iowait_us,
+            iowait_us,
             user_us: d(|c| c.user_ticks) * USER_HZ_US,
             sys_us: d(|c| c.sys_ticks) * USER_HZ_US,
             softirq_us: d(|c| c.softirq_ticks) * USER_HZ_US,
@@ -240,6 +288,7 @@ impl PerUnit {
             irq_out: d(|c| c.irq_out),
             pkts_in: d(|c| c.pkts_in),
             pkts_out: d(|c| c.pkts_out),
+            sleeps: d(|c| c.sleeps),
         }
     }
 
@@ -251,6 +300,7 @@ impl PerUnit {
             sys_us: a.sys_us - b.sys_us,
             softirq_us: a.softirq_us - b.softirq_us,
             irq_us: a.irq_us - b.irq_us,
+            iowait_us: a.iowait_us - b.iowait_us,
             task_us: a.task_us - b.task_us,
             tx_kicks: a.tx_kicks - b.tx_kicks,
             rx_kicks: a.rx_kicks - b.rx_kicks,
@@ -258,6 +308,7 @@ impl PerUnit {
             irq_out: a.irq_out - b.irq_out,
             pkts_in: a.pkts_in - b.pkts_in,
             pkts_out: a.pkts_out - b.pkts_out,
+            sleeps: a.sleeps - b.sleeps,
         }
     }
 
@@ -281,6 +332,7 @@ impl PerUnit {
             sys_us: self.sys_us * k,
             softirq_us: self.softirq_us * k,
             irq_us: self.irq_us * k,
+            iowait_us: self.iowait_us * k,
             task_us: self.task_us * k,
             tx_kicks: self.tx_kicks * k,
             rx_kicks: self.rx_kicks * k,
@@ -288,6 +340,7 @@ impl PerUnit {
             irq_out: self.irq_out * k,
             pkts_in: self.pkts_in * k,
             pkts_out: self.pkts_out * k,
+            sleeps: self.sleeps * k,
         }
     }
 
@@ -300,6 +353,7 @@ impl PerUnit {
             sys_us: m(|p| p.sys_us),
             softirq_us: m(|p| p.softirq_us),
             irq_us: m(|p| p.irq_us),
+            iowait_us: m(|p| p.iowait_us),
             task_us: m(|p| p.task_us),
             tx_kicks: m(|p| p.tx_kicks),
             rx_kicks: m(|p| p.rx_kicks),
@@ -307,6 +361,7 @@ impl PerUnit {
             irq_out: m(|p| p.irq_out),
             pkts_in: m(|p| p.pkts_in),
             pkts_out: m(|p| p.pkts_out),
+            sleeps: m(|p| p.sleeps),
         }
     }
 }
@@ -347,6 +402,13 @@ pub struct Row {
     pub guest_s: f64,
     /// Runs of this measurement (warm-up, short, long) that lost requests.
     pub errors: u64,
+    /// System calls per request the server counted itself (uring: io_uring_enter; xsk:
+    /// sendto + recvfrom + poll); None for epoll, which counts none.
+    #[serde(default)]
+    pub syscalls: Option<f64>,
+    /// The counters `syscalls` is the sum of, per request.
+    #[serde(default)]
+    pub server_counters: BTreeMap<String, f64>,
 }
 
 /// The median of a case over its rounds.
@@ -363,6 +425,47 @@ pub struct CaseSummary {
     /// Spread of the busy CPU per request across rounds, percent.
     pub cpu_spread_pct: f64,
     pub task_spread_pct: f64,
+    /// Median of the rounds' system calls per request (None: the server counts none).
+    pub syscalls: Option<f64>,
+}
+
+/// xsk against one kernel-TCP configuration (or the best of them) at a kernel and connection
+/// count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratio {
+    pub kernel: String,
+    pub conns: usize,
+    /// The server compared with: `kernel`, `uring`, `kernel-napi`, `uring-napi`, or `best`
+    /// (the kernel-TCP server with the lowest guest CPU per request, named in `best_of`).
+    pub against: String,
+    pub best_of: Option<String>,
+    /// xsk / that server's guest CPU per request (goal: <= 0.5).
+    pub cpu_ratio: f64,
+    pub cpu_met: bool,
+    /// xsk / that server's kicks (tx + rx) and virtio interrupts (in + out) per request.
+    pub kicks_ratio: f64,
+    pub kicks_met: bool,
+    pub irqs_ratio: f64,
+    pub irqs_met: bool,
+}
+
+/// A server that did not start in a guest: the exact error it gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refusal {
+    pub kernel: String,
+    pub server: String,
+    pub round: usize,
+    pub command: String,
+    pub error: String,
+}
+
+/// What a guest kernel granted a server (rr-server's `io_uring: `, `napi: ` and `kernel busy
+/// poll` lines).
+#[derive(Debug, Clone, Serialize)]
+pub struct Granted {
+    pub kernel: String,
+    pub server: String,
+    pub lines: Vec<String>,
 }
 
 /// Goals per kernel and connection count.
@@ -398,9 +501,18 @@ pub struct CostReport {
     /// Extra arguments of the xsk server (`--xsk-arg`).
     #[serde(default)]
     pub xsk_args: Vec<String>,
+    /// The servers measured (`--servers`); older reports have none: kernel and xsk.
+    pub servers: Vec<String>,
     pub rows: Vec<Row>,
     pub cases: Vec<CaseSummary>,
+    /// xsk against `kernel` (epoll) only, as before `--servers`.
     pub goals: Vec<Goal>,
+    /// xsk against each kernel-TCP server measured and against the best of them.
+    pub ratios: Vec<Ratio>,
+    /// What each guest kernel granted each server.
+    pub granted: Vec<Granted>,
+    /// Servers that did not start (the run fails).
+    pub refusals: Vec<Refusal>,
     /// Largest spread of busy CPU per request of any case.
     pub max_cpu_spread_pct: f64,
     pub server_stops: Vec<String>,
@@ -456,6 +568,29 @@ pub fn measure_rr(
     case: RrLoad,
     tag: &str,
 ) -> Result<(PerUnit, load::LoadResult, u64, f64, Vec<String>)> {
+    measure_rr_dumped(env, net, g, pids, case, tag, None).map(|(m, _)| m)
+}
+
+/// The server's counters at the three snapshots (see [`measure_rr_dumped`]).
+pub type Dumps = [BTreeMap<String, f64>; 3];
+
+/// What [`measure_rr`] returns: per request, the long run, the short run's requests, the long
+/// run's guest seconds, the runs that lost requests.
+pub type Measured = (PerUnit, load::LoadResult, u64, f64, Vec<String>);
+
+/// [`measure_rr`], and with each snapshot the server's counters (`dump`: vmt-stats'
+/// `--dump=PID:LOG`, see [`crate::cost_servers::dump_arg`]): the same work at each of the
+/// three snapshots, so its cost cancels in the difference.
+pub fn measure_rr_dumped(
+    env: &Env,
+    net: &HostNet,
+    g: &mut Guest,
+    pids: &str,
+    case: RrLoad,
+    tag: &str,
+    dump: Option<&str>,
+) -> Result<(Measured, Option<Dumps>)> {
+    let snap = |g: &mut Guest, pids: &str| snap_with(g, pids, dump);
     let RrLoad { dst, conns, requests, rate } = case;
     let short = (conns as u64 * 4).max(8).min(requests / 2);
     let lost = std::cell::RefCell::new(Vec::new());
@@ -531,7 +666,11 @@ pub fn measure_rr(
     // long run's shares of the samples split the (exact) busy time.
     per.split_by(&long_total);
     let guest_s = (c2.virt_ns - c1.virt_ns) / 1e9;
-    Ok((per, r_long, short, guest_s, lost.into_inner()))
+    let dumps = match (s0.counters, s1.counters, s2.counters) {
+        (Some(a), Some(b), Some(c)) => Some([a, b, c]),
+        _ => None,
+    };
+    Ok(((per, r_long, short, guest_s, lost.into_inner()), dumps))
 }
 
 /// Samples per second of guest time (under -icount, of guest instructions).
@@ -647,6 +786,7 @@ pub fn run(args: &CostArgs) -> Result<bool> {
         requests: a.requests,
         runs: a.runs,
         xsk_args: a.xsk_arg.clone(),
+        servers: a.servers.clone(),
         logs: env.run_dir.display().to_string(),
         ..CostReport::default()
     };
@@ -656,6 +796,14 @@ pub fn run(args: &CostArgs) -> Result<bool> {
         }
         if !rep.losses.is_empty() {
             bail!("requests lost: {}", rep.losses.join("; "));
+        }
+        if !rep.refusals.is_empty() {
+            let v: Vec<String> = rep
+                .refusals
+                .iter()
+                .map(|r| format!("{} rr-server did not start in the {} guest: {}", r.server, r.kernel, r.error))
+                .collect();
+            bail!("{}", v.join("; "));
         }
         Ok(())
     })();
@@ -683,49 +831,62 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
     }
     rep.guest_string_flags.push(format!("{label}: {}", if flags.is_empty() { "none" } else { &flags }));
     let port = 7000;
+    // A server that did not start in this guest is not tried again in later rounds.
+    let mut refused: Vec<String> = Vec::new();
     for round in 0..a.runs {
-        // A B A B: the order of the backends flips every round.
-        let order: [&str; 2] = if round % 2 == 0 {
-            ["kernel", "xsk"]
-        } else {
-            ["xsk", "kernel"]
-        };
-        for backend in order {
+        // The order rotates every round (two servers: A B A B).
+        for server in servers::order(&a.servers, round) {
             check_interrupted()?;
-            let tag = format!("cost_{backend}");
-            let s = if backend == "xsk" {
-                ServerSpec { extra: a.xsk_arg.clone(), ..ServerSpec::xsk(&tag, &a.attach, "shared", port) }
-            } else {
-                ServerSpec::kernel(&tag, port)
-            };
+            if refused.contains(&server) {
+                continue;
+            }
+            let s = servers::spec(&server, port, &a.attach, &a.xsk_arg);
+            let tag = s.tag.clone();
             match server::start(&mut g, &s)? {
                 Ok(_) => {}
-                Err(r) => bail!(
-                    "{backend} rr-server did not start in the {label} guest: {}",
-                    r.reason()
-                ),
+                Err(r) => {
+                    let command = r.command.clone();
+                    let why = r.reason();
+                    eprintln!("vm-tests: cost {label} {server}: rr-server did not start: {why}");
+                    rep.refusals.push(Refusal {
+                        kernel: label.clone(),
+                        server: server.clone(),
+                        round,
+                        command,
+                        error: why,
+                    });
+                    refused.push(server);
+                    continue;
+                }
             }
+            let dump = (servers::counts_syscalls(&server) && !a.no_syscalls).then(|| servers::dump_arg(&tag));
             let dst = SocketAddrV4::new(net.guest_addr, port);
             let mut failed = None;
             for &conns in &a.conns {
-                let case_tag = format!("{label}-{backend}-c{conns}-r{round}");
-                match measure_rr(
+                let case_tag = format!("{label}-{server}-c{conns}-r{round}");
+                match measure_rr_dumped(
                     env,
                     &net,
                     &mut g,
                     &format!("$PID_{tag}"),
                     RrLoad { dst, conns, requests: a.requests, rate: a.rate },
                     &case_tag,
+                    dump.as_deref(),
                 ) {
-                    Ok((per, r, short, guest_s, lost)) => {
+                    Ok(((per, r, short, guest_s, lost), dumps)) => {
                         let errors = lost.len() as u64;
                         rep.losses.extend(lost);
                         eprintln!(
-                            "vm-tests: cost {label} {backend:6} conns {conns:3} round {round}: {:.1} us/req busy (task {:.1}), kicks tx {:.2} rx {:.2}, irqs in {:.2} out {:.2}",
-                            per.cpu_us, per.task_us, per.tx_kicks, per.rx_kicks, per.irq_in, per.irq_out
+                            "vm-tests: cost {label} {server:11} conns {conns:3} round {round}: {:.1} us/req busy (task {:.1}), kicks tx {:.2} rx {:.2}, irqs in {:.2} out {:.2}, sleeps {:.2}",
+                            per.cpu_us, per.task_us, per.tx_kicks, per.rx_kicks, per.irq_in, per.irq_out, per.sleeps
                         );
+                        let names = servers::syscall_counters(&server);
+                        let counted = dumps.as_ref().and_then(|d| servers::per_request(d, names, r.requests, short));
+                        if dump.is_some() && counted.is_none() {
+                            eprintln!("vm-tests: cost {label} {server} conns {conns} round {round}: no system-call count (counters {names:?} missing)");
+                        }
                         rep.rows.push(Row {
-                            backend: backend.into(),
+                            backend: server.clone(),
                             case: match a.rate {
                                 Some(r) => format!("open-{r}-{conns}"),
                                 None => format!("rr-{conns}"),
@@ -739,6 +900,8 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                             per_request: per,
                             guest_s,
                             errors,
+                            syscalls: counted.as_ref().map(|m| m.values().sum()),
+                            server_counters: counted.unwrap_or_default(),
                         });
                     }
                     Err(e) => {
@@ -752,17 +915,33 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                 env.run_dir.join(format!("{label}-{tag}-r{round}.log")),
                 &st.log,
             );
-            let unclean = if backend == "xsk" {
+            let mut grants = servers::grant_lines(&st.log);
+            if server.starts_with("uring") {
+                // The ring's fd is registered on the polling thread, after the `io_uring:`
+                // line: the summary's `uring.features` at exit is the final word.
+                // (echo: the pretty JSON has no final newline, and the end marker must start a line)
+                let json = g.exec(&format!("cat /tmp/{tag}.json; echo"), Duration::from_secs(20))?;
+                grants.extend(servers::uring_exit_features(&json.output));
+            }
+            if !grants.is_empty()
+                && !rep.granted.iter().any(|x| x.kernel == label && x.server == server && x.lines == grants)
+            {
+                for l in &grants {
+                    eprintln!("vm-tests: cost {label} {server}: {l}");
+                }
+                rep.granted.push(Granted { kernel: label.clone(), server: server.clone(), lines: grants });
+            }
+            let unclean = if server == "xsk" {
                 st.unclean()
             } else {
                 (st.exit_status != 0).then(|| format!("exit status {}", st.exit_status))
             };
             let deferred = st.deferred_acks();
             if let Some(d) = &deferred {
-                eprintln!("vm-tests: cost {label} {backend:6} round {round}: deferred ACKs {d}");
+                eprintln!("vm-tests: cost {label} {server:6} round {round}: deferred ACKs {d}");
             }
             rep.server_stops.push(format!(
-                "{label} {backend} round {round}: status {}{}{}",
+                "{label} {server} round {round}: status {}{}{}",
                 st.exit_status,
                 st.frame_audit
                     .as_deref()
@@ -776,7 +955,7 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                 return Err(e);
             }
             if let Some(u) = unclean {
-                bail!("{label} {backend} rr-server: {u}");
+                bail!("{label} {server} rr-server: {u}");
             }
         }
     }
@@ -810,6 +989,10 @@ fn summarize(rep: &mut CostReport) {
             median: PerUnit::median_of(&per),
             cpu_spread_pct: spread_pct(&per.iter().map(|p| p.cpu_us).collect::<Vec<_>>()),
             task_spread_pct: spread_pct(&per.iter().map(|p| p.task_us).collect::<Vec<_>>()),
+            syscalls: {
+                let v: Vec<f64> = rows.iter().filter_map(|r| r.syscalls).collect();
+                (!v.is_empty()).then(|| median(&v))
+            },
         });
     }
     rep.max_cpu_spread_pct = rep
@@ -838,6 +1021,48 @@ fn summarize(rep: &mut CostReport) {
             });
         }
     }
+    rep.ratios = ratios(&rep.cases);
+}
+
+/// xsk against every kernel-TCP server and against the best of them (lowest guest CPU per
+/// request), per kernel and connection count.
+pub fn ratios(cases: &[CaseSummary]) -> Vec<Ratio> {
+    let mut out = Vec::new();
+    for x in cases.iter().filter(|c| c.backend == "xsk") {
+        let ks: Vec<&CaseSummary> = cases
+            .iter()
+            .filter(|c| servers::is_kernel_tcp(&c.backend) && c.kernel == x.kernel && c.conns == x.conns)
+            .collect();
+        let ratio = |k: &CaseSummary, against: String, best_of: Option<String>| {
+            let kicks = |c: &CaseSummary| c.median.tx_kicks + c.median.rx_kicks;
+            let irqs = |c: &CaseSummary| c.median.irq_in + c.median.irq_out;
+            let cpu_ratio = x.median.cpu_us / k.median.cpu_us;
+            Ratio {
+                kernel: x.kernel.clone(),
+                conns: x.conns,
+                against,
+                best_of,
+                cpu_ratio,
+                // A busy time below zero is a broken reading, not a met goal.
+                cpu_met: x.median.cpu_us > 0.0 && k.median.cpu_us > 0.0 && cpu_ratio <= 0.5,
+                kicks_ratio: kicks(x) / kicks(k),
+                kicks_met: kicks(x) <= kicks(k),
+                irqs_ratio: irqs(x) / irqs(k),
+                irqs_met: irqs(x) <= irqs(k),
+            }
+        };
+        for k in &ks {
+            out.push(ratio(k, k.backend.clone(), None));
+        }
+        let best = ks
+            .iter()
+            .filter(|k| k.median.cpu_us > 0.0)
+            .min_by(|a, b| a.median.cpu_us.total_cmp(&b.median.cpu_us));
+        if let (Some(b), true) = (best, ks.len() > 1) {
+            out.push(ratio(b, "best".into(), Some(b.backend.clone())));
+        }
+    }
+    out
 }
 
 /// The per-request grid (medians over rounds) of `cases`.
@@ -851,6 +1076,7 @@ pub fn case_grid(cases: &[CaseSummary]) -> String {
         "user",
         "sys",
         "softirq",
+        "iowait",
         "task us",
         "spread",
         "kicks tx",
@@ -859,6 +1085,8 @@ pub fn case_grid(cases: &[CaseSummary]) -> String {
         "irq out",
         "pkts in",
         "pkts out",
+        "sleeps",
+        "syscalls",
     ]);
     for c in cases {
         let m = &c.median;
@@ -873,6 +1101,7 @@ pub fn case_grid(cases: &[CaseSummary]) -> String {
             format!("{:.1}", m.user_us),
             format!("{:.1}", m.sys_us),
             format!("{:.1}", m.softirq_us),
+            format!("{:.1}", m.iowait_us),
             format!("{:.1}", m.task_us),
             format!("{:.1}%", c.cpu_spread_pct),
             format!("{:.3}", m.tx_kicks),
@@ -881,6 +1110,8 @@ pub fn case_grid(cases: &[CaseSummary]) -> String {
             format!("{:.3}", m.irq_out),
             format!("{:.2}", m.pkts_in),
             format!("{:.2}", m.pkts_out),
+            format!("{:.2}", m.sleeps),
+            c.syscalls.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into()),
         ]);
     }
     g.render()
@@ -901,8 +1132,10 @@ fn table(r: &CostReport) -> String {
     t.row(
         "load",
         format!(
-            "rr-bench in the host namespace, depth 1, 64 B; per case a short run (conns x 4) and a long one ({} requests), difference / requests; {} rounds, kernel and xsk alternating",
-            r.requests, r.runs
+            "rr-bench in the host namespace, depth 1, 64 B; per case a short run (conns x 4) and a long one ({} requests), difference / requests; {} rounds, servers {} in turn (order rotating)",
+            r.requests,
+            r.runs,
+            r.servers.join(" ")
         ),
     );
     if !r.xsk_args.is_empty() {
@@ -941,10 +1174,34 @@ fn table(r: &CostReport) -> String {
             ),
         );
     }
+    for x in &r.ratios {
+        let met = |ok: bool| if ok { "" } else { " (NOT met)" };
+        t.row(
+            format!("xsk/{} {} rr-{}", x.against, x.kernel, x.conns),
+            format!(
+                "CPU {:.2}{}{}, kicks {:.2}{}, interrupts {:.2}{}",
+                x.cpu_ratio,
+                x.best_of.as_deref().map(|b| format!(" (best: {b})")).unwrap_or_default(),
+                met(x.cpu_met),
+                x.kicks_ratio,
+                met(x.kicks_met),
+                x.irqs_ratio,
+                met(x.irqs_met)
+            ),
+        );
+    }
+    for gr in &r.granted {
+        for l in &gr.lines {
+            t.row(format!("granted {} {}", gr.kernel, gr.server), l.clone());
+        }
+    }
+    for f in &r.refusals {
+        t.row(format!("REFUSED {} {}", f.kernel, f.server), format!("{} ({})", f.error, f.command));
+    }
     t.row("time", format!("{:.0} s", r.total_s));
     t.row("logs", r.logs.clone());
     let mut s = t.render("vm-tests cost");
-    s.push_str("  per request (medians; cpu = guest busy time, user/sys/softirq = tick samples, task = server's schedstat):\n");
+    s.push_str("  per request (medians; cpu = guest busy time, user/sys/softirq = tick samples, task = server's schedstat;\n  iowait = idle with a task in io_schedule, not in cpu;\n  sleeps = the server's voluntary context switches; syscalls = what the server counts: uring io_uring_enter, xsk sendto+recvfrom+poll, epoll: -):\n");
     s.push_str(&case_grid(&r.cases));
     s
 }

@@ -13,8 +13,9 @@
 //! * `netem`: netem on the guest's eth0 while rr-bench checks 2,000 responses.
 //! * `g2g`: two guests joined by a QEMU socket netdev; xsk and kernel servers in one,
 //!   rr-bench in the other (checks, kernel vs xsk, netem in the client guest).
-//! * `cost`: guest CPU, kicks, interrupts and packets per request under `-icount`, kernel TCP
-//!   vs xsk (the guest helper `vmt-stats` takes the snapshots).
+//! * `cost`: guest CPU, kicks, interrupts, sleeps and system calls per request under
+//!   `-icount`, for kernel TCP (epoll, io_uring, each with or without the NAPI IRQ-suspension
+//!   settings) and xsk (the guest helper `vmt-stats` takes the snapshots).
 //! * `scale`: `rr-server --threads 1` vs `2`, kernel TCP and xsk, in a 2-vCPU guest with 2
 //!   virtio_net queue pairs (multi-threaded TCG): request rate, guest CPU per request, the
 //!   threads' shares.
@@ -33,6 +34,7 @@ pub mod axum;
 pub mod batch;
 pub mod compare;
 pub mod cost;
+pub mod cost_servers;
 pub mod cpio;
 pub mod env;
 pub mod g2g;

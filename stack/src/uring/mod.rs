@@ -207,24 +207,31 @@ impl UringTransport {
             if unsafe { self.ring.submission().push(&e) }.is_ok() {
                 return;
             }
-            // Full: hand the queue to the kernel (from the polling thread: a ring not yet
-            // started is started here) and try again; a full completion queue (EBUSY) is
-            // drained into the pending events first.
-            if self.start().is_err() {
+            if !self.push_submit() {
                 break;
-            }
-            self.stats.enters += 1;
-            if let Err(err) = self.ring.submit() {
-                if err.raw_os_error() == Some(libc::EBUSY) {
-                    let mut evs = std::mem::take(&mut self.pending);
-                    self.reap(&mut evs);
-                    self.pending = evs;
-                } else if err.raw_os_error() != Some(libc::EINTR) {
-                    tracing::warn!(error = %err, "uring backend: submitting a full queue failed");
-                }
             }
         }
         tracing::error!("uring backend: the submission queue stays full: a request was dropped");
+    }
+
+    /// Hands a full submission queue to the kernel (from the polling thread: a ring not yet
+    /// started is started here); a full completion queue (EBUSY) is drained into the pending
+    /// events first. False if the ring cannot be used from this thread.
+    fn push_submit(&mut self) -> bool {
+        if self.start().is_err() {
+            return false;
+        }
+        self.stats.enters += 1;
+        if let Err(err) = self.ring.submit() {
+            if err.raw_os_error() == Some(libc::EBUSY) {
+                let mut evs = std::mem::take(&mut self.pending);
+                self.reap(&mut evs);
+                self.pending = evs;
+            } else if err.raw_os_error() != Some(libc::EINTR) {
+                tracing::warn!(error = %err, "uring backend: submitting a full queue failed");
+            }
+        }
+        true
     }
 
     /// Enables the ring on the polling thread at its first poll, and registers the ring's fd
@@ -294,13 +301,34 @@ impl UringTransport {
                 continue;
             }
             c.send_in_ring = true;
+            // The application waits on this send's completion (Writable), or the transport
+            // does (a close, a half-close): it must end the wait, so it is not counted.
+            let quiet = !c.write_blocked && c.state == State::Open && c.shut_write == ShutWrite::No;
             let len = c.out.len().min(u32::MAX as usize) as u32;
-            let e = opcode::Send::new(types::Fd(c.raw()), c.out.as_ptr(), len)
-                .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+            // MSG_DONTWAIT: the kernel completes the send while the enter submits it (a full
+            // socket buffer fails it at once instead of waiting). MSG_WAITALL: a short send
+            // counts as failed (with the bytes it sent as its result), which cancels the NOP
+            // linked behind it: that second completion ends the wait, so the rest's POLLOUT
+            // is armed now. A send that took everything skips the NOP's completion.
+            let send = opcode::Send::new(types::Fd(c.raw()), c.out.as_ptr(), len)
+                .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
                 .build()
+                .flags(squeue::Flags::IO_LINK)
                 .user_data(user_data(Op::Send, id.0));
-            self.push(e);
-            self.sends_queued += 1;
+            let nop = opcode::Nop::new().build().flags(squeue::Flags::SKIP_SUCCESS).user_data(user_data(Op::Quiet, 4));
+            // Both in one batch: a link cut at the end of a submission would leave the NOP alone.
+            let room = {
+                let sq = self.ring.submission();
+                sq.capacity() - sq.len()
+            };
+            if room < 2 {
+                self.push_submit();
+            }
+            self.push(send);
+            self.push(nop);
+            if quiet {
+                self.sends_queued += 1;
+            }
             self.stats.sends += 1;
         }
         self.dirty = dirty;

@@ -403,3 +403,79 @@ fn a_paused_reader_gives_the_shared_buffers_back() {
     t.poll(&mut events, Some(Duration::from_millis(10))).unwrap();
     drop(writer);
 }
+
+/// A server loop that sleeps with no timeout, one client, answers larger than the send
+/// buffer: each Writable and each POLLOUT must end a wait by itself (no other event comes).
+#[test]
+fn big_answers_to_one_client_need_no_other_event() {
+    // Taken a piece at a time (the application waits for Writable), and in one piece (a
+    // send that the socket cuts short must end the wait by itself: the NOP behind it).
+    big_answers(64 * 1024, 4 << 20);
+    big_answers(64 << 20, 24 << 20);
+}
+
+fn big_answers(send_buffer: usize, size: usize) {
+    let mut t = UringTransport::new(UringConfig { send_buffer, ..UringConfig::default() }).unwrap();
+    let l = t.listen(0).unwrap();
+    let addr = t.local_addr(l).unwrap();
+    let answer: Vec<u8> = (0..size).map(|i| (i % 249) as u8).collect();
+    let expect = answer.clone();
+    // The client wakes the server's sleep when it has read everything (or failed).
+    let waker = t.waker().unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let done2 = done.clone();
+    let client = std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            for _ in 0..3 {
+                c.write_all(b"go").unwrap();
+                let mut got = vec![0u8; expect.len()];
+                // Slowly at first, so that the socket fills and sends come back short.
+                std::thread::sleep(Duration::from_millis(50));
+                c.read_exact(&mut got).unwrap();
+                assert!(got == expect);
+            }
+        });
+        done2.store(true, std::sync::atomic::Ordering::SeqCst);
+        waker.wake();
+        r
+    });
+    let mut events = Vec::new();
+    let mut buf = BytesMut::new();
+    let (mut conn, mut left, mut served) = (None, 0usize, 0);
+    let end = Instant::now() + Duration::from_secs(20);
+    while !done.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < end {
+        events.clear();
+        // No timeout: only the transport's own completions (or the client's wake) end it.
+        t.poll(&mut events, None).unwrap();
+        for ev in events.drain(..) {
+            match ev {
+                Event::Accepted { conn: c, .. } => conn = Some(c),
+                Event::Readable(c) => {
+                    buf.clear();
+                    if t.recv(c, &mut buf).unwrap() > 0 {
+                        left = answer.len();
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(c) = conn {
+            while left > 0 {
+                let n = t.send(c, &answer[answer.len() - left..]).unwrap();
+                left -= n;
+                if left == 0 {
+                    served += 1;
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+        }
+        t.flush().unwrap();
+    }
+    client.join().unwrap().expect("the client got every answer");
+    assert_eq!(served, 3);
+    assert!(t.stats().short_sends > 0, "the test meant sends cut short: {:?}", t.stats());
+}

@@ -3,9 +3,16 @@
 //! CLOCK_MONOTONIC, the `cpu` line of /proc/stat, /proc/uptime's idle seconds, the
 //! /proc/interrupts rows of the virtio devices, IFACE's driver statistics (ETHTOOL_GSTATS:
 //! virtio_net's per-queue kicks), the device's packet counters (sysfs) and, per PID,
-//! /proc/PID/schedstat's run time.
+//! /proc/PID/schedstat's run time and its voluntary context switches (its sleeps).
+//!
+//! `--dump=PID:LOG` first asks rr-server PID for its counters (SIGUSR1) and waits (at most
+//! 10 s) for the block it prints to its log LOG (`counters (SIGUSR1):`, then `  name value`
+//! lines, then an empty line); they go into the JSON as `counters` (or `counters_error`).
+//! The wait polls only the bytes written since the signal, in this process, so its cost hardly
+//! varies with how soon the server answers (a shell loop forking grep would).
 
-use std::io;
+use std::io::{self, Read, Seek};
+use std::time::{Duration, Instant};
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
@@ -100,13 +107,63 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// SIGUSR1 to `pid`, then the counter block it appends to `log`.
+fn dump_counters(pid: &str, log: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    let pid: libc::pid_t = pid.parse().map_err(|_| format!("--dump: bad pid {pid:?}"))?;
+    let start = std::fs::metadata(log).map_err(|e| format!("--dump: {log}: {e}"))?.len();
+    // SAFETY: plain kill(2).
+    if unsafe { libc::kill(pid, libc::SIGUSR1) } != 0 {
+        return Err(format!("--dump: kill -USR1 {pid}: {}", io::Error::last_os_error()));
+    }
+    const HEAD: &str = "counters (SIGUSR1):\n";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut text = String::new();
+    loop {
+        std::thread::sleep(Duration::from_micros(500));
+        text.clear();
+        let mut f = std::fs::File::open(log).map_err(|e| format!("--dump: {log}: {e}"))?;
+        f.seek(io::SeekFrom::Start(start)).map_err(|e| format!("--dump: {log}: {e}"))?;
+        f.read_to_string(&mut text).map_err(|e| format!("--dump: {log}: {e}"))?;
+        if let Some(i) = text.find(HEAD) {
+            let body = &text[i + HEAD.len()..];
+            if let Some(end) = body.find("\n\n") {
+                return Ok(body[..end]
+                    .lines()
+                    .filter_map(|l| {
+                        let (k, v) = l.trim().split_once(' ')?;
+                        Some((k.to_string(), v.trim().parse::<f64>().ok()?.into()))
+                    })
+                    .collect());
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("--dump: rr-server {pid} printed no counters to {log} within 10 s of SIGUSR1"));
+        }
+    }
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let Some(iface) = args.next() else {
-        eprintln!("usage: vmt-stats IFACE [PID...]");
+    let (dumps, mut args): (Vec<String>, Vec<String>) =
+        std::env::args().skip(1).partition(|a| a.starts_with("--dump="));
+    if args.is_empty() {
+        eprintln!("usage: vmt-stats IFACE [PID...] [--dump=PID:LOG]");
         std::process::exit(2);
-    };
+    }
+    let iface = args.remove(0);
+    let args = args.into_iter();
     let mut out = serde_json::Map::new();
+    // The server's counters first: the snapshot below then includes the dump's own work.
+    if let Some(d) = dumps.first() {
+        let (pid, log) = d["--dump=".len()..].split_once(':').unwrap_or(("", ""));
+        match dump_counters(pid, log) {
+            Ok(m) => {
+                out.insert("counters".into(), m.into());
+            }
+            Err(e) => {
+                out.insert("counters_error".into(), e.into());
+            }
+        }
+    }
     out.insert("mono_ns".into(), monotonic_ns().into());
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     if let Some(l) = stat.lines().find(|l| l.starts_with("cpu ")) {
@@ -174,7 +231,25 @@ fn main() {
     // Run time of every thread of the process (/proc/PID/schedstat is the main thread's only,
     // which in `rr-server --threads N` just waits for the others).
     let mut sched = serde_json::Map::new();
+    // Voluntary context switches of every thread (/proc/PID/task/*/status): the times the
+    // server went to sleep (an epoll_wait, io_uring_enter or poll that blocked).
+    let mut vol = serde_json::Map::new();
     for pid in args {
+        let switches = |path: std::path::PathBuf| -> Option<u64> {
+            std::fs::read_to_string(path)
+                .ok()?
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+                .trim()
+                .parse()
+                .ok()
+        };
+        let v: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.filter_map(|e| switches(e.ok()?.path().join("status"))).collect())
+            .unwrap_or_default();
+        if !v.is_empty() {
+            vol.insert(pid.clone(), v.iter().sum::<u64>().into());
+        }
         let run_ns = |path: std::path::PathBuf| -> Option<u64> {
             std::fs::read_to_string(path)
                 .ok()?
@@ -196,5 +271,6 @@ fn main() {
         }
     }
     out.insert("sched_ns".into(), sched.into());
+    out.insert("vol_switches".into(), vol.into());
     println!("VMT-STATS {}", serde_json::Value::Object(out));
 }
