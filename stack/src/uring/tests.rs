@@ -1,8 +1,11 @@
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::time::Instant;
 
 use super::*;
+use crate::sockets;
+use crate::transport::Transport;
+use bytes::BytesMut;
 
 fn transport() -> UringTransport {
     UringTransport::new(UringConfig::default()).expect("io_uring on this kernel")
