@@ -53,10 +53,15 @@ fn start_xsk_server(lab: &Lab, dir: &Path, cidr: &str, service: &str, port: u16)
     start_server(lab, dir, &["--backend", "xsk", "--iface", &lab.if_a, "--addr", cidr, "--service", service, "--port", &port])
 }
 
-/// rr-server on kernel TCP, on ns_a's own address.
+/// rr-server on kernel TCP through epoll, on ns_a's own address.
 fn start_kernel_server(lab: &Lab, dir: &Path, service: &str, port: u16) -> Proc {
+    start_kernel_backend(lab, dir, "kernel", service, port)
+}
+
+/// rr-server on kernel TCP through `backend` ("kernel": epoll, or "uring"), on ns_a's own address.
+fn start_kernel_backend(lab: &Lab, dir: &Path, backend: &str, service: &str, port: u16) -> Proc {
     let (addr, port) = (lab.addr_a.to_string(), port.to_string());
-    start_server(lab, dir, &["--backend", "kernel", "--bind", &addr, "--service", service, "--port", &port])
+    start_server(lab, dir, &["--backend", backend, "--bind", &addr, "--service", service, "--port", &port])
 }
 
 /// Runs rr-bench in ns_b to completion and returns its JSON result.
@@ -135,6 +140,10 @@ fn kernel_server_kernel_and_xsk_clients() {
     let k = run_bench(&lab, &dir, "kernel-client", &args);
     assert_good(&k);
     assert!(k.cpu_us_per_req_server.is_some_and(|c| c > 0.0), "server CPU from its schedstat: {k:?}");
+    // An epoll server reads and writes every batch itself: a recv and a send per two requests
+    // at depth 2, and its epoll_wait.
+    assert!(k.syscalls_per_req_server.is_some_and(|s| s >= 0.9), "epoll server's system calls: {k:?}");
+    assert!(k.syscalls_per_req_client.is_some_and(|s| s >= 0.9), "epoll client's system calls: {k:?}");
     // On veth each side's sends run the other's receive: both processes ran NET_RX work, and
     // the own-receive figure swaps the two.
     let n = k.netrx_us_per_req.expect("NET_RX accountant (root)");
@@ -166,6 +175,42 @@ fn kernel_server_kernel_and_xsk_clients() {
 
     let summary = stop_server(&lab, server, libc::SIGINT);
     assert!(summary.requests >= k.requests + x.requests, "{summary:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The io_uring server with the epoll client and with its own (single-threaded) client; the
+/// system-call accountant shows what io_uring saves: a pass's enter both submits the answers
+/// and waits, so the server makes fewer calls than requests under load.
+#[test]
+fn uring_server_kernel_and_uring_clients() {
+    let lab = lab("rru");
+    let dir = scratch("test", "uring-server");
+    let server = start_kernel_backend(&lab, &dir, "uring", "echo", 7303);
+    let pid = server.child.id().to_string();
+    let connect = SocketAddrV4::new(lab.addr_a, 7303).to_string();
+    let mut args = vec!["--backend", "kernel", "--connect", &connect, "--server-pid", &pid];
+    args.extend_from_slice(LOAD);
+    let k = run_bench(&lab, &dir, "kernel-client", &args);
+    assert_good(&k);
+    let sys = k.syscalls_per_req_server.expect("the accountant counts the server's system calls");
+    // One enter per pass, and a pass serves every connection that has a request: fewer calls
+    // than the epoll server's recv and send per two requests.
+    assert!(sys > 0.0 && sys < 0.9, "io_uring server: {sys} system calls per request: {k:?}");
+
+    let bind = lab.addr_b.to_string();
+    let mut args = vec!["--backend", "uring", "--bind", &bind, "--connect", &connect, "--server-pid", &pid];
+    args.extend_from_slice(LOAD);
+    let u = run_bench(&lab, &dir, "uring-client", &args);
+    assert_good(&u);
+    assert_eq!(u.backend, apps::Backend::Uring);
+    assert!(u.syscalls_per_req_client.is_some_and(|s| s < 0.9), "io_uring client: {u:?}");
+    eprintln!("system calls per request: uring server {sys:.2}, uring client {:.2}", u.syscalls_per_req_client.unwrap());
+
+    let summary = stop_server(&lab, server, libc::SIGINT);
+    assert!(summary.requests >= k.requests + u.requests, "{summary:?}");
+    let uring = summary.uring.as_ref().expect("the uring server's report");
+    assert!(uring["stats"][0]["enters"].as_u64().is_some_and(|n| n > 0), "{uring}");
+    assert_eq!(uring["features"]["single_issuer"].as_bool(), Some(true), "{uring}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -278,6 +323,17 @@ fn tcp_echo_with_std_tcpstream_kernel_server() {
     let lab = lab("rre");
     let dir = scratch("test", "tcp-echo-kernel");
     let server = start_kernel_server(&lab, &dir, "tcp-echo", 7);
+    tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(lab.addr_a, 7));
+    let s = stop_server(&lab, server, libc::SIGTERM);
+    assert_eq!(s.accepted, 1, "{s:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tcp_echo_with_std_tcpstream_uring_server() {
+    let lab = lab("rreu");
+    let dir = scratch("test", "tcp-echo-uring");
+    let server = start_kernel_backend(&lab, &dir, "uring", "tcp-echo", 7);
     tcp_echo_roundtrip(&lab.ns_b, SocketAddrV4::new(lab.addr_a, 7));
     let s = stop_server(&lab, server, libc::SIGTERM);
     assert_eq!(s.accepted, 1, "{s:?}");
