@@ -6,6 +6,7 @@
 # target/best-kernel/ (regenerated, not committed).
 #
 #   docs/2026-12-06-best-kernel/run.sh demo     # rr-demo, every default case + rr-1, 5 rounds (~15 min)
+#   docs/2026-12-06-best-kernel/run.sh full     # the --full cases against io_uring, one round (a check, ~2 min)
 #   docs/2026-12-06-best-kernel/run.sh guest    # vm-tests cost, closed loop, 6.1 and a current kernel (~30 min)
 #   docs/2026-12-06-best-kernel/run.sh light    # vm-tests cost --rate 300 (light load)
 #   docs/2026-12-06-best-kernel/run.sh tables   # tables.txt from the results
@@ -20,6 +21,11 @@ case "${1:-}" in
     ./target/release/rr-demo --kernels epoll,uring --rounds 5 --duration 4s \
       --only rr-1,rr-16,rr-256,same-16,busy-same-1,open-5k,loss1-16 --out "$raw/demo"
     cp "$raw/demo/results.json" "$here/demo-results.json"
+    ;;
+  full)
+    ./target/release/rr-demo --kernels uring --only churn-16,storm-1000,rr-1000,rr-10000,idle-100,lossburst-16 \
+      --rounds 1 --duration 3s --out "$raw/full"
+    cp "$raw/full/results.json" "$here/full-uring-results.json"
     ;;
   guest)
     ./target/release/vm-tests cost --kernels 6.1,new --servers "$servers" --conns 1,16 --runs 3 \
