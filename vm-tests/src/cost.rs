@@ -859,7 +859,7 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                     continue;
                 }
             }
-            let dump = (servers::counts_syscalls(&server) && !a.no_syscalls).then(|| servers::dump_arg(&tag));
+            let dump = (!a.no_syscalls).then(|| servers::dump_arg(&tag));
             let dst = SocketAddrV4::new(net.guest_addr, port);
             let mut failed = None;
             for &conns in &a.conns {
@@ -1201,7 +1201,7 @@ fn table(r: &CostReport) -> String {
     t.row("time", format!("{:.0} s", r.total_s));
     t.row("logs", r.logs.clone());
     let mut s = t.render("vm-tests cost");
-    s.push_str("  per request (medians; cpu = guest busy time, user/sys/softirq = tick samples, task = server's schedstat;\n  iowait = idle with a task in io_schedule, not in cpu;\n  sleeps = the server's voluntary context switches; syscalls = what the server counts: uring io_uring_enter, xsk sendto+recvfrom+poll, epoll: -):\n");
+    s.push_str("  per request (medians; cpu = guest busy time, user/sys/softirq = tick samples, task = server's schedstat;\n  iowait = idle with a task in io_schedule, not in cpu;\n  sleeps = the server's voluntary context switches; syscalls = what the server counts: uring io_uring_enter, xsk sendto+recvfrom+poll, epoll epoll_wait+accept4+recv+send):\n");
     s.push_str(&case_grid(&r.cases));
     s
 }

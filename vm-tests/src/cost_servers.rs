@@ -66,12 +66,8 @@ pub fn spec(server: &str, port: u16, attach: &str, xsk_extra: &[String]) -> Serv
     s
 }
 
-/// Whether the server counts its system calls (and is asked for its counters with SIGUSR1).
-pub fn counts_syscalls(server: &str) -> bool {
-    server != "kernel" && server != "kernel-napi"
-}
-
-/// The counters whose sum is the server's system calls.
+/// The counters whose sum is the server's system calls (every server counts its own, and is
+/// asked for them with SIGUSR1; epoll: `epoll_wait`, `accept4`, `recv`, `send`).
 pub fn syscall_counters(server: &str) -> &'static [&'static str] {
     if server == "xsk" {
         &[
@@ -81,6 +77,8 @@ pub fn syscall_counters(server: &str) -> &'static [&'static str] {
         ]
     } else if server.starts_with("uring") {
         &["uring_enters"]
+    } else if server.starts_with("kernel") {
+        &["kernel_syscalls"]
     } else {
         &[]
     }

@@ -163,7 +163,7 @@ trait BackendStats {
 
 impl BackendStats for KernelTransport {
     fn stats_json(&self) -> Option<serde_json::Value> {
-        None
+        serde_json::to_value(self.stats()).ok()
     }
 }
 

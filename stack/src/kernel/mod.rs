@@ -172,6 +172,15 @@ pub struct KernelTransport {
     connects: u32,
     /// Busy polling: what was applied, and the options each new socket gets.
     busy: BusyState,
+    stats: KernelStats,
+}
+
+/// The epoll backend's counters ([`KernelTransport::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KernelStats {
+    /// System calls on the request path: `epoll_wait`, `accept4`, `recv` and `send` (a timer's
+    /// arming, made only when a wait must end earlier, and connection setup are not counted).
+    pub syscalls: u64,
 }
 
 impl KernelTransport {
@@ -194,7 +203,13 @@ impl KernelTransport {
             pending: Vec::with_capacity(64),
             cfg,
             connects: 0,
+            stats: KernelStats::default(),
         })
+    }
+
+    /// The backend's counters.
+    pub fn stats(&self) -> KernelStats {
+        self.stats
     }
 
     /// The settings it was created with.
@@ -224,6 +239,7 @@ impl KernelTransport {
     fn accept_all(&mut self, index: usize, events: &mut Vec<Event>) {
         let listener_id = ListenerId(index as u32);
         loop {
+            self.stats.syscalls += 1;
             let (stream, peer) = match self.listeners[index].accept() {
                 Ok((stream, SocketAddr::V4(peer))) => (stream, Some(peer)),
                 Ok((stream, SocketAddr::V6(_))) => (stream, None),
@@ -350,6 +366,7 @@ impl Transport for KernelTransport {
         let timeout = self.timer.prepare(timeout);
         // A wake that came before the timer was armed (which may have replaced its expiry).
         let timeout = if self.timer.take_wake() { Some(Duration::ZERO) } else { timeout };
+        self.stats.syscalls += 1;
         match self.poll.poll(&mut self.mio_events, timeout) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
@@ -387,6 +404,7 @@ impl Transport for KernelTransport {
             // SAFETY: recv writes at most `want` bytes into the buffer's spare capacity, and
             // set_len below only covers the bytes the kernel reported as written.
             let n = unsafe { libc::recv(conn.stream.as_raw_fd(), ptr.cast(), want, 0) };
+            self.stats.syscalls += 1;
             if n > 0 {
                 let n = n as usize;
                 // SAFETY: the kernel initialised these n bytes of spare capacity (n <= want).
@@ -435,6 +453,7 @@ impl Transport for KernelTransport {
             // SAFETY: send() reads at most data.len() bytes from the live slice `data`.
             let n =
                 unsafe { libc::send(conn.stream.as_raw_fd(), data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
+            self.stats.syscalls += 1;
             if n >= 0 {
                 let n = n as usize;
                 if n < data.len() {
