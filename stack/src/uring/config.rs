@@ -12,7 +12,7 @@ pub struct UringBusyPoll {
     pub prefer: bool,
 }
 
-/// Settings for [`UringTransport`].
+/// Settings for [`UringTransport`](super::UringTransport).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct UringConfig {

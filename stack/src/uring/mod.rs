@@ -1,17 +1,19 @@
-//! [`Transport`] over the kernel's TCP through io_uring (feature `uring`): the kernel TCP a
+//! [`Transport`](crate::transport::Transport) over the kernel's TCP through io_uring (feature `uring`): the kernel TCP a
 //! performance-minded user would pick, as a baseline for the xsk backend and as a backend of
 //! its own.
 //!
 //! How a pass goes: `poll` puts the sends the application queued since the last pass into the
 //! submission queue, then makes one `io_uring_enter` that both submits them and waits for the
 //! next completion. Every listener has a multishot accept in the ring and every connection a
-//! multishot receive into a provided-buffer ring ([`bufring`]); their completions become
+//! multishot receive into a provided-buffer ring (`bufring.rs`); their completions become
 //! [`Event`]s. `recv` copies a connection's received buffers out and gives them back to the
 //! kernel. Sends are made with `MSG_DONTWAIT`, so the kernel completes each one while it
 //! submits it, in the same call: the wait counts those completions and sleeps for one more
-//! (a request, a new connection, a wake). A send that the socket's buffer cut short waits
-//! for POLLOUT in the ring and goes on from there. Nothing per request allocates, and at
-//! light load one request costs one system call.
+//! (a request, a new connection, a wake). A send someone waits on (the application's
+//! `Writable`, a close) is not counted, so its completion ends the wait; a send that the
+//! socket's buffer cuts short fails a NOP linked behind it (`MSG_WAITALL`), whose completion
+//! ends the wait too, and the rest waits for POLLOUT in the ring. Nothing per request
+//! allocates, and at light load one request costs one system call.
 //!
 //! The ring is set up with single-issuer and deferred task running where the kernel has them
 //! (Linux 6.1), and needs Linux 6.0 (multishot receive with provided buffers): an older kernel

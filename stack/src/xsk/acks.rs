@@ -69,7 +69,7 @@ pub struct AckStats {
     /// Frames the kernel or the port dropped after the program counted them
     /// (`Port::rx_lost`): added to the count so that it stays in step.
     pub lost: u64,
-    /// Times a record waited [`HOLD_MAX`] for frames that never came and
+    /// Times a record waited `HOLD_MAX` for frames that never came and
     /// were not counted as lost either: the count was moved up to it.
     pub resynced: u64,
     /// Times the ring was turned on or off.
