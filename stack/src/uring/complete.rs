@@ -147,13 +147,14 @@ impl UringTransport {
     fn on_send(&mut self, id: ConnId, res: i32) {
         let Some(c) = self.conns.get_mut(id) else { return };
         c.send_in_ring = false;
-        if res >= 0 {
-            let n = (res as usize).min(c.out.len());
+        if res >= 0 || res == -libc::EAGAIN {
+            let n = (res.max(0) as usize).min(c.out.len());
             if n == c.out.len() {
                 c.out.clear();
                 std::mem::swap(&mut c.out, &mut c.more);
             } else {
-                // The socket's buffer is full: the rest waits for room.
+                // The socket's buffer is full (a short send, or none at all): the rest waits
+                // for room.
                 c.out.drain(..n);
                 c.out.append(&mut c.more);
                 c.send_blocked = true;
@@ -162,13 +163,6 @@ impl UringTransport {
                 self.push(e);
                 return;
             }
-        } else if res == -libc::EAGAIN {
-            c.out.append(&mut c.more);
-            c.send_blocked = true;
-            self.stats.short_sends += 1;
-            let e = opcode::PollAdd::new(types::Fd(c.raw()), libc::POLLOUT as u32).build().user_data(user_data(Op::PollOut, id.0));
-            self.push(e);
-            return;
         } else {
             tracing::debug!(?id, error = %std::io::Error::from_raw_os_error(-res), "uring backend: send failed, closing");
             c.can_send = false;
