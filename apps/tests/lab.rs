@@ -193,9 +193,10 @@ fn uring_server_kernel_and_uring_clients() {
     let k = run_bench(&lab, &dir, "kernel-client", &args);
     assert_good(&k);
     let sys = k.syscalls_per_req_server.expect("the accountant counts the server's system calls");
-    // One enter per pass, and a pass serves every connection that has a request: fewer calls
-    // than the epoll server's recv and send per two requests.
-    assert!(sys > 0.0 && sys < 0.9, "io_uring server: {sys} system calls per request: {k:?}");
+    // One enter per pass, and a pass serves every connection that has a request: about 0.3
+    // here, against the epoll server's recv and send per two requests; a second system call
+    // per pass (the gettid each poll once made) takes it past 0.45.
+    assert!(sys > 0.0 && sys < 0.45, "io_uring server: {sys} system calls per request: {k:?}");
 
     let bind = lab.addr_b.to_string();
     let mut args = vec!["--backend", "uring", "--bind", &bind, "--connect", &connect, "--server-pid", &pid];
@@ -203,7 +204,7 @@ fn uring_server_kernel_and_uring_clients() {
     let u = run_bench(&lab, &dir, "uring-client", &args);
     assert_good(&u);
     assert_eq!(u.backend, apps::Backend::Uring);
-    assert!(u.syscalls_per_req_client.is_some_and(|s| s < 0.9), "io_uring client: {u:?}");
+    assert!(u.syscalls_per_req_client.is_some_and(|s| s < 0.45), "io_uring client: {u:?}");
     eprintln!("system calls per request: uring server {sys:.2}, uring client {:.2}", u.syscalls_per_req_client.unwrap());
 
     let summary = stop_server(&lab, server, libc::SIGINT);

@@ -237,8 +237,7 @@ impl UringTransport {
     /// Enables the ring on the polling thread at its first poll, and registers the ring's fd
     /// with that thread; refuses every other thread after that (a single-issuer ring).
     fn start(&mut self) -> Result<(), TransportError> {
-        // SAFETY: gettid has no preconditions.
-        let tid = unsafe { libc::gettid() };
+        let tid = thread_id();
         match self.started {
             Some(t) if t == tid => return Ok(()),
             Some(_) => {
@@ -512,6 +511,21 @@ impl UringTransport {
     }
 }
 
+/// The calling thread's id, asked of the kernel once per thread: every poll checks it, and a
+/// `gettid` each time would be a second system call per pass.
+fn thread_id() -> libc::pid_t {
+    thread_local! {
+        static TID: std::cell::Cell<libc::pid_t> = const { std::cell::Cell::new(0) };
+    }
+    TID.with(|t| {
+        if t.get() == 0 {
+            // SAFETY: gettid has no preconditions.
+            t.set(unsafe { libc::gettid() });
+        }
+        t.get()
+    })
+}
+
 /// The connection an event names.
 fn conn_of(ev: &Event) -> Option<ConnId> {
     match *ev {
@@ -529,8 +543,7 @@ impl Drop for UringTransport {
         // with their memory by the end of the enter that submitted them. The sockets close
         // with their connections; the io_uring itself is torn down by the kernel after its fd.
         let ts = types::Timespec::new().sec(1);
-        // SAFETY: gettid has no preconditions.
-        let here = unsafe { libc::gettid() };
+        let here = thread_id();
         let cancelled = match self.started {
             // Never enabled: nothing was ever submitted.
             None => Ok(()),
