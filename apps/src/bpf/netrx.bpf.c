@@ -61,21 +61,30 @@ struct {
 	__type(value, __u64);
 } calls SEC(".maps");
 
-SEC("raw_tp/sys_enter")
-int count_syscalls(struct bpf_raw_tracepoint_args *ctx)
+// Which of the two processes the current task belongs to: 0 the server, 1 the client, 2
+// neither.
+static __always_inline __u32 whose(void)
 {
-	__u32 zero = 0, one = 1, slot;
+	__u32 zero = 0, one = 1;
 	__u32 *server, *client, tgid;
-	__u64 *n;
 
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	server = bpf_map_lookup_elem(&targets, &zero);
 	client = bpf_map_lookup_elem(&targets, &one);
 	if (server && *server && tgid == *server)
-		slot = 0;
-	else if (client && *client && tgid == *client)
-		slot = 1;
-	else
+		return 0;
+	if (client && *client && tgid == *client)
+		return 1;
+	return 2;
+}
+
+SEC("raw_tp/sys_enter")
+int count_syscalls(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 slot = whose();
+	__u64 *n;
+
+	if (slot > 1)
 		return 0;
 	n = bpf_map_lookup_elem(&calls, &slot);
 	if (n)
@@ -100,9 +109,8 @@ int netrx_entry(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/softirq_exit")
 int netrx_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 zero = 0, one = 1, slot = 2;
+	__u32 zero = 0, slot;
 	__u64 *t, *sum, now;
-	__u32 *server, *client, tgid;
 
 	if (ctx->args[0] != NET_RX_SOFTIRQ)
 		return 0;
@@ -111,13 +119,7 @@ int netrx_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!t || *t == 0)
 		return 0;
 	now = bpf_ktime_get_ns();
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	server = bpf_map_lookup_elem(&targets, &zero);
-	client = bpf_map_lookup_elem(&targets, &one);
-	if (server && *server && tgid == *server)
-		slot = 0;
-	else if (client && *client && tgid == *client)
-		slot = 1;
+	slot = whose();
 	sum = bpf_map_lookup_elem(&acc, &slot);
 	if (sum)
 		*sum += now - *t;
