@@ -259,6 +259,8 @@ mod cookie_tests;
 #[cfg(test)]
 mod fast_path_tests;
 #[cfg(test)]
+mod icmp_tests;
+#[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]
 mod tests;

@@ -124,6 +124,28 @@ pub fn arp(oper: u16, src_mac: [u8; 6], dst_mac: [u8; 6], sender: Ipv4Addr, targ
     f
 }
 
+/// An ICMP echo request (`ty` 8) or reply (0) from `src` to `dst`, as `ping` sends it.
+pub fn icmp_echo(ty: u8, src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, id: u16, seq: u16, data: &[u8]) -> Vec<u8> {
+    let total = 20 + 8 + data.len();
+    let mut f = Vec::with_capacity(14 + total);
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+    f.extend_from_slice(&(total as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0x40, 0, 64, 1, 0, 0]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    let c = !checksum::data(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&[ty, 0, 0, 0]);
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(&seq.to_be_bytes());
+    f.extend_from_slice(data);
+    let c = !checksum::data(&f[34..]);
+    f[36..38].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
 /// A parsed TCP segment from a frame the stack sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seg {
