@@ -72,28 +72,33 @@ pub(crate) fn set_mtu(ifname: &str, mtu: u32) -> io::Result<()> {
 /// The first IPv4 address and prefix length on the interface; `Ok(None)` if
 /// it has none (or does not exist: `getifaddrs` lists only what is there).
 pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
+    Ok(ipv4_all()?.into_iter().find(|(n, _, _)| n == ifname).map(|(_, a, p)| (a, p)))
+}
+
+/// Every IPv4 address in the calling thread's network namespace, as
+/// (interface, address, prefix length), in `getifaddrs` order.
+pub fn ipv4_all() -> io::Result<Vec<(String, Ipv4Addr, u8)>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list we free below with freeifaddrs.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let mut found = None;
+    let mut found = Vec::new();
     let mut p = head;
     while !p.is_null() {
         // SAFETY: `p` walks the list getifaddrs returned; every node, name
         // and sockaddr stays valid until freeifaddrs.
         unsafe {
             let ifa = &*p;
-            let name = std::ffi::CStr::from_ptr(ifa.ifa_name).to_string_lossy();
-            if name == ifname && !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
+            if !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
+                let name = std::ffi::CStr::from_ptr(ifa.ifa_name).to_string_lossy().into_owned();
                 let a = &*(ifa.ifa_addr as *const libc::sockaddr_in);
                 let prefix = if ifa.ifa_netmask.is_null() {
                     32
                 } else {
                     u32::from_be((*(ifa.ifa_netmask as *const libc::sockaddr_in)).sin_addr.s_addr).count_ones() as u8
                 };
-                found = Some((Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)), prefix));
-                break;
+                found.push((name, Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)), prefix));
             }
             p = ifa.ifa_next;
         }
@@ -101,6 +106,14 @@ pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
     // SAFETY: `head` came from getifaddrs and is freed once.
     unsafe { libc::freeifaddrs(head) };
     Ok(found)
+}
+
+/// The interface's flags (`SIOCGIFFLAGS`: `libc::IFF_UP`, `IFF_RUNNING`
+/// (carrier), `IFF_LOOPBACK`, ...).
+pub fn flags(ifname: &str) -> io::Result<i32> {
+    let r = ioctl(ifname, libc::SIOCGIFFLAGS)?;
+    // SAFETY: SIOCGIFFLAGS filled the ifru_flags member of the union.
+    Ok(i32::from(unsafe { r.ifr_ifru.ifru_flags }) & 0xffff)
 }
 
 /// Parses `"aa:bb:cc:dd:ee:ff"` (six hex bytes, colon-separated, either
@@ -131,5 +144,7 @@ mod tests {
         assert_eq!(p, 8);
         assert_eq!(super::mtu("lo").unwrap(), 65536);
         assert!(super::mac("nonexistent0").is_err());
+        let f = super::flags("lo").unwrap();
+        assert!(f & libc::IFF_LOOPBACK != 0 && f & libc::IFF_UP != 0, "lo is up and loopback: {f:#x}");
     }
 }

@@ -66,16 +66,17 @@
 //!
 //! # What the process needs
 //!
-//! - `CAP_NET_RAW` to create the AF_XDP socket;
-//! - `CAP_BPF` and `CAP_NET_ADMIN` to load and attach the steering program
-//!   (`CAP_SYS_ADMIN` stands in for either);
-//! - `CAP_NET_ADMIN` for the ethtool changes;
-//! - `CAP_IPC_LOCK` for the UMEM, which the kernel pins. The crate never
-//!   raises `RLIMIT_MEMLOCK` (that needs `CAP_SYS_RESOURCE`); without
-//!   `CAP_IPC_LOCK` the UMEM must fit the current limit, or the port fails
-//!   with a message saying so;
-//! - write access to `/run/xsk-io` (or `XSK_IO_STATE_DIR`), and to
-//!   `/proc/sys` for sysctls set through an `Iface`.
+//! The capabilities `CAP_NET_RAW`, `CAP_NET_ADMIN`, `CAP_BPF`, `CAP_PERFMON`
+//! and `CAP_IPC_LOCK` ([`privileges`] says what each is for; `CAP_SYS_ADMIN`
+//! stands in for `CAP_BPF` and `CAP_PERFMON`; without `CAP_IPC_LOCK` a
+//! memlock limit that holds the UMEM does), write access to the state
+//! directory `/run/xsk-io` ([`state::state_dir`]: [`state::set_state_dir`]
+//! or `XSK_IO_STATE_DIR` move it), and to `/proc/sys` for sysctls set
+//! through an `Iface`. [`port::Port::open`] checks them before it changes
+//! anything and names each one missing with its fix
+//! ([`port::PortError::Privileges`]). Once the ports are open only
+//! `CAP_NET_ADMIN` is still needed (to put the device back at exit):
+//! [`privileges::drop_after_setup`] drops the rest.
 //!
 //! Root has all of these. The interface must exist in the calling thread's
 //! network namespace (and sysfs must show that namespace: use
@@ -220,6 +221,7 @@ pub mod config;
 pub mod iface;
 pub mod port;
 pub mod ifaddr;
+pub mod privileges;
 
 /// How the XDP steering program is attached to the interface. Parses from
 /// `skb` (or `generic`), `drv` (or `native`) and `auto`.

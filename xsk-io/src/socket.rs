@@ -26,7 +26,7 @@ const BIND_RETRY_STEP: std::time::Duration = std::time::Duration::from_millis(5)
 pub enum SocketError {
     /// `socket(AF_XDP)` failed: missing privileges (`EPERM`) or a kernel
     /// without `CONFIG_XDP_SOCKETS` (`EAFNOSUPPORT`).
-    #[error("creating an AF_XDP socket failed: {0} (needs root or CAP_NET_RAW + CAP_BPF; kernel needs CONFIG_XDP_SOCKETS)")]
+    #[error("creating an AF_XDP socket failed: {0} (EPERM: needs CAP_NET_RAW; EAFNOSUPPORT: the kernel needs CONFIG_XDP_SOCKETS)")]
     Create(#[source] io::Error),
     /// A ring size option, reading the ring offsets, or mapping a ring failed;
     /// also a ring size that is not a power of two (`InvalidInput`).
@@ -211,8 +211,10 @@ impl XskSocket {
         let registered = if with_md { Ok(()) } else { setsockopt(self.fd.as_fd(), SOL_XDP, XDP_UMEM_REG, &reg) };
         registered.map_err(|e| SocketError::UmemReg {
             bytes: umem.area_len(),
-            hint: if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
-                "the UMEM is pinned memory: it needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK (ulimit -l)"
+            // The kernel answers ENOBUFS when the pages exceed RLIMIT_MEMLOCK (no CAP_IPC_LOCK).
+            hint: if matches!(e.raw_os_error(), Some(libc::ENOMEM | libc::EPERM | libc::ENOBUFS)) {
+                "the UMEM is pinned memory: it needs CAP_IPC_LOCK or a memlock limit (RLIMIT_MEMLOCK: ulimit -l, \
+                 systemd LimitMEMLOCK=) that holds it"
             } else {
                 "check frame size (2048 or 4096) and that the area is page aligned"
             },

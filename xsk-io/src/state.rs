@@ -25,7 +25,7 @@ mod record;
 
 pub use apply::read_sysctl;
 pub use error::StateError;
-pub use dir::{state_dir, STATE_DIR_ENV};
+pub use dir::{set_state_dir, state_dir, STATE_DIR_ENV};
 pub use files::forget_netns;
 pub use owner::{restore, Owner, Recovered};
 pub use record::{DeviceState, Record};

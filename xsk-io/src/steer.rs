@@ -111,12 +111,11 @@ impl Steer {
         let ifindex = ifindex_of(ifname)?;
 
         let open = |bytes: &[u8]| {
-            ObjectBuilder::default()
-                .name("xsk_steer")
-                .and_then(|b| b.open_memory(bytes))
-                .and_then(|open| open.load())
+            object::capture_log(|| {
+                ObjectBuilder::default().name("xsk_steer").and_then(|b| b.open_memory(bytes)).and_then(|open| open.load())
+            })
         };
-        let (obj, deferred_acks) = match open(&STEER_ACKS_OBJ.0) {
+        let (obj, deferred_acks) = match open(&STEER_ACKS_OBJ.0).0 {
             Ok(obj) => (obj, true),
             Err(e) => {
                 // Ring buffers in a map-in-map and mmapable arrays need a
@@ -125,7 +124,8 @@ impl Steer {
                 ONCE.call_once(|| {
                     tracing::warn!("deferred ACKs unavailable (their XDP program did not load: {e}); every pure ACK wakes the stack")
                 });
-                (open(&STEER_OBJ.0).map_err(SteerError::Load)?, false)
+                let (r, log) = open(&STEER_OBJ.0);
+                (r.map_err(|e| SteerError::load(e, &log))?, false)
             }
         };
 

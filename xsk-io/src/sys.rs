@@ -264,3 +264,10 @@ mod tests {
         assert!(size_of::<XskTxMetadata>() <= TX_METADATA_LEN as usize && TX_METADATA_LEN.is_multiple_of(8));
     }
 }
+
+/// The running kernel's (major, minor), from /proc/sys/kernel/osrelease.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}

@@ -101,7 +101,7 @@ pub(crate) fn prepare_recorded(ifname: &str, opts: &TuneOptions, owner: Option<&
             owner.record_device(d).map_err(|e| TuneError::Step {
                 step: "recording the original device state".into(),
                 error: e.to_string(),
-                fix: format!("make {} writable, or set {}", crate::state::state_dir().display(), crate::state::STATE_DIR_ENV),
+                fix: format!("make {} writable, or choose another state directory (--state-dir, {})", crate::state::state_dir().display(), crate::state::STATE_DIR_ENV),
                 report: Vec::new(),
             })?;
         }

@@ -13,6 +13,15 @@ pub enum PortError {
     /// No interface of that name in the calling thread's network namespace.
     #[error("interface {0:?} not found (ip link show)")]
     NoInterface(String),
+    /// The process lacks capabilities or a memlock limit the port needs; nothing
+    /// was changed. Each is named with its fix ([`crate::privileges`]).
+    #[error("the AF_XDP port on {ifname} cannot open: {}", crate::privileges::describe(missing))]
+    Privileges {
+        /// The interface.
+        ifname: String,
+        /// What is missing.
+        missing: Vec<crate::privileges::Missing>,
+    },
     /// The UMEM could not be mapped (bad [`UmemConfig`](crate::umem::UmemConfig), no memory).
     #[error("creating the UMEM: {0}")]
     Umem(#[source] io::Error),

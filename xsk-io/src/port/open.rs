@@ -35,6 +35,7 @@ impl Port {
     /// Any [`PortError`] of preparing the interface or opening the queue;
     /// what was changed by then is put back.
     pub fn open(cfg: &PortConfig) -> Result<Port, PortError> {
+        preflight(cfg, 1)?;
         let iface = Iface::prepare(cfg, QueueLayout::Single)?;
         let mut v = iface.open_ports(cfg, &[cfg.queue])?;
         Ok(v.pop().expect("one queue asked, one port"))
@@ -47,6 +48,8 @@ impl Port {
     /// # Errors
     /// As [`open`](Self::open).
     pub fn open_all(cfg: &PortConfig) -> Result<Vec<Port>, PortError> {
+        let n = tune::rx_queue_count(&cfg.ifname).unwrap_or(1);
+        preflight(cfg, n)?;
         let iface = Iface::prepare(cfg, QueueLayout::All)?;
         let n = tune::rx_queue_count(&cfg.ifname)?;
         iface.open_ports(cfg, &(0..n).collect::<Vec<_>>())
@@ -106,6 +109,19 @@ impl Iface {
             }
         }
         Ok(ports)
+    }
+}
+
+/// Before anything changes: every capability and limit `ports` ports need, named with its
+/// fix when missing (`PortError::Privileges`), rather than a bare EPERM from whichever step
+/// comes first.
+fn preflight(cfg: &PortConfig, ports: u32) -> Result<(), PortError> {
+    let pinned = u64::from(cfg.umem.frame_count) * u64::from(cfg.umem.frame_size) * u64::from(ports.max(1));
+    let missing = crate::privileges::missing(pinned);
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(PortError::Privileges { ifname: cfg.ifname.clone(), missing })
     }
 }
 

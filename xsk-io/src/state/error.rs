@@ -55,7 +55,11 @@ impl StateError {
     pub(super) fn io(path: &Path, source: io::Error) -> StateError {
         let fix = match source.raw_os_error() {
             Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::EROFS) => {
-                format!("needs write access to {} (run as root, or set {STATE_DIR_ENV})", state_dir().display())
+                format!(
+                    "needs write access to the state directory {}: make it writable by this user \
+                     (systemd: RuntimeDirectory=xsk-io), or choose another (--state-dir, {STATE_DIR_ENV})",
+                    state_dir().display()
+                )
             }
             _ => "see the error".to_string(),
         };

@@ -36,6 +36,17 @@ pub enum SteerError {
     #[error("loading the XDP steering program failed: {0}{hint}", hint = load_hint(.0))]
     Load(#[source] libbpf_rs::Error),
 
+    /// The kernel refused the program (`EPERM`/`EACCES`): the capabilities the process
+    /// lacks are named, and the verifier's own verdict quoted when it gave one.
+    #[error("loading the XDP steering program failed: {source}; {why}")]
+    Refused {
+        /// libbpf's error.
+        #[source]
+        source: libbpf_rs::Error,
+        /// The missing capabilities and the verifier's verdict.
+        why: String,
+    },
+
     /// The interface already has an XDP program (ours from another process,
     /// or someone else's); nothing was attached.
     #[error("interface {ifname} already has an XDP program ({existing}); {remedy}")]
@@ -97,9 +108,32 @@ pub enum SteerError {
     },
 }
 
+impl SteerError {
+    /// A failed load, with libbpf's `log` of it: a refusal names the missing capabilities
+    /// and quotes the verifier.
+    pub(super) fn load(source: libbpf_rs::Error, log: &[String]) -> SteerError {
+        if source.kind() != libbpf_rs::ErrorKind::PermissionDenied {
+            return SteerError::Load(source);
+        }
+        use caps::Capability::{CAP_BPF, CAP_NET_ADMIN, CAP_PERFMON};
+        let missing = crate::privileges::missing_caps(&[CAP_NET_ADMIN, CAP_BPF, CAP_PERFMON]);
+        let mut why = if missing.is_empty() {
+            "the process has CAP_NET_ADMIN, CAP_BPF and CAP_PERFMON".to_string()
+        } else {
+            let names: Vec<String> = missing.iter().map(|n| format!("{} ({})", n.cap, n.why)).collect();
+            format!("missing {}: grant them or run as root", names.join(", "))
+        };
+        match super::object::verifier_verdict(log) {
+            Some(v) => why.push_str(&format!("; the verifier said: {v}")),
+            None => why.push_str("; RUST_LOG=libbpf=trace shows libbpf's whole log"),
+        }
+        SteerError::Refused { source, why }
+    }
+}
+
 fn load_hint(e: &libbpf_rs::Error) -> &'static str {
     match e.kind() {
-        libbpf_rs::ErrorKind::PermissionDenied => "; needs CAP_BPF and CAP_NET_ADMIN (or root)",
+        libbpf_rs::ErrorKind::PermissionDenied => "; needs CAP_NET_ADMIN, CAP_BPF and CAP_PERFMON (or root)",
         _ => "",
     }
 }

@@ -44,6 +44,13 @@ pub fn route_libbpf_logs() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         fn to_tracing(level: PrintLevel, msg: String) {
+            CAPTURE.with(|c| {
+                if let Some(lines) = c.borrow_mut().as_mut() {
+                    lines.extend(msg.lines().map(str::to_string));
+                    let extra = lines.len().saturating_sub(CAPTURE_LINES);
+                    lines.drain(..extra);
+                }
+            });
             let msg = msg.trim_end();
             match level {
                 PrintLevel::Warn => tracing::debug!(target: "libbpf", "warn: {msg}"),
@@ -53,4 +60,35 @@ pub fn route_libbpf_logs() {
         }
         libbpf_rs::set_print(Some((PrintLevel::Debug, to_tracing)));
     });
+}
+
+/// Lines of libbpf's output kept by [`capture_log`] (the verifier's log ends with its verdict).
+const CAPTURE_LINES: usize = 400;
+
+thread_local! {
+    static CAPTURE: std::cell::RefCell<Option<Vec<String>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` (a program load on this thread) and returns its result with the last lines
+/// libbpf printed meanwhile, the verifier's log among them.
+pub(super) fn capture_log<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    route_libbpf_logs();
+    CAPTURE.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let r = f();
+    let lines = CAPTURE.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    (r, lines)
+}
+
+/// The verifier's verdict from a captured log: the last lines of the program's load log
+/// that are not its statistics, at most three, joined with " / ".
+pub(super) fn verifier_verdict(lines: &[String]) -> Option<String> {
+    let end = lines.iter().rposition(|l| l.contains("-- END PROG LOAD LOG --"))?;
+    let begin = lines[..end].iter().rposition(|l| l.contains("-- BEGIN PROG LOAD LOG --"))?;
+    let useful: Vec<&str> = lines[begin + 1..end]
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time"))
+        .collect();
+    let tail = &useful[useful.len().saturating_sub(3)..];
+    (!tail.is_empty()).then(|| tail.join(" / "))
 }

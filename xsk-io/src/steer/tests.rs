@@ -182,3 +182,26 @@ fn embedded_object_layout() {
         }
     }
 }
+
+#[test]
+fn the_verifiers_verdict_is_the_end_of_its_log() {
+    let log: Vec<String> = [
+        "libbpf: prog 'xsk_steer': BPF program load failed: Permission denied",
+        "libbpf: prog 'xsk_steer': -- BEGIN PROG LOAD LOG --",
+        "0: R1=ctx() R10=fp0",
+        "; void *data_end = (void *)(long)ctx->data_end;",
+        "12: (bf) r3 = r2",
+        "R3 pointer arithmetic on pkt_end prohibited",
+        "processed 12 insns (limit 1000000) max_states_per_insn 0",
+        "-- END PROG LOAD LOG --",
+        "libbpf: prog 'xsk_steer': failed to load: -13",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(
+        super::object::verifier_verdict(&log).as_deref(),
+        Some("; void *data_end = (void *)(long)ctx->data_end; / 12: (bf) r3 = r2 / R3 pointer arithmetic on pkt_end prohibited")
+    );
+    assert_eq!(super::object::verifier_verdict(&log[..2]), None, "no log, no verdict");
+}

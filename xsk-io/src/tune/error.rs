@@ -41,7 +41,7 @@ impl TuneError {
             Some(libc::ENODEV) => {
                 "check the name with `ip link`, in the interface's network namespace".to_string()
             }
-            Some(libc::EPERM) | Some(libc::EACCES) => "needs CAP_NET_ADMIN: run as root".to_string(),
+            Some(libc::EPERM) | Some(libc::EACCES) => "needs CAP_NET_ADMIN (grant it, or run as root)".to_string(),
             Some(libc::EOPNOTSUPP) => "the driver does not implement this ethtool operation".to_string(),
             _ if source.kind() == io::ErrorKind::NotFound => {
                 "sysfs belongs to another network namespace: run under `ip netns exec` (it remounts /sys)"
