@@ -6,6 +6,7 @@
 //! here, so the binaries name them `apps::XskOpts`, `apps::BenchResult`, ...
 
 pub mod cpu;
+pub mod deploy;
 pub mod netrx;
 pub mod plot;
 pub mod resp;

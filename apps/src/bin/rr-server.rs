@@ -17,6 +17,7 @@ use anyhow::{bail, Context, Result};
 use clap::{ArgMatches, Parser};
 
 use apps::cpu::process_cpu;
+use apps::deploy::DeployOpts;
 use apps::stats::{self, MetricsEndpoint, Snapshot};
 use apps::{
     describe_recovery, parse_bytes, parse_duration, usage_ensure, warn_ignored, Backend, RecoveryCounts, ServerSummary,
@@ -145,6 +146,8 @@ struct Args {
     metrics: Option<SocketAddr>,
     #[command(flatten)]
     xsk: XskOpts,
+    #[command(flatten)]
+    deploy: DeployOpts,
 }
 
 /// `ADDR:PORT` for --metrics, host names resolved.
@@ -247,6 +250,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
     match args.backend {
         Backend::Kernel => {
             warn_ignored(matches, XskOpts::IDS, "with --backend kernel");
+            warn_ignored(matches, DeployOpts::IDS, "with --backend kernel");
             raise_nofile(args.max_conns);
             let _napi = irq_suspension(args)?;
             // Busy polling as the kernel's authors tune it: SO_BUSY_POLL with SO_PREFER_BUSY_POLL
@@ -275,6 +279,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
         }
         Backend::Uring => {
             warn_ignored(matches, XskOpts::IDS, "with --backend uring");
+            warn_ignored(matches, DeployOpts::IDS, "with --backend uring");
             raise_nofile(args.max_conns);
             let _napi = irq_suspension(args)?;
             let busy = match (args.busy_poll, &args.irq_suspend) {
@@ -310,12 +315,15 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             let xcfg = args.xsk.config(args.max_conns, args.busy_poll)?;
             let iface = xcfg.port.ifname.clone();
             let recovery = describe_recovery(&xcfg.engine.recovery);
+            let user = args.deploy.before_setup()?;
             if args.threads > 1 {
                 println!("xsk loss recovery: {recovery}");
-                return threads::xsk(xcfg, args, cfg, &ready);
+                return threads::xsk(xcfg, args, cfg, &ready, user);
             }
             let t = XskTransport::new(xcfg)
                 .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
+            // Before any thread starts: capabilities are per thread, new ones inherit these.
+            args.deploy.after_setup(user)?;
             println!("xsk port: {}", t.port().features());
             println!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
             println!("xsk sleeps end on: {}", apps::sleeps_end_on(t.sleep_signal()));
@@ -741,9 +749,12 @@ mod threads {
         args: &Args,
         cfg: ServerConfig,
         ready: &ReadyFile<'_>,
+        user: Option<(u32, u32)>,
     ) -> Result<()> {
         let iface = xcfg.port.ifname.clone();
         let ts = XskTransport::shards(xcfg).with_context(|| format!("starting AF_XDP stack shards on {iface}"))?;
+        // Before the server threads start: they inherit the reduced capabilities.
+        args.deploy.after_setup(user)?;
         if ts.len() != args.threads as usize {
             bail!(
                 "{iface} has {} RX queues but --threads is {}: one shard per queue (ethtool -L {iface} combined {})",

@@ -17,6 +17,43 @@ use super::stages::Stages;
 use super::arp::{self, SharedArp};
 use super::{AddrMode, XskConfig, XskError, XskTransport};
 
+/// What would otherwise start without a word and then serve nothing: the loopback
+/// interface (refused: no client's frames pass its XDP hook), an interface that is down
+/// or has no carrier, and a dedicated address the kernel has too (warnings).
+fn startup_checks(ifname: &str, addr: &AddrMode) -> Result<(), XskError> {
+    let flags = xsk_io::ifaddr::flags(ifname).map_err(|e| XskError::Iface(ifname.to_string(), e.to_string()))?;
+    if flags & libc::IFF_LOOPBACK != 0 {
+        return Err(XskError::Iface(
+            ifname.to_string(),
+            "is the loopback interface: local clients never pass an XDP hook, so the stack would serve no one \
+             (use the interface clients reach, `ip route get CLIENT_ADDR` names it; local clients: --backend kernel)"
+                .into(),
+        ));
+    }
+    if flags & libc::IFF_UP == 0 {
+        tracing::warn!("{ifname} is down: no frame arrives until `ip link set {ifname} up`");
+    } else if flags & libc::IFF_RUNNING == 0 {
+        tracing::warn!("{ifname} is up but has no carrier (cable, peer or host side down): no frame arrives until it has");
+    }
+    if let AddrMode::Dedicated { addr, .. } = addr {
+        let owners: Vec<String> = xsk_io::ifaddr::ipv4_all()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, a, _)| a == addr)
+            .map(|(n, _, _)| n)
+            .collect();
+        if !owners.is_empty() {
+            tracing::warn!(
+                "dedicated address {addr} is also the kernel's (on {}): the stack takes its ARP, ping and TCP on {ifname}, \
+                 so the kernel's own use of it breaks; give the stack an address the kernel does not have, or share \
+                 the kernel's (rr-server: --addr shared)",
+                owners.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
 impl XskTransport {
     /// One transport on `cfg.port.queue`.
     pub fn new(cfg: XskConfig) -> Result<XskTransport, XskError> {
@@ -47,6 +84,7 @@ impl XskTransport {
             }
             AddrMode::Dedicated { addr, prefix_len } => (*addr, *prefix_len, SteerFlags::ARP | SteerFlags::ICMP),
         };
+        startup_checks(&ifname, &cfg.addr)?;
         let mut pcfg = cfg.port.clone();
         pcfg.steer = Some(SteerSpec::new(addr).with_flags(flags));
         let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
