@@ -64,8 +64,28 @@ fn dedicated_mode_answers_ping() {
     stop(server);
 }
 
-/// The capabilities the README and the example unit grant, in setpriv's spelling.
-const CAPS: [&str; 5] = ["net_raw", "net_admin", "bpf", "perfmon", "ipc_lock"];
+/// The example systemd unit (README: "Run it as a service").
+const UNIT: &str = include_str!("../systemd/rr-server.service");
+
+/// The capabilities the example unit grants, in setpriv's spelling (`net_raw`).
+fn unit_caps() -> Vec<String> {
+    let line = |key: &str| {
+        UNIT.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("the unit has no {key}")).to_string()
+    };
+    let ambient = line("AmbientCapabilities=");
+    assert_eq!(ambient, line("CapabilityBoundingSet="), "the unit's ambient and bounding sets are the same");
+    ambient.split_whitespace().map(|c| c.trim_start_matches("CAP_").to_lowercase()).collect()
+}
+
+#[test]
+fn the_unit_grants_exactly_the_documented_set() {
+    assert_eq!(unit_caps().join(" "), "net_raw net_admin bpf perfmon ipc_lock");
+    let named: Vec<String> = unit_caps().iter().map(|c| format!("CAP_{}", c.to_uppercase())).collect();
+    assert_eq!(named.join(" "), stack::xsk::privileges::needed_list(), "the unit and the port's check agree");
+    for l in ["NoNewPrivileges=yes", "RuntimeDirectory=xsk-io", "Restart=on-failure", "KillSignal=SIGTERM"] {
+        assert!(UNIT.lines().any(|u| u == l), "the unit has {l}");
+    }
+}
 /// An unprivileged uid and gid (nobody/nogroup on Debian).
 const NOBODY: u32 = 65534;
 
@@ -100,7 +120,8 @@ fn unprivileged_with_exactly_the_documented_capabilities_serves() {
     let dir = nobody_dir("caps-serve");
     let (ip, cidr) = dedicated(&lab, 102);
     let state = dir.join("state");
-    let wrap = unprivileged(&CAPS);
+    let caps = unit_caps();
+    let wrap = unprivileged(&caps.iter().map(String::as_str).collect::<Vec<_>>());
     let wrap: Vec<&str> = wrap.iter().map(String::as_str).collect();
     let server = start(
         &lab,
@@ -127,8 +148,9 @@ fn each_missing_capability_is_named() {
     let dir = nobody_dir("caps-missing");
     let state = dir.join("state");
     let (_, cidr) = dedicated(&lab, 103);
-    for missing in CAPS {
-        let caps: Vec<&str> = CAPS.iter().copied().filter(|c| *c != missing).collect();
+    let all = unit_caps();
+    for missing in all.iter().map(String::as_str) {
+        let caps: Vec<&str> = all.iter().map(String::as_str).filter(|c| *c != missing).collect();
         let mut args = unprivileged(&caps);
         args.push(SERVER.to_string());
         let a = ["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr, "--port", "7402", "--duration", "5s"];
