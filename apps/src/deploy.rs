@@ -97,7 +97,7 @@ fn resolve_group(s: &str) -> Result<u32> {
 
 /// Whether `uid`/`gid` may create and remove files in `dir` (by its mode and owner; a missing
 /// directory would be created by root, so it does not count).
-fn writable_by(dir: &std::path::Path, uid: u32, gid: u32) -> bool {
+pub(crate) fn writable_by(dir: &std::path::Path, uid: u32, gid: u32) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(m) = std::fs::metadata(dir) else { return false };
     let mode = m.mode();

@@ -7,6 +7,7 @@
 
 pub mod cpu;
 pub mod deploy;
+pub mod doctor;
 pub mod netrx;
 pub mod plot;
 pub mod resp;

@@ -191,6 +191,8 @@ fn silent_starts_are_not_silent() {
     let (code, err) = run_briefly(&lab, &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &own]);
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains(&format!("dedicated address {} is also the kernel's (on {})", lab.addr_a, lab.if_a)), "{err}");
+    // The doctor's checks ran at start, and say where the table is.
+    assert!(err.contains("doctor: ") && err.contains(&format!("`rr-server doctor --iface {}`", lab.if_a)), "{err}");
     // An interface that is down.
     lab.ns_a.run(&["ip", "link", "set", "dev", &lab.if_a, "down"]).unwrap();
     let (code, err) = run_briefly(&lab, &["--backend", "xsk", "--iface", &lab.if_a, "--addr", &cidr]);

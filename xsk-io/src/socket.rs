@@ -322,8 +322,8 @@ impl XskSocket {
         getsockopt::<u32>(self.fd.as_fd(), SOL_XDP, opt).map(|(v, _)| v)
     }
 
-    /// Sets an int SOL_SOCKET option (busy polling).
-    pub(crate) fn set_sock_int(&self, opt: i32, v: i32) -> io::Result<()> {
+    /// Sets an int `SOL_SOCKET` option (`SO_BUSY_POLL`, `SO_PREFER_BUSY_POLL`, ...).
+    pub fn set_sock_int(&self, opt: i32, v: i32) -> io::Result<()> {
         setsockopt(self.fd.as_fd(), libc::SOL_SOCKET, opt, &v)
     }
 

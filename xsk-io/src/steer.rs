@@ -49,7 +49,13 @@ pub use flags::SteerFlags;
 pub use object::{route_libbpf_logs, MAX_QUEUES};
 pub use run::{SteerRun, Verdict};
 use error::missing;
-use link::{attach_link, driver_name, ifindex_of};
+use link::{attach_link, describe_existing, driver_name, ifindex_of};
+
+/// The XDP program already attached to `ifname`, if any: what it is, and how to remove it.
+/// (A netlink query: needs no privileges; the program's name needs `CAP_SYS_ADMIN`.)
+pub fn attached(ifname: &str) -> Option<(String, String)> {
+    describe_existing(ifname, ifindex_of(ifname).ok()?)
+}
 use maps::{check_queue, encode_cfg, merge_range, port_key, sum_percpu};
 use object::{
     CNT_COOKIE, CNT_DEFERRED, CNT_NO_SOCKET, CNT_PASSED, CNT_SHED_FILL, CNT_SHED_RX, CNT_SHED_STANDING, CNT_STEERED,

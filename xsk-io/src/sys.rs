@@ -125,7 +125,8 @@ pub const XDP_PACKET_HEADROOM: u32 = 256;
 
 // Busy polling socket options (asm-generic/socket.h).
 pub(crate) const SO_BUSY_POLL: libc::c_int = 46;
-pub(crate) const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+/// `SO_PREFER_BUSY_POLL` (Linux 5.11).
+pub const SO_PREFER_BUSY_POLL: libc::c_int = 69;
 pub(crate) const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
 
 #[repr(C)]

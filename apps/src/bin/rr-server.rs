@@ -37,6 +37,7 @@ use stack::xsk::XskTransport;
 #[command(
     name = "rr-server",
     version,
+    args_conflicts_with_subcommands = true,
     about = "Request/response server on the kernel's TCP stack or on smoltcp over AF_XDP",
     after_help = format!("\
 Runs until SIGINT/SIGTERM (or --duration), then shuts down gracefully (--shutdown-grace:
@@ -148,6 +149,48 @@ struct Args {
     xsk: XskOpts,
     #[command(flatten)]
     deploy: DeployOpts,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+enum Command {
+    /// Checks an interface, the kernel and this process for the xsk backend without changing
+    /// anything: link, driver and XDP mode, MTU, offloads, queues against threads, an XDP program
+    /// already attached, the kernel's copy-mode knobs, capabilities and memlock, the state
+    /// directory, the address. Prints ok / warn / FAIL with the fix for each; exit status 1 if
+    /// any check fails. Takes the server's AF_XDP options, so it checks what that server needs.
+    Doctor(DoctorArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct DoctorArgs {
+    /// Event-loop threads the server will run (one RX queue each).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    threads: u16,
+    /// Connections the server will size for (its rings and UMEM, hence the memlock need).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    max_conns: usize,
+    /// Print the checks as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    xsk: XskOpts,
+    #[command(flatten)]
+    deploy: DeployOpts,
+}
+
+/// `rr-server doctor`: the table (or JSON) and the exit status.
+fn doctor(d: &DoctorArgs) -> Result<ExitCode> {
+    let xcfg = d.xsk.config(d.max_conns, None)?;
+    let user = d.deploy.before_setup().ok().flatten();
+    let report = apps::doctor::run(&xcfg, d.threads, user);
+    if d.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(if report.worst() == apps::doctor::Status::Fail { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 /// `ADDR:PORT` for --metrics, host names resolved.
@@ -183,7 +226,10 @@ impl BackendStats for XskTransport {
 }
 
 fn main() -> ExitCode {
-    apps::main_with::<Args>("rr-server", |args, matches| run(args, matches).map(|()| ExitCode::SUCCESS))
+    apps::main_with::<Args>("rr-server", |args, matches| match &args.command {
+        Some(Command::Doctor(d)) => doctor(d),
+        None => run(args, matches).map(|()| ExitCode::SUCCESS),
+    })
 }
 
 /// Set by the first SIGINT or SIGTERM: the loop stops, the transport is dropped and the
@@ -316,6 +362,8 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             let iface = xcfg.port.ifname.clone();
             let recovery = describe_recovery(&xcfg.engine.recovery);
             let user = args.deploy.before_setup()?;
+            // The doctor's checks, logged where they say more than the setup below will.
+            apps::doctor::run(&xcfg, args.threads, user).log_at_start();
             if args.threads > 1 {
                 println!("xsk loss recovery: {recovery}");
                 return threads::xsk(xcfg, args, cfg, &ready, user);

@@ -116,7 +116,7 @@ fn attach_hint(errno: i32, mode: AttachMode) -> String {
 }
 
 /// What is attached to `ifindex` and how to remove it, if anything is.
-fn describe_existing(ifname: &str, ifindex: u32) -> Option<(String, String)> {
+pub(super) fn describe_existing(ifname: &str, ifindex: u32) -> Option<(String, String)> {
     let mut q = libbpf_sys::bpf_xdp_query_opts {
         sz: size_of::<libbpf_sys::bpf_xdp_query_opts>() as libbpf_sys::size_t,
         ..Default::default()
