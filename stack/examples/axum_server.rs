@@ -24,8 +24,20 @@ use axum::body::Body;
 use axum::routing::{get, post};
 use axum::Router;
 
+/// Errors are printed with Display: their text says what to do (Debug, what `main` returning
+/// a `Result` prints, hides it in a struct dump).
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    match try_main().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("axum_server: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn try_main() -> Result<(), Box<dyn std::error::Error>> {
     let app = Router::new()
         .route("/", get(|| async { "Hello, World!\n" }))
         // The request body is the response body: hyper streams it through, so a large upload

@@ -21,7 +21,19 @@ use stack::rr::{Echo, Server, ServerConfig};
 use stack::transport::Transport;
 use stack::xsk::{AddrMode, XskConfig, XskTransport};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Errors are printed with Display: their text says what to do (Debug, what `main` returning
+/// a `Result` prints, hides it in a struct dump).
+fn main() -> std::process::ExitCode {
+    match try_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("echo_server: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn try_main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: echo_server kernel [PORT] | echo_server xsk IFACE ADDR/LEN [PORT]";
     // Ctrl-C and SIGTERM set the flag. The server then stops and the transport is dropped,

@@ -30,8 +30,20 @@ impl Greeter for MyGreeter {
     }
 }
 
+/// Errors are printed with Display: their text says what to do (Debug, what `main` returning
+/// a `Result` prints, hides it in a struct dump).
 #[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    match try_main().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("grpc_server: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn try_main() -> Result<(), Box<dyn std::error::Error>> {
     // For comparison, `grpc_server tokio PORT` serves on tokio's own listener, as tonic's
     // example does: `.serve(addr)`.
     if let Some(port) = common::tokio_port() {

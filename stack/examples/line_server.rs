@@ -95,8 +95,21 @@ pub fn run(port: u16, stop: &AtomicBool, ready: impl FnOnce(u16)) -> Result<(), 
     Ok(())
 }
 
+/// Errors are printed with Display: their text says what to do (Debug, what `main` returning
+/// a `Result` prints, hides it in a struct dump).
 #[allow(dead_code)]
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match try_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("line_server: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn try_main() -> Result<(), Box<dyn std::error::Error>> {
     let port = std::env::args().nth(1).map_or(Ok(7008), |p| p.parse())?;
     // Ctrl-C or SIGTERM sets the flag; `run_until` checks it between steps.
     let stop = std::sync::Arc::new(AtomicBool::new(false));

@@ -38,8 +38,21 @@ pub fn load(addr: SocketAddrV4, duration: Duration, max: u64) -> Result<ClientRe
     Ok(Client::new(t, Lines::new(4096), workload, cfg).run()?)
 }
 
+/// Errors are printed with Display: their text says what to do (Debug, what `main` returning
+/// a `Result` prints, hides it in a struct dump).
 #[allow(dead_code)]
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match try_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("client: error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn try_main() -> Result<(), Box<dyn std::error::Error>> {
     let addr: SocketAddrV4 = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:7008".into()).parse()?;
     let report = load(addr, Duration::from_secs(2), 1_000_000)?;
     println!("{report}");
