@@ -33,8 +33,13 @@
 //!
 //! # What the xsk backend needs
 //!
-//! - **Root** (creating the AF_XDP socket, attaching the XDP program, ethtool changes). The
-//!   kernel backend needs none.
+//! - **Capabilities**, not root: `CAP_NET_RAW`, `CAP_NET_ADMIN`, `CAP_BPF`, `CAP_PERFMON`
+//!   and `CAP_IPC_LOCK` (or a memlock limit that holds the UMEM), and a writable state
+//!   directory ([`xsk::privileges`] says what each is for). Opening checks them first and
+//!   names each one missing with its fix. Once every transport is open,
+//!   [`xsk::privileges::drop_after_setup`] keeps only `CAP_NET_ADMIN` (the device is put back
+//!   at exit) and can switch user; call it before spawning threads. The kernel backend needs
+//!   none.
 //! - **The device**: an Ethernet interface whose MTU fits a UMEM frame (MTU + 18 bytes within
 //!   the frame minus XDP headroom; an MTU that does not fit is refused with the `ip link set`
 //!   that fixes it), a queue [`xsk::XskConfig::port`]`.queue` that exists, copy mode (a driver
@@ -45,8 +50,12 @@
 //!
 //! # What it does to the interface, and undoes
 //!
-//! Each step is logged (`RUST_LOG=info`). Before changing anything it writes the original
-//! state to a record under `/run/xsk-io` and holds a lock for its whole life. It turns GRO and
+//! Each step is logged through `tracing`: install a subscriber to see it (e.g.
+//! `tracing_subscriber::fmt().with_env_filter(EnvFilter::from_default_env()).init()`, then
+//! `RUST_LOG=info`, or `debug` for every step); without one nothing is printed. Before
+//! changing anything it writes the original state to a record in the state directory
+//! ([`xsk::state_dir`], `/run/xsk-io` by default: [`xsk::set_state_dir`] or
+//! `XSK_IO_STATE_DIR` move it) and holds a lock for its whole life. It turns GRO and
 //! LRO off in generic mode and segmentation offloads off on a veth peer, reduces a `virtio_net`
 //! device to one channel when one queue is bound, and attaches the steering program through a
 //! bpf_link. The program hands the stack only its own flows and passes everything else to the
