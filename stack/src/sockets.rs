@@ -72,6 +72,7 @@ pub(crate) fn listen(fd: RawFd) -> io::Result<()> {
 }
 
 /// The IPv4 peer of a connected socket (None for another family).
+#[cfg(feature = "uring")]
 pub(crate) fn peer_of(fd: RawFd) -> io::Result<Option<SocketAddrV4>> {
     // SAFETY: a zeroed sockaddr_storage is a valid value of it.
     let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
