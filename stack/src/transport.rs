@@ -92,6 +92,15 @@ pub trait Transport {
     /// Graceful close. Frees the id at once and is a no-op for unknown ids.
     fn close(&mut self, conn: ConnId);
 
+    /// Stops listening: a new connection to the listener's port is refused (the kernel
+    /// backends close the listening socket, the stack answers its SYN with a RST), as after
+    /// tokio's listener is dropped; connections already accepted go on. Events already
+    /// queued may still report an `Accepted` from it. Default: nothing (the listener keeps
+    /// accepting).
+    fn unlisten(&mut self, listener: ListenerId) {
+        let _ = listener;
+    }
+
     /// Pushes out work queued by `send` calls since the last `flush`. The RR layer calls it
     /// once per loop iteration. A batching backend may leave the last step to the next `poll`,
     /// which makes it before it returns or while it sleeps (xsk: the frames are in the TX ring

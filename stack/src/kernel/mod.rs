@@ -342,6 +342,15 @@ impl Transport for KernelTransport {
         Ok(ListenerId(index as u32))
     }
 
+    fn unlisten(&mut self, listener: ListenerId) {
+        let Some(l) = self.listeners.get_mut(listener.0 as usize) else { return };
+        let _ = self.poll.registry().deregister(l);
+        // shutdown(2) on a listening socket closes it (Linux: inet_shutdown disconnects a
+        // listener): SYNs get a RST, as after close, while the index stays valid.
+        // SAFETY: shutdown takes no pointers; the descriptor is the listener's own.
+        unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
         let fd = sockets::tcp_socket(true)?;
         sockets::bind_source(fd.as_raw_fd(), self.cfg.bind, self.cfg.sources, self.connects)?;

@@ -160,6 +160,10 @@ impl Shared {
     pub(crate) fn close_listener(&mut self, lid: ListenerId) {
         let Some(l) = self.listeners.get_mut(lid.0 as usize) else { return };
         l.open = false;
+        // New connections are refused from now on, as after tokio's own listener is dropped
+        // (before, the transport accepted them and the adapter closed each at once: a client
+        // saw a connection with an empty reply).
+        self.t.unlisten(lid);
         l.waker = None;
         let queued: Vec<ConnId> = l.queue.drain(..).collect();
         for id in queued {

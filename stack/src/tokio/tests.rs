@@ -320,3 +320,38 @@ fn a_failed_transport_fails_the_waiting_tasks() {
         assert!(net.listen(2).is_err());
     });
 }
+
+/// After the listener is dropped (axum's and tonic's graceful shutdown do so on SIGTERM), a
+/// new connection is refused, as with tokio's own listener; one accepted before goes on.
+fn refused_after_listener_dropped(net: impl FnOnce() -> Net) {
+    run(async move {
+        let net = net();
+        let listener = net.listen(0).unwrap();
+        let addr = v4(listener.local_addr().unwrap());
+        let c = ::tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut s, _) = timeout(LIMIT, listener.accept()).await.unwrap().unwrap();
+        drop(listener);
+        let e = timeout(LIMIT, ::tokio::net::TcpStream::connect(addr)).await.unwrap().expect_err("refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionRefused, "{e}");
+        let (mut r, mut w) = c.into_split();
+        w.write_all(b"after").await.unwrap();
+        let mut got = [0u8; 5];
+        timeout(LIMIT, s.read_exact(&mut got)).await.unwrap().unwrap();
+        s.write_all(&got).await.unwrap();
+        timeout(LIMIT, r.read_exact(&mut got)).await.unwrap().unwrap();
+        assert_eq!(&got, b"after");
+    });
+}
+
+#[test]
+fn kernel_refuses_after_listener_dropped() {
+    refused_after_listener_dropped(kernel_net);
+}
+
+#[cfg(feature = "uring")]
+#[test]
+fn uring_refuses_after_listener_dropped() {
+    refused_after_listener_dropped(|| {
+        Net::spawn(crate::uring::UringTransport::new(crate::uring::UringConfig::default()).unwrap()).unwrap()
+    });
+}

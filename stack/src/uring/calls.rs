@@ -22,9 +22,18 @@ impl Transport for UringTransport {
         sockets::set_int_opt(fd.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_NODELAY, 1)?;
         sockets::listen(fd.as_raw_fd())?;
         let index = self.listeners.len();
-        self.listeners.push(Listener { fd, armed: false });
+        self.listeners.push(Listener { fd, armed: false, closed: false });
         self.arm_accept(index);
         Ok(ListenerId(index as u32))
+    }
+
+    fn unlisten(&mut self, listener: ListenerId) {
+        let Some(l) = self.listeners.get_mut(listener.0 as usize) else { return };
+        l.closed = true;
+        // shutdown(2) closes a listening socket (SYNs get a RST) and ends its multishot
+        // accept, whose last completion `on_accept` then ignores.
+        // SAFETY: shutdown takes no pointers; the descriptor is the listener's own.
+        unsafe { libc::shutdown(l.fd.as_raw_fd(), libc::SHUT_RDWR) };
     }
 
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {

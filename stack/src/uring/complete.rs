@@ -197,6 +197,15 @@ impl UringTransport {
         if !cqueue::more(flags) {
             l.armed = false;
         }
+        if l.closed {
+            // Shut by `unlisten`: its last completions are an error, or a connection that
+            // raced the shutdown, which is closed unserved.
+            if res >= 0 {
+                // SAFETY: the accepted descriptor is ours, and nothing else holds it.
+                drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(res) });
+            }
+            return;
+        }
         if res < 0 {
             match -res {
                 // Cancelled (the drop), or one peer's connection gone before it was taken:

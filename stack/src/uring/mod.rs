@@ -64,6 +64,8 @@ struct Listener {
     fd: OwnedFd,
     /// Its multishot accept is in the ring.
     armed: bool,
+    /// `unlisten` shut it: its accept is not armed again.
+    closed: bool,
 }
 
 /// The io_uring backend. See the module docs.
@@ -352,7 +354,7 @@ impl UringTransport {
         }
         self.accept_backoff = None;
         for i in 0..self.listeners.len() {
-            if !self.listeners[i].armed {
+            if !self.listeners[i].armed && !self.listeners[i].closed {
                 self.arm_accept(i);
             }
         }

@@ -406,6 +406,12 @@ impl Transport for XskTransport {
         Ok(lid)
     }
 
+    fn unlisten(&mut self, listener: ListenerId) {
+        // The port stays steered (shared mode: claimed) until the transport goes: its SYNs
+        // reach the engine, which answers them with a RST.
+        self.engine.unlisten(listener);
+    }
+
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
         let (claims, steer) = (self.claims.as_deref(), self.dev.port.steer());
         let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());

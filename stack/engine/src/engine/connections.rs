@@ -33,6 +33,28 @@ impl Engine {
         Ok(lid)
     }
 
+    /// Stops listening on `lid`'s port: its listening sockets go, and a SYN to the port is
+    /// then answered with a RST (no socket). Half-open and established connections stay.
+    /// A no-op for an unknown or closed listener.
+    pub fn unlisten(&mut self, lid: ListenerId) {
+        let Some(Some(port)) = self.listeners.get(lid.0 as usize).copied() else { return };
+        self.listeners[lid.0 as usize] = None;
+        self.ports.stop_listening(port);
+        for b in 0..self.buckets.len() {
+            let mut k = 0;
+            while k < self.buckets[b].listeners.len() {
+                let (h, l) = self.buckets[b].listeners[k];
+                if l != lid {
+                    k += 1;
+                    continue;
+                }
+                self.buckets[b].listeners.swap_remove(k);
+                let s = Self::take_socket(&mut self.buckets[b].listen, h);
+                self.recycle(s);
+            }
+        }
+    }
+
     /// Opens a connection from an ephemeral port; `usable` may veto a port
     /// (the driver's claim on it in the kernel failed), up to a few tries.
     pub fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {

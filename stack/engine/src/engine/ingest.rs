@@ -46,7 +46,7 @@ impl Engine {
                 };
                 let refuse = if refuse_syn {
                     Some(DropReason::ConnLimit)
-                } else if !listening && !self.ports.in_use(dport) {
+                } else if !listening && !self.ports.in_use_or_stopped(dport) {
                     Some(DropReason::NoSocket)
                 } else {
                     None

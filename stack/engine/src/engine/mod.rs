@@ -261,6 +261,8 @@ mod fast_path_tests;
 #[cfg(test)]
 mod icmp_tests;
 #[cfg(test)]
+mod listener_tests;
+#[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]
 mod tests;

@@ -13,6 +13,9 @@ pub enum PortChange {
 pub(super) struct PortTable {
     in_use: Vec<bool>,
     listening: Vec<bool>,
+    /// Listened on once and stopped (`Engine::unlisten`): connections accepted there may
+    /// still be open, so its frames are not refused and it is never handed out.
+    stopped: Vec<bool>,
     range: RangeInclusive<u16>,
     next: u16,
     changes: Vec<PortChange>,
@@ -20,7 +23,11 @@ pub(super) struct PortTable {
 
 impl PortTable {
     pub(super) fn new(range: RangeInclusive<u16>) -> PortTable {
-        PortTable { in_use: vec![false; 65536], listening: vec![false; 65536], next: *range.start(), range, changes: Vec::new() }
+        PortTable {
+            in_use: vec![false; 65536],
+            listening: vec![false; 65536],
+            stopped: vec![false; 65536],
+            next: *range.start(), range, changes: Vec::new() }
     }
 
     /// A free ephemeral port, marked in use.
@@ -32,7 +39,7 @@ impl PortTable {
         for _ in 0..=(hi - lo) as u32 {
             let p = self.next;
             self.next = if p >= hi { lo } else { p + 1 };
-            if !self.in_use[p as usize] && !self.listening[p as usize] {
+            if !self.in_use[p as usize] && !self.listening[p as usize] && !self.stopped[p as usize] {
                 self.in_use[p as usize] = true;
                 return Some(p);
             }
@@ -47,12 +54,18 @@ impl PortTable {
         }
     }
 
-    pub(super) fn in_use(&self, p: u16) -> bool {
-        self.in_use[p as usize]
-    }
-
     pub(super) fn set_listening(&mut self, p: u16) {
         self.listening[p as usize] = true;
+    }
+
+    pub(super) fn stop_listening(&mut self, p: u16) {
+        self.listening[p as usize] = false;
+        self.stopped[p as usize] = true;
+    }
+
+    /// A port of ours: an ephemeral one in use, or one listened on before.
+    pub(super) fn in_use_or_stopped(&self, p: u16) -> bool {
+        self.in_use[p as usize] || self.stopped[p as usize]
     }
 
     pub(super) fn listening(&self, p: u16) -> bool {

@@ -22,6 +22,10 @@ impl Transport for MemTransport {
         MemTransport::listen(self, port)
     }
 
+    fn unlisten(&mut self, listener: ListenerId) {
+        self.engine.unlisten(listener)
+    }
+
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
         MemTransport::connect(self, addr)
     }
