@@ -166,7 +166,7 @@ fn link(ifname: &str, out: &mut Vec<Check>) -> bool {
     out.push(Check::new("interface", Status::Ok, format!("{ifname} exists"), ""));
     out.push(if flags & libc::IFF_UP == 0 {
         Check::new("link", Status::Fail, "down: no frame arrives", format!("ip link set {ifname} up"))
-    } else if flags & libc::IFF_RUNNING == 0 {
+    } else if xsk_io::ifaddr::carrier(ifname) == Some(false) {
         Check::new("link", Status::Warn, "up, no carrier", "check the cable, the peer or the host side")
     } else {
         Check::new("link", Status::Ok, "up, carrier", "")

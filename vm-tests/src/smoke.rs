@@ -165,6 +165,7 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
         ),
         _ => ("shared".to_string(), net.guest_addr),
     };
+    doctor(&mut g, &args.attach, env.kernel().initramfs.iproute2)?;
     let port = 7000;
     let mut s = ServerSpec::xsk("smoke", &args.attach, &addr_arg, port);
     s.extra = args.server_args.clone();
@@ -325,6 +326,30 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
             env.run_dir.join("server.log").display()
         ));
         bail!("{}", problems.join("\n"));
+    }
+    Ok(())
+}
+
+/// `rr-server doctor` on the guest's virtio_net NIC: no check fails as the guest boots; with
+/// an MTU above virtio_net's native XDP limit (3494) the MTU check fails in drv mode and the
+/// doctor exits 1 (the MTU is put back).
+fn doctor(g: &mut Guest, attach: &str, iproute2: bool) -> Result<()> {
+    let cmd = format!("rr-server doctor --iface eth0 --attach {attach} 2>&1");
+    let out = g.exec(&cmd, Duration::from_secs(60))?;
+    eprintln!("vm-tests: rr-server doctor (exit {}):\n{}", out.status, out.output.trim_end());
+    if !out.ok() || out.output.lines().any(|l| l.starts_with("FAIL")) {
+        bail!("rr-server doctor fails on the guest's NIC:\n{}", out.output);
+    }
+    if attach != "drv" || !iproute2 {
+        return Ok(());
+    }
+    g.exec_ok("/usr/local/bin/ip link set dev eth0 mtu 4000", Duration::from_secs(10))?;
+    let out = g.exec(&cmd, Duration::from_secs(60));
+    g.exec_ok("/usr/local/bin/ip link set dev eth0 mtu 1500", Duration::from_secs(10))?;
+    let out = out?;
+    let mtu_fails = out.output.lines().any(|l| l.starts_with("FAIL") && l.contains("mtu"));
+    if out.ok() || !mtu_fails {
+        bail!("rr-server doctor with MTU 4000 on virtio_net in drv mode: exit {}, expected a failed MTU check:\n{}", out.status, out.output);
     }
     Ok(())
 }

@@ -108,6 +108,15 @@ pub fn ipv4_all() -> io::Result<Vec<(String, Ipv4Addr, u8)>> {
     Ok(found)
 }
 
+/// Whether the interface has a carrier (`/sys/class/net/IF/carrier`; sysfs must show the
+/// calling thread's namespace: `ip netns exec` remounts it). `None` when it cannot be read
+/// (also for an interface that is down). `IFF_RUNNING` from [`flags`] is the operational
+/// state instead, which lags the carrier and stays off on some links that pass traffic.
+pub fn carrier(ifname: &str) -> Option<bool> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{ifname}/carrier")).ok()?;
+    Some(s.trim() == "1")
+}
+
 /// The interface's flags (`SIOCGIFFLAGS`: `libc::IFF_UP`, `IFF_RUNNING`
 /// (carrier), `IFF_LOOPBACK`, ...).
 pub fn flags(ifname: &str) -> io::Result<i32> {

@@ -32,7 +32,7 @@ fn startup_checks(ifname: &str, addr: &AddrMode) -> Result<(), XskError> {
     }
     if flags & libc::IFF_UP == 0 {
         tracing::warn!("{ifname} is down: no frame arrives until `ip link set {ifname} up`");
-    } else if flags & libc::IFF_RUNNING == 0 {
+    } else if xsk_io::ifaddr::carrier(ifname) == Some(false) {
         tracing::warn!("{ifname} is up but has no carrier (cable, peer or host side down): no frame arrives until it has");
     }
     if let AddrMode::Dedicated { addr, .. } = addr {
