@@ -121,7 +121,8 @@ impl SteerError {
             "the process has CAP_NET_ADMIN, CAP_BPF and CAP_PERFMON".to_string()
         } else {
             let names: Vec<String> = missing.iter().map(|n| format!("{} ({})", n.cap, n.why)).collect();
-            format!("missing {}: grant them or run as root", names.join(", "))
+            let them = if missing.len() == 1 { "it" } else { "them" };
+            format!("missing {}: grant {them} or run as root", names.join(", "))
         };
         match super::object::verifier_verdict(log) {
             Some(v) => why.push_str(&format!("; the verifier said: {v}")),

@@ -79,8 +79,9 @@ pub(super) fn capture_log<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
     (r, lines)
 }
 
-/// The verifier's verdict from a captured log: the last lines of the program's load log
-/// that are not its statistics, at most three, joined with " / ".
+/// The verifier's verdict from a captured log: the last line of the program's load log that
+/// is not one of its statistics (e.g. "R4 has pointer with unsupported alu operation, pointer
+/// arithmetic with it prohibited", CAP_PERFMON's absence).
 pub(super) fn verifier_verdict(lines: &[String]) -> Option<String> {
     let end = lines.iter().rposition(|l| l.contains("-- END PROG LOAD LOG --"))?;
     let begin = lines[..end].iter().rposition(|l| l.contains("-- BEGIN PROG LOAD LOG --"))?;
@@ -89,6 +90,5 @@ pub(super) fn verifier_verdict(lines: &[String]) -> Option<String> {
         .map(|l| l.trim())
         .filter(|l| !l.is_empty() && !l.starts_with("processed ") && !l.starts_with("verification time"))
         .collect();
-    let tail = &useful[useful.len().saturating_sub(3)..];
-    (!tail.is_empty()).then(|| tail.join(" / "))
+    useful.last().map(|l| l.to_string())
 }

@@ -201,7 +201,7 @@ fn the_verifiers_verdict_is_the_end_of_its_log() {
     .collect();
     assert_eq!(
         super::object::verifier_verdict(&log).as_deref(),
-        Some("; void *data_end = (void *)(long)ctx->data_end; / 12: (bf) r3 = r2 / R3 pointer arithmetic on pkt_end prohibited")
+        Some("R3 pointer arithmetic on pkt_end prohibited")
     );
     assert_eq!(super::object::verifier_verdict(&log[..2]), None, "no log, no verdict");
 }
