@@ -31,6 +31,7 @@ mod config;
 mod device;
 mod driver;
 mod open;
+mod park;
 mod stages;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -13,6 +13,7 @@ use super::claims::Claims;
 use super::device::Device;
 use stack_engine::{Engine, EngineSetup};
 use stack_engine::faults::FaultState;
+use super::park::Park;
 use super::stages::Stages;
 use super::arp::{self, SharedArp};
 use super::{AddrMode, XskConfig, XskError, XskTransport};
@@ -189,16 +190,13 @@ impl XskTransport {
             if xdp_cookies.is_some() { " (answered in XDP while in use)" } else { "" },
         );
         Ok(XskTransport {
-            dev,
             engine,
             resolved: Vec::new(),
             epoch_ns,
             claims,
-            timer,
-            xdp_cookies,
+            park: Park::new(timer, xdp_cookies, &dev),
+            dev,
             stages: cfg.stage_times.then(Stages::default),
-            sleeps: 0,
-            timer_wakes: 0,
         })
     }
 
