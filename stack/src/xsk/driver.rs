@@ -50,13 +50,6 @@ impl XskTransport {
         &self.dev.port
     }
 
-    /// The signal that ends the transport's sleeps for its timers and wakes
-    /// (`XskConfig::sleep_signal`), or None when they end on a timerfd (asked
-    /// for, or the signal could not be used).
-    pub fn sleep_signal(&self) -> Option<libc::c_int> {
-        self.park.timer.signal()
-    }
-
     /// The counters of the engine, the device and the port.
     pub fn stats(&self) -> StackStats {
         let mut engine = self.engine.stats();

@@ -136,17 +136,7 @@ impl XskTransport {
         let shared = cfg.addr == AddrMode::Shared;
         ecfg.seed ^= port.features().queue as u64;
         let epoch_ns = xsk_io::sys::monotonic_ns();
-        let timer = match cfg.sleep_signal {
-            Some(sig) => crate::timer::PreciseTimer::with_signal(sig).or_else(|e| {
-                static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| {
-                    tracing::warn!("signal {sig} cannot end the stack's sleeps ({e}): using a timerfd (slower at light load)")
-                });
-                crate::timer::PreciseTimer::new()
-            }),
-            None => crate::timer::PreciseTimer::new(),
-        }
-        .map_err(iferr)?;
+        let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         let queue = port.features().queue;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
             program_part(port.steer().map(|s| s.ack_ring(queue)), &ifname, "deferred ACKs")

@@ -18,7 +18,8 @@
 //! **The sleep** lasts until the RX ring has frames, the earliest deadline (the engine's
 //! timers, the caller's timeout, the XDP program's SYN-cookie check) or a
 //! [`Waker`](crate::Waker)'s wake, bounded while deferred ACKs wait in their ring
-//! (`acks.rs`); the deadlines reach it through [`PreciseTimer`].
+//! (`acks.rs`); the deadlines and wakes reach it through [`PreciseTimer`]'s timerfd, in the
+//! poll(2) beside the XSK socket only when one may end the sleep.
 
 use std::time::Duration;
 
@@ -102,27 +103,17 @@ impl Park {
         if self.timer.take_wake() {
             return Ok(Then::Return);
         }
-        // Sleeps and makes the kick this pass owes in one syscall; the timer joins the
-        // wait when it has a deadline or a waker may end it (a timerfd in the set, or a
-        // signalling timer's signal unblocked for the wait).
-        let mask = self.timer.wanted_mask();
-        if mask.is_some() {
-            self.timer.reset_fired();
-        }
+        // Sleeps and makes the kick this pass owes in one syscall; the timerfd joins the
+        // wait when it has a deadline or a waker may end it.
         self.sleeps += 1;
-        match dev.port.wait_masked(self.timer.wanted_fd(), wait, mask) {
+        match dev.port.wait(self.timer.wanted_fd(), wait) {
             Ok(ready) if ready.extra => {
                 self.timer_wakes += 1;
                 self.timer.clear();
             }
             Ok(_) => return Ok(Then::Pass),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                if !self.timer.take_fired() {
-                    return Ok(Then::Return); // another signal: the caller looks at its flags
-                }
-                self.timer_wakes += 1;
-                self.timer.clear_fired();
-            }
+            // A signal: the caller looks at its flags.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(Then::Return),
             Err(e) => return Err(TransportError::Io(e)),
         }
         Ok(if self.timer.take_wake() { Then::Return } else { Then::Pass })
