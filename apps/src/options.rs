@@ -258,14 +258,6 @@ pub struct XskOpts {
     /// in softirq; they are read on the next wake-up, 1 s later at most.
     #[arg(long)]
     pub no_defer_acks: bool,
-    /// What ends the stack's sleeps for its timers and wakes: a POSIX timer that signals the
-    /// polling thread with this real-time signal (rtmin+K or a number; blocked in that thread
-    /// except while it sleeps), or `timerfd` (one more descriptor in every sleep's poll, which
-    /// cost a guest 400-600 instructions per request at light load). Use another signal if the
-    /// program uses this one. Waits shorter than 10 ms (a paced sender's) end on a timerfd
-    /// either way: a signal costs more each time it ends a sleep.
-    #[arg(long, value_name = "rtmin+K|N|timerfd", default_value = "rtmin+4", value_parser = parse_sleep_signal)]
-    pub sleep_signal: SleepSignal,
     /// When SYNs are answered with SYN cookies (no state kept until the handshake completes):
     /// auto = when the half-open table is full, as Linux (a flood costs no memory and no
     /// half-open connection is evicted); always; off = evict the oldest half-open connection.
@@ -281,33 +273,6 @@ pub struct XskOpts {
     pub loss_recovery: RecoveryOpts,
     #[command(flatten)]
     pub faults: FaultOpts,
-}
-
-/// `--sleep-signal`: a signal number, or None for a timerfd.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SleepSignal(pub Option<i32>);
-
-/// `rtmin+K` (K from 0 to SIGRTMAX - SIGRTMIN), a signal number, or `timerfd`.
-pub fn parse_sleep_signal(s: &str) -> std::result::Result<SleepSignal, String> {
-    let bad = || format!("{s:?}: expected rtmin+K, a real-time signal's number, or timerfd");
-    if s == "timerfd" {
-        return Ok(SleepSignal(None));
-    }
-    let sig = match s.strip_prefix("rtmin") {
-        Some("") => libc::SIGRTMIN(),
-        Some(k) => libc::SIGRTMIN().checked_add(k.strip_prefix('+').ok_or_else(bad)?.parse::<i32>().map_err(|_| bad())?).ok_or_else(bad)?,
-        None => s.parse::<i32>().map_err(|_| bad())?,
-    };
-    if !(libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&sig) {
-        return Err(format!("{s:?}: signal {sig} is not a real-time signal ({}-{})", libc::SIGRTMIN(), libc::SIGRTMAX()));
-    }
-    Ok(SleepSignal(Some(sig)))
-}
-
-/// What ends an xsk transport's sleeps (`XskTransport::sleep_signal`), for the setup line the
-/// binaries print.
-pub fn sleeps_end_on(signal: Option<i32>) -> String {
-    signal.map_or("a timerfd".into(), |s| format!("signal {s}"))
 }
 
 /// `--syn-cookies`.
@@ -369,7 +334,6 @@ impl XskOpts {
         "idle_timeout",
         "fin_timeout",
         "no_defer_acks",
-        "sleep_signal",
         "syn_cookies",
         "xdp_cookies",
         "recovery",
@@ -429,7 +393,6 @@ impl XskOpts {
         c.engine.idle_timeout = (!self.idle_timeout.is_zero()).then_some(self.idle_timeout);
         c.engine.fin_timeout = self.fin_timeout;
         c.defer_acks = !self.no_defer_acks;
-        c.sleep_signal = self.sleep_signal.0;
         c.engine.syn_cookies = self.syn_cookies.into();
         c.xdp_syn_cookies = match self.xdp_cookies {
             XdpCookiesArg::Auto => stack::xsk::XdpCookies::Auto,
@@ -446,18 +409,6 @@ impl XskOpts {
 mod tests {
     use super::*;
     use stack::xsk::Recovery;
-
-    #[test]
-    fn sleep_signals() {
-        let rt = libc::SIGRTMIN();
-        assert_eq!(parse_sleep_signal("rtmin+4"), Ok(SleepSignal(Some(rt + 4))));
-        assert_eq!(parse_sleep_signal("rtmin"), Ok(SleepSignal(Some(rt))));
-        assert_eq!(parse_sleep_signal(&(rt + 2).to_string()), Ok(SleepSignal(Some(rt + 2))));
-        assert_eq!(parse_sleep_signal("timerfd"), Ok(SleepSignal(None)));
-        for bad in ["", "rtmin-1", "rtmin+", "rtmin+x", "rtmin+99", "rtmin+2147483647", "10", "2", "sigusr1", "-5"] {
-            assert!(parse_sleep_signal(bad).is_err(), "{bad:?}");
-        }
-    }
 
     #[test]
     fn addr_args() {

@@ -131,7 +131,6 @@ pub mod codec;
 pub mod kernel;
 pub mod napi;
 pub mod rr;
-pub(crate) mod sigtimer;
 pub(crate) mod sockets;
 pub(crate) mod timer;
 #[cfg(feature = "tokio")]

@@ -2,8 +2,7 @@
 //!
 //! Every finite wait ends on a one-shot timer: a timerfd waited on next to
 //! the sockets (registered with mio by the kernel backend, passed to
-//! `Port::wait` by the xsk driver), or the xsk driver's signalling timer
-//! (below); the wait itself gets no timeout. Two reasons:
+//! `Port::wait` by the xsk driver); the wait itself gets no timeout. Two reasons:
 //!
 //! - epoll_wait (and so mio) and poll(2) take whole milliseconds, which
 //!   rounds every short wait up to 1 ms: an open-loop client that sends
@@ -29,13 +28,10 @@
 //!
 //! The same timerfd carries a [`Waker`]'s wakes ([`crate::wake`]).
 //!
-//! The xsk driver's main timer is by default not the timerfd but a POSIX timer that signals
-//! its thread ([`crate::sigtimer`]): its poll(2) then holds the XSK socket alone, and the
-//! wait unblocks the signal ([`PreciseTimer::wanted_mask`]). The policy above is the same.
-//! That timer serves the deadlines that responses push back (retransmission, probes, 50 ms
-//! and more), which rarely fire, and wakes. A wait shorter than [`SHORT`] (a sender's pacing,
-//! which ends on its deadline) still uses the timerfd: a signal costs more than the timerfd's
-//! readiness each time it ends a sleep (`docs/2026-12-04-signal-sleep`).
+//! The xsk driver's sleeps once ended on a POSIX timer that signalled its thread, so that
+//! its poll(2) held the XSK socket alone; its gain (about 350 guest instructions per request
+//! at light load) was never resolved by a measurement, and it was removed with its
+//! process-wide signal (`docs/2026-12-06-one-park/`).
 
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -46,26 +42,13 @@ use crate::wake::{Core, Waker};
 
 pub struct PreciseTimer {
     core: Arc<Core>,
-    /// The main alarm's armed expiry in CLOCK_MONOTONIC nanoseconds, if one is armed and not
-    /// yet consumed (the signalling timer's if there is one, else the timerfd's).
+    /// The timerfd's armed expiry in CLOCK_MONOTONIC nanoseconds, if one is armed and not
+    /// yet consumed.
     armed: Cell<Option<u64>>,
-    /// With a signalling timer: the timerfd's armed expiry (short waits).
-    armed_fd: Cell<Option<u64>>,
-    /// With a signalling timer: the last `prepare` put the timerfd in the wait (a short one).
-    short: Cell<bool>,
     /// Whether the last `prepare` relies on the timer to end the wait.
     wanted: Cell<bool>,
     /// A [`Waker`] was handed out: every sleep waits on the timer.
     waking: Cell<bool>,
-    /// A signalling timer: the signal mask to sleep with (the thread's, the signal unblocked,
-    /// in the kernel's 64-bit form); None while the timer could not be bound to the thread
-    /// that sleeps.
-    mask: Cell<Option<u64>>,
-    /// A signalling timer: the thread it signals (0: a timerfd). A copy of the `SigTimer`'s,
-    /// so that the check on every sleep reads no `Arc`; set only where that one changes.
-    bound_tid: Cell<libc::pid_t>,
-    /// That it could not be bound was said (once).
-    said: Cell<bool>,
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the clock of `Instant`, of the timerfd, and of the xsk
@@ -77,15 +60,6 @@ fn monotonic_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
-
-/// How often a loop that a waker should end, whose signalling timer cannot reach its thread,
-/// looks for a wake.
-const UNBOUND_RECHECK: Duration = Duration::from_millis(10);
-
-/// Waits shorter than this go on the timerfd even beside a signalling timer: they are likely
-/// to end on their deadline (a sender's pacing), where a signal costs more per wake-up.
-/// Longer ones are the deadlines that responses push back (50 ms and more).
-pub(crate) const SHORT: Duration = Duration::from_millis(10);
 
 /// An absolute CLOCK_MONOTONIC expiry at `due` nanoseconds.
 fn abs_spec(due: u64) -> libc::itimerspec {
@@ -112,36 +86,8 @@ impl PreciseTimer {
         Ok(PreciseTimer::with_core(Core::new()?))
     }
 
-    /// A timer that signals the thread that sleeps with `sig` instead of a timerfd: the wait
-    /// then takes [`wanted_mask`](Self::wanted_mask), not a descriptor. Installs the signal's
-    /// action (refused where the application has one) and blocks the signal in the calling thread
-    /// and, when the timer is first used on another, in that one.
-    ///
-    /// # Errors
-    /// A signal that cannot be caught or already has someone else's handler, or
-    /// timer_create(2)'s error.
-    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    pub fn with_signal(sig: libc::c_int) -> std::io::Result<PreciseTimer> {
-        let t = PreciseTimer::with_core(Core::with_signal(sig)?);
-        if let Some(st) = t.core.sig_timer() {
-            t.mask.set(Some(st.block_here()?));
-            t.bound_tid.set(st.bound_tid());
-        }
-        Ok(t)
-    }
-
     fn with_core(core: Arc<Core>) -> PreciseTimer {
-        PreciseTimer {
-            core,
-            armed: Cell::new(None),
-            armed_fd: Cell::new(None),
-            short: Cell::new(false),
-            wanted: Cell::new(false),
-            waking: Cell::new(false),
-            mask: Cell::new(None),
-            bound_tid: Cell::new(0),
-            said: Cell::new(false),
-        }
+        PreciseTimer { core, armed: Cell::new(None), wanted: Cell::new(false), waking: Cell::new(false) }
     }
 
     pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
@@ -156,9 +102,7 @@ impl PreciseTimer {
 
     /// Takes a wake that a [`Waker`] left: the transport's `poll` returns (call it after
     /// `prepare`, before the wait, and after the timer ended a wait). A wake replaced the
-    /// expiry armed (it set the timer to now), so none is relied on after it: without that,
-    /// a transport that shares its thread and signal with another could find the wake's
-    /// signal taken by the other's sleep and keep waiting for an expiry no longer set.
+    /// expiry armed (it set the timer to now), so none is relied on after it.
     #[inline]
     pub fn take_wake(&self) -> bool {
         if self.core.take() {
@@ -181,86 +125,10 @@ impl PreciseTimer {
     /// it, and a wait that includes it early just loops.
     #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
     pub fn wanted_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        if self.short.get() || (self.wanted.get() && self.bound_tid.get() == 0) {
+        if self.wanted.get() {
             Some(self.fd())
         } else {
             None
-        }
-    }
-
-    /// For a signalling timer, the signal mask to sleep with (ppoll(2)) when the last
-    /// [`prepare`](Self::prepare) relies on the timer (or a waker may end the wait), else
-    /// None: the wait may then be a plain poll(2), with the signal blocked (an expiry left
-    /// armed stays pending and ends a later wait early, which only loops).
-    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    #[inline]
-    pub fn wanted_mask(&self) -> Option<u64> {
-        if self.wanted.get() {
-            self.mask.get()
-        } else {
-            None
-        }
-    }
-
-    /// Whether an EINTR came from this thread's signalling timer (an expiry or a wake, to be
-    /// handled as the timerfd's readiness is: [`clear`](Self::clear), then
-    /// [`take_wake`](Self::take_wake)); false for any other signal.
-    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    #[inline]
-    pub fn take_fired(&self) -> bool {
-        self.bound_tid.get() != 0 && crate::sigtimer::take_fired()
-    }
-
-    /// Forgets a signalling timer's mark from before the sleep about to start (a signal
-    /// whose action ran outside a sleep), so that [`take_fired`](Self::take_fired) tells the
-    /// sleep's EINTR apart. Nothing for a timerfd.
-    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    #[inline]
-    pub fn reset_fired(&self) {
-        if self.bound_tid.get() != 0 {
-            crate::sigtimer::reset_fired();
-        }
-    }
-
-    /// The signal of a signalling timer (None: a timerfd).
-    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    pub fn signal(&self) -> Option<libc::c_int> {
-        self.core.sig_timer().map(|t| t.signal())
-    }
-
-    /// A signalling timer signals the thread that sleeps: re-bound (and its signal blocked)
-    /// when the transport moved to another thread. False if it cannot be: the wait then gets
-    /// its own timeout. On every sleep: a comparison with a thread-local.
-    #[inline(always)]
-    fn bound(&self) -> bool {
-        let t = self.bound_tid.get();
-        t == 0 || (t == crate::sigtimer::tid() && self.mask.get().is_some()) || self.rebind()
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn rebind(&self) -> bool {
-        let Some(st) = self.core.sig_timer() else { return true };
-        // Blocked here before the timer is bound here: from then on a waker may make it
-        // signal this thread, and the signal must only end a sleep.
-        match st.block_here().and_then(|mask| Ok((mask, st.bind_here()?))) {
-            Ok((mask, rebound)) => {
-                if rebound {
-                    // The new timer is not armed.
-                    self.armed.set(None);
-                }
-                self.mask.set(Some(mask));
-                self.bound_tid.set(st.bound_tid());
-                true
-            }
-            Err(e) => {
-                // Tried again at every sleep (timer_create failing is a passing shortage).
-                if !self.said.replace(true) {
-                    tracing::warn!("the transport's timer cannot signal this thread ({e}): sleeps end on poll's own timeout");
-                }
-                self.mask.set(None);
-                false
-            }
         }
     }
 
@@ -282,20 +150,9 @@ impl PreciseTimer {
         match timeout {
             Some(t) if t.is_zero() => {
                 self.wanted.set(false);
-                self.short.set(false);
                 timeout
             }
             Some(t) => {
-                if !self.bound() {
-                    // Without the timer a wake is seen only when the wait ends.
-                    self.wanted.set(false);
-                    self.short.set(false);
-                    return Some(if self.waking.get() { t.min(UNBOUND_RECHECK) } else { t });
-                }
-                if t < SHORT && self.bound_tid.get() != 0 {
-                    return self.prepare_short(now_ns, t);
-                }
-                self.short.set(false);
                 // The common case first, inlined: the expiry armed is kept (see `arm`).
                 if let (Some(now), Some(armed)) = (now_ns, self.armed.get()) {
                     if self.keeps(armed, now, nanos(t)) {
@@ -306,40 +163,10 @@ impl PreciseTimer {
                 self.arm(now_ns, t)
             }
             None => {
-                self.short.set(false);
-                if self.waking.get() && !self.bound() {
-                    // Without the timer a wake is seen only when the wait ends.
-                    self.wanted.set(false);
-                    return Some(UNBOUND_RECHECK);
-                }
                 self.wanted.set(self.waking.get());
                 None
             }
         }
-    }
-
-    /// A short wait beside a signalling timer: on the timerfd, with the same policy; the
-    /// signal is unblocked only if a waker may end the wait.
-    #[inline(never)]
-    fn prepare_short(&self, now_ns: Option<u64>, t: Duration) -> Option<Duration> {
-        let now = now_ns.unwrap_or_else(monotonic_ns);
-        let t_ns = nanos(t);
-        self.wanted.set(self.waking.get());
-        if let Some(armed) = self.armed_fd.get() {
-            if self.keeps(armed, now, t_ns) {
-                self.short.set(true);
-                return None;
-            }
-        }
-        let due = now.saturating_add(t_ns);
-        if self.core.set_fd(true, &abs_spec(due)).is_err() {
-            self.armed_fd.set(None);
-            self.short.set(false);
-            return Some(t);
-        }
-        self.armed_fd.set(Some(due));
-        self.short.set(true);
-        None
     }
 
     /// Whether the expiry `armed` may end a wait of `t_ns` from `now`: no
@@ -376,20 +203,10 @@ impl PreciseTimer {
 
     /// Consumes the timerfd's expiry (call when it is reported readable).
     pub fn clear(&self) {
-        if self.bound_tid.get() == 0 {
-            self.armed.set(None);
-        } else {
-            self.armed_fd.set(None);
-        }
+        self.armed.set(None);
         let mut buf = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a live 8-byte buffer.
         let _ = unsafe { libc::read(self.core.fd().as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
-    }
-
-    /// Consumes the signalling timer's expiry (call when [`take_fired`](Self::take_fired)).
-    #[cfg_attr(not(feature = "xsk"), allow(dead_code))]
-    pub fn clear_fired(&self) {
-        self.armed.set(None);
     }
 }
 

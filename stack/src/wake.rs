@@ -5,8 +5,7 @@
 //! [`Waker`] the loop sleeps without one, and whoever sets the flag wakes it.
 //!
 //! The wake goes through the timer the transport already sleeps on for its own deadlines
-//! (`crate::timer`: a timerfd, or the xsk driver's timer that signals its thread,
-//! `crate::sigtimer`): a waker marks a wake pending and sets the timer to expire now. A
+//! (`crate::timer`, a timerfd): a waker marks a wake pending and sets the timer to expire now. A
 //! descriptor of its own (a socket pair, as signal-hook's self-pipe) would be one more in every
 //! sleep's poll(2): in a guest at light load that cost 900-1,400 instructions per request,
 //! more than the timer it replaced (`docs/2026-12-04-sleep/`). The transport's own arming
@@ -17,15 +16,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::sigtimer::SigTimer;
-
-/// What ends a transport's sleep: its timerfd, and, if it has one, a timer that signals its
-/// thread (then the main alarm, for long deadlines and wakes; the timerfd for short waits).
-/// And the mark of a wake.
+/// What ends a transport's sleep: its timerfd, and the mark of a wake.
 #[derive(Debug)]
 pub(crate) struct Core {
     fd: OwnedFd,
-    sig: Option<SigTimer>,
     pending: AtomicBool,
 }
 
@@ -42,36 +36,16 @@ fn timerfd() -> io::Result<OwnedFd> {
 impl Core {
     /// A timerfd.
     pub(crate) fn new() -> io::Result<Arc<Core>> {
-        Ok(Arc::new(Core { fd: timerfd()?, sig: None, pending: AtomicBool::new(false) }))
-    }
-
-    /// A timerfd, and a timer that signals the calling thread with `sig` ([`crate::sigtimer`]).
-    pub(crate) fn with_signal(sig: libc::c_int) -> io::Result<Arc<Core>> {
-        Ok(Arc::new(Core { fd: timerfd()?, sig: Some(SigTimer::new(sig)?), pending: AtomicBool::new(false) }))
+        Ok(Arc::new(Core { fd: timerfd()?, pending: AtomicBool::new(false) }))
     }
 
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
-    /// The signalling timer, if there is one.
-    #[inline]
-    pub(crate) fn sig_timer(&self) -> Option<&SigTimer> {
-        self.sig.as_ref()
-    }
-
-    /// Sets the main alarm (the signalling timer if there is one, else the timerfd) to expire
-    /// at `spec` (absolute CLOCK_MONOTONIC if `absolute`, else relative). The OS error if it
-    /// failed. Async-signal-safe: one system call.
+    /// Sets the timerfd to expire at `spec` (absolute CLOCK_MONOTONIC if `absolute`, else
+    /// relative). The OS error if it failed. Async-signal-safe: one system call.
     pub(crate) fn set(&self, absolute: bool, spec: &libc::itimerspec) -> io::Result<()> {
-        match &self.sig {
-            Some(t) => t.set(if absolute { libc::TIMER_ABSTIME } else { 0 }, spec),
-            None => self.set_fd(absolute, spec),
-        }
-    }
-
-    /// [`set`](Self::set) for the timerfd.
-    pub(crate) fn set_fd(&self, absolute: bool, spec: &libc::itimerspec) -> io::Result<()> {
         let flags = if absolute { libc::TFD_TIMER_ABSTIME } else { 0 };
         // SAFETY: `spec` is a valid itimerspec; no old value is requested.
         let r = unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), flags, spec, std::ptr::null_mut()) };
@@ -88,7 +62,7 @@ impl Core {
         self.pending.load(Ordering::SeqCst) && self.pending.swap(false, Ordering::SeqCst)
     }
 
-    /// Marks a wake, then makes the main alarm expire now. Async-signal-safe: an atomic store and
+    /// Marks a wake, then makes the timer expire now. Async-signal-safe: an atomic store and
     /// one system call. The order is what makes it race-free: a transport that armed the alarm
     /// after this store sees the mark (it looks after arming); one that armed it before is
     /// overridden by this expiry.
@@ -129,18 +103,14 @@ impl Waker {
     /// `signal_hook::low_level::unregister` (the id is signal-hook's).
     ///
     /// # Errors
-    /// The OS error of sigaction(2) (an invalid signal number); `InvalidInput` for the signal
-    /// of a transport's timer (`XskConfig::sleep_signal`: each wake would signal again).
+    /// The OS error of sigaction(2) (an invalid signal number).
     ///
     /// # Panics
     /// For the signals signal-hook refuses: SIGKILL, SIGSTOP, SIGILL, SIGFPE, SIGSEGV.
     pub fn wake_on_signal(&self, signal: libc::c_int) -> io::Result<signal_hook_registry::SigId> {
-        if crate::sigtimer::is_sleep_signal(signal) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("signal {signal} ends the transports' sleeps already")));
-        }
         let core = Arc::clone(&self.core);
         // SAFETY: the action is async-signal-safe: `Core::wake` is an atomic store and one
-        // system call (timerfd_settime or timer_settime); it allocates nothing and takes no
+        // system call (timerfd_settime); it allocates nothing and takes no
         // lock. `core` is kept alive by the action itself.
         unsafe { signal_hook_registry::register(signal, move || core.wake()) }
     }
@@ -212,14 +182,5 @@ mod tests {
         assert!(wait(&core, 1000), "the signal did not wake");
         assert!(core.take());
         assert!(signal_hook_registry::unregister(id));
-    }
-
-    #[test]
-    fn the_timers_own_signal_is_refused() {
-        let sig = libc::SIGRTMIN() + 10;
-        let core = Core::with_signal(sig).unwrap();
-        let w = Waker::new(Arc::clone(&core));
-        let e = w.wake_on_signal(sig).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
     }
 }

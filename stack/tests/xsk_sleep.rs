@@ -1,8 +1,7 @@
 //! The stack's loop sleeps with no timeout (as rr-server's does): idle, it
 //! does not wake up, and a stop set from another thread, with the
-//! transport's waker, ends the sleep at once. Both of the transport's timers:
-//! the signalling one (the default) and the timerfd; another signal ends the
-//! sleep and goes back to the caller. Needs root.
+//! transport's waker, ends the sleep at once; another signal ends the sleep and
+//! goes back to the caller. Needs root.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpStream};
@@ -11,7 +10,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use stack::transport::Transport;
-use stack::xsk::{default_sleep_signal, AddrMode, XskTransport};
+use stack::xsk::{AddrMode, XskTransport};
 
 mod common;
 use common::{dedicated, lab, xsk_cfg, xsk_server};
@@ -24,26 +23,13 @@ fn wakeups(tid: i32) -> u64 {
     v.trim().parse().unwrap()
 }
 
-#[test]
-fn an_idle_server_sleeps_until_woken() {
-    sleeps_until_woken("ssz", Some(default_sleep_signal()));
-}
-
-#[test]
-fn an_idle_server_sleeps_until_woken_on_a_timerfd() {
-    sleeps_until_woken("ssy", None);
-}
-
 /// Idle before any connection and again after one came and went (its
 /// timers, the closing handshake's, run out), then stopped by its waker.
-fn sleeps_until_woken(tag: &str, sleep_signal: Option<i32>) {
-    let lab = lab(tag);
+#[test]
+fn an_idle_server_sleeps_until_woken() {
+    let lab = lab("ssy");
     let (mode, a) = dedicated(&lab);
-    let cfg = |mode: AddrMode| {
-        let mut c = xsk_cfg(&lab, mode);
-        c.sleep_signal = sleep_signal;
-        c
-    };
+    let cfg = |mode: AddrMode| xsk_cfg(&lab, mode);
     let srv = xsk_server(&lab.ns_a, cfg(mode.clone()), 7113);
     let idle = |what: &str| {
         let before = wakeups(srv.tid);
@@ -84,8 +70,6 @@ fn sleeps_until_woken(tag: &str, sleep_signal: Option<i32>) {
     lab.ns_a
         .run_in(move || {
             let mut t = XskTransport::new(cfg1).unwrap();
-            // The timer asked for, not a quiet fallback to the timerfd.
-            assert_eq!(t.sleep_signal(), sleep_signal);
             let w = t.waker().unwrap();
             let mut ev = Vec::new();
             for timeout in [None, Some(Duration::from_secs(5))] {
@@ -105,8 +89,7 @@ fn sleeps_until_woken(tag: &str, sleep_signal: Option<i32>) {
             let got = Arc::new(AtomicBool::new(false));
             signal_hook::flag::register(libc::SIGUSR2, got.clone()).unwrap();
             // First a poll that ends on its own deadline: the wakes above left the timer armed
-            // (5 s) and may have left its signal pending (kernels before 6.13 deliver a signal
-            // of a timer re-armed since), which the sleep below would rightly count.
+            // (5 s), which the sleep below would rightly count.
             t.poll(&mut ev, Some(Duration::from_millis(50))).unwrap();
             let wakes = t.stats().device.timer_wakes;
             // SAFETY: gettid(2) takes no arguments and cannot fail.
@@ -152,23 +135,20 @@ fn sleeps_until_woken(tag: &str, sleep_signal: Option<i32>) {
         })
         .unwrap();
 
-    // A transport made on one thread and run on another (a signalling timer signals the thread
-    // it was made on until it is re-bound): the poll's own deadline ends it on time, and a wake
-    // from a third thread ends a sleep with no limit.
+    // A transport made on one thread and run on another: the poll's own deadline ends it on
+    // time, and a wake from a third thread ends a sleep with no limit.
     let cfg2 = cfg(mode);
     let (done, rx) = mpsc::channel();
     lab.ns_a
         .run_in(move || {
             let mut t = XskTransport::new(cfg2).unwrap();
-            assert_eq!(t.sleep_signal(), sleep_signal);
             let w = t.waker().unwrap();
             std::thread::spawn(move || {
                 let mut ev = Vec::new();
                 let t0 = Instant::now();
                 t.poll(&mut ev, Some(Duration::from_millis(300))).unwrap();
                 let deadline = t0.elapsed();
-                // Ended by the timer, not by a timeout of poll's own (a timer that could not
-                // be re-bound falls back to that).
+                // Ended by the timer, not by a timeout of poll's own.
                 assert!(t.stats().device.timer_wakes >= 1, "the 300 ms poll did not end on the timer");
                 let waker = w.clone();
                 std::thread::spawn(move || {

@@ -345,42 +345,18 @@ impl XskSocket {
     /// (socket readable, `extra` readable). In copy mode with need_wakeup
     /// the kernel's `xsk_poll` also transmits what is in the TX ring before
     /// it sleeps: the wait doubles as the TX kick.
-    /// With `mask` (the kernel's 64-bit signal set), the wait is ppoll(2)'s
-    /// with that signal mask (a signal the thread blocks otherwise may end
-    /// it).
     pub(crate) fn wait_readable(
         &self,
         extra: Option<BorrowedFd<'_>>,
         timeout_ms: i32,
-        mask: Option<u64>,
     ) -> io::Result<(bool, bool)> {
         let mut fds = [
             libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             libc::pollfd { fd: extra.map_or(-1, |f| f.as_raw_fd()), events: libc::POLLIN, revents: 0 },
         ];
         let n = if extra.is_some() { 2 } else { 1 };
-        let r = match mask {
-            // SAFETY: `fds` is a live array of two pollfd and `n` is at most its
-            // length.
-            None => unsafe { libc::poll(fds.as_mut_ptr(), n, timeout_ms) },
-            Some(mask) => {
-                let mut ts;
-                let tsp = if timeout_ms < 0 {
-                    std::ptr::null_mut()
-                } else {
-                    ts = libc::timespec {
-                        tv_sec: (timeout_ms / 1000) as libc::time_t,
-                        tv_nsec: (timeout_ms % 1000) as libc::c_long * 1_000_000,
-                    };
-                    &mut ts as *mut libc::timespec
-                };
-                // SAFETY: as poll's; `tsp` is null or a live timespec (the kernel
-                // writes the time left to it), `mask` a live 8-byte set, 8 the
-                // kernel's sigsetsize. The raw call, as glibc's ppoll takes a
-                // 128-byte sigset_t.
-                unsafe { libc::syscall(libc::SYS_ppoll, fds.as_mut_ptr(), n, tsp, &mask as *const u64, 8usize) as libc::c_int }
-            }
-        };
+        // SAFETY: `fds` is a live array of two pollfd and `n` is at most its length.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), n, timeout_ms) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }

@@ -365,7 +365,6 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
                 .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
             eprintln!("xsk port: {}", t.port().features());
             eprintln!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
-            eprintln!("xsk sleeps end on: {}", apps::sleeps_end_on(t.sleep_signal()));
             eprintln!("xsk loss recovery: {recovery}");
             let (mut t, m) = drive(t, addr, args, plan, None)?;
             let mut result = m.result(args, plan, addr);

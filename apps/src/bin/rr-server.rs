@@ -374,7 +374,6 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
             args.deploy.after_setup(user)?;
             println!("xsk port: {}", t.port().features());
             println!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
-            println!("xsk sleeps end on: {}", apps::sleeps_end_on(t.sleep_signal()));
             println!("xsk loss recovery: {recovery}");
             let (mut t, mut summary) = serve(t, args, cfg, &ready.notifier(), &Stop::new())?;
             let stats = t.stats();

@@ -1,4 +1,4 @@
-//! The timer's policy, and both kinds of timer.
+//! The timer's policy.
 
 use super::*;
 use std::time::Instant;
@@ -95,86 +95,6 @@ fn a_waker_makes_every_sleep_wait_on_the_timer() {
     // Zero waits need no timer, waker or not.
     assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
     assert!(t.wanted_fd().is_none());
-}
-
-#[test]
-fn a_signalling_timer_ends_a_masked_sleep_on_time() {
-    let t = PreciseTimer::with_signal(libc::SIGRTMIN() + 8).unwrap();
-    assert_eq!(t.signal(), Some(libc::SIGRTMIN() + 8));
-    for _ in 0..3 {
-        let start = Instant::now();
-        assert_eq!(t.prepare(Some(Duration::from_millis(30))), None, "the timer ends the wait");
-        assert!(t.wanted_fd().is_none(), "no descriptor in the sleep");
-        let mask = t.wanted_mask().expect("a mask to sleep with");
-        t.reset_fired();
-        assert!(crate::sigtimer::sleep_masked(mask, 3000), "the timer did not end the sleep");
-        assert!(t.take_fired(), "the EINTR was not the timer's");
-        let took = start.elapsed();
-        assert!(took >= Duration::from_millis(30) && took < Duration::from_secs(2), "{took:?}");
-        t.clear();
-    }
-    // No deadline and no waker: nothing to unblock.
-    assert_eq!(t.prepare(None), None);
-    assert!(t.wanted_mask().is_none());
-}
-
-#[test]
-fn a_short_wait_beside_a_signalling_timer_ends_on_the_timerfd() {
-    let t = PreciseTimer::with_signal(libc::SIGRTMIN() + 8).unwrap();
-    let readable = |ms: i32| {
-        let mut p = libc::pollfd { fd: t.fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one live pollfd.
-        unsafe { libc::poll(&mut p, 1, ms) == 1 }
-    };
-    let start = Instant::now();
-    assert_eq!(t.prepare(Some(Duration::from_millis(2))), None);
-    assert!(t.wanted_fd().is_some(), "a short wait goes on the timerfd");
-    assert!(t.wanted_mask().is_none(), "no waker: the signal stays blocked");
-    assert!(readable(3000), "the timerfd did not fire");
-    let took = start.elapsed();
-    assert!(took >= Duration::from_millis(2) && took < Duration::from_secs(1), "{took:?}");
-    t.clear();
-    // A long wait: the signal, no descriptor.
-    assert_eq!(t.prepare(Some(SHORT * 5)), None);
-    assert!(t.wanted_fd().is_none());
-    assert!(t.wanted_mask().is_some());
-    // With a waker, a short wait also unblocks the signal (the waker's way in).
-    let _w = t.waker();
-    assert_eq!(t.prepare(Some(Duration::from_millis(2))), None);
-    assert!(t.wanted_fd().is_some() && t.wanted_mask().is_some());
-    assert_eq!(t.prepare(None), None);
-    assert!(t.wanted_fd().is_none() && t.wanted_mask().is_some());
-}
-
-#[test]
-fn a_wake_forgets_the_armed_expiry_also_when_another_timer_takes_its_signal() {
-    // Two transports' timers on one thread with one signal: a wake of the second resets
-    // its timer to now, and the signal may end the first one's sleep. The second must not
-    // keep waiting for the expiry the wake replaced.
-    let sig = libc::SIGRTMIN() + 8;
-    let one = PreciseTimer::with_signal(sig).unwrap();
-    let two = PreciseTimer::with_signal(sig).unwrap();
-    let w = two.waker();
-    assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
-    assert!(two.armed.get().is_some());
-    w.wake();
-    one.prepare(None);
-    // `one` has no deadline and no waker, so no mask of its own; the thread's is `two`'s.
-    assert!(one.wanted_mask().is_none());
-    let mask = two.wanted_mask().expect("two has a waker: it sleeps with the signal unblocked");
-    one.reset_fired();
-    assert!(crate::sigtimer::sleep_masked(mask, 3000), "the wake's signal did not end a sleep");
-    assert!(one.take_fired());
-    assert!(two.take_wake());
-    assert_eq!(two.armed.get(), None, "the expiry the wake replaced is still relied on");
-    // The second's next sleep re-arms and ends on time.
-    let start = Instant::now();
-    assert_eq!(two.prepare(Some(Duration::from_millis(150))), None);
-    let mask = two.wanted_mask().unwrap();
-    two.reset_fired();
-    assert!(crate::sigtimer::sleep_masked(mask, 3000), "the deadline was lost");
-    assert!(two.take_fired());
-    assert!(start.elapsed() < Duration::from_secs(2));
 }
 
 #[test]

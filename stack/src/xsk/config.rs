@@ -110,45 +110,8 @@ pub struct XskConfig {
     /// it (see `xsk_io::acks`); on by default where the kernel can load that
     /// program, off with fault injection.
     pub defer_acks: bool,
-    /// The signal of the timer that ends the transport's sleeps for its
-    /// deadlines and its [`Waker`](crate::Waker): a POSIX timer that signals
-    /// the thread that polls, where the signal is blocked except during the
-    /// sleep (`SIGRTMIN + 4` by default; its action is installed through
-    /// signal-hook's registry). None: a timerfd in the sleep's poll(2)
-    /// instead, which cost a guest about 400-600 instructions per request at
-    /// light load. A signal that cannot be used (not a real-time one, or one
-    /// that already has a handler of the application's) falls back to the
-    /// timerfd, said once
-    /// ([`XskTransport::sleep_signal`](super::XskTransport::sleep_signal)
-    /// tells which). Only real-time signals are taken.
-    ///
-    /// The signal serves the deadlines that responses push back
-    /// (retransmission, probes: 50 ms and more), which rarely fire, and the
-    /// waker. Waits shorter than 10 ms (a sender's pacing, which ends on its
-    /// deadline) still end on the timerfd, in the sleep's poll(2) for those
-    /// waits only: a signal's delivery costs more than a timerfd's readiness
-    /// (an open-loop client on veth took 2.8-6.6 us more CPU per request
-    /// with the signal for every wait; `docs/2026-12-04-signal-sleep`).
-    ///
-    /// The signal stays blocked in the thread that made the transport and
-    /// in each thread that polled it, also after the transport is dropped;
-    /// threads they start inherit the block, a process started from them
-    /// too unless its spawner resets the mask (Rust's `std::process` does).
-    /// The sleep's signal mask is the polling thread's as it was when the
-    /// transport was made there (or first slept there, made elsewhere):
-    /// change that thread's mask later and sleeps still use the old one. Stop signals should wake the loop
-    /// through [`Waker::wake_on_signal`](crate::Waker::wake_on_signal), not
-    /// rely on interrupting the sleep.
-    pub sleep_signal: Option<libc::c_int>,
     /// Fault injection (tests): off by default.
     pub faults: Faults,
-}
-
-/// The default [`XskConfig::sleep_signal`]: a real-time signal (queued, no
-/// default meaning to the application) a few above the first one, which
-/// programs that use one take.
-pub fn default_sleep_signal() -> libc::c_int {
-    libc::SIGRTMIN() + 4
 }
 
 impl XskConfig {
@@ -178,7 +141,6 @@ impl XskConfig {
             stage_times: false,
             rx_batch: 128,
             defer_acks: true,
-            sleep_signal: Some(default_sleep_signal()),
             faults: Faults::default(),
         }
     }

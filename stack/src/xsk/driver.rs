@@ -1,18 +1,7 @@
 //! The driver's loop: frames from the port into the engine, the engine's
-//! frames out through the port, sleeping in the port's poll(2) (and a
-//! timerfd) in between; and the [`Transport`] calls, which the engine answers.
-//!
-//! The TX kick rides on the sleep: `flush` and the loop's egress only
-//! publish the TX ring, and the poll(2) the loop sleeps in transmits it
-//! first (copy mode with need_wakeup). At light load a request then costs
-//! one syscall, not a sendto and an epoll_wait, and the peer the answer
-//! wakes (veth: on this CPU) runs when this thread sleeps instead of
-//! preempting it on its way back from sendto. `poll` never returns with a
-//! kick owed: without a sleep it makes a sendto (what the kernel could not
-//! take then, `Port::tx_pending`, is retried by the next pass or flush).
-//! That policy is the port's (`Port::end_pass`, one call where a pass ends,
-//! saying whether the loop sleeps in `Port::wait` next); the driver only
-//! says which.
+//! frames out through the port, and the park in between (`park.rs`: when the TX
+//! ring's frames leave, and the sleep); and the [`Transport`] calls, which the
+//! engine answers. No protocol logic and no kick rule lives here.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::Arc;
@@ -25,13 +14,10 @@ use xsk_io::port::Port;
 use super::claims::Claims;
 use super::device::Device;
 use stack_engine::{Engine, PortChange};
+use super::park::{min_wait, Park, Then, Until};
 use super::stages::Stages;
 use super::{backend_err, StackStats};
 use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
-
-/// How soon to try again while TX is left in the ring (the kernel's budget)
-/// or a neighbour is being resolved.
-const RETRY: Duration = Duration::from_micros(200);
 
 /// The AF_XDP stack behind the [`Transport`] trait: one port (one RX queue),
 /// one engine, one thread. See the [module docs](super).
@@ -47,16 +33,10 @@ pub struct XskTransport {
     pub(super) epoch_ns: u64,
     /// Shared-address mode: the ports held from the kernel.
     pub(super) claims: Option<Arc<Claims>>,
-    /// Ends the port's wait for every timeout (the engine's timers, the caller's), and
-    /// carries a [`Waker`](crate::Waker)'s wakes (see [`crate::timer`]).
-    pub(super) timer: crate::timer::PreciseTimer,
-    /// The XDP program's SYN cookies for this queue (None: off or unavailable).
-    pub(super) xdp_cookies: Option<xsk_io::syncookies::CookieSlot>,
+    /// The kick policy and the sleep, with the timer and the XDP program's SYN cookies.
+    pub(super) park: Park,
     /// Where a request's time goes (`XskConfig::stage_times`; None: off).
     pub(super) stages: Option<Stages>,
-    /// `DeviceStats::sleeps`, `DeviceStats::timer_wakes`.
-    pub(super) sleeps: u64,
-    pub(super) timer_wakes: u64,
 }
 
 impl XskTransport {
@@ -70,13 +50,6 @@ impl XskTransport {
         &self.dev.port
     }
 
-    /// The signal that ends the transport's sleeps for its timers and wakes
-    /// (`XskConfig::sleep_signal`), or None when they end on a timerfd (asked
-    /// for, or the signal could not be used).
-    pub fn sleep_signal(&self) -> Option<libc::c_int> {
-        self.timer.signal()
-    }
-
     /// The counters of the engine, the device and the port.
     pub fn stats(&self) -> StackStats {
         let mut engine = self.engine.stats();
@@ -84,9 +57,9 @@ impl XskTransport {
             engine.drops.injected = f.stats.rx_dropped;
         }
         let mut device = self.dev.stats();
-        device.xdp_syn_cookies = self.xdp_cookies.as_ref().map_or(0, |c| c.sent());
-        device.sleeps = self.sleeps;
-        device.timer_wakes = self.timer_wakes;
+        device.xdp_syn_cookies = self.park.cookies.as_ref().map_or(0, |c| c.sent());
+        device.sleeps = self.park.sleeps;
+        device.timer_wakes = self.park.timer_wakes;
         StackStats { engine, device, port: self.dev.port.stats(), stages: self.stages.as_ref().map(|s| s.t) }
     }
 
@@ -144,40 +117,6 @@ impl XskTransport {
         r
     }
 
-    /// The port's kick policy at the end of a pass (`Port::end_pass`): the
-    /// kick this pass owes is made now unless the loop sleeps in the port's
-    /// wait next, which makes it. The test is inlined (twice per request;
-    /// nearly always nothing to do), the kick is not.
-    #[inline]
-    fn end_pass(&mut self, sleeps: bool) -> Result<(), TransportError> {
-        if sleeps || !self.dev.port.kick_owed() {
-            return Ok(());
-        }
-        self.kick_now()
-    }
-
-    /// `end_pass` with a kick owed and no sleep to make it.
-    #[inline(never)]
-    fn kick_now(&mut self) -> Result<(), TransportError> {
-        let t0 = self.stages.as_ref().map(|_| Stages::now());
-        let kicked = self.dev.port.end_pass(false).map_err(backend_err)?;
-        if let (Some(s), Some(t0), true) = (&mut self.stages, t0, kicked) {
-            s.kick(t0);
-        }
-        Ok(())
-    }
-
-    /// The TX ring is given to the kernel now (a sendto), whether a kick is
-    /// owed or not: to retry what the kernel left in the ring (its budget).
-    fn send_now(&mut self) -> Result<(), TransportError> {
-        let t0 = self.stages.as_ref().map(|_| Stages::now());
-        let r = self.dev.port.flush().map_err(backend_err);
-        if let (Some(s), Some(t0)) = (&mut self.stages, t0) {
-            s.kick(t0);
-        }
-        r
-    }
-
     fn egress_untimed(&mut self, now: SmolInstant) -> Result<(), TransportError> {
         self.engine.egress(now, &mut self.dev.link());
         if let Some(a) = &mut self.dev.acks {
@@ -202,41 +141,22 @@ impl XskTransport {
         }
     }
 
-    /// The loop behind [`Transport::poll`]; the kick it leaves owed is made
-    /// by the caller when it returns without sleeping.
+    /// The loop behind [`Transport::poll`]: receive, deliver, events, egress, park. The
+    /// kick it leaves owed is made by the caller when it returns without sleeping.
     fn poll_events(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let start = xsk_io::sys::monotonic_ns();
-        let busy = self.dev.port.features().busy_poll.is_some();
-        let mut first = true;
+        let mut wall = start; // one clock read per pass (a vDSO call)
         loop {
-            // One clock read per pass (a vDSO call each; at light load every
-            // request costs two passes).
-            let wall = if std::mem::take(&mut first) { start } else { xsk_io::sys::monotonic_ns() };
             let now = self.smol_ns(wall);
             self.neighbours(now);
-            let rx_start = self.stages.as_ref().map(|_| Stages::now());
-            let n = self.dev.recv();
-            let rx_end = match (&mut self.stages, rx_start) {
-                (Some(s), Some(t0)) if n > 0 => {
-                    let t1 = Stages::now();
-                    s.rx(t0, t1);
-                    Some(t1)
-                }
-                _ => None,
-            };
+            let (n, rx_end) = self.receive();
             let full = self.dev.batch_full(n);
             if n > 0 || self.dev.may_deliver() {
                 self.ingest(now, !full, wall);
             }
-            if let Some(c) = &mut self.xdp_cookies {
-                let want = self.engine.cookies_ahead(now, c.sent());
-                if let Err(why) = c.drive(want, wall) {
-                    tracing::warn!("{why}");
-                }
-            }
-            // Report what arrived before transmitting anything: the
-            // application's answers then ride on the ACKs (its flush()
-            // sends both), instead of a bare ACK going out first.
+            self.drive_cookies(now, wall);
+            // Report what arrived before transmitting anything: the application's
+            // answers then ride on the ACKs (its flush() sends both), not a bare ACK first.
             self.engine.scan_dirty();
             if self.engine.take_events(events) {
                 if let (Some(s), Some(t1)) = (&mut self.stages, rx_end) {
@@ -244,125 +164,57 @@ impl XskTransport {
                 }
                 return Ok(());
             }
-            // Nothing to send, no timer due: the completions and fill ring
-            // wait for the next flush (a pass before sleeping, at light load
-            // one per request, costs no port work then).
+            // Nothing to send, no timer due: the completions and fill ring wait for the
+            // next flush (the pass before a sleep, at light load one per request).
             if self.engine.egress_due(now) || self.dev.port.tx_pending() {
                 self.egress(now)?;
                 if self.engine.take_events(events) {
                     return Ok(());
                 }
             }
-            if full {
-                // More frames waiting: no sleep, so what this pass queued
-                // goes out now.
-                self.end_pass(false)?;
-                if self.timer.take_wake() {
-                    return Ok(());
+            let until = if full {
+                Until::NextPass
+            } else {
+                let elapsed = Duration::from_nanos(wall.saturating_sub(start));
+                match timeout {
+                    Some(t) if elapsed >= t => return Ok(()),
+                    left => Until::Wait(min_wait(left.map(|t| t - elapsed), self.engine_wait(now))),
                 }
-                continue;
-            }
-            let elapsed = Duration::from_nanos(wall.saturating_sub(start));
-            let left = match timeout {
-                Some(t) if elapsed >= t => return Ok(()),
-                Some(t) => Some(t - elapsed),
-                None => None,
             };
-            let wait = self.wait_for(now, left);
-            if self.dev.port.tx_pending() || self.dev.arp.has_pending() {
-                // TX left in the ring (budget) or a neighbour being resolved: come back soon.
-                self.send_now()?;
-                let w = wait.map_or(RETRY, |w| w.min(RETRY));
-                std::thread::sleep(w);
-                // A link that stays down keeps this loop here: a wake must still end it.
-                if self.timer.take_wake() {
-                    return Ok(());
-                }
-                continue;
-            }
-            if busy || wait == Some(Duration::ZERO) {
-                // No sleep: what this pass queued goes out now.
-                self.end_pass(false)?;
-                if busy {
-                    std::hint::spin_loop();
-                }
-                if self.timer.take_wake() {
-                    return Ok(());
-                }
-                continue;
-            }
-            let wait = match &self.dev.acks {
-                Some(a) => a.bound_sleep(wait),
-                None => wait,
-            };
-            // The pass's clock reading stands for now: a wait that ends a
-            // pass's length early only loops.
-            let wait = self.timer.prepare_at(Some(wall), wait);
-            // A wake that came before the timer was armed (which may have
-            // replaced its expiry): the caller checks its flags now.
-            if self.timer.take_wake() {
+            if self.park.park(&mut self.dev, wall, until, &mut self.stages)? == Then::Return {
                 return Ok(());
             }
-            // Sleeps and makes the kick owed by this pass's egress (or the
-            // application's flush) in one syscall; the timer joins the wait
-            // when it has a deadline or a waker may end it (a timerfd in the
-            // set, or a signalling timer's signal unblocked for the wait).
-            let mask = self.timer.wanted_mask();
-            if mask.is_some() {
-                self.timer.reset_fired();
-            }
-            self.sleeps += 1;
-            match self.dev.port.wait_masked(self.timer.wanted_fd(), wait, mask) {
-                Ok(ready) => {
-                    if ready.extra {
-                        self.timer_wakes += 1;
-                        self.timer.clear();
-                        if self.timer.take_wake() {
-                            return Ok(());
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                    if !self.timer.take_fired() {
-                        // Another signal: the caller looks at its flags.
-                        return Ok(());
-                    }
-                    self.timer_wakes += 1;
-                    self.timer.clear_fired();
-                    if self.timer.take_wake() {
-                        return Ok(());
-                    }
-                }
-                Err(e) => return Err(TransportError::Io(e)),
+            wall = xsk_io::sys::monotonic_ns();
+        }
+    }
+
+    /// A batch from the RX ring: how many frames, and when `recv` ended (stage times on).
+    #[inline]
+    fn receive(&mut self) -> (usize, Option<u64>) {
+        let Some(s) = &mut self.stages else { return (self.dev.recv(), None) };
+        let t0 = Stages::now();
+        let n = self.dev.recv();
+        if n == 0 {
+            return (0, None);
+        }
+        let t1 = Stages::now();
+        s.rx(t0, t1);
+        (n, Some(t1))
+    }
+
+    /// The XDP program's SYN cookies: switched on while the engine answers with cookies.
+    fn drive_cookies(&mut self, now: SmolInstant, wall: u64) {
+        if let Some(c) = &mut self.park.cookies {
+            let want = self.engine.cookies_ahead(now, c.sent());
+            if let Err(why) = c.drive(want, wall) {
+                tracing::warn!("{why}");
             }
         }
     }
 
-    /// How long to sleep: until the engine's next timer or the caller's deadline.
-    fn wait_for(&mut self, now: SmolInstant, left: Option<Duration>) -> Option<Duration> {
-        let timer = self.engine.poll_at().map(|d| {
-            if d <= now {
-                Duration::ZERO
-            } else {
-                Duration::from_micros((d - now).total_micros())
-            }
-        });
-        // The XDP program's SYN-ACKs are checked on a pass of this loop, and the
-        // SYNs they answer wake nobody.
-        let check = self.xdp_cookies.as_ref().and_then(|c| c.check_due()).map(|at| {
-            let now_ns = self.epoch_ns + (now.total_micros().max(0) as u64) * 1000;
-            Duration::from_nanos(at.saturating_sub(now_ns))
-        });
-        min_wait(min_wait(left, timer), check)
-    }
-}
-
-/// The shorter of two waits (None: no limit).
-#[inline]
-fn min_wait(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    /// Until the engine's next timer.
+    fn engine_wait(&mut self, now: SmolInstant) -> Option<Duration> {
+        self.engine.poll_at().map(|d| if d <= now { Duration::ZERO } else { Duration::from_micros((d - now).total_micros()) })
     }
 }
 
@@ -424,8 +276,7 @@ impl Transport for XskTransport {
     /// sendto when it returns without sleeping.
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
         let r = self.poll_events(events, timeout);
-        // Returning is not sleeping: the kick is made now.
-        let kicked = self.end_pass(false);
+        let kicked = self.park.leave(&mut self.dev, &mut self.stages);
         // The loop's own error, if any, is the one to report.
         r?;
         kicked
@@ -433,7 +284,7 @@ impl Transport for XskTransport {
 
 
     fn waker(&mut self) -> Result<crate::Waker, TransportError> {
-        Ok(self.timer.waker())
+        Ok(self.park.timer.waker())
     }
 
     fn recv(&mut self, conn: ConnId, buf: &mut BytesMut) -> Result<usize, TransportError> {
@@ -461,8 +312,7 @@ impl Transport for XskTransport {
             let now = self.now();
             self.egress(now)?;
         }
-        let sleeps = self.dev.port.sleeps_next();
-        self.end_pass(sleeps)
+        self.park.after_flush(&mut self.dev, &mut self.stages)
     }
 
     fn shutdown_write(&mut self, conn: ConnId) -> Result<(), TransportError> {
@@ -474,32 +324,19 @@ impl Transport for XskTransport {
         Some(self.dev.port.as_fd().as_raw_fd())
     }
 
-    /// What `poll_events` would sleep for with no caller deadline: the
-    /// engine's timers, the deferred-ACK bound, and a short retry while TX
-    /// is left in the ring or a neighbour is being resolved.
+    /// What `poll_events` would sleep for with no caller deadline (`Park::next_wake`).
     fn next_wake(&mut self) -> Option<Duration> {
         if self.engine.has_events() {
             return Some(Duration::ZERO);
         }
-        let wait = self.wait_for(self.now(), None);
-        let wait = match &self.dev.acks {
-            Some(a) => a.bound_sleep(wait),
-            None => wait,
-        };
-        if self.dev.port.tx_pending() || self.dev.arp.has_pending() {
-            return Some(wait.map_or(RETRY, |w| w.min(RETRY)));
-        }
-        wait
+        let wall = xsk_io::sys::monotonic_ns();
+        let wait = self.engine_wait(self.smol_ns(wall));
+        self.park.next_wake(&self.dev, wall, wait)
     }
 
-    /// The kick `flush` left for the next sleep, made now with a sendto:
-    /// an outside loop's sleep (epoll) does not transmit the TX ring as the
-    /// port's poll(2) does.
+    /// The kick `flush` left for the next sleep, made now (`Park::kick`).
     fn kick(&mut self) -> Result<(), TransportError> {
-        if self.dev.port.tx_pending() {
-            return self.send_now();
-        }
-        self.end_pass(false)
+        self.park.kick(&mut self.dev, &mut self.stages)
     }
 
     fn closing(&self) -> usize {

@@ -31,12 +31,13 @@ mod config;
 mod device;
 mod driver;
 mod open;
+mod park;
 mod stages;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use acks::AckStats;
-pub use config::{default_sleep_signal, AddrMode, PartialCsum, XdpCookies, XskConfig, XskError};
+pub use config::{AddrMode, PartialCsum, XdpCookies, XskConfig, XskError};
 pub use device::DeviceStats;
 pub use stack_engine::{
     Congestion, DropReason, DropStats, EngineConfig, EngineStats, Faults, Recovery, RecoveryStats, SynCookies,

@@ -13,6 +13,7 @@ use super::claims::Claims;
 use super::device::Device;
 use stack_engine::{Engine, EngineSetup};
 use stack_engine::faults::FaultState;
+use super::park::Park;
 use super::stages::Stages;
 use super::arp::{self, SharedArp};
 use super::{AddrMode, XskConfig, XskError, XskTransport};
@@ -173,17 +174,7 @@ impl XskTransport {
         let shared = cfg.addr == AddrMode::Shared;
         ecfg.seed ^= port.features().queue as u64;
         let epoch_ns = xsk_io::sys::monotonic_ns();
-        let timer = match cfg.sleep_signal {
-            Some(sig) => crate::timer::PreciseTimer::with_signal(sig).or_else(|e| {
-                static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| {
-                    tracing::warn!("signal {sig} cannot end the stack's sleeps ({e}): using a timerfd (slower at light load)")
-                });
-                crate::timer::PreciseTimer::new()
-            }),
-            None => crate::timer::PreciseTimer::new(),
-        }
-        .map_err(iferr)?;
+        let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         let queue = port.features().queue;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
             program_part(port.steer().map(|s| s.ack_ring(queue)), &ifname, "deferred ACKs")
@@ -227,16 +218,13 @@ impl XskTransport {
             if xdp_cookies.is_some() { " (answered in XDP while in use)" } else { "" },
         );
         Ok(XskTransport {
-            dev,
             engine,
             resolved: Vec::new(),
             epoch_ns,
             claims,
-            timer,
-            xdp_cookies,
+            park: Park::new(timer, xdp_cookies, &dev),
+            dev,
             stages: cfg.stage_times.then(Stages::default),
-            sleeps: 0,
-            timer_wakes: 0,
         })
     }
 

@@ -168,23 +168,9 @@ impl Port {
     /// The OS error of poll(2) (`Interrupted` for a signal); an owed kick
     /// that the kernel did not finish stays due (the next flush makes it).
     pub fn wait(&mut self, extra: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> io::Result<Ready> {
-        self.wait_masked(extra, timeout, None)
-    }
-
-    /// [`wait`](Self::wait) with the thread's signal mask set to `mask` for
-    /// the sleep (ppoll(2); the kernel's 64-bit form, bit n-1 for signal n):
-    /// a signal the thread blocks otherwise (a timer's that signals it) ends
-    /// the wait with `Interrupted`, and one that came before the wait ends
-    /// it at once.
-    pub fn wait_masked(
-        &mut self,
-        extra: Option<BorrowedFd<'_>>,
-        timeout: Option<Duration>,
-        mask: Option<u64>,
-    ) -> io::Result<Ready> {
         let ms = timeout.map_or(-1, poll_ms);
         let folded = std::mem::take(&mut self.kick_owed);
-        let r = self.sock.wait_readable(extra, ms, mask);
+        let r = self.sock.wait_readable(extra, ms);
         if folded {
             self.counters.folded_kicks += 1;
             // A link that went down meanwhile sends nothing: what is left

@@ -146,3 +146,35 @@ fn checksum_offload_puts_the_same_frames_on_the_wire() {
         assert_eq!(x, y, "frame {i} differs");
     }
 }
+
+/// What the application writes before a flush leaves with that flush, in full segments:
+/// smoltcp sends one segment per socket per egress, and the engine gives a socket that can
+/// send more at once another round in the same egress (issue #45, item 4). Several answers
+/// written in one pass (a pipeline's) leave as few segments as their bytes need, as far as
+/// the peer's window and the congestion window allow (2,048 bytes for a new connection here).
+#[test]
+fn everything_written_before_a_flush_leaves_with_it_in_full_segments() {
+    let mut p = Pair::new();
+    let (ca, cb) = connected(&mut p);
+    p.settle(4);
+    let _ = p.a.take_sent();
+    // 100 answers of 16 bytes and one of 400, written in one pass, one egress.
+    for _ in 0..100 {
+        assert_eq!(p.a.send(ca, &[7u8; 16]).unwrap(), 16);
+    }
+    assert_eq!(p.a.send(ca, &[8u8; 400]).unwrap(), 400);
+    p.a.egress();
+    let sent = p.a.take_sent();
+    let payload: Vec<usize> = sent.iter().map(|f| f.len() - 14 - 20 - 20).collect();
+    // 2,000 bytes: a full segment (1,460 on this link) and the rest, in this one egress.
+    assert_eq!(payload, [1460, 540]);
+    // And they arrive whole.
+    p.b.inbox.extend(sent);
+    p.settle(8);
+    assert_eq!(read_all(&mut p.b, cb).len(), 2000);
+    // More than the windows allow: what they allow goes now, the rest as ACKs open them.
+    assert_eq!(p.a.send(ca, &[9u8; 6000]).unwrap(), 6000);
+    p.a.egress();
+    let first: usize = p.a.take_sent().iter().map(|f| f.len() - 54).sum();
+    assert!(first > 1460 && first < 6000, "{first}");
+}

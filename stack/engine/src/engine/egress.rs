@@ -3,6 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 
+use smoltcp::iface::PollResult;
 use smoltcp::time::Instant;
 
 use super::due::Due;
@@ -19,6 +20,10 @@ use smoltcp::socket::tcp;
 /// answer keeps ACKs prompt so that the window opens and losses are found
 /// by duplicate ACKs.
 pub const ACKS_CAN_WAIT_BYTES: usize = 3 * 536;
+
+/// How many more rounds one `egress` gives buckets whose sockets can send again at once
+/// (segments, at least one each): what one TX batch holds many times over.
+const AGAIN_MAX: usize = 1024;
 
 /// Whether this socket wants the peer's pure ACKs as they arrive.
 fn wants_acks_now(s: &tcp::Socket) -> bool {
@@ -85,14 +90,15 @@ impl Engine {
             }
         }
         let mut i = 0;
+        let mut again = 0;
         while i < self.dirty.len() {
             let b = self.dirty[i] as usize;
             i += 1;
             self.buckets[b].dirty = false;
             let mut dev = SmolDev { rx: None, link: &mut *link };
-            let sent = self.iface.fast_sends();
-            self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
-            self.buckets[b].fast_sent += self.iface.fast_sends() - sent;
+            let fast_before = self.iface.fast_sends();
+            let sent = self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
+            self.buckets[b].fast_sent += self.iface.fast_sends() - fast_before;
             // Every socket here sent its answer by the fast path (a response,
             // the common case) or had nothing due: the bucket's `poll_at` is
             // known without asking the sockets again, and nothing a scan
@@ -146,6 +152,17 @@ impl Engine {
                     bucket.queued = Some(d);
                     self.timers.push(Reverse(Due::new(d, b as u32)));
                 }
+            }
+            // smoltcp sends one segment per socket per egress: a socket that sent and
+            // can send more now (an answer longer than a segment, or several answers
+            // written in one pass) goes again in this egress, so that everything the
+            // application wrote before the flush leaves with it, in full segments, in
+            // one TX batch, rather than a segment per pass of the driver's loop (each
+            // with a kick of its own). As smoltcp's own `poll` repeats its egress while
+            // it sends; bounded per call like a TX batch.
+            if sent == PollResult::SocketStateChanged && next.is_some_and(|d| d <= now) && again < AGAIN_MAX {
+                again += 1;
+                self.mark_dirty_app(b as u32);
             }
             // scan() may have marked it dirty again; the loop picks it up.
         }
