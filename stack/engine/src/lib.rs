@@ -94,7 +94,7 @@ pub use recovery::{Recovery, RecoveryStats};
 pub use smoltcp::time::Instant;
 /// The `bytes` the API speaks (`recv` into a `BytesMut`), so a user needs no version of its own.
 pub use bytes;
-/// Our patched smoltcp (`vendor/smoltcp/PATCHES.md`): a [`Link`] implements its
+/// Our patched smoltcp (`stack/vendor/smoltcp/PATCHES.md`): a [`Link`] implements its
 /// `phy::TxToken`, and the clock is its `time`.
 #[cfg(feature = "tcp")]
 pub use smoltcp;

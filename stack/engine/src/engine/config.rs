@@ -65,7 +65,7 @@ pub struct EngineConfig {
     /// Header prediction: in-order ACK/PSH segments of established connections skip
     /// smoltcp's general receive path, and a send buffer that fits one segment leaves
     /// without its general send path (the same effects; see
-    /// `vendor/smoltcp/PATCHES.md`, fast-path and fast-send). On by default; off
+    /// `stack/vendor/smoltcp/PATCHES.md`, fast-path and fast-send). On by default; off
     /// only to compare.
     pub fast_path: bool,
 }
