@@ -343,12 +343,7 @@ fn address(ifname: &str, mode: &AddrMode, out: &mut Vec<Check>) {
             ),
         }),
         AddrMode::Dedicated { addr, prefix_len } => {
-            let owners: Vec<String> = xsk_io::ifaddr::ipv4_all()
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(_, a, _)| a == addr)
-                .map(|(n, _, _)| n)
-                .collect();
+            let owners = xsk_io::ifaddr::owners_of(*addr);
             out.push(if owners.is_empty() {
                 Check::new("address", Status::Ok, format!("dedicated: {addr}/{prefix_len}, not the kernel's"), "")
             } else {

@@ -567,7 +567,7 @@ pub fn measure_rr(
     pids: &str,
     case: RrLoad,
     tag: &str,
-) -> Result<(PerUnit, load::LoadResult, u64, f64, Vec<String>)> {
+) -> Result<Measured> {
     measure_rr_dumped(env, net, g, pids, case, tag, None).map(|(m, _)| m)
 }
 

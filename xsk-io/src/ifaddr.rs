@@ -75,6 +75,12 @@ pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
     Ok(ipv4_all()?.into_iter().find(|(n, _, _)| n == ifname).map(|(_, a, p)| (a, p)))
 }
 
+/// The interfaces in the calling thread's network namespace that have `addr` (none when
+/// they cannot be listed): for a dedicated address that must not be the kernel's.
+pub fn owners_of(addr: Ipv4Addr) -> Vec<String> {
+    ipv4_all().unwrap_or_default().into_iter().filter(|(_, a, _)| *a == addr).map(|(n, _, _)| n).collect()
+}
+
 /// Every IPv4 address in the calling thread's network namespace, as
 /// (interface, address, prefix length), in `getifaddrs` order.
 pub fn ipv4_all() -> io::Result<Vec<(String, Ipv4Addr, u8)>> {

@@ -37,12 +37,7 @@ fn startup_checks(ifname: &str, addr: &AddrMode) -> Result<(), XskError> {
         tracing::warn!("{ifname} is up but has no carrier (cable, peer or host side down): no frame arrives until it has");
     }
     if let AddrMode::Dedicated { addr, .. } = addr {
-        let owners: Vec<String> = xsk_io::ifaddr::ipv4_all()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(_, a, _)| a == addr)
-            .map(|(n, _, _)| n)
-            .collect();
+        let owners = xsk_io::ifaddr::owners_of(*addr);
         if !owners.is_empty() {
             tracing::warn!(
                 "dedicated address {addr} is also the kernel's (on {}): the stack takes its ARP, ping and TCP on {ifname}, \
