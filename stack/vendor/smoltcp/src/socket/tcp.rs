@@ -216,6 +216,12 @@ const TLP_SPURIOUS_TO_LEARN: u8 = 3;
 /// PTO allowance when more than one segment is in flight (RFC 8985: 2 ms).
 const TLP_MULTI_SEGMENT_ALLOWANCE: Duration = Duration::from_millis(2);
 
+/// [xsk-stack patch: ts-rtt] The most a microsecond TSval moves forward across a
+/// silence: a peer's PAWS test (RFC 7323 5) drops a segment whose TSval is more than
+/// 2^31 ticks after the last it took, as if it were older, and a microsecond clock
+/// passes 2^31 in 36 minutes. 2^30 microseconds is about 18 minutes.
+const TS_MAX_STEP_US: u32 = 1 << 30;
+
 /// [xsk-stack patch: recovery-stats] What a socket's loss recovery did. Not cleared by
 /// `abort`, `close` or a new `listen`/`connect`: read it with
 /// [`Socket::take_recovery_stats`].
@@ -247,6 +253,10 @@ struct Resent {
     high: TcpSeqNumber,
     at: Instant,
     probe: bool,
+    /// [xsk-stack patch: eifel] A retransmission timeout (the flight was rewound).
+    rto: bool,
+    /// [xsk-stack patch: eifel] The TSval it went out with (microsecond timestamps).
+    tsval: Option<u32>,
     /// [xsk-stack patch: spurious-rtt] When the RTT sample in progress was started,
     /// if its segment is among those sent again: a verdict of "not needed" then says
     /// the round trip took at least `at` minus this.
@@ -383,6 +393,13 @@ impl RttEstimator {
             self.sample(rtt.min(u32::MAX as u64) as u32);
             self.timestamp = None;
         }
+    }
+
+    /// [xsk-stack patch: ts-rtt] A sample from a timestamp echo: it replaces the one
+    /// in progress.
+    fn on_ts_sample(&mut self, rtt: u32) {
+        self.sample(rtt);
+        self.timestamp = None;
     }
 
     fn on_rto(&mut self) {
@@ -731,6 +748,17 @@ pub struct Socket<'a> {
     /// 0 if not seen or timestamp not enabled
     last_remote_tsval: u32,
 
+    /// [xsk-stack patch: ts-rtt] TSval from the socket's own microsecond clock (kept
+    /// across `reset`), so that an echo (TSecr) is an RTT sample.
+    ts_micros: bool,
+    /// Added to the clock's microseconds: per connection, moved on after a silence.
+    ts_offset: u32,
+    /// When the latest TSval went out, and its value.
+    ts_high: Option<(Instant, u32)>,
+    /// [xsk-stack patch: eifel] The congestion controller before the retransmission
+    /// being judged (`resent`, not a probe), restored if it was not needed.
+    undo_cc: Option<congestion::AnyController>,
+
     #[cfg(feature = "async")]
     rx_waker: WakerRegistration,
     #[cfg(feature = "async")]
@@ -815,6 +843,10 @@ impl<'a> Socket<'a> {
             nagle: true,
             tsval_generator: None,
             last_remote_tsval: 0,
+            ts_micros: false,
+            ts_offset: 0,
+            ts_high: None,
+            undo_cc: None,
             congestion_controller: congestion::AnyController::new(),
 
             #[cfg(feature = "async")]
@@ -899,6 +931,70 @@ impl<'a> Socket<'a> {
     /// Return whether TCP Timestamp is enabled.
     pub fn timestamp_enabled(&self) -> bool {
         self.tsval_generator.is_some()
+    }
+
+    /// [xsk-stack patch: ts-rtt] Offer TCP timestamps (RFC 7323) whose TSval is this
+    /// socket's clock in microseconds plus a per-connection offset, and take every
+    /// acknowledgement of new data that echoes one as an RTT sample, retransmitted
+    /// segments included. Kept across `reset` (a pooled socket offers them again after
+    /// a peer that declined). `false` turns timestamps off.
+    pub fn set_timestamps_micros(&mut self, on: bool) {
+        self.ts_micros = on;
+        self.tsval_generator = on.then_some(Self::tsval_from_clock as TcpTimestampGenerator);
+    }
+
+    /// [xsk-stack patch: ts-rtt] Whether `set_timestamps_micros` is on.
+    pub fn timestamps_micros(&self) -> bool {
+        self.ts_micros
+    }
+
+    /// Stands for the socket's clock in `tsval_generator` (never called: `tsval`
+    /// reads the clock when `ts_micros` is on).
+    fn tsval_from_clock() -> u32 {
+        0
+    }
+
+    /// [xsk-stack patch: ts-rtt] The TSval a segment sent at `now` carries, if
+    /// timestamps are on.
+    fn tsval(&self, now: Instant) -> Option<u32> {
+        let generator = self.tsval_generator?;
+        if !self.ts_micros {
+            return Some(generator());
+        }
+        Some(match self.ts_high {
+            // After a long silence the clock moves on by at most TS_MAX_STEP_US, so
+            // that the peer's PAWS test still takes it as newer.
+            Some((at, high)) if (now - at).total_micros() > TS_MAX_STEP_US as u64 => {
+                high.wrapping_add(TS_MAX_STEP_US)
+            }
+            _ => (now.total_micros() as u32).wrapping_add(self.ts_offset),
+        })
+    }
+
+    /// [xsk-stack patch: ts-rtt] A segment with `tsval` went out at `now`.
+    fn tsval_sent(&mut self, now: Instant, tsval: Option<u32>) {
+        if let (true, Some(v)) = (self.ts_micros, tsval) {
+            self.ts_offset = v.wrapping_sub(now.total_micros() as u32);
+            self.ts_high = Some((now, v));
+        }
+    }
+
+    /// [xsk-stack patch: ts-rtt] The TSecr of `repr` if it echoes our microsecond clock.
+    fn ts_echo(&self, repr: &TcpRepr) -> Option<u32> {
+        if !self.ts_micros || self.tsval_generator.is_none() || repr.ack_number.is_none() {
+            return None;
+        }
+        repr.timestamp.map(|ts| ts.tsecr)
+    }
+
+    /// [xsk-stack patch: ts-rtt] The round trip `repr`'s echo shows, in microseconds. An
+    /// echo from before the offset moved (a long silence), or no TSval of ours, gives
+    /// a time outside 0..=RTO max and is no sample.
+    fn ts_rtt(&self, now: Instant, repr: &TcpRepr) -> Option<u32> {
+        let echo = self.ts_echo(repr)?;
+        let clock = (now.total_micros() as u32).wrapping_add(self.ts_offset);
+        let rtt = clock.wrapping_sub(echo) as i32;
+        (rtt >= 0 && rtt as u32 <= self.rtte.max_rto).then_some(rtt as u32)
     }
 
     /// Set an algorithm for congestion control.
@@ -1173,6 +1269,13 @@ impl<'a> Socket<'a> {
         self.tlp_high = None;
         self.resent = None;
         self.tlp_spurious_streak = 0;
+        // [xsk-stack patch: ts-rtt] A peer that declined timestamps turned them off.
+        if self.ts_micros {
+            self.set_timestamps_micros(true);
+        }
+        self.ts_offset = 0;
+        self.ts_high = None;
+        self.undo_cc = None;
         self.assembler = Assembler::new();
         self.tx_buffer.clear();
         self.rx_buffer.clear();
@@ -1443,6 +1546,8 @@ impl<'a> Socket<'a> {
         let seq = Self::random_seq_no(cx);
         self.local_seq_no = seq;
         self.remote_last_seq = seq;
+        // [xsk-stack patch: ts-rtt] A per-connection offset (RFC 7323 5.4).
+        self.ts_offset = seq.0 as u32;
         Ok(())
     }
 
@@ -1841,10 +1946,32 @@ impl<'a> Socket<'a> {
         let early = ack_number >= resent.end
             && self.rtte.min_rtt != u32::MAX
             && now < resent.at + Duration::from_micros(self.rtte.min_rtt as u64 / 2);
-        if !(dsack || early) {
+        // [xsk-stack patch: eifel] An ACK of the retransmitted data that echoes a TSval
+        // from before it: the peer sent it for the original (RFC 3522). Its ACK was late,
+        // not lost.
+        let echo = self.ts_echo(repr);
+        let eifel = ack_number > resent.start
+            && resent
+                .tsval
+                .zip(echo)
+                .is_some_and(|(sent, echo)| (echo.wrapping_sub(sent) as i32) < 0);
+        if !(dsack || early || eifel) {
             return;
         }
         self.resent = None;
+        // [xsk-stack patch: eifel] Undo the congestion response (RFC 4015): the window
+        // from before, and for a timeout the segments after the first, which the rewind
+        // would have sent again (the peer has them or will). The RTO's backoff goes
+        // with the RTT sample below, which computes the timer again.
+        if let Some(cc) = self.undo_cc.take() {
+            self.congestion_controller = cc;
+            self.congestion_controller
+                .inner_mut()
+                .set_remote_window(self.remote_win_len);
+        }
+        if resent.rto && self.remote_last_seq < resent.high {
+            self.remote_last_seq = resent.high;
+        }
         // The peer had the segment but its ACK did not come in time: either it
         // delays ACKs, or its ACK was lost. A lost ACK usually rode on data (a
         // request), which then shows as a hole before this segment; only without
@@ -1856,7 +1983,10 @@ impl<'a> Socket<'a> {
         // this way is a sample: the round trip took at least until the resend (an
         // early ACK answered the original, so it is the whole round trip), as RFC
         // 4015 adapts the timer after a spurious timeout.
-        if let (false, Some(since)) = (hole, resent.sampling_since) {
+        // [xsk-stack patch: ts-rtt] An ACK of new data with an echo is a sample of its
+        // own (the fresh-ACK path takes it).
+        let ts_sample = ack_number > self.local_seq_no && self.ts_rtt(now, repr).is_some();
+        if let (false, false, Some(since)) = (hole, ts_sample, resent.sampling_since) {
             let until = if early { now } else { resent.at };
             self.rtte.sample((until - since).total_micros().min(u32::MAX as u64) as u32);
         }
@@ -1869,6 +1999,16 @@ impl<'a> Socket<'a> {
             }
         } else {
             self.recovery_stats.spurious_retransmits += 1;
+        }
+    }
+
+    /// [xsk-stack patch: eifel] Keeps the congestion controller's state from before a
+    /// retransmission, to restore if the peer shows it was not needed. A timeout while
+    /// an earlier one (or a fast retransmit) is still being judged keeps the state from
+    /// before the first.
+    fn save_undo_cc(&mut self) {
+        if !(self.undo_cc.is_some() && self.resent.is_some_and(|r| !r.probe)) {
+            self.undo_cc = Some(self.congestion_controller.clone());
         }
     }
 
@@ -1946,11 +2086,20 @@ impl<'a> Socket<'a> {
         (ip_reply_repr, reply_repr)
     }
 
-    fn ack_reply(&mut self, ip_repr: &IpRepr, repr: &TcpRepr) -> (IpRepr, TcpRepr<'static>) {
+    fn ack_reply(
+        &mut self,
+        now: Instant,
+        ip_repr: &IpRepr,
+        repr: &TcpRepr,
+    ) -> (IpRepr, TcpRepr<'static>) {
         let (mut ip_reply_repr, mut reply_repr) = Self::reply(ip_repr, repr);
+        // [xsk-stack patch: ts-rtt] The TSval from `tsval` (the socket's clock).
+        let tsval = repr.timestamp.and(self.tsval(now));
         reply_repr.timestamp = repr
             .timestamp
-            .and_then(|tcp_ts| tcp_ts.generate_reply(self.tsval_generator));
+            .zip(tsval)
+            .map(|(tcp_ts, tsval)| TcpTimestampRepr::new(tsval, tcp_ts.tsval));
+        self.tsval_sent(now, tsval);
 
         // From RFC 793:
         // [...] an empty acknowledgment segment containing the current send-sequence number
@@ -2023,7 +2172,7 @@ impl<'a> Socket<'a> {
         // Rate-limit to 1 per second max.
         self.challenge_ack_timer = cx.now() + Duration::from_secs(1);
 
-        Some(self.ack_reply(ip_repr, repr))
+        Some(self.ack_reply(cx.now(), ip_repr, repr))
     }
 
     pub(crate) fn accepts(&self, _cx: &mut Context, ip_repr: &IpRepr, repr: &TcpRepr) -> bool {
@@ -2298,7 +2447,7 @@ impl<'a> Socket<'a> {
                             TcpControl::None | TcpControl::Psh | TcpControl::Fin
                         )
                     {
-                        let (mut ip_reply, mut reply) = self.ack_reply(ip_repr, repr);
+                        let (mut ip_reply, mut reply) = self.ack_reply(cx.now(), ip_repr, repr);
                         // [xsk-stack patch: dsack] A segment we already have is reported
                         // in the first SACK block (D-SACK, RFC 2883), so that its sender
                         // can tell the retransmission was not needed.
@@ -2401,6 +2550,8 @@ impl<'a> Socket<'a> {
                     remote: IpEndpoint::new(ip_repr.src_addr(), repr.src_port),
                 });
                 self.local_seq_no = Self::random_seq_no(cx);
+                // [xsk-stack patch: ts-rtt] A per-connection offset (RFC 7323 5.4).
+                self.ts_offset = self.local_seq_no.0 as u32;
                 self.remote_seq_no = repr.seq_number + 1;
                 self.remote_last_seq = self.local_seq_no;
                 self.remote_has_sack = repr.sack_permitted;
@@ -2597,6 +2748,7 @@ impl<'a> Socket<'a> {
                         && cx.now() >= r.at + self.rtte.retransmission_timeout())
             }) {
                 self.resent = None;
+                self.undo_cc = None;
             }
 
             // TODO: When flow control is implemented,
@@ -2650,7 +2802,12 @@ impl<'a> Socket<'a> {
                     self.local_rx_last_ack = Some(ack_number);
 
                     // Notify of fresh ACK
-                    self.rtte.on_ack(cx.now(), ack_number);
+                    // [xsk-stack patch: ts-rtt] An ACK of new data that echoes our TSval
+                    // is a sample, also of a segment sent twice (RFC 7323 4).
+                    match self.ts_rtt(cx.now(), repr) {
+                        Some(rtt) if ack_number > self.local_seq_no => self.rtte.on_ts_sample(rtt),
+                        _ => self.rtte.on_ack(cx.now(), ack_number),
+                    }
                     let new_flight_size = self.flight_size().saturating_sub(ack_len);
                     self.congestion_controller.inner_mut().on_ack(
                         cx.now(),
@@ -2742,7 +2899,7 @@ impl<'a> Socket<'a> {
             // This is fine because smoltcp assumes that it can always transmit zero or one
             // packets for every packet it receives.
             tcp_trace!("ACKing incoming segment");
-            Some(self.ack_reply(ip_repr, repr))
+            Some(self.ack_reply(cx.now(), ip_repr, repr))
         } else {
             None
         }
@@ -3325,8 +3482,12 @@ impl<'a> Socket<'a> {
                     high: self.remote_last_seq,
                     at: cx.now(),
                     probe: true,
+                    rto: false,
+                    tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                 });
+                // [xsk-stack patch: eifel] A probe makes no congestion response.
+                self.undo_cc = None;
                 self.tlp_high = Some(self.remote_last_seq);
                 self.remote_last_seq = start;
                 self.recovery_stats.tail_probes += 1;
@@ -3341,6 +3502,9 @@ impl<'a> Socket<'a> {
                 // If a retransmit timer expired, we should resend data starting at the last ACK.
                 net_debug!("retransmitting after rto");
 
+                // [xsk-stack patch: eifel] What to restore if it was not needed: the
+                // controller before the first of a run of timeouts.
+                self.save_undo_cc();
                 // Inform the congestion controller that we're retransmitting and should enter the slow start state
                 let in_flight = self.flight_size();
                 self.congestion_controller
@@ -3356,6 +3520,8 @@ impl<'a> Socket<'a> {
                     high: self.remote_last_seq,
                     at: cx.now(),
                     probe: false,
+                    rto: true,
+                    tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                 });
                 self.tlp_at = None;
@@ -3372,6 +3538,8 @@ impl<'a> Socket<'a> {
                 // If a fast rentrasmit timer expired, we should resend only the earliest unAcked segment
                 net_debug!("retransmitting for fast-retransmit");
 
+                // [xsk-stack patch: eifel] What to restore if it was not needed.
+                self.save_undo_cc();
                 // Inform the congestion controller that we're doing a fast retransmit and should enter the fast recovery state
                 let in_flight = self.flight_size();
                 self.congestion_controller
@@ -3389,6 +3557,8 @@ impl<'a> Socket<'a> {
                     high: self.remote_last_seq,
                     at: cx.now(),
                     probe: false,
+                    rto: false,
+                    tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.local_seq_no + len),
                 });
                 self.tlp_at = None;
@@ -3459,10 +3629,10 @@ impl<'a> Socket<'a> {
             max_seg_size: None,
             sack_permitted: false,
             sack_ranges: [None, None, None],
-            timestamp: TcpTimestampRepr::generate_reply_with_tsval(
-                self.tsval_generator,
-                self.last_remote_tsval,
-            ),
+            // [xsk-stack patch: ts-rtt] The TSval from `tsval` (the socket's clock).
+            timestamp: self
+                .tsval(cx.now())
+                .map(|tsval| TcpTimestampRepr::new(tsval, self.last_remote_tsval)),
             payload: &[],
         };
 
@@ -3680,11 +3850,14 @@ impl<'a> Socket<'a> {
         // to not waste time waiting for the retransmit timer on packets that we know
         // for sure will not be successfully transmitted.
         ip_repr.set_payload_len(repr.buffer_len());
+        let tsval = repr.timestamp.map(|ts| ts.tsval);
         emit(cx, packet_meta, (ip_repr, repr))?;
         // [xsk-stack patch: fast-send] What follows moved into `emitted` and `sent`,
         // which `dispatch_fast` calls too.
         let (seq, len) = (repr.seq_number, repr.segment_len());
         let (ack, win) = (repr.ack_number, repr.window_len);
+        // [xsk-stack patch: ts-rtt]
+        self.tsval_sent(cx.now(), tsval);
         self.emitted(cx);
 
         // Leave the rest of the state intact if sending a zero-window probe.
@@ -10874,4 +11047,7 @@ mod test {
         recv_nothing!(s);
         assert_eq!(s.state, State::Closed);
     }
+
+    // [xsk-stack patch: ts-rtt] Timestamp RTT samples and the Eifel verdict.
+    mod timestamps;
 }

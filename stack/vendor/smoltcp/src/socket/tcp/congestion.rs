@@ -37,7 +37,8 @@ pub(super) trait Controller {
     fn set_mss(&mut self, mss: usize) {}
 }
 
-#[derive(Debug)]
+// [xsk-stack patch: eifel] Clone: kept to undo a congestion response.
+#[derive(Debug, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub(super) enum AnyController {
     None(no_control::NoControl),

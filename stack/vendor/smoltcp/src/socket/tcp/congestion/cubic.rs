@@ -11,7 +11,8 @@ const ALPHA_CUBIC: f64 = 3.0 * (1.0 - BETA_CUBIC) / (1.0 + BETA_CUBIC);
 
 const DEFAULT_MSS: usize = 1024;
 
-#[derive(Debug)]
+// [xsk-stack patch: eifel] Clone: kept to undo a congestion response.
+#[derive(Debug, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Cubic {
     w_max: usize, // window size prior to loss

@@ -1,6 +1,7 @@
 use super::Controller;
 
-#[derive(Debug)]
+// [xsk-stack patch: eifel] Clone: kept to undo a congestion response.
+#[derive(Debug, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct NoControl;
 

@@ -4,7 +4,8 @@ use super::Controller;
 
 const DEFAULT_MSS: usize = 1024;
 
-#[derive(Debug)]
+// [xsk-stack patch: eifel] Clone: kept to undo a congestion response.
+#[derive(Debug, Clone)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Reno {
     cwnd: usize,
