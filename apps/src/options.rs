@@ -474,6 +474,8 @@ mod tests {
                 .with_ack_delay_max(Duration::from_millis(40))
         );
         assert!(!recovery(&["--recovery", "default", "--no-tail-probe"]).unwrap().tail_probe);
+        assert!(!recovery(&[]).unwrap().timestamps);
+        assert!(recovery(&["--recovery", "smoltcp", "--timestamps"]).unwrap().timestamps);
         // Sub-millisecond values are durations too.
         assert_eq!(recovery(&["--ack-delay", "500us"]).unwrap().ack_delay, Duration::from_micros(500));
     }

@@ -50,6 +50,7 @@ impl Engine {
         // Kept by smoltcp across reuse, so pooled sockets have them too.
         s.set_rto_config(self.cfg.recovery.rto_config());
         s.set_tail_loss_probe(self.cfg.recovery.tail_loss_probe());
+        s.set_timestamps_micros(self.cfg.recovery.timestamps);
         s
     }
 

@@ -467,3 +467,126 @@ fn a_d_sack_after_the_held_ack_of_the_original_still_marks_the_probe_spurious() 
     p.settle(10);
     assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, spurious_probes: 1, ..Default::default() });
 }
+
+/// Both ends offer microsecond timestamps; the server recovers as `server`.
+fn warmed_ts(server: Recovery, rtt: Duration) -> (Pair, ConnId, ConnId) {
+    let mut a = config(Pair::A);
+    a.recovery = server.with_timestamps(true);
+    let mut b = config(Pair::B);
+    b.recovery = Recovery::default().with_timestamps(true);
+    let mut p = Pair::with(a, b);
+    let (ca, cb) = connect(&mut p);
+    for _ in 0..16 {
+        exchange(&mut p, ca, cb, rtt);
+    }
+    (p, ca, cb)
+}
+
+fn ts_on(p: &Pair, c: ConnId) -> bool {
+    let conn = p.a.engine.conns.get(c).unwrap();
+    p.a.engine.buckets[conn.bucket as usize].sockets.get::<tcp::Socket>(conn.handle).timestamp_enabled()
+}
+
+/// A client whose receive path is backlogged for `delay` (an overloaded host): the
+/// response and whatever the server sends meanwhile reach it together; it ACKs the
+/// response (a Linux client in quick-ACK mode, early in a connection, at once) and
+/// answers each duplicate with a D-SACK, in that order. Returns the server's data
+/// segments sent meanwhile.
+fn backlogged_exchange(p: &mut Pair, ca: ConnId, cb: ConnId, delay: Duration) -> usize {
+    let mut ev = Vec::new();
+    p.b.send(cb, b"request").unwrap();
+    p.settle(10);
+    assert_eq!(read_all(&mut p.a, ca), b"request");
+    p.a.send(ca, b"response").unwrap();
+    p.a.flush().unwrap();
+    let response = p.a.take_sent();
+    let (waited, mut again) = (Duration::ZERO, Vec::new());
+    let step = Duration::from_millis(1);
+    let mut waited = waited;
+    while waited < delay {
+        p.advance(step);
+        waited += step;
+        p.a.tick();
+        again.extend(p.a.take_sent());
+    }
+    let sent = data(&again);
+    p.b.inbox.extend(response);
+    p.b.poll(&mut ev, None).unwrap();
+    p.b.flush().unwrap();
+    let mut back = p.b.take_sent();
+    p.b.inbox.extend(again);
+    p.b.poll(&mut ev, None).unwrap();
+    p.b.flush().unwrap();
+    back.extend(p.b.take_sent());
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    p.a.inbox.extend(back);
+    p.settle(10);
+    sent
+}
+
+#[test]
+fn with_timestamps_a_late_ack_shows_the_delay_at_the_first_timeout() {
+    // The client's backlog holds everything 120 ms, past the 50 ms floor. Its ACK
+    // echoes the original's TSval: the timeout was spurious (Eifel) and the echo is
+    // a sample of the whole delay, so the next responses wait for their ACKs.
+    let r = Recovery { tail_probe: false, ..Recovery::default() };
+    let (mut p, ca, cb) = warmed_ts(r, Duration::from_micros(100));
+    assert!(ts_on(&p, ca));
+    let sent: Vec<usize> =
+        (0..20).map(|_| backlogged_exchange(&mut p, ca, cb, Duration::from_millis(120))).collect();
+    let st = stats(&p);
+    assert_eq!(sent[0], 1, "{sent:?}");
+    assert!(sent[1..].iter().all(|&n| n == 0), "{sent:?} {st:?}");
+    assert_eq!(st, RecoveryStats { rto_retransmits: 1, spurious_retransmits: 1, ..Default::default() });
+    assert!(srtt(&p, ca).unwrap() > Duration::from_millis(100), "{:?}", srtt(&p, ca));
+    // Without timestamps the D-SACK shows only that the delay passed the wait.
+    let (mut p, ca, cb) = warmed(r, Duration::from_micros(100));
+    let sent: Vec<usize> =
+        (0..20).map(|_| backlogged_exchange(&mut p, ca, cb, Duration::from_millis(120))).collect();
+    assert!(sent.iter().sum::<usize>() > 1, "{sent:?}");
+}
+
+#[test]
+fn with_timestamps_a_held_ack_still_stops_drawing_probes() {
+    // A peer that holds its ACK and answers the probe first with a D-SACK echoing the
+    // probe: that echo is no sample of the delay; the D-SACK's verdict still teaches it.
+    let (mut p, ca, cb) = warmed_ts(Recovery::default(), Duration::from_micros(100));
+    let sent: Vec<usize> =
+        (0..30).map(|_| delayed_ack_exchange(&mut p, ca, cb, Duration::from_millis(150))).collect();
+    let st = stats(&p);
+    assert!(sent[20..].iter().all(|&n| n == 0), "still retransmitting: {sent:?} {st:?}");
+    assert!(st.tail_probes + st.rto_retransmits <= 8, "{sent:?} {st:?}");
+}
+
+#[test]
+fn with_timestamps_a_lost_response_is_still_recovered_by_the_probe() {
+    let rtt = Duration::from_micros(200);
+    let (mut p, ca, cb) = warmed_ts(recovery(5), rtt);
+    lost_response(&mut p, ca, cb);
+    let (waited, out) = until_server_sends(&mut p, Duration::from_micros(100), Duration::from_secs(2)).expect("probe");
+    assert!(waited < Duration::from_millis(10), "{waited:?}");
+    p.advance(rtt);
+    p.b.inbox.extend(out);
+    p.settle(10);
+    assert_eq!(read_all(&mut p.b, cb), b"response");
+    // The ACK echoes the probe: it was needed.
+    assert_eq!(stats(&p), RecoveryStats { tail_probes: 1, ..Default::default() });
+    assert!(srtt(&p, ca).unwrap() < Duration::from_millis(1), "{:?}", srtt(&p, ca));
+}
+
+#[test]
+fn a_peer_without_timestamps_keeps_the_fast_path() {
+    // The server offers timestamps, the client does not: none are used, and the
+    // segments take the fast path as before.
+    let mut a = config(Pair::A);
+    a.recovery = Recovery::default().with_timestamps(true);
+    let mut p = Pair::with(a, config(Pair::B));
+    let (ca, cb) = connect(&mut p);
+    assert!(!ts_on(&p, ca));
+    let before = p.a.engine.stats().fast_path;
+    for _ in 0..10 {
+        exchange(&mut p, ca, cb, Duration::from_micros(100));
+    }
+    assert!(p.a.engine.stats().fast_path - before >= 10);
+    assert!(srtt(&p, ca).is_some());
+}

@@ -1935,14 +1935,8 @@ impl<'a> Socket<'a> {
     /// sent (so the peer sent it before the retransmission could reach it).
     fn check_spurious(&mut self, now: Instant, ack_number: TcpSeqNumber, repr: &TcpRepr) {
         let Some(resent) = self.resent else { return };
-        let dsack = repr.sack_ranges[0].is_some_and(|(left, right)| {
-            let (left, right) = (TcpSeqNumber(left as i32), TcpSeqNumber(right as i32));
-            let below_ack = right <= ack_number;
-            let inside_second = repr.sack_ranges[1].is_some_and(|(l2, r2)| {
-                TcpSeqNumber(l2 as i32) <= left && right <= TcpSeqNumber(r2 as i32)
-            });
-            (below_ack || inside_second) && left < resent.end && resent.start < right
-        });
+        let dsack = Self::dsack_block(ack_number, repr)
+            .is_some_and(|(left, right)| left < resent.end && resent.start < right);
         let early = ack_number >= resent.end
             && self.rtte.min_rtt != u32::MAX
             && now < resent.at + Duration::from_micros(self.rtte.min_rtt as u64 / 2);
@@ -1985,7 +1979,7 @@ impl<'a> Socket<'a> {
         // 4015 adapts the timer after a spurious timeout.
         // [xsk-stack patch: ts-rtt] An ACK of new data with an echo is a sample of its
         // own (the fresh-ACK path takes it).
-        let ts_sample = ack_number > self.local_seq_no && self.ts_rtt(now, repr).is_some();
+        let ts_sample = self.ts_sample(now, ack_number, repr).is_some();
         if let (false, false, Some(since)) = (hole, ts_sample, resent.sampling_since) {
             let until = if early { now } else { resent.at };
             self.rtte.sample((until - since).total_micros().min(u32::MAX as u64) as u32);
@@ -2000,6 +1994,28 @@ impl<'a> Socket<'a> {
         } else {
             self.recovery_stats.spurious_retransmits += 1;
         }
+    }
+
+    /// [xsk-stack patch: recovery-stats] The D-SACK block of `repr` (RFC 2883): a first
+    /// SACK block below the ACK or inside the second.
+    fn dsack_block(ack_number: TcpSeqNumber, repr: &TcpRepr) -> Option<(TcpSeqNumber, TcpSeqNumber)> {
+        let (left, right) = repr.sack_ranges[0]?;
+        let (left, right) = (TcpSeqNumber(left as i32), TcpSeqNumber(right as i32));
+        let below_ack = right <= ack_number;
+        let inside_second = repr.sack_ranges[1]
+            .is_some_and(|(l2, r2)| TcpSeqNumber(l2 as i32) <= left && right <= TcpSeqNumber(r2 as i32));
+        (below_ack || inside_second).then_some((left, right))
+    }
+
+    /// [xsk-stack patch: ts-rtt] The RTT sample an ACK's echo gives, if any. Not from an
+    /// ACK with a D-SACK: the peer answered a duplicate at once, and (RFC 7323 4.3) its
+    /// echo is the duplicate's TSval, which times that quick answer and not the delay
+    /// of the ACK of what it acknowledges.
+    fn ts_sample(&self, now: Instant, ack_number: TcpSeqNumber, repr: &TcpRepr) -> Option<u32> {
+        if ack_number <= self.local_seq_no || Self::dsack_block(ack_number, repr).is_some() {
+            return None;
+        }
+        self.ts_rtt(now, repr)
     }
 
     /// [xsk-stack patch: eifel] Keeps the congestion controller's state from before a
@@ -2804,9 +2820,9 @@ impl<'a> Socket<'a> {
                     // Notify of fresh ACK
                     // [xsk-stack patch: ts-rtt] An ACK of new data that echoes our TSval
                     // is a sample, also of a segment sent twice (RFC 7323 4).
-                    match self.ts_rtt(cx.now(), repr) {
-                        Some(rtt) if ack_number > self.local_seq_no => self.rtte.on_ts_sample(rtt),
-                        _ => self.rtte.on_ack(cx.now(), ack_number),
+                    match self.ts_sample(cx.now(), ack_number, repr) {
+                        Some(rtt) => self.rtte.on_ts_sample(rtt),
+                        None => self.rtte.on_ack(cx.now(), ack_number),
                     }
                     let new_flight_size = self.flight_size().saturating_sub(ack_len);
                     self.congestion_controller.inner_mut().on_ack(

@@ -253,3 +253,26 @@ fn test_ts_late_ack_undoes_the_window_cut() {
     // Needed: slow start from one segment.
     assert!(after_timeout(1_000_000) <= fresh);
 }
+
+#[test]
+fn test_ts_d_sack_echo_is_no_sample() {
+    // The peer held its ACK and answered the retransmission at once with a D-SACK
+    // that echoes it: spurious, but the echo times the quick answer, not the held
+    // ACK. The sample is the lower bound spurious-rtt takes (the wait before the
+    // resend), not the 3 ms since it.
+    let mut s = socket_ts();
+    s.send_slice(b"abcdef").unwrap();
+    send_data(&mut s, 0, LOCAL_SEQ + 1, b"abcdef", 0);
+    send_data(&mut s, 1000, LOCAL_SEQ + 1, b"abcdef", 1_000_000);
+    let block = Some(((LOCAL_SEQ + 1).0 as u32, (LOCAL_SEQ + 7).0 as u32));
+    let repr = TcpRepr {
+        seq_number: REMOTE_SEQ + 1,
+        ack_number: Some(LOCAL_SEQ + 7),
+        sack_ranges: [block, None, None],
+        timestamp: ts(7, 1_000_000),
+        ..SEND_TEMPL
+    };
+    assert_eq!(send(&mut s, Instant::from_millis(1003), &repr), None);
+    assert_eq!(s.recovery_stats().spurious_retransmits, 1);
+    assert_eq!(s.smoothed_rtt(), Some(Duration::from_millis(1000)));
+}
