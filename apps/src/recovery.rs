@@ -128,8 +128,9 @@ pub struct RecoveryOpts {
         help = "Offer TCP timestamps (RFC 7323, microsecond clock): every ACK that echoes one is an RTT \
                 sample, retransmitted segments' too, and an ACK that echoes the original of a \
                 retransmission shows it was late, not lost (Eifel), which undoes the retransmission's \
-                congestion response. 12 bytes a segment, and such segments take neither fast path. Off \
-                in both presets."
+                congestion response; and a peer's connections pool their RTT samples, each starting from \
+                the pool (a client that answers late draws no retransmissions on new connections). 12 \
+                bytes a segment, and such segments take neither fast path. Off in both presets."
     )]
     pub timestamps: bool,
 }

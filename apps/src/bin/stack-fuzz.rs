@@ -42,6 +42,10 @@ struct Cli {
     /// every batch (about 3x slower).
     #[arg(long)]
     twin: bool,
+    /// The server and the honest client offer microsecond TCP timestamps, and the hostile
+    /// peers send timestamp options (wild echoes among them).
+    #[arg(long)]
+    timestamps: bool,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -61,7 +65,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut cfg = FuzzConfig::default();
     (cfg.frames, cfg.seed, cfg.peers, cfg.max_conns) = (cli.frames, cli.seed, cli.peers, cli.max_conns);
-    (cfg.syn_cookies, cfg.twin) = (cli.syn_cookies.into(), cli.twin);
+    (cfg.syn_cookies, cfg.twin, cfg.timestamps) = (cli.syn_cookies.into(), cli.twin, cli.timestamps);
     let start = Instant::now();
     let quiet = cli.quiet;
     let r = run(&cfg, |r| {

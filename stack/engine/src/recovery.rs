@@ -50,9 +50,13 @@ pub struct Recovery {
     /// too (Karn's rule takes none of those), and an ACK that echoes the
     /// original of a retransmission shows that it was late, not lost (Eifel,
     /// RFC 3522): the retransmission counts as spurious and its congestion
-    /// response and timer backoff are undone. Costs 12 bytes a segment, and
-    /// segments with options take neither the engine's fast path nor the fast
-    /// send. Only with peers that offer timestamps too (Linux does by default).
+    /// response and timer backoff are undone. With it, the connections to a
+    /// peer also pool their RTT samples, and each starts from the pool when
+    /// its own estimate is lower (see the engine's `delayers`): a new
+    /// connection to a client that answers late does not retransmit into its
+    /// first answers. Costs 12 bytes a segment, and segments with options take
+    /// neither the engine's fast path nor the fast send. Timestamps only with
+    /// peers that offer them too (Linux does by default).
     pub timestamps: bool,
 }
 

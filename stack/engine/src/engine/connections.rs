@@ -164,6 +164,9 @@ impl Engine {
                 _ => Err(TransportError::ConnectionClosed(conn)),
             };
         }
+        if self.cfg.recovery.timestamps {
+            Self::share_rtt(&mut self.delayers, s);
+        }
         let mut n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
         let cap = s.send_capacity();
         if n < data.len() && cap < self.cfg.tx_buffer {

@@ -62,6 +62,22 @@ impl Engine {
         }
     }
 
+    /// With `Recovery::timestamps`, before the connection sends: its latest RTT
+    /// sample joins its peer's average, and its estimate is raised to that
+    /// average if below it (see `delayers`), so that what goes out now is timed
+    /// by what all of the peer's connections measured.
+    pub(super) fn share_rtt(delayers: &mut Delayers, s: &mut tcp::Socket<'static>) {
+        let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) = s.remote_endpoint() else {
+            return;
+        };
+        if let Some(r) = s.take_rtt_sample() {
+            delayers.sample_rtt(ip, r.into());
+        }
+        if let Some((srtt, rttvar)) = delayers.rtt(ip) {
+            s.seed_rtt(srtt.into(), rttvar.into());
+        }
+    }
+
     /// Remembers the peer of `s` if the connection learned that it delays
     /// its ACKs. Called while the socket still knows its peer: when the
     /// application closes it, and when it is recycled.

@@ -265,4 +265,6 @@ mod listener_tests;
 #[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]
+mod peer_tests;
+#[cfg(test)]
 mod tests;

@@ -13,6 +13,8 @@ pub(super) struct Peer {
     pub(super) seq: u32,
     /// The server's next sequence number, once seen.
     pub(super) srv: Option<u32>,
+    /// Sends a timestamp option when no random options.
+    pub(super) ts: bool,
 }
 
 /// One hostile frame from `p` into `out`.
@@ -33,7 +35,16 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         payload[..4].copy_from_slice(&n.to_be_bytes());
     }
     let mut opts = [0u8; 40];
-    let olen = if rng.chance(200) { random_options(rng, &mut opts) } else { 0 };
+    let olen = if rng.chance(200) {
+        random_options(rng, &mut opts)
+    } else if p.ts {
+        timestamp_option(rng, &mut opts)
+    } else {
+        0
+    };
+    // A SYN's: MSS, window scale, SACK permitted and the timestamp option.
+    let mut syn_opts = [2, 4, 5, 0xb4, 1, 3, 3, 7, 4, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    syn_opts[12..].copy_from_slice(&opts[..12]);
     let srv = p.srv.unwrap_or_else(|| rng.next() as u32);
     let mut s = TcpSpec {
         src_mac: [2, 0, 0, 0, 0, p.ip.octets()[3]],
@@ -62,6 +73,8 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
             s.ack = 0;
             if olen == 0 {
                 s.options = &[2, 4, 5, 0xb4, 1, 3, 3, 7, 4, 2, 1, 1];
+            } else if p.ts && olen == 12 {
+                s.options = &syn_opts;
             }
         }
         // Completes the handshake / acknowledges.
@@ -177,6 +190,20 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         }
     }
     frames::tcp_into(&s, out);
+}
+
+/// NOP, NOP, timestamp (RFC 7323): a TSval, and a TSecr that is mostly near the
+/// server's clock (its microseconds, give or take) and now and then anything.
+fn timestamp_option(rng: &mut Rng, opts: &mut [u8; 40]) -> usize {
+    opts[..4].copy_from_slice(&[1, 1, 8, 10]);
+    opts[4..8].copy_from_slice(&(rng.next() as u32).to_be_bytes());
+    let tsecr = match rng.below(4) {
+        0 => rng.next() as u32,
+        1 => 0,
+        _ => (rng.below(1 << 24) as u32).wrapping_sub(1 << 20),
+    };
+    opts[8..12].copy_from_slice(&tsecr.to_be_bytes());
+    12
 }
 
 fn random_options(rng: &mut Rng, opts: &mut [u8; 40]) -> usize {

@@ -56,11 +56,15 @@ pub struct FuzzConfig {
     pub syn_cookies: crate::xsk::SynCookies,
     /// Run a twin server without the fast path and compare (see the module docs).
     pub twin: bool,
+    /// The server and the honest client offer microsecond TCP timestamps
+    /// (`Recovery::timestamps`), and the hostile peers send timestamp options
+    /// with echoes both plausible and wild.
+    pub timestamps: bool,
 }
 
 impl Default for FuzzConfig {
     fn default() -> Self {
-        FuzzConfig { frames: 100_000, seed: 1, peers: 256, max_conns: 160, syn_cookies: crate::xsk::SynCookies::Auto, twin: false }
+        FuzzConfig { frames: 100_000, seed: 1, peers: 256, max_conns: 160, syn_cookies: crate::xsk::SynCookies::Auto, twin: false, timestamps: false }
     }
 }
 
@@ -131,13 +135,15 @@ type EchoServer = Server<MemTransport, LengthPrefixed, Echo>;
 pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<FuzzReport, (String, FuzzReport)> {
     let mut server = new_server(cfg, true).map_err(|e| (e, FuzzReport::default()))?;
     let mut twin = if cfg.twin { Some(new_server(cfg, false).map_err(|e| (e, FuzzReport::default()))?) } else { None };
-    let mut honest = MemTransport::new(config(HONEST));
+    let mut hcfg = config(HONEST);
+    hcfg.recovery.timestamps = cfg.timestamps;
+    let mut honest = MemTransport::new(hcfg);
     let now = server.transport().now;
     honest.engine.add_neighbour(now, SERVER, mac_of(SERVER));
 
     let mut rng = Rng(cfg.seed ^ 0x5eed);
     let mut peers: Vec<Peer> = (0..cfg.peers)
-        .map(|i| Peer { ip: Ipv4Addr::new(198, 18, 0, 10 + (i % 240) as u8), port: 1024 + i as u16, seq: rng.next() as u32, srv: None })
+        .map(|i| Peer { ip: Ipv4Addr::new(198, 18, 0, 10 + (i % 240) as u8), port: 1024 + i as u16, seq: rng.next() as u32, srv: None, ts: cfg.timestamps })
         .collect();
     let mut rep = FuzzReport { seed: cfg.seed, ..FuzzReport::default() };
     let mut frame = Vec::with_capacity(2048);
@@ -250,6 +256,7 @@ fn new_server(cfg: &FuzzConfig, fast_path: bool) -> Result<EchoServer, String> {
     scfg.accept_partial_csum = true;
     scfg.seed = cfg.seed;
     scfg.syn_cookies = cfg.syn_cookies;
+    scfg.recovery.timestamps = cfg.timestamps;
     scfg.fast_path = fast_path;
     let srv_t = MemTransport::new(scfg);
     let scfg = ServerConfig { port: PORT, write_high_water: 64 << 10, poll_timeout: Some(Duration::ZERO) };

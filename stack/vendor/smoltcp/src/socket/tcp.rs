@@ -283,6 +283,8 @@ struct RttEstimator {
     max_rto: u32,
     /// The smallest RTT sample, microseconds (u32::MAX before the first).
     min_rtt: u32,
+    /// [xsk-stack patch: rtt-seed] The latest sample, until `Socket::take_rtt_sample`.
+    last_sample: Option<u32>,
 }
 
 impl Default for RttEstimator {
@@ -306,6 +308,7 @@ impl RttEstimator {
             min_rto,
             max_rto,
             min_rtt: u32::MAX,
+            last_sample: None,
         }
     }
 
@@ -343,6 +346,7 @@ impl RttEstimator {
 
     fn sample(&mut self, new_rtt: u32) {
         self.min_rtt = self.min_rtt.min(new_rtt);
+        self.last_sample = Some(new_rtt);
         if self.have_measurement {
             // RFC 6298 (2.3) When a subsequent RTT measurement R' is made, a host MUST set (...)
             // u64: microsecond values times 7 can pass u32 (RTTs over ~10 minutes).
@@ -393,6 +397,19 @@ impl RttEstimator {
             self.sample(rtt.min(u32::MAX as u64) as u32);
             self.timestamp = None;
         }
+    }
+
+    /// [xsk-stack patch: rtt-seed] See `Socket::seed_rtt`.
+    fn seed(&mut self, srtt: u32, rttvar: u32) {
+        if self.have_measurement && self.srtt >= srtt {
+            return;
+        }
+        let measured = mem::replace(&mut self.have_measurement, true);
+        self.srtt = srtt;
+        self.rttvar = if measured { self.rttvar.max(rttvar) } else { rttvar };
+        let margin = RTTE_MIN_MARGIN.max(self.rttvar.saturating_mul(RTTE_K));
+        let rto = self.srtt.saturating_add(margin).clamp(self.min_rto, self.max_rto);
+        self.rto = if measured { self.rto.max(rto) } else { rto };
     }
 
     /// [xsk-stack patch: ts-rtt] A sample from a timestamp echo: it replaces the one
@@ -880,6 +897,22 @@ impl<'a> Socket<'a> {
     /// Returns the smoothed round-trip time, once measured.
     pub fn smoothed_rtt(&self) -> Option<Duration> {
         self.rtte.srtt()
+    }
+
+    /// [xsk-stack patch: rtt-seed] The latest RTT sample since the last call: what an
+    /// embedder pools over the connections to a peer (a seeded estimate is no sample).
+    pub fn take_rtt_sample(&mut self) -> Option<Duration> {
+        self.rtte.last_sample.take().map(|us| Duration::from_micros(us as u64))
+    }
+
+    /// [xsk-stack patch: rtt-seed] Raises the RTT estimate to what other connections to
+    /// the same peer measured (`srtt`, `rttvar`), when that is above this connection's
+    /// own (or it has none), as Linux starts a connection from its per-destination
+    /// metrics: a new connection to a peer whose answers come late then neither times
+    /// out nor probes before them. The RTO follows (RFC 6298 2.3); a timer already
+    /// running keeps its expiry, and a backed-off RTO is not lowered.
+    pub fn seed_rtt(&mut self, srtt: Duration, rttvar: Duration) {
+        self.rtte.seed(duration_to_micros_u32(srtt), duration_to_micros_u32(rttvar));
     }
 
     /// [xsk-stack patch: tail-loss-probe] Enables (`Some`) or disables (`None`, the

@@ -276,3 +276,39 @@ fn test_ts_d_sack_echo_is_no_sample() {
     assert_eq!(s.recovery_stats().spurious_retransmits, 1);
     assert_eq!(s.smoothed_rtt(), Some(Duration::from_millis(1000)));
 }
+
+// [xsk-stack patch: rtt-seed]
+#[test]
+fn test_seed_rtt_raises_the_estimate_and_is_no_sample() {
+    let mut s = socket_ts();
+    assert_eq!(s.take_rtt_sample(), None);
+    // No estimate yet: the seed is one, and the RTO follows it (RFC 6298 2.2).
+    s.seed_rtt(Duration::from_millis(200), Duration::from_millis(50));
+    assert_eq!(s.smoothed_rtt(), Some(Duration::from_millis(200)));
+    assert_eq!(s.retransmission_timeout(), Duration::from_millis(1000));
+    s.seed_rtt(Duration::from_millis(300), Duration::from_millis(100));
+    assert_eq!(s.retransmission_timeout(), Duration::from_millis(1000));
+    assert_eq!(s.take_rtt_sample(), None);
+    // A lower seed changes nothing.
+    s.seed_rtt(Duration::from_millis(10), Duration::from_millis(1));
+    assert_eq!(s.smoothed_rtt(), Some(Duration::from_millis(300)));
+    // A sample is taken once.
+    s.send_slice(b"abc").unwrap();
+    send_data(&mut s, 0, LOCAL_SEQ + 1, b"abc", 0);
+    ack(&mut s, 100, LOCAL_SEQ + 4, 0);
+    assert_eq!(s.take_rtt_sample(), Some(Duration::from_millis(100)));
+    assert_eq!(s.take_rtt_sample(), None);
+}
+
+#[test]
+fn test_seed_rtt_sets_the_rto_from_the_seed() {
+    let mut s = socket_ts();
+    s.set_rto_config(RtoConfig {
+        min: Duration::from_millis(50),
+        max: Duration::from_secs(60),
+        initial: Duration::from_secs(1),
+    });
+    // Below the initial 1 s: the RTO is the seed's, 200 ms + 4 * 50 ms.
+    s.seed_rtt(Duration::from_millis(200), Duration::from_millis(50));
+    assert_eq!(s.retransmission_timeout(), Duration::from_millis(400));
+}
