@@ -54,7 +54,8 @@ pub struct Recovery {
     /// peer also pool their RTT samples, and each starts from the pool when
     /// its own estimate is lower (see the engine's `delayers`): a new
     /// connection to a client that answers late does not retransmit into its
-    /// first answers. Costs 12 bytes a segment, and segments with options take
+    /// first answers; and the timeout after a tail-loss probe waits at least
+    /// `ack_delay_max` ([`rto_after_probe`](Self::rto_after_probe)). Costs 12 bytes a segment, and segments with options take
     /// neither the engine's fast path nor the fast send. Timestamps only with
     /// peers that offer them too (Linux does by default).
     pub timestamps: bool,
@@ -163,6 +164,19 @@ impl Recovery {
             min: self.rto_min.into(),
             max: self.rto_max.into(),
             initial: self.rto_initial.into(),
+        }
+    }
+
+    /// The least retransmission timeout after a tail-loss probe: with
+    /// timestamps, `ack_delay_max` (the probe recovers a lone loss; the timeout
+    /// after it is for a lost probe or for a peer whose ACKs come later than the
+    /// RTO, which would otherwise draw a second retransmission per answer);
+    /// without, none (RFC 8985: the RTO).
+    pub fn rto_after_probe(&self) -> Duration {
+        if self.timestamps && self.tail_probe {
+            self.ack_delay_max
+        } else {
+            Duration::ZERO
         }
     }
 

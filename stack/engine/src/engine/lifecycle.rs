@@ -51,6 +51,7 @@ impl Engine {
         s.set_rto_config(self.cfg.recovery.rto_config());
         s.set_tail_loss_probe(self.cfg.recovery.tail_loss_probe());
         s.set_timestamps_micros(self.cfg.recovery.timestamps);
+        s.set_rto_after_probe(self.cfg.recovery.rto_after_probe().into());
         s
     }
 

@@ -728,6 +728,9 @@ pub struct Socket<'a> {
     rx_capacity_max: usize,
     // [xsk-stack patch] Loss recovery settings, kept across `reset`, and state.
     rto_config: RtoConfig,
+    /// [xsk-stack patch: probe-rto] The least RTO after a tail-loss probe (kept across
+    /// `reset`).
+    rto_after_probe: Duration,
     tail_probe: Option<TailLossProbe>,
     /// The PTO allowance for one segment in flight: `tail_probe.ack_delay`, raised to
     /// `ack_delay_max` once a probe was found spurious.
@@ -847,6 +850,7 @@ impl<'a> Socket<'a> {
             pending_fast_retransmit: false,
             rx_capacity_max: 0,
             rto_config: RtoConfig::default(),
+            rto_after_probe: Duration::ZERO,
             tail_probe: None,
             tlp_ack_delay: Duration::ZERO,
             tlp_at: None,
@@ -913,6 +917,20 @@ impl<'a> Socket<'a> {
     /// running keeps its expiry, and a backed-off RTO is not lowered.
     pub fn seed_rtt(&mut self, srtt: Duration, rttvar: Duration) {
         self.rtte.seed(duration_to_micros_u32(srtt), duration_to_micros_u32(rttvar));
+    }
+
+    /// [xsk-stack patch: probe-rto] The retransmission timer after a tail-loss probe
+    /// waits at least `d` (default 0: the RTO, as RFC 8985 7.3). The probe already
+    /// recovers a lone loss; the timeout after it is for a lost probe, or for a peer
+    /// whose ACKs come later than the RTO, which would otherwise draw a second
+    /// retransmission (and back off the timer, cut the window) for each answer.
+    pub fn set_rto_after_probe(&mut self, d: Duration) {
+        self.rto_after_probe = d;
+    }
+
+    /// [xsk-stack patch: probe-rto] See `set_rto_after_probe`.
+    pub fn rto_after_probe(&self) -> Duration {
+        self.rto_after_probe
     }
 
     /// [xsk-stack patch: tail-loss-probe] Enables (`Some`) or disables (`None`, the
@@ -3544,7 +3562,8 @@ impl<'a> Socket<'a> {
                 // Karn: no RTT sample from a segment sent twice.
                 self.rtte.on_retransmit();
                 let rto = self.rtte.retransmission_timeout();
-                self.timer.set_for_retransmit(cx.now(), rto);
+                // [xsk-stack patch: probe-rto]
+                self.timer.set_for_retransmit(cx.now(), rto.max(self.rto_after_probe));
             }
         } else if self.timer.should_retransmit(cx.now()) {
             if let Timer::Retransmit { .. } = self.timer {

@@ -312,3 +312,46 @@ fn test_seed_rtt_sets_the_rto_from_the_seed() {
     s.seed_rtt(Duration::from_millis(200), Duration::from_millis(50));
     assert_eq!(s.retransmission_timeout(), Duration::from_millis(400));
 }
+
+// [xsk-stack patch: probe-rto]
+#[test]
+fn test_rto_after_probe_waits_at_least_the_setting() {
+    for (after, rto_at) in [(0, 100), (200, 250)] {
+        let mut s = socket_established();
+        s.set_rto_config(RtoConfig {
+            min: Duration::from_millis(50),
+            max: Duration::from_secs(60),
+            initial: Duration::from_secs(1),
+        });
+        s.set_tail_loss_probe(Some(TailLossProbe {
+            ack_delay: Duration::from_millis(50),
+            ack_delay_max: Duration::from_millis(200),
+        }));
+        s.set_rto_after_probe(Duration::from_millis(after));
+        s.rtte.sample(5_000);
+        s.send_slice(b"abc").unwrap();
+        recv!(s, time 0, Ok(TcpRepr {
+            seq_number: LOCAL_SEQ + 1,
+            ack_number: Some(REMOTE_SEQ + 1),
+            payload: &b"abc"[..],
+            ..RECV_TEMPL
+        }));
+        // The probe at the RTO's expiry (50 ms floor, before 2 SRTT + 50 ms), then the
+        // RTO again or the setting.
+        recv_nothing!(s, time 49);
+        recv!(s, time 50, Ok(TcpRepr {
+            seq_number: LOCAL_SEQ + 1,
+            ack_number: Some(REMOTE_SEQ + 1),
+            payload: &b"abc"[..],
+            ..RECV_TEMPL
+        }));
+        recv_nothing!(s, time rto_at - 1);
+        recv!(s, time rto_at, Ok(TcpRepr {
+            seq_number: LOCAL_SEQ + 1,
+            ack_number: Some(REMOTE_SEQ + 1),
+            payload: &b"abc"[..],
+            ..RECV_TEMPL
+        }));
+        assert_eq!(s.recovery_stats().rto_retransmits, 1, "after {after}");
+    }
+}
