@@ -13,9 +13,14 @@
 //! connection from per-destination metrics). Ten thousand connections from
 //! one overloaded client each see a few exchanges; alone, each would learn
 //! the client's delay from spurious retransmissions of its own. Only samples
-//! enter the average, never an estimate raised from it, so one connection's
-//! outlier fades as the others' samples come in, and a lossy peer (whose
-//! samples are its round trip) is not taken for a slow one.
+//! enter the pool, never an estimate raised from it; and the pool tracks a
+//! quantile of them (about the 80th percentile: up a half, at least 250 us,
+//! for a sample above it, down a tenth for one below), not their mean. A lossy peer's
+//! samples are its round trip but for the few that include a loss's
+//! recovery; a mean took those at full weight and raised every connection's
+//! timers, which slowed the recoveries that made the next such samples (both
+//! ends of a stack-to-stack test fed each other so). A slow peer's samples
+//! all run high, and the quantile follows them up by a half a sample.
 //!
 //! Direct-mapped and fixed in size: a peer that collides is forgotten, which
 //! costs at most a few more spurious probes, and no address a network sends
@@ -26,8 +31,13 @@ use std::time::Duration;
 
 const SLOTS: usize = 256;
 
-/// A peer's round trip over its connections: RFC 6298's averages, in
-/// microseconds.
+/// The least step up (microseconds): from a handshake's few microseconds a
+/// half at a time would take a slow peer's pool a dozen samples more.
+const MIN_STEP_US: u32 = 250;
+
+
+/// A peer's round trip over its connections, in microseconds: a quantile of
+/// the samples, and the mean deviation from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PeerRtt {
     ip: Ipv4Addr,
@@ -60,17 +70,22 @@ impl Delayers {
         self.slots[Self::slot(ip)] == Some(ip)
     }
 
-    /// Adds one RTT sample of a connection to `ip` to the peer's averages
-    /// (RFC 6298's gains; the first sample of a peer, or of one that took the
-    /// slot of another, starts them).
+    /// Adds one RTT sample of a connection to `ip` to the peer's pool (the
+    /// first sample of a peer, or of one that took the slot of another,
+    /// starts it).
     pub(super) fn sample_rtt(&mut self, ip: Ipv4Addr, sample: Duration) {
         let r = sample.as_micros().min(u32::MAX as u128) as u32;
         let e = &mut self.rtt[Self::slot(ip)];
         match e {
             Some(p) if p.ip == ip => {
-                let diff = p.srtt.abs_diff(r);
+                p.srtt = if r > p.srtt {
+                    p.srtt.saturating_add((p.srtt / 2).max(MIN_STEP_US)).min(r)
+                } else {
+                    (p.srtt - p.srtt / 10).max(r)
+                };
+                // The deviation too counts an outlier for at most the quantile.
+                let diff = p.srtt.abs_diff(r).min(p.srtt);
                 p.rttvar = ((u64::from(p.rttvar) * 3 + u64::from(diff)).div_ceil(4)) as u32;
-                p.srtt = ((u64::from(p.srtt) * 7 + u64::from(r)).div_ceil(8)) as u32;
             }
             _ => *e = Some(PeerRtt { ip, srtt: r, rttvar: r / 2 }),
         }
@@ -114,17 +129,31 @@ mod tests {
         assert_eq!(d.rtt(a), None);
         d.sample_rtt(a, Duration::from_millis(200));
         assert_eq!(d.rtt(a), Some((Duration::from_millis(200), Duration::from_millis(100))));
-        // One outlier moves the average by an eighth; the rest bring it back.
+        // An outlier (a loss's recovery in one sample) moves it up a step; the rest
+        // bring it back.
         let mut d = Delayers::default();
         for _ in 0..50 {
             d.sample_rtt(b, Duration::from_micros(100));
         }
         d.sample_rtt(b, Duration::from_millis(50));
-        let (srtt, _) = d.rtt(b).unwrap();
-        assert!(srtt > Duration::from_millis(6) && srtt < Duration::from_millis(7), "{srtt:?}");
-        for _ in 0..50 {
+        assert_eq!(d.rtt(b).unwrap().0, Duration::from_micros(350));
+        for _ in 0..20 {
             d.sample_rtt(b, Duration::from_micros(100));
         }
-        assert!(d.rtt(b).unwrap().0 < Duration::from_micros(200), "{:?}", d.rtt(b));
+        assert_eq!(d.rtt(b).unwrap().0, Duration::from_micros(100));
+        // One sample in fifty that includes a recovery does not carry it away.
+        for i in 0..1000 {
+            let r = if i % 50 == 0 { 50_000 } else { 100 };
+            d.sample_rtt(b, Duration::from_micros(r));
+        }
+        assert!(d.rtt(b).unwrap().0 < Duration::from_micros(400), "{:?}", d.rtt(b));
+        // A slow peer's samples all run high: the pool follows them up.
+        for i in 0..80 {
+            d.sample_rtt(b, Duration::from_millis(300));
+            if i == 5 {
+                assert!(d.rtt(b).unwrap().0 < Duration::from_millis(30), "{:?}", d.rtt(b));
+            }
+        }
+        assert_eq!(d.rtt(b).unwrap().0, Duration::from_millis(300));
     }
 }
