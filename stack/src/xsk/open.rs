@@ -148,6 +148,9 @@ impl XskTransport {
             addr,
             prefix_len,
             gateway,
+            addr6: None,
+            prefix6_len: 0,
+            gateway6: None,
             accept_partial_csum: accept_partial,
             seed: seed(),
         };
