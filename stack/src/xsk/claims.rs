@@ -22,9 +22,15 @@ use xsk_io::steer::Steer;
 pub(crate) struct Claims {
     addr: Ipv4Addr,
     addr6: Option<Ipv6Addr>,
-    /// The placeholders of each port (IPv4, and IPv6 where the stack has it) and how
-    /// many shards hold it.
-    held: Mutex<HashMap<u16, (OwnedFd, Option<OwnedFd>, u32)>>,
+    held: Mutex<HashMap<u16, Held>>,
+}
+
+/// A port's placeholders (IPv4, and IPv6 where the stack has it) and how many shards
+/// hold it.
+struct Held {
+    _v4: OwnedFd,
+    _v6: Option<OwnedFd>,
+    shards: u32,
 }
 
 impl Claims {
@@ -36,8 +42,8 @@ impl Claims {
     /// `AddrInUse` when a kernel socket has it.
     pub(crate) fn claim(&self, port: u16, steer: Option<&Steer>) -> io::Result<()> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, _, n)) = held.get_mut(&port) {
-            *n += 1;
+        if let Some(h) = held.get_mut(&port) {
+            h.shards += 1;
             return Ok(());
         }
         let fd = bind_placeholder(self.addr, port)?;
@@ -45,16 +51,16 @@ impl Claims {
         if let Some(s) = steer {
             s.add_tcp_port(port).map_err(io::Error::other)?;
         }
-        held.insert(port, (fd, fd6, 1));
+        held.insert(port, Held { _v4: fd, _v6: fd6, shards: 1 });
         Ok(())
     }
 
     /// Gives `port` back: unsteered, then the placeholder closed.
     pub(crate) fn release(&self, port: u16, steer: Option<&Steer>) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((_, _, n)) = held.get_mut(&port) else { return };
-        *n -= 1;
-        if *n == 0 {
+        let Some(h) = held.get_mut(&port) else { return };
+        h.shards -= 1;
+        if h.shards == 0 {
             if let Some(s) = steer {
                 let _ = s.remove_tcp_port(port);
             }
