@@ -153,6 +153,11 @@ pub fn icmpv6(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv6Addr, dst: Ipv6Addr, 
     ipv6(src_mac, dst_mac, src, dst, 58, 255, &m)
 }
 
+/// The solicited-node multicast group of `a` (ff02::1:ffXX:XXXX).
+pub fn solicited_group(a: Ipv6Addr) -> Ipv6Addr {
+    crate::demux::solicited_node(a)
+}
+
 /// A neighbour solicitation from `src` (at `src_mac`) for `target`, to its
 /// solicited-node group, with the source link-layer address option.
 pub fn neighbour_solicitation(src_mac: [u8; 6], src: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
