@@ -242,7 +242,10 @@ impl KernelTransport {
             self.stats.syscalls += 1;
             let (stream, peer) = match self.listeners[index].accept() {
                 Ok((stream, SocketAddr::V4(peer))) => (stream, Some(peer)),
-                Ok((stream, SocketAddr::V6(_))) => (stream, None),
+                // A dual-stack listener's IPv4 peers come as IPv4-mapped addresses.
+                Ok((stream, SocketAddr::V6(peer))) => {
+                    (stream, peer.ip().to_ipv4_mapped().map(|a| SocketAddrV4::new(a, peer.port())))
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 // The peer gave up between SYN and accept: not our problem, try the next one.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted || e.kind() == io::ErrorKind::Interrupted => {
@@ -527,10 +530,7 @@ impl Transport for KernelTransport {
     }
 
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
-        match self.listeners.get(listener.0 as usize)?.local_addr().ok()? {
-            SocketAddr::V4(a) => Some(a),
-            SocketAddr::V6(_) => None,
-        }
+        sockets::listener_v4(self.listeners.get(listener.0 as usize)?.local_addr().ok()?)
     }
 
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
