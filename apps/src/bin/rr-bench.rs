@@ -851,7 +851,7 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     eprintln!("lab: {lab}");
     let o = lab.addr_a.octets();
     let host = |n: u8| Ipv4Addr::new(o[0], o[1], o[2], n);
-    let dedicated = |n: u8| AddrArg::Dedicated { addr: host(n), prefix_len: lab.prefix_len };
+    let dedicated = |n: u8| AddrArg::Dedicated { addr: host(n), prefix_len: lab.prefix_len, addr6: None };
 
     let server_ip = match (server_backend, args.lab_shared) {
         (Backend::Xsk, false) => host(100),
