@@ -27,6 +27,25 @@ pub(crate) fn tcp_socket(nonblocking: bool) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// An IPv6 TCP socket.
+pub(crate) fn tcp_socket6(nonblocking: bool) -> io::Result<OwnedFd> {
+    let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: socket() takes no pointers; the result is checked by cvt.
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET6, flags, 0) })?;
+    // SAFETY: fd was just returned by socket() and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn sockaddr_in6(addr: std::net::SocketAddrV6) -> (libc::sockaddr_in6, libc::socklen_t) {
+    // SAFETY: a zeroed sockaddr_in6 is a valid value of it.
+    let mut sa: libc::sockaddr_in6 = unsafe { mem::zeroed() };
+    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    sa.sin6_port = addr.port().to_be();
+    sa.sin6_addr.s6_addr = addr.ip().octets();
+    sa.sin6_scope_id = addr.scope_id();
+    (sa, mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+}
+
 pub(crate) fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: the option value points at `value`, a c_int that outlives the call, with its size.
     let rc = unsafe {

@@ -354,6 +354,26 @@ impl Transport for KernelTransport {
         unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
     }
 
+    fn connect_ip(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
+        let SocketAddr::V6(a6) = addr else {
+            let SocketAddr::V4(a) = addr else { unreachable!() };
+            return self.connect(a);
+        };
+        let fd = sockets::tcp_socket6(true)?;
+        let (sa, len) = sockets::sockaddr_in6(a6);
+        // SAFETY: `sa` is a valid sockaddr_in6 that outlives the call and `len` is its size.
+        let rc = unsafe { libc::connect(fd.as_raw_fd(), (&sa as *const libc::sockaddr_in6).cast(), len) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINPROGRESS) {
+                return Err(e.into());
+            }
+        }
+        let stream = TcpStream::from_std(std::net::TcpStream::from(fd));
+        // No IPv4 peer to report.
+        self.add_stream(stream, None, State::Connecting)
+    }
+
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
         let fd = sockets::tcp_socket(true)?;
         sockets::bind_source(fd.as_raw_fd(), self.cfg.bind, self.cfg.sources, self.connects)?;

@@ -408,3 +408,31 @@ fn unspecified_bind_listens_on_both_families() {
         assert_eq!(&back[..], msg);
     }
 }
+
+/// `connect_ip` over IPv6: to a listener on `[::1]`, connected, data both ways.
+#[test]
+fn connects_over_ipv6() {
+    use std::io::{Read, Write};
+    let l = match std::net::TcpListener::bind("[::1]:0") {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable => return,
+        Err(e) => panic!("{e}"),
+    };
+    let mut t = transport();
+    let id = t.connect_ip(l.local_addr().unwrap()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Connected(_) | Event::Closed(_))), Some(Event::Connected(id)));
+    assert_eq!(t.peer_addr(id), None, "an IPv6 peer has no IPv4 address");
+    assert_eq!(t.send(id, b"six").unwrap(), 3);
+    let mut got = [0u8; 3];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"six");
+    s.write_all(b"back").unwrap();
+    let mut b = BytesMut::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while b.len() < 4 && Instant::now() < deadline {
+        let _ = wait_within(&mut t, Duration::from_millis(20), |e| matches!(e, Event::Readable(_)));
+        let _ = t.recv(id, &mut b);
+    }
+    assert_eq!(&b[..], b"back");
+}
