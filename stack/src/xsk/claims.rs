@@ -47,7 +47,16 @@ impl Claims {
             return Ok(());
         }
         let fd = bind_placeholder(self.addr, port)?;
-        let fd6 = self.addr6.map(|a| bind_placeholder6(a, port)).transpose()?;
+        let fd6 = match self.addr6.map(|a| bind_placeholder6(a, port)).transpose() {
+            Ok(fd) => fd,
+            // The address is not usable (still tentative, or gone): no kernel socket can
+            // have the port on it either.
+            Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {
+                tracing::warn!("port {port}: the kernel's IPv6 address {:?} is not usable yet: {e}", self.addr6);
+                None
+            }
+            Err(e) => return Err(e),
+        };
         if let Some(s) = steer {
             s.add_tcp_port(port).map_err(io::Error::other)?;
         }
