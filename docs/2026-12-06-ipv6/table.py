@@ -53,6 +53,21 @@ def tables(path):
             print(f"| {case} | {x['rps']:.0f} | {k['rps']:.0f} | {ratio[case]:.3f} | {x['cpu_us_per_req']:.2f} | "
                   f"{k['cpu_us_per_req']:.2f} | {x['cpu_us_per_req'] / k['cpu_us_per_req']:.3f} |")
         print(f"\nrr-16-v6's x/k over rr-16's: {ratio['rr-16-v6'] / ratio['rr-16']:.3f}")
+    ui = json.load(open(path)).get("user_instructions_per_request")
+    if ui:
+        print("\nxsk server's user-space instructions per request (callgrind; 16 connections, 1,000 req/s)\n")
+        print("| run | build | family | xsk | kernel | xsk/kernel |")
+        print("| --- | --- | --- | ---: | ---: | ---: |")
+        for i, r in enumerate(ui["ipv4_abba"], 1):
+            print(f"| {i} | {r['build']} | IPv4 | {r['xsk']} | {r['kernel']} | {r['xsk'] / r['kernel']:.2f} |")
+        for r in ui["ipv4_extra_pair"]:
+            print(f"| extra | {r['build']} | IPv4 | {r['xsk']} | - | - |")
+        for r in ui["ipv6_new"]:
+            print(f"| - | new | IPv6 | {r['xsk']} | {r['kernel']} | {r['xsk'] / r['kernel']:.2f} |")
+        base = [r["xsk"] for r in ui["ipv4_abba"] + ui["ipv4_extra_pair"] if r["build"] == "base"]
+        new = [r["xsk"] for r in ui["ipv4_abba"] + ui["ipv4_extra_pair"] if r["build"] == "new"]
+        print(f"\nIPv4, new over base: {statistics.mean(new) / statistics.mean(base):.3f} "
+              f"({statistics.mean(new) - statistics.mean(base):+.0f} instructions per request)")
 
 
 if __name__ == "__main__":
