@@ -126,3 +126,19 @@ fn dedicated_ipv6_address_answers_neighbour_discovery() {
     assert_eq!(stats.requests, 400);
     assert_eq!(acc.app, 0);
 }
+
+/// IPv6 alone: the peer's pure ACKs that arrive while the stack sleeps wait in the XDP
+/// program's ack ring, as IPv4's do (the kernel client ACKs most responses on its own).
+#[test]
+fn ipv6_pure_acks_are_deferred() {
+    let lab = lab_v6("s6a");
+    let (a6, _) = add_v6(&lab, true);
+    let port = 7202;
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, AddrMode::Shared), port);
+    assert_eq!(v6_client(&lab.ns_b, SocketAddrV6::new(a6, port, 0, 0), 300), 300);
+    let (stats, st, acc) = srv.finish_all();
+    assert_eq!(stats.requests, 300);
+    assert!(st.device.deferred_acks.enabled, "the kernel loaded the program without deferred ACKs: {st:?}");
+    assert!(st.device.deferred_acks.taken > 0, "no IPv6 ACK went through the ack ring: {:?}", st.device.deferred_acks);
+    assert_eq!(acc.app, 0);
+}

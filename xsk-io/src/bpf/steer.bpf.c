@@ -25,8 +25,8 @@
 // extension headers, fragments, other ports) goes to the kernel, unless the
 // address is dedicated (STEER_ICMP): then everything to `addr6`, and ICMPv6
 // to its solicited-node group (neighbour solicitations), is the stack's.
-// SYN cookies and deferred ACKs are IPv4 only here: IPv6 SYNs reach the
-// stack (which answers them with its own cookies), IPv6 ACKs are redirected.
+// SYN cookies are IPv4 only here: IPv6 SYNs reach the stack, which answers
+// them with its own cookies. Pure ACKs are deferred as IPv4's are.
 //   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED, SHED_RX,
 //              SHED_FILL, SHED_STANDING, COOKIE (disjoint: every frame is
 //              counted exactly once)
@@ -781,6 +781,14 @@ static __always_inline int steer_v6(struct xdp_md *ctx, struct steer_cfg *c, voi
 #ifdef DEFER_ACKS
 		if (tcp->syn && !tcp->ack && !tcp->rst && shed_syn(ctx->rx_queue_index))
 			return XDP_DROP;
+		if (tcp->ack && !tcp->syn && !tcp->fin && !tcp->rst && !tcp->urg && !tcp->psh && tcp->doff >= 5 &&
+		    bpf_ntohs(ip6->payload_len) == (__u32)tcp->doff * 4) {
+			__u32 q = ctx->rx_queue_index;
+			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+
+			if (slot && defer_ack(ctx, slot))
+				return XDP_DROP;
+		}
 #endif
 		return steer(ctx);
 	}
