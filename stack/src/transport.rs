@@ -180,6 +180,12 @@ pub trait Transport {
     /// what `accept` and `connect` gave it).
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4>;
 
+    /// [`peer_addr`](Self::peer_addr) for either family. Default: the IPv4 peer only (a
+    /// backend that serves IPv6 overrides it: the kernel backend, the in-memory one).
+    fn peer_socket_addr(&self, conn: ConnId) -> Option<SocketAddr> {
+        self.peer_addr(conn).map(SocketAddr::V4)
+    }
+
     /// Short backend name for reports: "kernel" (epoll), "uring" or "xsk".
     fn name(&self) -> &'static str;
 }

@@ -138,8 +138,9 @@ enum State {
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
-    /// The remote address, from `accept` or `connect`: `peer_addr` costs no getpeername.
-    peer: Option<SocketAddrV4>,
+    /// The remote address, from `accept` or `connect` (an IPv4-mapped one unmapped):
+    /// `peer_addr` costs no getpeername.
+    peer: Option<SocketAddr>,
     state: State,
     readable: bool,
     /// Peer hung up or the socket has an error: keep reading until EOF, ignoring short reads.
@@ -151,7 +152,7 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, peer: Option<SocketAddrV4>, state: State) -> Self {
+    fn new(stream: TcpStream, peer: Option<SocketAddr>, state: State) -> Self {
         Conn { stream, peer, state, readable: false, eof_pending: false, write_blocked: false, can_send: true }
     }
 }
@@ -241,11 +242,15 @@ impl KernelTransport {
         loop {
             self.stats.syscalls += 1;
             let (stream, peer) = match self.listeners[index].accept() {
-                Ok((stream, SocketAddr::V4(peer))) => (stream, Some(peer)),
+                Ok((stream, SocketAddr::V4(peer))) => (stream, Some(SocketAddr::V4(peer))),
                 // A dual-stack listener's IPv4 peers come as IPv4-mapped addresses.
-                Ok((stream, SocketAddr::V6(peer))) => {
-                    (stream, peer.ip().to_ipv4_mapped().map(|a| SocketAddrV4::new(a, peer.port())))
-                }
+                Ok((stream, SocketAddr::V6(peer))) => (
+                    stream,
+                    Some(match peer.ip().to_ipv4_mapped() {
+                        Some(a) => SocketAddr::V4(SocketAddrV4::new(a, peer.port())),
+                        None => SocketAddr::V6(peer),
+                    }),
+                ),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 // The peer gave up between SYN and accept: not our problem, try the next one.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted || e.kind() == io::ErrorKind::Interrupted => {
@@ -267,7 +272,7 @@ impl KernelTransport {
 
     /// Configures a socket, registers it and gives it an id. On failure the socket is dropped
     /// (closed) and the slot released.
-    fn add_stream(&mut self, stream: TcpStream, peer: Option<SocketAddrV4>, state: State) -> Result<ConnId, TransportError> {
+    fn add_stream(&mut self, stream: TcpStream, peer: Option<SocketAddr>, state: State) -> Result<ConnId, TransportError> {
         stream.set_nodelay(true)?;
         self.busy.configure(stream.as_raw_fd())?;
         let id = self.conns.insert(Conn::new(stream, peer, state))?;
@@ -370,8 +375,7 @@ impl Transport for KernelTransport {
             }
         }
         let stream = TcpStream::from_std(std::net::TcpStream::from(fd));
-        // No IPv4 peer to report.
-        self.add_stream(stream, None, State::Connecting)
+        self.add_stream(stream, Some(addr), State::Connecting)
     }
 
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
@@ -388,7 +392,7 @@ impl Transport for KernelTransport {
             }
         }
         let stream = TcpStream::from_std(std::net::TcpStream::from(fd));
-        self.add_stream(stream, Some(addr), State::Connecting)
+        self.add_stream(stream, Some(SocketAddr::V4(addr)), State::Connecting)
     }
 
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
@@ -554,6 +558,13 @@ impl Transport for KernelTransport {
     }
 
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        match self.conns.get(conn)?.peer? {
+            SocketAddr::V4(a) => Some(a),
+            SocketAddr::V6(_) => None,
+        }
+    }
+
+    fn peer_socket_addr(&self, conn: ConnId) -> Option<SocketAddr> {
         self.conns.get(conn)?.peer
     }
 

@@ -391,6 +391,8 @@ fn unspecified_bind_listens_on_both_families() {
     let peers: Vec<_> = accepted.iter().map(|c| t.peer_addr(*c)).collect();
     let v4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, c4.local_addr().unwrap().port());
     assert!(peers.contains(&Some(v4)) && peers.contains(&None), "{peers:?}");
+    let six: Vec<_> = accepted.iter().filter_map(|c| t.peer_socket_addr(*c)).filter(|a| a.is_ipv6()).collect();
+    assert_eq!(six, [c6.local_addr().unwrap()], "the IPv6 peer, in full");
     for (mut c, msg) in [(c6, &b"over six"[..]), (c4, &b"over four"[..])] {
         c.write_all(msg).unwrap();
         let conn = accepted[if msg == b"over six" { peers.iter().position(|p| p.is_none()).unwrap() } else { peers.iter().position(|p| p.is_some()).unwrap() }];
@@ -423,6 +425,7 @@ fn connects_over_ipv6() {
     let (mut s, _) = l.accept().unwrap();
     assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Connected(_) | Event::Closed(_))), Some(Event::Connected(id)));
     assert_eq!(t.peer_addr(id), None, "an IPv6 peer has no IPv4 address");
+    assert_eq!(t.peer_socket_addr(id), Some(l.local_addr().unwrap()));
     assert_eq!(t.send(id, b"six").unwrap(), 3);
     let mut got = [0u8; 3];
     s.read_exact(&mut got).unwrap();

@@ -40,9 +40,9 @@ impl TcpListener {
         let l = &mut sh.listeners[self.lid.0 as usize];
         match l.queue.pop_front() {
             Some(id) => {
-                let peer = sh.t.peer_addr(id);
-                let stream = TcpStream { inner: self.inner.clone(), id, local: self.addr, peer: peer.map(SocketAddr::V4) };
-                Poll::Ready(Ok((stream, SocketAddr::V4(peer.unwrap_or(SocketAddrV4::new(0.into(), 0))))))
+                let peer = sh.t.peer_socket_addr(id);
+                let stream = TcpStream { inner: self.inner.clone(), id, local: self.addr, peer };
+                Poll::Ready(Ok((stream, peer.unwrap_or(SocketAddr::V4(SocketAddrV4::new(0.into(), 0))))))
             }
             None => {
                 register(&mut l.waker, cx.waker());
