@@ -9,12 +9,12 @@
 //! a peer that collides is forgotten, which costs at most one more spurious
 //! probe, and no address a network sends can grow it.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 const SLOTS: usize = 256;
 
 pub(super) struct Delayers {
-    slots: Box<[Option<Ipv4Addr>; SLOTS]>,
+    slots: Box<[Option<IpAddr>; SLOTS]>,
 }
 
 impl Default for Delayers {
@@ -24,16 +24,20 @@ impl Default for Delayers {
 }
 
 impl Delayers {
-    fn slot(ip: Ipv4Addr) -> usize {
+    fn slot(ip: IpAddr) -> usize {
+        let a = match ip {
+            IpAddr::V4(a) => u32::from(a),
+            IpAddr::V6(a) => crate::demux::fold_v6(a),
+        };
         // Fibonacci hashing of the address: neighbours in a subnet spread out.
-        (u32::from(ip).wrapping_mul(0x9E37_79B9) >> 24) as usize
+        (a.wrapping_mul(0x9E37_79B9) >> 24) as usize
     }
 
-    pub(super) fn remember(&mut self, ip: Ipv4Addr) {
+    pub(super) fn remember(&mut self, ip: IpAddr) {
         self.slots[Self::slot(ip)] = Some(ip);
     }
 
-    pub(super) fn delays(&self, ip: Ipv4Addr) -> bool {
+    pub(super) fn delays(&self, ip: IpAddr) -> bool {
         self.slots[Self::slot(ip)] == Some(ip)
     }
 }
@@ -41,18 +45,23 @@ impl Delayers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn remembers_forgets_and_collides_without_growing() {
         let mut d = Delayers::default();
-        let a = Ipv4Addr::new(198, 18, 0, 2);
+        let a = IpAddr::from(Ipv4Addr::new(198, 18, 0, 2));
         assert!(!d.delays(a));
         d.remember(a);
         assert!(d.delays(a));
-        assert!(!d.delays(Ipv4Addr::new(198, 18, 0, 3)));
+        assert!(!d.delays(Ipv4Addr::new(198, 18, 0, 3).into()));
+        let a6: IpAddr = "2001:2::2".parse().unwrap();
+        d.remember(a6);
+        assert!(d.delays(a6) && d.delays(a));
+        assert!(!d.delays("2001:2::3".parse().unwrap()));
         // Many addresses: at most SLOTS remembered, the first one likely gone.
         for i in 0..10_000u32 {
-            d.remember(Ipv4Addr::from(0xC612_0000 + i));
+            d.remember(Ipv4Addr::from(0xC612_0000 + i).into());
         }
         assert!(d.slots.iter().filter(|s| s.is_some()).count() <= SLOTS);
         d.remember(a);

@@ -55,7 +55,7 @@ impl Engine {
 
     /// A connection to `ip` starts with the allowance an earlier one learned
     /// (see `delayers`).
-    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::Ipv4Addr) {
+    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
         if self.delayers.delays(ip) {
             s.set_tail_loss_probe_ack_delay(self.cfg.recovery.ack_delay_max.into());
         }
@@ -65,11 +65,9 @@ impl Engine {
     /// its ACKs. Called while the socket still knows its peer: when the
     /// application closes it, and when it is recycled.
     pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
-        if let (Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }), Some(d)) =
-            (s.remote_endpoint(), s.tail_loss_probe_ack_delay())
-        {
+        if let (Some(remote), Some(d)) = (s.remote_endpoint(), s.tail_loss_probe_ack_delay()) {
             if d > cfg.recovery.ack_delay.into() {
-                delayers.remember(ip);
+                delayers.remember(remote.addr.into());
             }
         }
     }
@@ -194,10 +192,8 @@ impl Engine {
                 _ => {
                     self.buckets[b].half_open.swap_remove(k);
                     self.half_open -= 1;
-                    if let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) =
-                        self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint()
-                    {
-                        if self.delayers.delays(ip) {
+                    if let Some(remote) = self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint() {
+                        if self.delayers.delays(remote.addr.into()) {
                             let d = self.cfg.recovery.ack_delay_max.into();
                             self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }
