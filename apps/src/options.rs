@@ -2,7 +2,7 @@
 //! durations and byte counts, and the AF_XDP knobs (`XskOpts`) with their `XskConfig`.
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
-use stack::xsk::{AddrMode, PartialCsum, XskConfig};
+use stack::xsk::{Addr6Mode, AddrMode, PartialCsum, XskConfig};
 use xsk_io::port::{BusyPoll, Knob};
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
@@ -68,18 +68,29 @@ impl fmt::Display for Service {
     }
 }
 
-/// `--addr`: `shared` or a dedicated `A.B.C.D/LEN`.
+/// `--addr`: `shared` or a dedicated `A.B.C.D/LEN`, with a dedicated IPv6 address after a
+/// comma (`A.B.C.D/LEN,X:Y::Z/LEN`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddrArg {
     Shared,
-    Dedicated { addr: Ipv4Addr, prefix_len: u8 },
+    Dedicated { addr: Ipv4Addr, prefix_len: u8, addr6: Option<(Ipv6Addr, u8)> },
 }
 
 impl AddrArg {
     pub fn mode(self) -> AddrMode {
         match self {
             AddrArg::Shared => AddrMode::Shared,
-            AddrArg::Dedicated { addr, prefix_len } => AddrMode::Dedicated { addr, prefix_len },
+            AddrArg::Dedicated { addr, prefix_len, .. } => AddrMode::Dedicated { addr, prefix_len },
+        }
+    }
+
+    /// The IPv6 address: the kernel's in shared mode (if the interface has one), the
+    /// dedicated one, or none.
+    pub fn mode6(self) -> Addr6Mode {
+        match self {
+            AddrArg::Shared => Addr6Mode::Auto,
+            AddrArg::Dedicated { addr6: Some((addr, prefix_len)), .. } => Addr6Mode::Dedicated { addr, prefix_len },
+            AddrArg::Dedicated { addr6: None, .. } => Addr6Mode::Off,
         }
     }
 }
@@ -88,7 +99,8 @@ impl fmt::Display for AddrArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AddrArg::Shared => f.write_str("shared"),
-            AddrArg::Dedicated { addr, prefix_len } => write!(f, "{addr}/{prefix_len}"),
+            AddrArg::Dedicated { addr, prefix_len, addr6: None } => write!(f, "{addr}/{prefix_len}"),
+            AddrArg::Dedicated { addr, prefix_len, addr6: Some((a6, p6)) } => write!(f, "{addr}/{prefix_len},{a6}/{p6}"),
         }
     }
 }
@@ -100,7 +112,22 @@ impl FromStr for AddrArg {
         if s == "shared" {
             return Ok(AddrArg::Shared);
         }
-        let usage = || format!("expected `shared` or A.B.C.D/LEN, got {s:?}");
+        let usage = || format!("expected `shared`, A.B.C.D/LEN or A.B.C.D/LEN,X:Y::Z/LEN, got {s:?}");
+        let (s, addr6) = match s.split_once(',') {
+            None => (s, None),
+            Some((v4, v6)) => {
+                let (a6, len6) = v6.split_once('/').ok_or_else(usage)?;
+                let a6: Ipv6Addr = a6.parse().map_err(|_| usage())?;
+                let p6: u8 = len6.parse().map_err(|_| usage())?;
+                if !(1..=128).contains(&p6) {
+                    return Err(format!("IPv6 prefix length {p6} out of range 1..=128"));
+                }
+                if a6.is_unspecified() || a6.is_multicast() || a6.is_loopback() || a6.to_ipv4_mapped().is_some() {
+                    return Err(format!("{a6} cannot be a host address"));
+                }
+                (v4, Some((a6, p6)))
+            }
+        };
         let (addr, len) = s.split_once('/').ok_or_else(usage)?;
         let addr: Ipv4Addr = addr.parse().map_err(|_| usage())?;
         let prefix_len: u8 = len.parse().map_err(|_| usage())?;
@@ -110,7 +137,7 @@ impl FromStr for AddrArg {
         if addr.is_unspecified() || addr.is_multicast() || addr.is_broadcast() {
             return Err(format!("{addr} cannot be a host address"));
         }
-        Ok(AddrArg::Dedicated { addr, prefix_len })
+        Ok(AddrArg::Dedicated { addr, prefix_len, addr6 })
     }
 }
 
@@ -159,12 +186,14 @@ pub struct XskOpts {
     /// program is attached to it while the process runs and detached on exit.
     #[arg(long, value_name = "IFNAME")]
     pub iface: Option<String>,
-    /// IPv4 address of the userspace stack. `shared`: the interface's own address; only the
-    /// stack's TCP ports (its listening ports and the local ports of its live connections,
-    /// each held from the kernel by a placeholder socket while in use) are steered to it, ARP
-    /// stays with the kernel. `A.B.C.D/LEN`: a dedicated address the kernel does not have;
-    /// the stack answers ARP and ping for it.
-    #[arg(long, value_name = "shared|A.B.C.D/LEN", default_value = "shared")]
+    /// Addresses of the userspace stack. `shared`: the interface's own IPv4 address, and its
+    /// global IPv6 address if it has one; only the stack's TCP ports (its listening ports and
+    /// the local ports of its live connections, each held from the kernel by a placeholder
+    /// socket while in use) are steered to it, ARP and neighbour discovery stay with the
+    /// kernel. `A.B.C.D/LEN`: a dedicated IPv4 address the kernel does not have; the stack
+    /// answers ARP and ping for it. `A.B.C.D/LEN,X:Y::Z/LEN`: a dedicated IPv6 address too
+    /// (the stack answers neighbour solicitations for it). A listener serves both families.
+    #[arg(long, value_name = "shared|A.B.C.D/LEN[,X:Y::Z/LEN]", default_value = "shared")]
     pub addr: AddrArg,
     /// RX/TX queue of the interface to bind.
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -367,6 +396,7 @@ impl XskOpts {
         usage_ensure!(self.buffer >= 1024, "--buffer {} is too small (at least 1024 bytes)", self.buffer);
         usage_ensure!(max_conns >= 1, "the connection limit must be at least 1");
         let mut c = XskConfig::new(iface, self.addr.mode());
+        c.addr6 = self.addr.mode6();
         c.port.queue = self.queue;
         c.port.attach = self.attach;
         c.port.tx_budget = self.tx_budget;
@@ -415,12 +445,31 @@ mod tests {
         assert_eq!("shared".parse(), Ok(AddrArg::Shared));
         assert_eq!(
             "198.18.0.100/24".parse(),
-            Ok(AddrArg::Dedicated { addr: Ipv4Addr::new(198, 18, 0, 100), prefix_len: 24 })
+            Ok(AddrArg::Dedicated { addr: Ipv4Addr::new(198, 18, 0, 100), prefix_len: 24, addr6: None })
         );
-        for bad in ["198.18.0.100", "198.18.0.100/33", "198.18.0.100/0", "0.0.0.0/8", "x/24", "224.0.0.1/4", ""] {
+        let both: AddrArg = "198.18.0.100/24,2001:2::100/64".parse().unwrap();
+        assert_eq!(both, AddrArg::Dedicated { addr: Ipv4Addr::new(198, 18, 0, 100), prefix_len: 24, addr6: Some(("2001:2::100".parse().unwrap(), 64)) });
+        assert_eq!(both.to_string(), "198.18.0.100/24,2001:2::100/64");
+        assert_eq!(both.mode6(), Addr6Mode::Dedicated { addr: "2001:2::100".parse().unwrap(), prefix_len: 64 });
+        assert_eq!(AddrArg::Shared.mode6(), Addr6Mode::Auto);
+        for bad in [
+            "198.18.0.100",
+            "198.18.0.100/33",
+            "198.18.0.100/0",
+            "0.0.0.0/8",
+            "x/24",
+            "224.0.0.1/4",
+            "",
+            "198.18.0.100/24,2001:2::100",
+            "198.18.0.100/24,2001:2::100/129",
+            "198.18.0.100/24,::/64",
+            "198.18.0.100/24,ff02::1/64",
+            "198.18.0.100/24,::ffff:1.2.3.4/96",
+            "2001:2::100/64",
+        ] {
             assert!(bad.parse::<AddrArg>().is_err(), "{bad:?}");
         }
-        assert_eq!(AddrArg::Dedicated { addr: Ipv4Addr::new(10, 0, 0, 1), prefix_len: 8 }.to_string(), "10.0.0.1/8");
+        assert_eq!(AddrArg::Dedicated { addr: Ipv4Addr::new(10, 0, 0, 1), prefix_len: 8, addr6: None }.to_string(), "10.0.0.1/8");
     }
 
     /// The shared xsk options alone, as both binaries flatten them.
@@ -474,8 +523,6 @@ mod tests {
                 .with_ack_delay_max(Duration::from_millis(40))
         );
         assert!(!recovery(&["--recovery", "default", "--no-tail-probe"]).unwrap().tail_probe);
-        assert!(!recovery(&[]).unwrap().timestamps);
-        assert!(recovery(&["--recovery", "smoltcp", "--timestamps"]).unwrap().timestamps);
         // Sub-millisecond values are durations too.
         assert_eq!(recovery(&["--ack-delay", "500us"]).unwrap().ack_delay, Duration::from_micros(500));
     }

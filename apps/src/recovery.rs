@@ -280,6 +280,19 @@ mod tests {
     }
 
     #[test]
+    fn timestamps_are_off_unless_asked_for() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            r: RecoveryOpts,
+        }
+        use clap::Parser;
+        let ts = |args: &[&str]| Cli::try_parse_from([&["x"], args].concat()).unwrap().r.settings().unwrap().timestamps;
+        assert!(!ts(&[]) && !ts(&["--recovery", "smoltcp"]));
+        assert!(ts(&["--timestamps"]) && ts(&["--recovery", "smoltcp", "--timestamps"]));
+    }
+
+    #[test]
     fn recovery_counts() {
         let mut s = RecoveryStats::default();
         (s.rto_retransmits, s.fast_retransmits, s.tail_probes, s.spurious_retransmits, s.spurious_probes) = (1, 2, 3, 4, 5);

@@ -1,7 +1,7 @@
 //! Parsers for option values the binaries share: durations, byte counts, `HOST:PORT`
 //! addresses and fractions, each with an error that shows a valid example.
 
-use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// Parses a duration the humantime way: `10s`, `250ms`, `1m30s`, `500us` (`0` is zero). Every
@@ -12,8 +12,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses `HOST:PORT` and resolves the host (a name or an IPv4 address) to its first IPv4
 /// address; the stacks speak IPv4 only.
-pub fn parse_connect(s: &str) -> Result<SocketAddrV4, String> {
-    if let Ok(a) = s.parse::<SocketAddrV4>() {
+/// `HOST:PORT` or `[IPV6]:PORT`: a literal address, or a name's first IPv4 address (its
+/// first IPv6 one if it has none).
+pub fn parse_connect(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
     let Some((host, port)) = s.rsplit_once(':') else {
@@ -25,11 +27,10 @@ pub fn parse_connect(s: &str) -> Result<SocketAddrV4, String> {
     let addrs: Vec<SocketAddr> = s.to_socket_addrs().map_err(|e| format!("cannot resolve {host:?}: {e}"))?.collect();
     addrs
         .iter()
-        .find_map(|a| match a {
-            SocketAddr::V4(v4) => Some(*v4),
-            SocketAddr::V6(_) => None,
-        })
-        .ok_or_else(|| format!("{host:?} has no IPv4 address (the stacks speak IPv4 only)"))
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{host:?} has no address"))
 }
 
 /// Parses a byte count: `64`, `16k`, `4M` (binary multiples).
@@ -79,7 +80,8 @@ mod tests {
 
     #[test]
     fn connect_addresses() {
-        assert_eq!(parse_connect("198.18.0.1:7000"), Ok(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 7000)));
+        assert_eq!(parse_connect("198.18.0.1:7000"), Ok(SocketAddr::new(Ipv4Addr::new(198, 18, 0, 1).into(), 7000)));
+        assert_eq!(parse_connect("[2001:2::1]:7000"), Ok("[2001:2::1]:7000".parse().unwrap()));
         assert_eq!(parse_connect("localhost:7000").map(|a| a.port()), Ok(7000));
         assert!(parse_connect("localhost:7000").unwrap().ip().is_loopback());
         for bad in ["198.18.0.1", "localhost", ":7000", "localhost:99999", "no-such-host.invalid:1", ""] {

@@ -1,19 +1,11 @@
 #!/bin/bash
 # rr-demo, fast path against --no-fast-path in the order A B B A per cycle (the same
 # binary), so that neither variant always holds the first or the last slot.
+# The loop is scripts/study/abba-rr-demo's.
 # Usage: abba.sh OUT CYCLES CASES   (root; from the repository's top)
 set -euo pipefail
+[ $# -eq 3 ] || { sed -n 's/^# Usage: //p' "$0" >&2; exit 2; }
 OUT=$1; N=$2; CASES=$3
-mkdir -p "$OUT"
-k=0
-for i in $(seq 1 "$N"); do
-  for v in fast general general fast; do
-    k=$((k + 1))
-    x=""; [ $v = general ] && x="--no-fast-path"
-    args=(--only "$CASES" --rounds 1 --duration 4s --out "$OUT/$v-$k")
-    [ -n "$x" ] && args+=(--xsk-args "$x")
-    echo "== $k $v"
-    target/release/rr-demo "${args[@]}" > "$OUT/$v-$k.log" 2>&1 || { echo "rr-demo failed, see $OUT/$v-$k.log"; exit 1; }
-    rm -rf "$OUT/$v-$k/logs" "$OUT/$v-$k"/*.png "$OUT/$v-$k"/*.svg
-  done
-done
+exec "$(dirname "$0")/../../scripts/study/abba-rr-demo" "$OUT" "$N" "fast general general fast" \
+  fast=target/release "general=target/release:--xsk-args --no-fast-path" \
+  -- --only "$CASES" --rounds 1 --duration 4s

@@ -27,6 +27,25 @@ pub(crate) fn tcp_socket(nonblocking: bool) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// An IPv6 TCP socket.
+pub(crate) fn tcp_socket6(nonblocking: bool) -> io::Result<OwnedFd> {
+    let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: socket() takes no pointers; the result is checked by cvt.
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET6, flags, 0) })?;
+    // SAFETY: fd was just returned by socket() and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub(crate) fn sockaddr_in6(addr: std::net::SocketAddrV6) -> (libc::sockaddr_in6, libc::socklen_t) {
+    // SAFETY: a zeroed sockaddr_in6 is a valid value of it.
+    let mut sa: libc::sockaddr_in6 = unsafe { mem::zeroed() };
+    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    sa.sin6_port = addr.port().to_be();
+    sa.sin6_addr.s6_addr = addr.ip().octets();
+    sa.sin6_scope_id = addr.scope_id();
+    (sa, mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+}
+
 pub(crate) fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: the option value points at `value`, a c_int that outlives the call, with its size.
     let rc = unsafe {
@@ -71,7 +90,8 @@ pub(crate) fn listen(fd: RawFd) -> io::Result<()> {
     cvt(unsafe { libc::listen(fd, LISTEN_BACKLOG) }).map(drop)
 }
 
-/// The IPv4 peer of a connected socket (None for another family).
+/// The IPv4 peer of a connected socket, also when a dual-stack listener took it (an
+/// IPv4-mapped IPv6 address); None for an IPv6 peer.
 #[cfg(feature = "uring")]
 pub(crate) fn peer_of(fd: RawFd) -> io::Result<Option<SocketAddrV4>> {
     // SAFETY: a zeroed sockaddr_storage is a valid value of it.
@@ -79,6 +99,12 @@ pub(crate) fn peer_of(fd: RawFd) -> io::Result<Option<SocketAddrV4>> {
     let mut len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: `ss` and `len` are live and writable; the kernel writes at most `len` bytes.
     cvt(unsafe { libc::getpeername(fd, (&mut ss as *mut libc::sockaddr_storage).cast(), &mut len) })?;
+    if i32::from(ss.ss_family) == libc::AF_INET6 {
+        // SAFETY: the family says the storage holds a sockaddr_in6, which it is large enough for.
+        let sin6 = unsafe { &*(&ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+        let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+        return Ok(ip.to_ipv4_mapped().map(|a| SocketAddrV4::new(a, u16::from_be(sin6.sin6_port))));
+    }
     if i32::from(ss.ss_family) != libc::AF_INET {
         return Ok(None);
     }
@@ -88,21 +114,69 @@ pub(crate) fn peer_of(fd: RawFd) -> io::Result<Option<SocketAddrV4>> {
 }
 
 /// A listening socket on `addr`: SO_REUSEADDR, SO_REUSEPORT if `reuse_port`, the backlog
-/// above. `AddrInUse` as the transport error for a taken port.
+/// above. `AddrInUse` as the transport error for a taken port. On the unspecified address
+/// it serves both families (an IPv6 socket that also takes IPv4, as the xsk backend's
+/// listeners do), unless the kernel has no IPv6.
 pub(crate) fn listener(addr: SocketAddrV4, reuse_port: bool, nonblocking: bool) -> Result<OwnedFd, crate::TransportError> {
-    let fd = tcp_socket(nonblocking)?;
+    if addr.ip().is_unspecified() {
+        match dual_stack_socket(nonblocking) {
+            Ok(fd) => return configure_listener(fd, addr.port(), reuse_port, |fd| bind6_any(fd, addr.port())),
+            Err(e) if e.raw_os_error() == Some(libc::EAFNOSUPPORT) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    configure_listener(tcp_socket(nonblocking)?, addr.port(), reuse_port, |fd| bind(fd, addr))
+}
+
+fn configure_listener(
+    fd: OwnedFd,
+    port: u16,
+    reuse_port: bool,
+    bind: impl FnOnce(RawFd) -> io::Result<()>,
+) -> Result<OwnedFd, crate::TransportError> {
     set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     if reuse_port {
         set_int_opt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
     }
-    bind(fd.as_raw_fd(), addr).map_err(|e| {
+    bind(fd.as_raw_fd()).map_err(|e| {
         if e.kind() == io::ErrorKind::AddrInUse {
-            crate::TransportError::AddrInUse(addr.port())
+            crate::TransportError::AddrInUse(port)
         } else {
             e.into()
         }
     })?;
     Ok(fd)
+}
+
+/// A listener's address as the IPv4 API reports it: a dual-stack listener's `[::]:port`
+/// is `0.0.0.0:port`, an IPv4-mapped address the IPv4 one, another IPv6 address none.
+pub(crate) fn listener_v4(a: std::net::SocketAddr) -> Option<SocketAddrV4> {
+    match a {
+        std::net::SocketAddr::V4(a) => Some(a),
+        std::net::SocketAddr::V6(a) if a.ip().is_unspecified() => Some(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, a.port())),
+        std::net::SocketAddr::V6(a) => a.ip().to_ipv4_mapped().map(|m| SocketAddrV4::new(m, a.port())),
+    }
+}
+
+/// An IPv6 TCP socket that takes IPv4 too (IPV6_V6ONLY off, whatever the sysctl says).
+fn dual_stack_socket(nonblocking: bool) -> io::Result<OwnedFd> {
+    let flags = libc::SOCK_STREAM | libc::SOCK_CLOEXEC | if nonblocking { libc::SOCK_NONBLOCK } else { 0 };
+    // SAFETY: socket() takes no pointers; the result is checked by cvt.
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET6, flags, 0) })?;
+    // SAFETY: fd was just returned by socket() and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_int_opt(fd.as_raw_fd(), libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 0)?;
+    Ok(fd)
+}
+
+fn bind6_any(fd: RawFd, port: u16) -> io::Result<()> {
+    // SAFETY: a zeroed sockaddr_in6 is the unspecified address, port 0.
+    let mut sa: libc::sockaddr_in6 = unsafe { mem::zeroed() };
+    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    sa.sin6_port = port.to_be();
+    let len = mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+    // SAFETY: `sa` is a valid sockaddr_in6 that outlives the call and `len` is its size.
+    cvt(unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_in6).cast(), len) }).map(drop)
 }
 
 /// Binds an outgoing socket to the `nth` of `sources` addresses from `base` (no-op for the

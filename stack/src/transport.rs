@@ -60,7 +60,7 @@
 //! sends, so batching backends (AF_XDP TX ring) can kick once per iteration instead of once per
 //! `send`.
 
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -75,6 +75,16 @@ pub trait Transport {
     /// Starts a non-blocking connect. Completion is reported as `Connected(id)`, failure
     /// as `Closed(id)`.
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError>;
+
+    /// [`connect`](Self::connect) to an IPv4 or IPv6 address. Default: IPv4 through
+    /// `connect`, IPv6 refused with [`TransportError::InvalidInput`] (the kernel backend
+    /// connects over IPv6 too).
+    fn connect_ip(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
+        match addr {
+            SocketAddr::V4(a) => self.connect(a),
+            SocketAddr::V6(_) => Err(TransportError::InvalidInput("this backend connects over IPv4 only")),
+        }
+    }
 
     /// Runs the event loop once: waits up to `timeout` (None = until something happens) for
     /// I/O and appends events to `events` (without clearing it).
@@ -169,6 +179,12 @@ pub trait Transport {
     /// always after the application closed it. Costs no syscall (the kernel backend keeps
     /// what `accept` and `connect` gave it).
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4>;
+
+    /// [`peer_addr`](Self::peer_addr) for either family. Default: the IPv4 peer only (a
+    /// backend that serves IPv6 overrides it: the kernel backend, the in-memory one).
+    fn peer_socket_addr(&self, conn: ConnId) -> Option<SocketAddr> {
+        self.peer_addr(conn).map(SocketAddr::V4)
+    }
 
     /// Short backend name for reports: "kernel" (epoll), "uring" or "xsk".
     fn name(&self) -> &'static str;

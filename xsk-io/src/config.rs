@@ -2,7 +2,7 @@
 //! interface ([`crate::iface`]) and the data plane ([`crate::port`]) both read it and
 //! neither imports the other for it.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::socket::RingSizes;
 use crate::steer::SteerFlags;
@@ -46,6 +46,10 @@ pub struct SteerSpec {
     pub tcp_ports: Vec<u16>,
     /// ARP for `addr` (dedicated-address mode), ICMP to `addr`.
     pub flags: SteerFlags,
+    /// IPv6 steered too, to this address (`::`: any), with the same TCP ports and
+    /// flags (ICMP: neighbour discovery and the rest of a dedicated address); `None`:
+    /// IPv6 is the kernel's.
+    pub addr6: Option<Ipv6Addr>,
 }
 
 /// Builders: each sets one field and gives the config back, so a caller outside this
@@ -53,7 +57,7 @@ pub struct SteerSpec {
 impl SteerSpec {
     /// Frames to `addr` (`0.0.0.0`: any), no TCP port yet, no ARP or ICMP.
     pub fn new(addr: Ipv4Addr) -> SteerSpec {
-        SteerSpec { addr, tcp_ports: Vec::new(), flags: SteerFlags::default() }
+        SteerSpec { addr, tcp_ports: Vec::new(), flags: SteerFlags::default(), addr6: None }
     }
 
     /// With `addr` set to `v`.
@@ -71,6 +75,12 @@ impl SteerSpec {
     /// With `flags` set to `v`.
     pub fn with_flags(mut self, v: SteerFlags) -> Self {
         self.flags = v;
+        self
+    }
+
+    /// With `addr6` set to `v`.
+    pub fn with_addr6(mut self, v: Option<Ipv6Addr>) -> Self {
+        self.addr6 = v;
         self
     }
 }

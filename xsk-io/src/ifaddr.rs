@@ -5,7 +5,7 @@
 //! long name, `ENODEV` for no such interface in this namespace.
 
 use std::io;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 fn ifreq(ifname: &str) -> io::Result<libc::ifreq> {
@@ -73,6 +73,45 @@ pub(crate) fn set_mtu(ifname: &str, mtu: u32) -> io::Result<()> {
 /// it has none (or does not exist: `getifaddrs` lists only what is there).
 pub fn ipv4(ifname: &str) -> io::Result<Option<(Ipv4Addr, u8)>> {
     Ok(ipv4_all()?.into_iter().find(|(n, _, _)| n == ifname).map(|(_, a, p)| (a, p)))
+}
+
+/// The first global IPv6 address (not link-local, loopback or multicast) and prefix
+/// length on the interface; `Ok(None)` if it has none.
+pub fn ipv6(ifname: &str) -> io::Result<Option<(Ipv6Addr, u8)>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = None;
+    let mut p = head;
+    while !p.is_null() && found.is_none() {
+        // SAFETY: `p` walks the list getifaddrs returned; every node, name
+        // and sockaddr stays valid until freeifaddrs.
+        unsafe {
+            let ifa = &*p;
+            if !ifa.ifa_addr.is_null()
+                && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET6
+                && std::ffi::CStr::from_ptr(ifa.ifa_name).to_bytes() == ifname.as_bytes()
+            {
+                let a = Ipv6Addr::from((*(ifa.ifa_addr as *const libc::sockaddr_in6)).sin6_addr.s6_addr);
+                let prefix = if ifa.ifa_netmask.is_null() {
+                    128
+                } else {
+                    let m = (*(ifa.ifa_netmask as *const libc::sockaddr_in6)).sin6_addr.s6_addr;
+                    u128::from_be_bytes(m).count_ones() as u8
+                };
+                let link_local = a.segments()[0] & 0xffc0 == 0xfe80;
+                if !link_local && !a.is_loopback() && !a.is_multicast() && !a.is_unspecified() {
+                    found = Some((a, prefix));
+                }
+            }
+            p = ifa.ifa_next;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(found)
 }
 
 /// The interfaces in the calling thread's network namespace that have `addr` (none when

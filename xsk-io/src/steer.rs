@@ -24,7 +24,7 @@
 //! owned [`libbpf_rs::Object`] (the generated skeleton borrows its storage,
 //! which does not fit a long-lived, `Arc`-shared value).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Once};
@@ -93,6 +93,8 @@ struct CfgValue {
     flags: SteerFlags,
     /// TCP ports steered by range (empty: `port_hi` 0).
     range: Option<(u16, u16)>,
+    /// IPv6 steered to this address (unspecified: any), or not at all.
+    addr6: Option<Ipv6Addr>,
 }
 
 impl Steer {
@@ -222,7 +224,7 @@ impl Steer {
             cfg,
             counters,
             acks,
-            cfg_value: std::sync::Mutex::new(CfgValue { addr: Ipv4Addr::UNSPECIFIED, flags: SteerFlags::NONE, range: None }),
+            cfg_value: std::sync::Mutex::new(CfgValue { addr: Ipv4Addr::UNSPECIFIED, flags: SteerFlags::NONE, range: None, addr6: None }),
             link,
         })
     }
@@ -316,9 +318,20 @@ impl Steer {
         Ok(())
     }
 
+    /// Steer IPv6 too: TCP to `addr6` (`::`: any address) and the steered ports, and
+    /// with [`SteerFlags::ICMP`] (a dedicated address) everything else to it and its
+    /// neighbour solicitations; `None`: no IPv6 (the default), all of it the kernel's.
+    pub fn set_addr6(&self, addr6: Option<Ipv6Addr>) -> Result<(), SteerError> {
+        let mut g = self.cfg_value.lock().unwrap_or_else(|e| e.into_inner());
+        let v = CfgValue { addr6, ..*g };
+        self.write_cfg(&v, || format!("set IPv6 address {addr6:?}"))?;
+        *g = v;
+        Ok(())
+    }
+
     fn write_cfg(&self, v: &CfgValue, op: impl FnOnce() -> String) -> Result<(), SteerError> {
         self.cfg
-            .update(&0u32.to_ne_bytes(), &encode_cfg(v.addr, v.flags, v.range), MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), &encode_cfg(v.addr, v.flags, v.range, v.addr6), MapFlags::ANY)
             .map_err(|source| SteerError::Map { map: MAP_CFG, op: op(), source })
     }
 

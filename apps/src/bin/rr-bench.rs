@@ -10,7 +10,7 @@
 //! rr-server in one, runs the load from the other, and removes everything afterwards.
 
 use std::fs::File;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -76,9 +76,9 @@ struct Args {
     /// Client TCP/IP stack: kernel, or xsk (smoltcp over AF_XDP, needs --iface and root).
     #[arg(long, value_enum, default_value_t = Backend::Kernel)]
     backend: Backend,
-    /// Server address: an IPv4 address or a host name, and the port.
+    /// Server address: an IPv4 address, [an IPv6 one] (kernel backend) or a host name, and the port.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_connect, required_unless_present = "lab", conflicts_with = "lab")]
-    connect: Option<SocketAddrV4>,
+    connect: Option<SocketAddr>,
     /// Protocol of the server (see rr-server --help): echo, kv or tcp-echo.
     #[arg(long, value_enum, default_value_t = Service::Echo)]
     service: Service,
@@ -391,7 +391,7 @@ fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
 
 fn drive<T: Transport>(
     t: T,
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     args: &Args,
     plan: &Plan,
     sync: Option<&threads::Rendezvous>,
@@ -421,7 +421,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     mut t: T,
     codec: C,
     workload: W,
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     args: &Args,
     plan: &Plan,
     sync: Option<&threads::Rendezvous>,
@@ -538,7 +538,7 @@ struct Measured {
 }
 
 impl Measured {
-    fn result(&self, args: &Args, plan: &Plan, addr: SocketAddrV4) -> BenchResult {
+    fn result(&self, args: &Args, plan: &Plan, addr: SocketAddr) -> BenchResult {
         let mut r = make_result(&self.report, args, plan, addr, &self.usage, self.server_cpu, self.netrx);
         r.warmup_requests = self.warmup_requests;
         r.setup_s = self.setup_s;
@@ -595,7 +595,7 @@ mod threads {
         total / n + usize::from(i < total % n)
     }
 
-    pub(super) fn drive_all(kcfg: &KernelConfig, addr: SocketAddrV4, args: &Args, plan: &Plan) -> Result<Measured> {
+    pub(super) fn drive_all(kcfg: &KernelConfig, addr: SocketAddr, args: &Args, plan: &Plan) -> Result<Measured> {
         let n = args.threads as usize;
         ensure!(args.conns >= n, "--conns {} must be at least --threads {n}", args.conns);
         let timeout = args.warmup + args.duration + args.connect_timeout + args.drain_timeout + Duration::from_secs(30);
@@ -665,7 +665,7 @@ fn make_result(
     r: &ClientReport,
     args: &Args,
     plan: &Plan,
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     usage: &CpuUsage,
     server_cpu: Option<Duration>,
     netrx: Option<NetRxTimes>,
@@ -851,7 +851,7 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     eprintln!("lab: {lab}");
     let o = lab.addr_a.octets();
     let host = |n: u8| Ipv4Addr::new(o[0], o[1], o[2], n);
-    let dedicated = |n: u8| AddrArg::Dedicated { addr: host(n), prefix_len: lab.prefix_len };
+    let dedicated = |n: u8| AddrArg::Dedicated { addr: host(n), prefix_len: lab.prefix_len, addr6: None };
 
     let server_ip = match (server_backend, args.lab_shared) {
         (Backend::Xsk, false) => host(100),
@@ -895,7 +895,7 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
 
     let mut client = args.clone();
     client.lab = None;
-    client.connect = Some(SocketAddrV4::new(server_ip, args.port));
+    client.connect = Some(SocketAddrV4::new(server_ip, args.port).into());
     client.server_pid = Some(server.child.id());
     match args.backend {
         Backend::Xsk => {

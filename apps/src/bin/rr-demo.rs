@@ -42,7 +42,8 @@ plot), and logs/ with each server's and client's output and JSON per run. A serv
 fails to start is reported with the last lines of its log.
 
 Cases (--only picks them): rr-1, rr-16, rr-256: that many connections, one request in
-flight on each; rr-256-t2 and rr-256-s2: 2 client threads, and 2 server threads too;
+flight on each; rr-16-v6: rr-16 with the client connecting over IPv6 (the lab's ends get
+2001:2::1 and ::2, the stack 2001:2::100; not with --quick); rr-256-t2 and rr-256-s2: 2 client threads, and 2 server threads too;
 same-16, busy-1, busy-same-1: the client on the server's stack (stack to stack, kernel to
 kernel: an epoll client for epoll, an io_uring one for uring), busy polling; other cases use
 rr-bench's epoll client whatever the server; open-5k and idle-100: open loop at 5,000 and 100 requests/s over 16
@@ -248,6 +249,8 @@ struct Case {
     /// rr-bench --pattern: rr, or churn/storm (connections opened and closed; the row's
     /// requests/s are connections/s).
     pattern: &'static str,
+    /// The client connects over IPv6 (the lab's ends get addresses in 2001:2::/48).
+    v6: bool,
 }
 
 /// What one run measured; in a `Summary`, the medians over the runs.
@@ -456,6 +459,7 @@ fn cases() -> Vec<Case> {
         server_threads: 1,
         xsk_args: &[],
         pattern: "rr",
+        v6: false,
     };
     // The headline: throughput at moderate and high connection counts, stack to stack, the
     // busy-polled latency floor, light load, and loss.
@@ -463,6 +467,8 @@ fn cases() -> Vec<Case> {
     vec![
         c("rr-1", 1, false, false, None),
         h(c("rr-16", 16, false, false, None)),
+        // rr-16 over IPv6: its xsk/kernel ratio is rr-16's if IPv6 costs either side nothing more.
+        Case { v6: true, full_only: true, ..c("rr-16-v6", 16, false, false, None) },
         h(c("rr-256", 256, false, false, None)),
         Case { client_threads: 2, ..c("rr-256-t2", 256, false, false, None) },
         // The same with two server threads: rr-256-t2 against rr-256-s2 is the 1 -> 2 scaling.
@@ -592,13 +598,13 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     let meta = metadata(args, rounds, dur);
     lab::sweep_stale("rd");
     lab::sweep_stale("rq");
-    let env = build_env(args, "rd", 1, logs.clone())?;
+    let env = build_env(args, "rd", 1, logs.clone(), cases.iter().any(|c| c.v6))?;
     // The server-threads cases need one RX queue per xsk shard on the server's veth and as many
     // TX queues on the client's (the kernel picks a client TX queue per flow by its hash, and
     // veth delivers to the RX queue of the same number): a second lab, built only if needed, so
     // the single-queue cases keep the lab they always had.
     let max_threads = cases.iter().map(|c| c.server_threads).max().unwrap_or(1);
-    let env_mq = if max_threads > 1 { Some(build_env(args, "rq", max_threads as u32, logs)?) } else { None };
+    let env_mq = if max_threads > 1 { Some(build_env(args, "rq", max_threads as u32, logs, false)?) } else { None };
     println!(
         "lab: {} ({}) <-> {} ({}); {rounds} round(s) of {} per case, rotating xsk/{}; client receive path {}; logs in {}",
         env.lab.ns_a.name,
@@ -734,10 +740,17 @@ fn time_left(elapsed: Duration, done: usize, total: usize) -> String {
 
 /// A veth lab (`queues` queue pairs on both ends) with the client namespace prepared as every
 /// case needs it.
-fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf) -> Result<Env> {
+/// With `v6`, IPv6 stays on and the ends get 2001:2::1 and ::2 (/64); otherwise the lab is
+/// IPv4 only, as it always was.
+fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf, v6: bool) -> Result<Env> {
     let peer_queues = (queues > 1).then_some(queues);
-    let lab = Lab::new(&LabConfig { prefix: prefix.into(), peer_queues, ..LabConfig::default() })
+    let lab = Lab::new(&LabConfig { prefix: prefix.into(), peer_queues, disable_ipv6: !v6, ..LabConfig::default() })
         .with_context(|| format!("building the veth lab ({queues} queue pair(s))"))?;
+    if v6 {
+        // No duplicate address detection: usable at once.
+        lab.ns_a.run(&["ip", "-6", "addr", "add", "2001:2::1/64", "dev", &lab.if_a, "nodad"])?;
+        lab.ns_b.run(&["ip", "-6", "addr", "add", "2001:2::2/64", "dev", &lab.if_b, "nodad"])?;
+    }
     // The client keeps veth's default offloads (TX checksum, TSO), as in every
     // container; both servers get the same frames.
     // 10,000 connections, twice (warm-up and measured run), one after the other:

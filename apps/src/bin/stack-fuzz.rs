@@ -46,6 +46,10 @@ struct Cli {
     /// peers send timestamp options (wild echoes among them).
     #[arg(long)]
     timestamps: bool,
+    /// Every other hostile peer speaks IPv6 to the same listener, with what only IPv6 has:
+    /// extension header chains, fragments, neighbour discovery and ICMPv6 junk.
+    #[arg(long)]
+    ipv6: bool,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -65,7 +69,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut cfg = FuzzConfig::default();
     (cfg.frames, cfg.seed, cfg.peers, cfg.max_conns) = (cli.frames, cli.seed, cli.peers, cli.max_conns);
-    (cfg.syn_cookies, cfg.twin, cfg.timestamps) = (cli.syn_cookies.into(), cli.twin, cli.timestamps);
+    (cfg.syn_cookies, cfg.twin, cfg.timestamps, cfg.ipv6) = (cli.syn_cookies.into(), cli.twin, cli.timestamps, cli.ipv6);
     let start = Instant::now();
     let quiet = cli.quiet;
     let r = run(&cfg, |r| {
@@ -88,7 +92,10 @@ fn main() -> ExitCode {
         Err((e, rep)) => (false, rep, Some(e)),
     };
     println!("stack-fuzz: {} frames, seed {}, {:.1} s ({:.0} frames/s), peak RSS {} KiB", rep.frames, rep.seed, secs, rep.frames as f64 / secs, rss_kib());
-    println!("  server: accepted {}, requests {}, answers {}, honest echoes {}", rep.accepted, rep.requests, rep.answers, rep.honest_echoes);
+    println!(
+        "  server: accepted {}, requests {}, answers {} ({} TCP segments to IPv6 peers), honest echoes {}",
+        rep.accepted, rep.requests, rep.answers, rep.answers6, rep.honest_echoes
+    );
     if cli.twin {
         println!(
             "  fast path: {} segments in, {} out ({} bucket egresses without a scan); twin without it: the same answers after every batch, the same state in {} bucket looks",

@@ -1,4 +1,4 @@
-//! The Internet checksum (RFC 1071) of TCP/IPv4 frames, eight bytes a step.
+//! The Internet checksum (RFC 1071) of TCP/IPv4 and TCP/IPv6 frames, eight bytes a step.
 //!
 //! Every received TCP segment is verified once, in `demux::inspect`, before
 //! smoltcp sees it (smoltcp is told not to verify again), and every TCP
@@ -11,7 +11,7 @@
 //! 64-bit words are added with the end-around carry, folded, and
 //! byte-swapped once.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The one's-complement sum of `data` as big-endian 16-bit words (an odd
 /// last byte padded with zero), folded to 16 bits: the same value as
@@ -37,51 +37,128 @@ pub fn tcp_v4_pseudo(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u16 {
     fold(pseudo_v4(src, dst, len))
 }
 
-/// Fills in the TCP checksum of an Ethernet/IPv4/TCP frame; any other
+/// The sum of an upper-layer packet `seg` (protocol `proto`: TCP 6, ICMPv6 58) with
+/// its IPv6 pseudo-header (RFC 8200, 8.1), folded: 0xffff when its checksum is right.
+#[inline]
+pub fn l4_v6(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, seg: &[u8]) -> u16 {
+    fold(add(pseudo_v6(src, dst, proto, seg.len()), seg))
+}
+
+/// The IPv6 pseudo-header of a TCP segment of `len` bytes, folded: what a sender with
+/// checksum offload leaves in the checksum field.
+#[inline]
+pub fn tcp_v6_pseudo(src: Ipv6Addr, dst: Ipv6Addr, len: usize) -> u16 {
+    fold(pseudo_v6(src, dst, 6, len))
+}
+
+/// Fills in the TCP checksum of an Ethernet/IPv4/TCP or Ethernet/IPv6/TCP frame (TCP
+/// right after the fixed IPv6 header: smoltcp writes no extension header); any other
 /// frame (ARP, ICMP, or one too short to be TCP) is left as it is.
 pub fn fill_tcp(frame: &mut [u8]) {
-    let Some((ihl, total)) = tcp_v4_range(frame) else { return };
-    let ip = &mut frame[14..];
-    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-    let seg = &mut ip[ihl..total];
-    seg[16..18].copy_from_slice(&[0, 0]);
-    let sum = !tcp_v4(src, dst, seg);
-    seg[16..18].copy_from_slice(&sum.to_be_bytes());
+    let Some(r) = tcp_range(frame) else { return };
+    let sum = match r.family {
+        Family::V4 => {
+            let ip = &frame[14..];
+            let (src, dst) = (v4_at(ip, 12), v4_at(ip, 16));
+            let seg = &mut frame[14 + r.start..14 + r.end];
+            seg[16..18].copy_from_slice(&[0, 0]);
+            !tcp_v4(src, dst, seg)
+        }
+        Family::V6 => {
+            let ip = &frame[14..];
+            let (src, dst) = (v6_at(ip, 8), v6_at(ip, 24));
+            let seg = &mut frame[14 + r.start..14 + r.end];
+            seg[16..18].copy_from_slice(&[0, 0]);
+            !l4_v6(src, dst, 6, seg)
+        }
+    };
+    let at = 14 + r.start + 16;
+    frame[at..at + 2].copy_from_slice(&sum.to_be_bytes());
 }
 
 /// Where the TCP checksum field is, from the frame's first byte.
 pub const TCP_CSUM_OFFSET: u16 = 16;
 
-/// For checksum offload: writes the pseudo-header sum of an
-/// Ethernet/IPv4/TCP frame into its checksum field, as a CHECKSUM_PARTIAL
-/// sender does, and returns where the TCP header starts (the offload's
-/// `csum_start`; the field is [`TCP_CSUM_OFFSET`] after it). Any other frame
-/// is left as it is (None).
+/// For checksum offload: writes the pseudo-header sum of an Ethernet/IPv4/TCP or
+/// Ethernet/IPv6/TCP frame into its checksum field, as a CHECKSUM_PARTIAL sender does,
+/// and returns where the TCP header starts (the offload's `csum_start`; the field is
+/// [`TCP_CSUM_OFFSET`] after it). Any other frame is left as it is (None).
 pub fn fill_tcp_pseudo(frame: &mut [u8]) -> Option<u16> {
-    let (ihl, total) = tcp_v4_range(frame)?;
-    let ip = &mut frame[14..];
-    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-    let pseudo = tcp_v4_pseudo(src, dst, total - ihl);
-    ip[ihl + 16..ihl + 18].copy_from_slice(&pseudo.to_be_bytes());
-    Some((14 + ihl) as u16)
+    let r = tcp_range(frame)?;
+    let ip = &frame[14..];
+    let pseudo = match r.family {
+        Family::V4 => tcp_v4_pseudo(v4_at(ip, 12), v4_at(ip, 16), r.end - r.start),
+        Family::V6 => tcp_v6_pseudo(v6_at(ip, 8), v6_at(ip, 24), r.end - r.start),
+    };
+    let at = 14 + r.start + 16;
+    frame[at..at + 2].copy_from_slice(&pseudo.to_be_bytes());
+    Some((14 + r.start) as u16)
 }
 
-/// The IPv4 header length and total length of an Ethernet/IPv4/TCP frame
-/// with a whole TCP header inside it.
+enum Family {
+    V4,
+    V6,
+}
+
+/// Where the TCP segment of an Ethernet/IP/TCP frame lies, from the IP header's start.
+struct TcpRange {
+    family: Family,
+    start: usize,
+    end: usize,
+}
+
+/// The TCP segment of an Ethernet/IPv4/TCP frame, or of an Ethernet/IPv6/TCP one with
+/// no extension header, with a whole TCP header inside it.
 #[inline]
-fn tcp_v4_range(frame: &[u8]) -> Option<(usize, usize)> {
-    if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] {
+fn tcp_range(frame: &[u8]) -> Option<TcpRange> {
+    if frame.len() < 14 + 20 {
         return None;
     }
     let ip = &frame[14..];
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-    if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 || total > ip.len() {
-        return None;
+    match [frame[12], frame[13]] {
+        [0x08, 0x00] => {
+            let ihl = (ip[0] & 0x0f) as usize * 4;
+            let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+            if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 || total > ip.len() {
+                return None;
+            }
+            Some(TcpRange { family: Family::V4, start: ihl, end: total })
+        }
+        [0x86, 0xdd] => {
+            if ip.len() < 40 || ip[0] >> 4 != 6 || ip[6] != 6 {
+                return None;
+            }
+            let end = 40 + u16::from_be_bytes([ip[4], ip[5]]) as usize;
+            if end < 40 + 20 || end > ip.len() {
+                return None;
+            }
+            Some(TcpRange { family: Family::V6, start: 40, end })
+        }
+        _ => None,
     }
-    Some((ihl, total))
+}
+
+#[inline]
+fn v4_at(b: &[u8], at: usize) -> Ipv4Addr {
+    Ipv4Addr::new(b[at], b[at + 1], b[at + 2], b[at + 3])
+}
+
+#[inline]
+fn v6_at(b: &[u8], at: usize) -> Ipv6Addr {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[at..at + 16]);
+    Ipv6Addr::from(a)
+}
+
+/// The unfolded IPv6 pseudo-header: both addresses, the upper-layer length (32 bits)
+/// and the next header (32 bits, three zero bytes first).
+#[inline]
+fn pseudo_v6(src: Ipv6Addr, dst: Ipv6Addr, proto: u8, len: usize) -> u64 {
+    let mut acc = add(0, &src.octets());
+    acc = add(acc, &dst.octets());
+    let len = (len as u32).to_be_bytes();
+    acc = add_carry(acc, u32::from_ne_bytes(len) as u64);
+    add_carry(acc, u32::from_ne_bytes([0, 0, 0, proto]) as u64)
 }
 
 /// The unfolded sum of the pseudo-header, in the order `add` sums in.
@@ -246,6 +323,45 @@ mod tests {
         // The longest IPv4 packet.
         let big = vec![0xffu8; 65_535];
         assert_eq!(super::data(&big), checksum::data(&big));
+    }
+
+    #[test]
+    fn ipv6_matches_smoltcp_and_fills_like_the_builder() {
+        use crate::testing::frames::{tcp6, TcpSpec};
+        use std::net::Ipv6Addr;
+        let (a, b): (Ipv6Addr, Ipv6Addr) = ("2001:2::1".parse().unwrap(), "2001:2:0:ffff::fe".parse().unwrap());
+        for len in [0usize, 20, 255, 256, 1440, 65_515] {
+            let theirs = checksum::pseudo_header_v6(&a, &b, IpProtocol::Tcp, len as u32);
+            assert_eq!(super::tcp_v6_pseudo(a, b, len), theirs, "len {len}");
+            let seg: Vec<u8> = (0..len.min(300)).map(|i| (i * 7 + 3) as u8).collect();
+            let pseudo = checksum::pseudo_header_v6(&a, &b, IpProtocol::Tcp, seg.len() as u32);
+            assert_eq!(super::l4_v6(a, b, 6, &seg), checksum::combine(&[pseudo, checksum::data(&seg)]));
+        }
+        let payload: Vec<u8> = (0..=255u8).collect();
+        for len in [0usize, 1, 7, 64, 255] {
+            let good = tcp6(&TcpSpec { flags: 0x18, payload: &payload[..len], ..TcpSpec::default() }, a, b);
+            let mut f = good.clone();
+            f[70] ^= 0x5a;
+            super::fill_tcp(&mut f);
+            assert_eq!(f, good, "fill_tcp, payload {len}");
+            // The offload's way: the pseudo-header sum, completed over the segment.
+            let mut f = good.clone();
+            let start = super::fill_tcp_pseudo(&mut f).expect("a TCP frame") as usize;
+            assert_eq!(start, 54);
+            let sum = !super::data(&f[start..]);
+            f[start + 16..start + 18].copy_from_slice(&sum.to_be_bytes());
+            assert_eq!(f, good, "offload, payload {len}");
+        }
+        // An extension header before TCP, or a cut frame: untouched.
+        let mut ext = tcp6(&TcpSpec::default(), a, b);
+        ext[20] = 0;
+        let before = ext.clone();
+        super::fill_tcp(&mut ext);
+        assert_eq!(ext, before);
+        for cut in 0..74 {
+            let mut f = tcp6(&TcpSpec::default(), a, b)[..cut].to_vec();
+            assert_eq!(super::fill_tcp_pseudo(&mut f), None, "cut {cut}");
+        }
     }
 
     /// `fold` against the textbook one (four masked halvings), on the

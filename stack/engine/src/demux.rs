@@ -8,19 +8,27 @@
 //! listening sockets for every listening port, so a SYN finds a listener
 //! wherever it lands.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::csum;
+
+mod v6;
+
+pub use v6::solicited_node;
 
 use super::drops::DropReason;
 
 /// The bucket of a TCP flow, from the peer's address and port and our port.
-/// (Our address is the same for all flows of a stack.)
+/// (Our address is the same for all flows of a stack and family.)
 #[inline]
-pub fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: usize) -> usize {
+pub fn bucket_of(remote: IpAddr, remote_port: u16, local_port: u16, buckets: usize) -> usize {
     debug_assert!(buckets.is_power_of_two());
+    let a = match remote {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(a) => fold_v6(a),
+    };
     // A multiply-xorshift mix: cheap, and spreads sequential ports well.
-    let mut h = (u32::from(remote) as u64) << 32 | (remote_port as u64) << 16 | local_port as u64;
+    let mut h = (a as u64) << 32 | (remote_port as u64) << 16 | local_port as u64;
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
@@ -29,16 +37,25 @@ pub fn bucket_of(remote: Ipv4Addr, remote_port: u16, local_port: u16, buckets: u
     (h as usize) & (buckets - 1)
 }
 
+/// An IPv6 address in 32 bits for [`bucket_of`]: the words rotated apart before they are
+/// combined, so that peers differing in any part (the interface identifier, mostly)
+/// spread.
+#[inline]
+pub fn fold_v6(a: Ipv6Addr) -> u32 {
+    let w = a.to_bits();
+    (w as u32) ^ ((w >> 32) as u32).rotate_left(8) ^ ((w >> 64) as u32).rotate_left(16) ^ ((w >> 96) as u32).rotate_left(24)
+}
+
 /// What the demultiplexer needs from an incoming frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Flow {
-    /// IPv4/TCP: source address, source port, destination port, and whether
-    /// it opens a connection (SYN without ACK).
+    /// TCP over IPv4 or IPv6: source address, source port, destination port, and
+    /// whether it opens a connection (SYN without ACK).
     #[allow(missing_docs)]
-    Tcp { src: Ipv4Addr, sport: u16, dport: u16, syn: bool },
-    /// IPv4 ICMP: source address.
+    Tcp { src: IpAddr, sport: u16, dport: u16, syn: bool },
+    /// ICMP (IPv4) or ICMPv6 (neighbour discovery, echo, errors): source address.
     #[allow(missing_docs)]
-    Icmp { src: Ipv4Addr },
+    Icmp { src: IpAddr },
     /// ARP for us, from `sender`.
     #[allow(missing_docs)]
     Arp { sender: Ipv4Addr },
@@ -55,6 +72,10 @@ pub struct RxRules {
     pub prefix_len: u8,
     /// Accept TCP checksums left partial by a local sender's checksum offload.
     pub accept_partial: bool,
+    /// Our IPv6 address, if the stack has one (IPv6 frames are refused otherwise).
+    pub addr6: Option<Ipv6Addr>,
+    /// Its subnet's prefix length.
+    pub prefix6_len: u8,
 }
 
 impl RxRules {
@@ -79,6 +100,37 @@ impl RxRules {
     pub fn on_link(&self, a: Ipv4Addr) -> bool {
         let mask = if self.prefix_len == 0 { 0 } else { u32::MAX << (32 - self.prefix_len.min(32)) };
         u32::from(a) & mask == u32::from(self.addr) & mask
+    }
+
+    /// An IPv6 address that no peer can send from: unspecified, multicast, loopback,
+    /// IPv4-mapped (never on a wire), or ours.
+    pub fn bad_source_v6(&self, a: Ipv6Addr) -> bool {
+        a.is_unspecified() || a.is_multicast() || a.is_loopback() || a.to_ipv4_mapped().is_some() || Some(a) == self.addr6
+    }
+
+    /// Whether IPv6 `a` is in our IPv6 subnet (link-local addresses are on the link
+    /// too, but the stack has none, so no answer could reach them).
+    pub fn on_link_v6(&self, a: Ipv6Addr) -> bool {
+        let Some(ours) = self.addr6 else { return false };
+        let n = self.prefix6_len.min(128);
+        let mask = if n == 0 { 0 } else { u128::MAX << (128 - n) };
+        a.to_bits() & mask == ours.to_bits() & mask
+    }
+
+    /// [`on_link`](Self::on_link) or [`on_link_v6`](Self::on_link_v6), by family.
+    pub fn on_link_ip(&self, a: IpAddr) -> bool {
+        match a {
+            IpAddr::V4(a) => self.on_link(a),
+            IpAddr::V6(a) => self.on_link_v6(a),
+        }
+    }
+
+    /// [`bad_source`](Self::bad_source) or [`bad_source_v6`](Self::bad_source_v6), by family.
+    pub fn bad_source_ip(&self, a: IpAddr) -> bool {
+        match a {
+            IpAddr::V4(a) => self.bad_source(a),
+            IpAddr::V6(a) => self.bad_source_v6(a),
+        }
     }
 }
 
@@ -123,6 +175,7 @@ pub fn inspect_expecting(frame: &[u8], rules: &RxRules, partial_first: bool) -> 
     let broadcast = dst_mac == [0xff; 6];
     match u16::from_be_bytes([frame[12], frame[13]]) {
         0x0806 => return inspect_arp(&frame[14..], rules, src_mac, to_us || broadcast),
+        0x86dd => return v6::inspect(frame, rules, src_mac, to_us, partial_first),
         0x0800 => {}
         _ => return Err(DropReason::Unsupported),
     }
@@ -159,35 +212,42 @@ pub fn inspect_expecting(frame: &[u8], rules: &RxRules, partial_first: bool) -> 
     let payload = &ip[ihl..];
     match ip[9] {
         6 => {
-            if payload.len() < 20 {
-                return Err(DropReason::Malformed);
-            }
-            let doff = (payload[12] >> 4) as usize * 4;
-            if doff < 20 || doff > payload.len() {
-                return Err(DropReason::Malformed);
-            }
-            let sport = u16::from_be_bytes([payload[0], payload[1]]);
-            let dport = u16::from_be_bytes([payload[2], payload[3]]);
-            if sport == 0 || dport == 0 {
-                return Err(DropReason::Malformed);
-            }
+            let (sport, dport, syn) = tcp_header(payload)?;
             let partial_csum = match tcp_checksum(src, dst, payload, rules.accept_partial, partial_first) {
                 Csum::Valid => false,
                 Csum::Partial => true,
                 Csum::Wrong => return Err(DropReason::BadChecksum),
             };
-            let flags = payload[13];
-            let syn = flags & 0x02 != 0 && flags & 0x10 == 0;
-            Ok(Inspected { flow: Flow::Tcp { src, sport, dport, syn }, src_mac, partial_csum })
+            Ok(Inspected { flow: Flow::Tcp { src: src.into(), sport, dport, syn }, src_mac, partial_csum })
         }
         1 => {
             if payload.len() < 8 || csum::data(payload) != 0xffff {
                 return Err(if payload.len() < 8 { DropReason::Malformed } else { DropReason::BadChecksum });
             }
-            Ok(Inspected { flow: Flow::Icmp { src }, src_mac, partial_csum: false })
+            Ok(Inspected { flow: Flow::Icmp { src: src.into() }, src_mac, partial_csum: false })
         }
         _ => Err(DropReason::Unsupported),
     }
+}
+
+/// The ports of a TCP segment and whether it is a SYN without ACK, if its header is
+/// whole and its ports are not zero.
+#[inline]
+fn tcp_header(seg: &[u8]) -> Result<(u16, u16, bool), DropReason> {
+    if seg.len() < 20 {
+        return Err(DropReason::Malformed);
+    }
+    let doff = (seg[12] >> 4) as usize * 4;
+    if doff < 20 || doff > seg.len() {
+        return Err(DropReason::Malformed);
+    }
+    let sport = u16::from_be_bytes([seg[0], seg[1]]);
+    let dport = u16::from_be_bytes([seg[2], seg[3]]);
+    if sport == 0 || dport == 0 {
+        return Err(DropReason::Malformed);
+    }
+    let flags = seg[13];
+    Ok((sport, dport, flags & 0x02 != 0 && flags & 0x10 == 0))
 }
 
 fn inspect_arp(arp: &[u8], rules: &RxRules, src_mac: [u8; 6], to_us: bool) -> Result<Inspected, DropReason> {
@@ -238,7 +298,12 @@ fn tcp_checksum(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8], accept_partial: bool, 
 /// sender with checksum offload leaves it for the NIC (here: nobody) to
 /// complete.
 fn is_partial(src: Ipv4Addr, dst: Ipv4Addr, seg: &[u8]) -> bool {
-    let pseudo = csum::tcp_v4_pseudo(src, dst, seg.len());
+    holds_pseudo(seg, csum::tcp_v4_pseudo(src, dst, seg.len()))
+}
+
+/// Whether the TCP checksum field of `seg` is `pseudo`.
+#[inline]
+fn holds_pseudo(seg: &[u8], pseudo: u16) -> bool {
     let field = u16::from_be_bytes([seg[16], seg[17]]);
     // One's complement has two zeros: compare both spellings.
     pseudo == field || (pseudo == 0xffff && field == 0) || (pseudo == 0 && field == 0xffff)
@@ -252,7 +317,7 @@ mod tests {
     fn buckets_spread_and_stay_in_range() {
         let mut counts = vec![0u32; 64];
         for p in 0..64_000u16 {
-            counts[bucket_of(Ipv4Addr::new(198, 18, 0, 2), 10_000 + p % 50_000, 7000, 64)] += 1;
+            counts[bucket_of(Ipv4Addr::new(198, 18, 0, 2).into(), 10_000 + p % 50_000, 7000, 64)] += 1;
         }
         let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
         assert!(*max < *min * 2, "uneven: {min}..{max}");
@@ -264,7 +329,7 @@ mod tests {
     const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
     fn rules(accept_partial: bool) -> RxRules {
-        RxRules { mac: MAC, addr: Ipv4Addr::new(198, 18, 0, 1), prefix_len: 24, accept_partial }
+        RxRules { mac: MAC, addr: Ipv4Addr::new(198, 18, 0, 1), prefix_len: 24, accept_partial, addr6: None, prefix6_len: 0 }
     }
 
     fn syn_from(src: Ipv4Addr) -> Vec<u8> {
@@ -294,7 +359,7 @@ mod tests {
     fn valid_syn_passes() {
         let f = syn_from(Ipv4Addr::new(198, 18, 0, 2));
         let i = inspect(&f, &rules(false)).unwrap();
-        assert_eq!(i.flow, Flow::Tcp { src: Ipv4Addr::new(198, 18, 0, 2), sport: 1234, dport: 80, syn: true });
+        assert_eq!(i.flow, Flow::Tcp { src: Ipv4Addr::new(198, 18, 0, 2).into(), sport: 1234, dport: 80, syn: true });
         assert!(!i.partial_csum);
         // Ethernet padding after the IPv4 packet is fine.
         let mut padded = f.clone();

@@ -12,16 +12,20 @@ use std::fmt;
 pub enum DropReason {
     /// Shorter than its headers, or header fields that contradict its length.
     Malformed,
-    /// TCP or IPv4 header checksum wrong (and not a trusted partial checksum).
+    /// TCP, ICMP or IPv4 header checksum wrong (and not a trusted partial checksum).
     BadChecksum,
     /// Source address that no peer can have: unspecified, broadcast,
-    /// multicast, loopback, reserved, or our own.
+    /// multicast, loopback, reserved, IPv4-mapped (IPv6), or our own.
     BadSource,
-    /// Not addressed to our IPv4 address (or MAC).
+    /// Not addressed to our IPv4 or IPv6 address (or MAC).
     NotForUs,
-    /// An IPv4 fragment: the stack does not reassemble.
+    /// An IPv4 fragment, or an IPv6 packet with a Fragment header: the stack does not
+    /// reassemble.
     Fragment,
-    /// Neither IPv4 nor ARP, or an IPv4 protocol other than TCP and ICMP.
+    /// An IPv6 packet with an extension header before its TCP or ICMPv6 header (hop-by-hop,
+    /// routing, destination options, ...): the stack parses none.
+    ExtensionHeader,
+    /// Neither IPv4, IPv6 nor ARP, or an IP protocol other than TCP and ICMP (ICMPv6).
     Unsupported,
     /// TCP to a port with no listener and no connection (answered with RST).
     NoSocket,
@@ -40,12 +44,13 @@ pub enum DropReason {
 
 impl DropReason {
     /// All reasons, in counter order.
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::Malformed,
         DropReason::BadChecksum,
         DropReason::BadSource,
         DropReason::NotForUs,
         DropReason::Fragment,
+        DropReason::ExtensionHeader,
         DropReason::Unsupported,
         DropReason::NoSocket,
         DropReason::ConnLimit,
@@ -62,6 +67,7 @@ impl DropReason {
             DropReason::BadSource => "bad_source",
             DropReason::NotForUs => "not_for_us",
             DropReason::Fragment => "fragment",
+            DropReason::ExtensionHeader => "ext_header",
             DropReason::Unsupported => "unsupported",
             DropReason::NoSocket => "no_socket",
             DropReason::ConnLimit => "conn_limit",
@@ -76,15 +82,22 @@ impl DropReason {
         match self {
             DropReason::Malformed => "a frame shorter than its headers or with inconsistent lengths",
             DropReason::BadChecksum => {
-                "a TCP/IPv4 checksum did not verify. If the peer uses TX checksum offload on a link the stack \
+                "a TCP, ICMP or IPv4 header checksum did not verify. If the peer uses TX checksum offload on a link the stack \
                  does not trust for it (only veth and virtio_net are), either turn the offload off at the peer \
                  (`ethtool -K <peer-if> tx off`) or accept partial checksums (XskConfig::partial_csum = Accept, \
                  `--partial-csum accept`)"
             }
-            DropReason::BadSource => "a source address no peer can have (0.0.0.0, broadcast, multicast, loopback, ours)",
+            DropReason::BadSource => "a source address no peer can have (unspecified, broadcast, multicast, loopback, IPv4-mapped, ours)",
             DropReason::NotForUs => "a frame for another address reached the socket (steering program or promiscuous peer)",
-            DropReason::Fragment => "an IPv4 fragment (the stack does not reassemble; peers should use path MTU discovery)",
-            DropReason::Unsupported => "a protocol the stack does not speak (only IPv4 TCP, ICMP echo and ARP)",
+            DropReason::Fragment => {
+                "an IPv4 fragment or an IPv6 Fragment header (the stack does not reassemble; peers should use path \
+                 MTU discovery)"
+            }
+            DropReason::ExtensionHeader => {
+                "an IPv6 extension header (hop-by-hop, routing, destination options, ...) before TCP or ICMPv6: \
+                 the stack handles none"
+            }
+            DropReason::Unsupported => "a protocol the stack does not speak (only TCP, ICMP echo, ARP and ICMPv6 over IPv4 and IPv6)",
             DropReason::NoSocket => "TCP for a port or connection the stack does not have; answered with RST",
             DropReason::ConnLimit => {
                 "a SYN beyond the connection limit; answered with RST (raise --max-conns if the load is legitimate)"
@@ -121,8 +134,10 @@ pub struct DropStats {
     pub bad_source: u64,
     /// Frames for another address.
     pub not_for_us: u64,
-    /// IPv4 fragments.
+    /// IPv4 fragments and IPv6 packets with a Fragment header.
     pub fragment: u64,
+    /// IPv6 packets with an extension header the stack does not handle.
+    pub ext_header: u64,
     /// Protocols the stack does not speak.
     pub unsupported: u64,
     /// TCP for no socket (answered with RST).
@@ -160,6 +175,7 @@ impl DropStats {
             DropReason::BadSource => &mut self.bad_source,
             DropReason::NotForUs => &mut self.not_for_us,
             DropReason::Fragment => &mut self.fragment,
+            DropReason::ExtensionHeader => &mut self.ext_header,
             DropReason::Unsupported => &mut self.unsupported,
             DropReason::NoSocket => &mut self.no_socket,
             DropReason::ConnLimit => &mut self.conn_limit,
@@ -176,6 +192,7 @@ impl DropStats {
             DropReason::BadSource => &self.bad_source,
             DropReason::NotForUs => &self.not_for_us,
             DropReason::Fragment => &self.fragment,
+            DropReason::ExtensionHeader => &self.ext_header,
             DropReason::Unsupported => &self.unsupported,
             DropReason::NoSocket => &self.no_socket,
             DropReason::ConnLimit => &self.conn_limit,

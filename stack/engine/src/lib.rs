@@ -1,4 +1,4 @@
-//! The stack's TCP engine: smoltcp's TCP/IPv4 for many connections, with no
+//! The stack's TCP engine: smoltcp's TCP over IPv4 and IPv6 for many connections, with no
 //! I/O. Frames go in one at a time, frames come out through a [`Link`] the
 //! caller lends to each call, time is an argument, and what happened to the
 //! connections comes out as [`Event`]s. It opens no socket, reads no clock

@@ -1,5 +1,6 @@
 //! What the tokio examples share: the backend from the command line, as `echo_server` takes
-//! it (`NAME kernel PORT` or `NAME xsk IFACE ADDR/LEN PORT`), and the stop signals.
+//! it (`NAME kernel PORT` or `NAME xsk IFACE ADDR/LEN[,ADDR6/LEN] PORT`, or `shared` for the
+//! interface's own addresses), and the stop signals.
 
 #[cfg(feature = "tonic")]
 pub mod hello_world;
@@ -8,14 +9,14 @@ use std::net::Ipv4Addr;
 
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::tokio::Net;
-use stack::xsk::{AddrMode, XskConfig, XskTransport};
+use stack::xsk::{Addr6Mode, AddrMode, XskConfig, XskTransport};
 
 /// The transport the arguments name, run by a driver task on the current runtime, and the
 /// port to serve on.
 pub fn net_from_args(name: &str, default_port: u16) -> Result<(Net, u16), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = format!(
-        "usage: {name} kernel [PORT] | {name} uring [PORT] | {name} xsk IFACE ADDR/LEN [PORT] (or tokio [PORT]: tokio's own listener)"
+        "usage: {name} kernel [PORT] | {name} uring [PORT] | {name} xsk IFACE shared|ADDR/LEN[,ADDR6/LEN] [PORT] (or tokio [PORT]: tokio's own listener)"
     );
     match args.first().map(String::as_str) {
         Some("kernel") if args.len() <= 2 => {
@@ -31,11 +32,23 @@ pub fn net_from_args(name: &str, default_port: u16) -> Result<(Net, u16), Box<dy
             let t = UringTransport::new(UringConfig::default().with_bind(Ipv4Addr::UNSPECIFIED))?;
             Ok((Net::spawn(t)?, port))
         }
+        // ADDR/LEN, or ADDR/LEN,ADDR6/LEN for IPv6 too (one listener serves both), or
+        // `shared`: the interface's own addresses.
         Some("xsk") if (3..=4).contains(&args.len()) => {
-            let (addr, len) = args[2].split_once('/').ok_or(usage)?;
-            let mode = AddrMode::Dedicated { addr: addr.parse()?, prefix_len: len.parse()? };
+            let (v4, v6) = args[2].split_once(',').map_or((args[2].as_str(), None), |(a, b)| (a, Some(b)));
+            let mode = if v4 == "shared" {
+                AddrMode::Shared
+            } else {
+                let (addr, len) = v4.split_once('/').ok_or(usage.clone())?;
+                AddrMode::Dedicated { addr: addr.parse()?, prefix_len: len.parse()? }
+            };
+            let mut cfg = XskConfig::new(&args[1], mode);
+            if let Some(v6) = v6 {
+                let (addr, len) = v6.split_once('/').ok_or(usage)?;
+                cfg.addr6 = Addr6Mode::Dedicated { addr: addr.parse()?, prefix_len: len.parse()? };
+            }
             let port = args.get(3).map_or(Ok(default_port), |p| p.parse())?;
-            Ok((Net::spawn(XskTransport::new(XskConfig::new(&args[1], mode))?)?, port))
+            Ok((Net::spawn(XskTransport::new(cfg)?)?, port))
         }
         _ => Err(usage.into()),
     }

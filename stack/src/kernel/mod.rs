@@ -138,8 +138,9 @@ enum State {
 #[derive(Debug)]
 struct Conn {
     stream: TcpStream,
-    /// The remote address, from `accept` or `connect`: `peer_addr` costs no getpeername.
-    peer: Option<SocketAddrV4>,
+    /// The remote address, from `accept` or `connect` (an IPv4-mapped one unmapped):
+    /// `peer_addr` costs no getpeername.
+    peer: Option<SocketAddr>,
     state: State,
     readable: bool,
     /// Peer hung up or the socket has an error: keep reading until EOF, ignoring short reads.
@@ -151,7 +152,7 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, peer: Option<SocketAddrV4>, state: State) -> Self {
+    fn new(stream: TcpStream, peer: Option<SocketAddr>, state: State) -> Self {
         Conn { stream, peer, state, readable: false, eof_pending: false, write_blocked: false, can_send: true }
     }
 }
@@ -241,8 +242,15 @@ impl KernelTransport {
         loop {
             self.stats.syscalls += 1;
             let (stream, peer) = match self.listeners[index].accept() {
-                Ok((stream, SocketAddr::V4(peer))) => (stream, Some(peer)),
-                Ok((stream, SocketAddr::V6(_))) => (stream, None),
+                Ok((stream, SocketAddr::V4(peer))) => (stream, Some(SocketAddr::V4(peer))),
+                // A dual-stack listener's IPv4 peers come as IPv4-mapped addresses.
+                Ok((stream, SocketAddr::V6(peer))) => (
+                    stream,
+                    Some(match peer.ip().to_ipv4_mapped() {
+                        Some(a) => SocketAddr::V4(SocketAddrV4::new(a, peer.port())),
+                        None => SocketAddr::V6(peer),
+                    }),
+                ),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 // The peer gave up between SYN and accept: not our problem, try the next one.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionAborted || e.kind() == io::ErrorKind::Interrupted => {
@@ -264,7 +272,7 @@ impl KernelTransport {
 
     /// Configures a socket, registers it and gives it an id. On failure the socket is dropped
     /// (closed) and the slot released.
-    fn add_stream(&mut self, stream: TcpStream, peer: Option<SocketAddrV4>, state: State) -> Result<ConnId, TransportError> {
+    fn add_stream(&mut self, stream: TcpStream, peer: Option<SocketAddr>, state: State) -> Result<ConnId, TransportError> {
         stream.set_nodelay(true)?;
         self.busy.configure(stream.as_raw_fd())?;
         let id = self.conns.insert(Conn::new(stream, peer, state))?;
@@ -351,6 +359,25 @@ impl Transport for KernelTransport {
         unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
     }
 
+    fn connect_ip(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
+        let SocketAddr::V6(a6) = addr else {
+            let SocketAddr::V4(a) = addr else { unreachable!() };
+            return self.connect(a);
+        };
+        let fd = sockets::tcp_socket6(true)?;
+        let (sa, len) = sockets::sockaddr_in6(a6);
+        // SAFETY: `sa` is a valid sockaddr_in6 that outlives the call and `len` is its size.
+        let rc = unsafe { libc::connect(fd.as_raw_fd(), (&sa as *const libc::sockaddr_in6).cast(), len) };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINPROGRESS) {
+                return Err(e.into());
+            }
+        }
+        let stream = TcpStream::from_std(std::net::TcpStream::from(fd));
+        self.add_stream(stream, Some(addr), State::Connecting)
+    }
+
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
         let fd = sockets::tcp_socket(true)?;
         sockets::bind_source(fd.as_raw_fd(), self.cfg.bind, self.cfg.sources, self.connects)?;
@@ -365,7 +392,7 @@ impl Transport for KernelTransport {
             }
         }
         let stream = TcpStream::from_std(std::net::TcpStream::from(fd));
-        self.add_stream(stream, Some(addr), State::Connecting)
+        self.add_stream(stream, Some(SocketAddr::V4(addr)), State::Connecting)
     }
 
     fn poll(&mut self, events: &mut Vec<Event>, timeout: Option<Duration>) -> Result<(), TransportError> {
@@ -527,13 +554,17 @@ impl Transport for KernelTransport {
     }
 
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
-        match self.listeners.get(listener.0 as usize)?.local_addr().ok()? {
+        sockets::listener_v4(self.listeners.get(listener.0 as usize)?.local_addr().ok()?)
+    }
+
+    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        match self.conns.get(conn)?.peer? {
             SocketAddr::V4(a) => Some(a),
             SocketAddr::V6(_) => None,
         }
     }
 
-    fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+    fn peer_socket_addr(&self, conn: ConnId) -> Option<SocketAddr> {
         self.conns.get(conn)?.peer
     }
 

@@ -362,3 +362,80 @@ fn an_idle_server_ticks_when_its_handler_asks() {
     assert!(took >= Duration::from_millis(25) && took < Duration::from_secs(4), "the step took {took:?}");
     assert_eq!(s.handler().0, 1);
 }
+
+/// Bound to the unspecified address, one listener takes IPv4 and IPv6 clients (loopback
+/// here); an IPv4 peer reads as IPv4, an IPv6 one has no IPv4 address to report.
+#[test]
+fn unspecified_bind_listens_on_both_families() {
+    use std::io::{Read, Write};
+    let mut t = KernelTransport::new(KernelConfig::default().with_bind(Ipv4Addr::UNSPECIFIED)).unwrap();
+    let l = t.listen(0).unwrap();
+    let addr = t.local_addr(l).unwrap();
+    assert_eq!(*addr.ip(), Ipv4Addr::UNSPECIFIED);
+    let port = addr.port();
+    let c6 = match std::net::TcpStream::connect(("::1", port)) {
+        Ok(c) => c,
+        // No IPv6 on this host's loopback: nothing to test.
+        Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable => return,
+        Err(e) => panic!("{e}"),
+    };
+    let c4 = std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+    let mut accepted = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut events = Vec::new();
+    while accepted.len() < 2 && Instant::now() < deadline {
+        t.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+        accepted.extend(events.drain(..).filter_map(|e| if let Event::Accepted { conn, .. } = e { Some(conn) } else { None }));
+    }
+    assert_eq!(accepted.len(), 2);
+    let peers: Vec<_> = accepted.iter().map(|c| t.peer_addr(*c)).collect();
+    let v4 = SocketAddrV4::new(Ipv4Addr::LOCALHOST, c4.local_addr().unwrap().port());
+    assert!(peers.contains(&Some(v4)) && peers.contains(&None), "{peers:?}");
+    let six: Vec<_> = accepted.iter().filter_map(|c| t.peer_socket_addr(*c)).filter(|a| a.is_ipv6()).collect();
+    assert_eq!(six, [c6.local_addr().unwrap()], "the IPv6 peer, in full");
+    for (mut c, msg) in [(c6, &b"over six"[..]), (c4, &b"over four"[..])] {
+        c.write_all(msg).unwrap();
+        let conn = accepted[if msg == b"over six" { peers.iter().position(|p| p.is_none()).unwrap() } else { peers.iter().position(|p| p.is_some()).unwrap() }];
+        let mut got = BytesMut::new();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while got.len() < msg.len() && Instant::now() < deadline {
+            t.poll(&mut events, Some(Duration::from_millis(20))).unwrap();
+            events.clear();
+            let _ = t.recv(conn, &mut got);
+        }
+        assert_eq!(&got[..], msg);
+        t.send(conn, msg).unwrap();
+        let mut back = vec![0u8; msg.len()];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(&back[..], msg);
+    }
+}
+
+/// `connect_ip` over IPv6: to a listener on `[::1]`, connected, data both ways.
+#[test]
+fn connects_over_ipv6() {
+    use std::io::{Read, Write};
+    let l = match std::net::TcpListener::bind("[::1]:0") {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::AddrNotAvailable => return,
+        Err(e) => panic!("{e}"),
+    };
+    let mut t = transport();
+    let id = t.connect_ip(l.local_addr().unwrap()).unwrap();
+    let (mut s, _) = l.accept().unwrap();
+    assert_eq!(wait_for(&mut t, |e| matches!(e, Event::Connected(_) | Event::Closed(_))), Some(Event::Connected(id)));
+    assert_eq!(t.peer_addr(id), None, "an IPv6 peer has no IPv4 address");
+    assert_eq!(t.peer_socket_addr(id), Some(l.local_addr().unwrap()));
+    assert_eq!(t.send(id, b"six").unwrap(), 3);
+    let mut got = [0u8; 3];
+    s.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"six");
+    s.write_all(b"back").unwrap();
+    let mut b = BytesMut::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while b.len() < 4 && Instant::now() < deadline {
+        let _ = wait_within(&mut t, Duration::from_millis(20), |e| matches!(e, Event::Readable(_)));
+        let _ = t.recv(id, &mut b);
+    }
+    assert_eq!(&b[..], b"back");
+}

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,12 +64,14 @@ impl Net {
         Ok(TcpListener::new(self.inner.clone(), lid, addr))
     }
 
-    /// Opens a connection; the future resolves once it is established (or fails with
+    /// Opens a connection (to an IPv6 address where the transport connects over IPv6:
+    /// the kernel backend); the future resolves once it is established (or fails with
     /// `ConnectionRefused` if the transport reports it closed first).
-    pub fn connect(&self, addr: SocketAddrV4) -> ConnectFuture {
+    pub fn connect(&self, addr: impl Into<SocketAddr>) -> ConnectFuture {
+        let addr = addr.into();
         let r = {
             let mut sh = lock(&self.inner);
-            let r = sh.check().and_then(|()| sh.t.connect(addr).map_err(to_io));
+            let r = sh.check().and_then(|()| sh.t.connect_ip(addr).map_err(to_io));
             if let Ok(id) = r {
                 sh.insert_conn(id, false);
                 sh.wake_driver();

@@ -40,9 +40,9 @@ impl TcpListener {
         let l = &mut sh.listeners[self.lid.0 as usize];
         match l.queue.pop_front() {
             Some(id) => {
-                let peer = sh.t.peer_addr(id);
+                let peer = sh.t.peer_socket_addr(id);
                 let stream = TcpStream { inner: self.inner.clone(), id, local: self.addr, peer };
-                Poll::Ready(Ok((stream, SocketAddr::V4(peer.unwrap_or(SocketAddrV4::new(0.into(), 0))))))
+                Poll::Ready(Ok((stream, peer.unwrap_or(SocketAddr::V4(SocketAddrV4::new(0.into(), 0))))))
             }
             None => {
                 register(&mut l.waker, cx.waker());
@@ -75,13 +75,13 @@ pub struct TcpStream {
     inner: Arc<Mutex<Shared>>,
     id: ConnId,
     local: SocketAddrV4,
-    peer: Option<SocketAddrV4>,
+    peer: Option<SocketAddr>,
 }
 
 impl TcpStream {
     /// The remote address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.peer.map(SocketAddr::V4).ok_or_else(|| io::ErrorKind::NotConnected.into())
+        self.peer.ok_or_else(|| io::ErrorKind::NotConnected.into())
     }
 
     /// The local address (for a stream from `connect`, the unspecified address with port 0:
@@ -208,11 +208,11 @@ impl Drop for TcpStream {
 pub struct ConnectFuture {
     inner: Arc<Mutex<Shared>>,
     state: Option<io::Result<ConnId>>,
-    peer: SocketAddrV4,
+    peer: SocketAddr,
 }
 
 impl ConnectFuture {
-    pub(super) fn new(inner: Arc<Mutex<Shared>>, r: io::Result<ConnId>, peer: SocketAddrV4) -> Self {
+    pub(super) fn new(inner: Arc<Mutex<Shared>>, r: io::Result<ConnId>, peer: SocketAddr) -> Self {
         ConnectFuture { inner, state: Some(r), peer }
     }
 }

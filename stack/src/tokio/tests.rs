@@ -355,3 +355,29 @@ fn uring_refuses_after_listener_dropped() {
         Net::spawn(crate::uring::UringTransport::new(crate::uring::UringConfig::default()).unwrap()).unwrap()
     });
 }
+
+/// Over IPv6 on the kernel backend: a listener on the unspecified address accepts an
+/// IPv6 client and reports its address; `Net::connect` takes an IPv6 address.
+#[test]
+fn ipv6_peers_and_connects() {
+    run(async {
+        if std::net::TcpListener::bind("[::1]:0").is_err() {
+            return; // no IPv6 on loopback here
+        }
+        let net = Net::spawn(KernelTransport::new(KernelConfig::default().with_bind(std::net::Ipv4Addr::UNSPECIFIED)).unwrap()).unwrap();
+        let l = net.listen(0).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let to: SocketAddr = format!("[::1]:{port}").parse().unwrap();
+        let client_net = kernel_net();
+        let connect = client_net.connect(to);
+        let (mut s, peer) = timeout(LIMIT, l.accept()).await.unwrap().unwrap();
+        let mut c = timeout(LIMIT, connect).await.unwrap().unwrap();
+        assert!(peer.is_ipv6() && peer.ip().is_loopback(), "{peer}");
+        assert_eq!(s.peer_addr().unwrap(), peer);
+        assert_eq!(c.peer_addr().unwrap(), to);
+        c.write_all(b"six").await.unwrap();
+        let mut got = [0u8; 3];
+        timeout(LIMIT, s.read_exact(&mut got)).await.unwrap().unwrap();
+        assert_eq!(&got, b"six");
+    });
+}

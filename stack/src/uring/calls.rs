@@ -1,7 +1,7 @@
 //! The `Transport` calls of the io_uring backend: what the application asks, done on the
 //! connections' state and the submission queue (the kernel hears of it at the next enter).
 
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -216,10 +216,7 @@ impl Transport for UringTransport {
             // SAFETY: a borrowed view of the listener's descriptor; ManuallyDrop never closes it.
             unsafe { std::net::TcpListener::from_raw_fd(l.fd.as_raw_fd()) },
         );
-        match std.local_addr().ok()? {
-            SocketAddr::V4(a) => Some(a),
-            SocketAddr::V6(_) => None,
-        }
+        crate::sockets::listener_v4(std.local_addr().ok()?)
     }
 
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {

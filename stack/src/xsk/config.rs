@@ -1,6 +1,6 @@
 //! What an `XskTransport` is configured with, and its errors.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use xsk_io::port::{PortConfig, PortError};
 
@@ -19,6 +19,27 @@ pub enum AddrMode {
     Dedicated {
         /// The stack's address.
         addr: Ipv4Addr,
+        /// Its subnet's prefix length (on-link peers).
+        prefix_len: u8,
+    },
+}
+
+/// Which IPv6 address the stack uses beside its IPv4 one. One engine serves both
+/// families: a listener takes connections over either.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Addr6Mode {
+    /// Shared mode: the kernel's global IPv6 address on the interface, if it has one
+    /// (its TCP on the stack's ports is steered; neighbour discovery stays with the
+    /// kernel). Dedicated mode: none.
+    #[default]
+    Auto,
+    /// No IPv6: all of it stays with the kernel.
+    Off,
+    /// An address the kernel does not have (dedicated mode only): the stack answers
+    /// neighbour solicitations and ping for it.
+    Dedicated {
+        /// The stack's IPv6 address.
+        addr: Ipv6Addr,
         /// Its subnet's prefix length (on-link peers).
         prefix_len: u8,
     },
@@ -87,6 +108,8 @@ pub struct XskConfig {
     pub port: PortConfig,
     /// The stack's IPv4 address: shared with the kernel or its own.
     pub addr: AddrMode,
+    /// Its IPv6 address, if any: the kernel's in shared mode, or its own.
+    pub addr6: Addr6Mode,
     /// Router for off-link peers; in shared mode the kernel's default route when unset.
     pub gateway: Option<Ipv4Addr>,
     /// The TCP engine: limits, buffers, timers, SYN cookies, congestion control, recovery.
@@ -134,6 +157,7 @@ impl XskConfig {
         XskConfig {
             port,
             addr,
+            addr6: Addr6Mode::Auto,
             gateway: None,
             engine: EngineConfig::default(),
             xdp_syn_cookies: XdpCookies::Auto,

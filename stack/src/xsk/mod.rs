@@ -37,7 +37,7 @@ mod stages;
 pub mod testing;
 
 pub use acks::AckStats;
-pub use config::{AddrMode, PartialCsum, XdpCookies, XskConfig, XskError};
+pub use config::{Addr6Mode, AddrMode, PartialCsum, XdpCookies, XskConfig, XskError};
 pub use device::DeviceStats;
 pub use stack_engine::{
     Congestion, DropReason, DropStats, EngineConfig, EngineStats, Faults, Recovery, RecoveryStats, SynCookies,

@@ -16,7 +16,7 @@ use stack_engine::faults::FaultState;
 use super::park::Park;
 use super::stages::Stages;
 use super::arp::{self, SharedArp};
-use super::{AddrMode, XskConfig, XskError, XskTransport};
+use super::{Addr6Mode, AddrMode, XskConfig, XskError, XskTransport};
 
 /// What would otherwise start without a word and then serve nothing: the loopback
 /// interface (refused: no client's frames pass its XDP hook), an interface that is down
@@ -81,8 +81,24 @@ impl XskTransport {
             AddrMode::Dedicated { addr, prefix_len } => (*addr, *prefix_len, SteerFlags::ARP | SteerFlags::ICMP),
         };
         startup_checks(&ifname, &cfg.addr)?;
+        let addr6 = match (&cfg.addr, &cfg.addr6) {
+            (_, Addr6Mode::Off) | (AddrMode::Dedicated { .. }, Addr6Mode::Auto) => None,
+            (AddrMode::Shared, Addr6Mode::Auto) => xsk_io::ifaddr::ipv6(&ifname).map_err(iferr)?,
+            (AddrMode::Dedicated { .. }, Addr6Mode::Dedicated { addr, prefix_len }) => Some((*addr, *prefix_len)),
+            (AddrMode::Shared, Addr6Mode::Dedicated { .. }) => {
+                return Err(XskError::Iface(
+                    ifname.clone(),
+                    "a dedicated IPv6 address needs a dedicated IPv4 one (shared mode shares the kernel's IPv6 address, \
+                     if the interface has one)"
+                        .into(),
+                ))
+            }
+        };
+        if let Some((a, p)) = addr6 {
+            tracing::info!("{ifname}: IPv6 {a}/{p} too ({})", if flags.is_empty() { "the kernel's" } else { "dedicated" });
+        }
         let mut pcfg = cfg.port.clone();
-        pcfg.steer = Some(SteerSpec::new(addr).with_flags(flags));
+        pcfg.steer = Some(SteerSpec::new(addr).with_flags(flags).with_addr6(addr6.map(|(a, _)| a)));
         let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
         ports[0].log_features();
         {
@@ -113,7 +129,7 @@ impl XskTransport {
         }
         let claims = match cfg.addr {
             // The kernel has the address too: take ports one by one.
-            AddrMode::Shared => Some(Claims::new(addr)),
+            AddrMode::Shared => Some(Claims::new(addr, addr6.map(|(a, _)| a))),
             // Nobody else has the address: steer the whole ephemeral range.
             AddrMode::Dedicated { .. } => {
                 if let Some(steer) = ports[0].steer() {
@@ -148,6 +164,10 @@ impl XskTransport {
             addr,
             prefix_len,
             gateway,
+            addr6: addr6.map(|(a, _)| a),
+            prefix6_len: addr6.map_or(0, |(_, p)| p),
+            // Off-link IPv6 peers are not reached yet: no route is learned for them.
+            gateway6: None,
             accept_partial_csum: accept_partial,
             seed: seed(),
         };

@@ -33,6 +33,14 @@ pub fn lab(tag: &str) -> Lab {
     Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("lab")
 }
 
+/// [`lab`] with IPv6 left on in both namespaces (the lab turns it off by default).
+pub fn lab_v6(tag: &str) -> Lab {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
+    xsk_lab::lab::sweep_stale(tag);
+    Lab::new(&LabConfig { prefix: tag.into(), disable_ipv6: false, ..LabConfig::default() }).expect("lab")
+}
+
 /// The stack's own address on the lab's subnet (the kernel does not have it).
 pub fn dedicated(lab: &Lab) -> (AddrMode, Ipv4Addr) {
     let o = lab.addr_a.octets();

@@ -14,10 +14,19 @@
 //   xsks_map   rx queue index -> AF_XDP socket
 //   tcp_ports  TCP destination port (host order) -> bit 0 = steer, bit 1 = a
 //              listening port (SYN cookies may answer its SYNs, below)
-//   cfg        [0] = { addr, flags, port_lo, port_hi }, see struct steer_cfg:
-//              the ports port_lo..=port_hi are steered without a tcp_ports
-//              entry (a dedicated address's ephemeral range: one config
-//              write instead of 20,000 map updates)
+//   cfg        [0] = { addr, flags, port_lo, port_hi, v6, addr6 }, see struct
+//              steer_cfg: the ports port_lo..=port_hi are steered without a
+//              tcp_ports entry (a dedicated address's ephemeral range: one
+//              config write instead of 20,000 map updates)
+//
+// IPv6 (when `v6` is set): TCP whose next header follows the fixed header
+// directly, to `addr6` (all zero: any address) and a steered port, as for
+// IPv4, shedding included; the rest (ICMPv6 and neighbour discovery,
+// extension headers, fragments, other ports) goes to the kernel, unless the
+// address is dedicated (STEER_ICMP): then everything to `addr6`, and ICMPv6
+// to its solicited-node group (neighbour solicitations), is the stack's.
+// SYN cookies are IPv4 only here: IPv6 SYNs reach the stack, which answers
+// them with its own cookies. Pure ACKs are deferred as IPv4's are.
 //   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED, SHED_RX,
 //              SHED_FILL, SHED_STANDING, COOKIE (disjoint: every frame is
 //              counted exactly once)
@@ -74,7 +83,9 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -102,6 +113,8 @@ struct steer_cfg {
 	__u32 flags;    /* STEER_* */
 	__u16 port_lo;  /* TCP ports port_lo..=port_hi (host order) are steered; */
 	__u16 port_hi;  /* port_hi == 0: no range */
+	__u32 v6;       /* 1: steer IPv6 too */
+	__u8 addr6[16]; /* our IPv6 address; all zero = any address */
 };
 
 /* ARP for Ethernet/IPv4, as it sits on the wire after struct ethhdr. */
@@ -119,6 +132,7 @@ struct arp_eth_ipv4 {
 
 #define ETH_P_ARP_BE  bpf_htons(ETH_P_ARP)
 #define ETH_P_IP_BE   bpf_htons(ETH_P_IP)
+#define ETH_P_IPV6_BE bpf_htons(ETH_P_IPV6)
 #define IP_FRAG_OFFSET_MASK 0x1fff
 
 struct {
@@ -695,6 +709,98 @@ static __always_inline int pure_ack(struct iphdr *ip, struct tcphdr *tcp, __u32 
 	       !tcp->psh && tcp->doff >= 5 && tot == hdrs;
 }
 
+/* Whether TCP destination `port` is steered: in the config's range or marked in tcp_ports. */
+static __always_inline int port_steered(__u32 port, __u32 port_lo, __u32 port_hi)
+{
+	__u8 *want;
+
+	if (port_hi != 0 && port >= port_lo && port <= port_hi)
+		return 1;
+	want = bpf_map_lookup_elem(&tcp_ports, &port);
+	return want && (*want & 1);
+}
+
+static __always_inline int addr6_zero(const __u8 *a)
+{
+	__u64 w0, w1;
+
+	__builtin_memcpy(&w0, a, 8);
+	__builtin_memcpy(&w1, a + 8, 8);
+	return (w0 | w1) == 0;
+}
+
+static __always_inline int addr6_eq(const __u8 *a, const __u8 *b)
+{
+	__u64 a0, a1, b0, b1;
+
+	__builtin_memcpy(&a0, a, 8);
+	__builtin_memcpy(&a1, a + 8, 8);
+	__builtin_memcpy(&b0, b, 8);
+	__builtin_memcpy(&b1, b + 8, 8);
+	return a0 == b0 && a1 == b1;
+}
+
+/* ff02::1:ffXX:XXXX for the last three bytes of `ours`. */
+static __always_inline int solicited_node_of(const __u8 *dst, const __u8 *ours)
+{
+	__u32 w[4], o;
+
+	__builtin_memcpy(w, dst, 16);
+	__builtin_memcpy(&o, ours + 12, 4);
+	return w[0] == bpf_htonl(0xff020000) && w[1] == 0 && w[2] == bpf_htonl(1) &&
+	       (w[3] | bpf_htonl(0xff000000)) == (o | bpf_htonl(0xff000000)) && dst[12] == 0xff;
+}
+
+static __always_inline int steer_v6(struct xdp_md *ctx, struct steer_cfg *c, void *data_end, struct ethhdr *eth)
+{
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	__u8 ours[16];
+	__u32 flags = c->flags;
+
+	if (!c->v6)
+		return pass();
+	if ((void *)(ip6 + 1) > data_end)
+		return pass();
+	if (ip6->version != 6)
+		return pass();
+	__builtin_memcpy(ours, c->addr6, 16);
+	if (!addr6_zero(ours) && !addr6_eq(ip6->daddr.in6_u.u6_addr8, ours)) {
+		/* A neighbour solicitation for a dedicated address. */
+		if ((flags & STEER_ICMP) && ip6->nexthdr == IPPROTO_ICMPV6 &&
+		    solicited_node_of(ip6->daddr.in6_u.u6_addr8, ours))
+			return steer(ctx);
+		return pass();
+	}
+	if (ip6->nexthdr == IPPROTO_TCP) {
+		struct tcphdr *tcp = (void *)(ip6 + 1);
+
+		if ((void *)(tcp + 1) > data_end)
+			return pass();
+		if (!port_steered(bpf_ntohs(tcp->dest), c->port_lo, c->port_hi))
+			return pass();
+#ifdef DEFER_ACKS
+		if (tcp->syn && !tcp->ack && !tcp->rst && shed_syn(ctx->rx_queue_index))
+			return XDP_DROP;
+		if (tcp->ack && !tcp->syn && !tcp->fin && !tcp->rst && !tcp->urg && !tcp->psh && tcp->doff >= 5 &&
+		    bpf_ntohs(ip6->payload_len) == (__u32)tcp->doff * 4) {
+			__u32 q = ctx->rx_queue_index;
+			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+
+			if (slot && defer_ack(ctx, slot))
+				return XDP_DROP;
+		}
+#endif
+		return steer(ctx);
+	}
+	/* A dedicated address is the stack's alone: it answers neighbour
+	 * discovery and ping, and counts what it drops (extension headers,
+	 * fragments). A shared one's are the kernel's. An all-zero (any)
+	 * address is never dedicated. */
+	if ((flags & STEER_ICMP) && !addr6_zero(ours))
+		return steer(ctx);
+	return pass();
+}
+
 SEC("xdp")
 int xsk_steer(struct xdp_md *ctx)
 {
@@ -737,6 +843,8 @@ int xsk_steer(struct xdp_md *ctx)
 		return steer(ctx);
 	}
 
+	if (eth->h_proto == ETH_P_IPV6_BE)
+		return steer_v6(ctx, c, data_end, eth);
 	if (eth->h_proto != ETH_P_IP_BE)
 		return pass();
 

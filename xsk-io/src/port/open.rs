@@ -77,6 +77,9 @@ impl Iface {
                 None => {
                     let steer = Steer::attach(&cfg.ifname, self.attach)?;
                     steer.set_addr(spec.addr, spec.flags)?;
+                    if spec.addr6.is_some() {
+                        steer.set_addr6(spec.addr6)?;
+                    }
                     for &p in &spec.tcp_ports {
                         steer.add_tcp_port(p)?;
                     }

@@ -1,7 +1,7 @@
 //! How userspace writes the program's maps: queue ids checked against the
 //! socket map, the port map's keys, the config value, per-CPU sums.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::error::SteerError;
 use super::flags::SteerFlags;
@@ -22,10 +22,15 @@ pub(super) fn port_key(port: u16) -> [u8; 4] {
     u32::from(port).to_ne_bytes()
 }
 
+/// Bytes of `struct steer_cfg`.
+pub(super) const CFG_BYTES: usize = 32;
+
 /// Value of `cfg[0]`: `struct steer_cfg { __be32 addr; __u32 flags; __u16
-/// port_lo; __u16 port_hi; }` (ports in host order; `port_hi` 0: no range).
-pub(super) fn encode_cfg(addr: Ipv4Addr, flags: SteerFlags, range: Option<(u16, u16)>) -> [u8; 12] {
-    let mut v = [0u8; 12];
+/// port_lo; __u16 port_hi; __u32 v6; __u8 addr6[16]; }` (ports in host order;
+/// `port_hi` 0: no range; `v6` 1 with `addr6` when IPv6 is steered, all-zero
+/// `addr6`: any address).
+pub(super) fn encode_cfg(addr: Ipv4Addr, flags: SteerFlags, range: Option<(u16, u16)>, addr6: Option<Ipv6Addr>) -> [u8; CFG_BYTES] {
+    let mut v = [0u8; CFG_BYTES];
     v[..4].copy_from_slice(&addr.octets()); // network order
     v[4..8].copy_from_slice(&flags.bits().to_ne_bytes());
     if let Some((lo, hi)) = range {
@@ -36,6 +41,10 @@ pub(super) fn encode_cfg(addr: Ipv4Addr, flags: SteerFlags, range: Option<(u16, 
             v[8..10].copy_from_slice(&lo.to_ne_bytes());
             v[10..12].copy_from_slice(&hi.to_ne_bytes());
         }
+    }
+    if let Some(a) = addr6 {
+        v[12..16].copy_from_slice(&1u32.to_ne_bytes());
+        v[16..32].copy_from_slice(&a.octets());
     }
     v
 }

@@ -2,15 +2,16 @@
 //! tests of its answers.
 
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use libbpf_rs::{MapCore, MapFlags, ObjectBuilder};
 
 use super::error::{missing, SteerError};
 use super::flags::SteerFlags;
-use super::maps::{check_queue, encode_cfg, port_key};
+use super::maps::{check_queue, encode_cfg, port_key, sum_percpu};
 use super::object::{
-    route_libbpf_logs, MAP_ACK_STATE, MAP_CFG, MAP_SYN_COOKIES, MAP_TCP_PORTS, PROG_NAME, STEER_ACKS_OBJ,
+    route_libbpf_logs, CNT_NO_SOCKET, MAP_ACK_STATE, MAP_CFG, MAP_COUNTERS, MAP_SYN_COOKIES, MAP_TCP_PORTS, PROG_NAME,
+    STEER_ACKS_OBJ,
 };
 
 /// What the program did with a frame (its XDP action).
@@ -64,13 +65,36 @@ impl SteerRun {
 
     /// Our address and what to steer besides TCP ports, as [`Steer::set_addr`](super::Steer::set_addr).
     pub fn set_addr(&self, addr: Ipv4Addr, flags: SteerFlags) -> Result<(), SteerError> {
-        self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, None))
+        self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, None, None))
+    }
+
+    /// Our addresses (IPv6 too, as [`Steer::set_addr6`](super::Steer::set_addr6)), flags
+    /// and a steered port range, if any.
+    pub fn set_addrs(&self, addr: Ipv4Addr, addr6: Option<Ipv6Addr>, flags: SteerFlags, range: Option<(u16, u16)>) -> Result<(), SteerError> {
+        self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, range, addr6))
+    }
+
+    /// Runs the program on `frame` and tells whether it would have steered it into the
+    /// queue's socket: with none registered, such a frame passes, but is counted as
+    /// steered-without-a-socket rather than as the kernel's.
+    pub fn would_steer(&mut self, frame: &[u8]) -> Result<(Verdict, bool), SteerError> {
+        let before = self.no_socket()?;
+        let (v, _) = self.run(frame)?;
+        Ok((v, self.no_socket()? > before))
+    }
+
+    fn no_socket(&self) -> Result<u64, SteerError> {
+        let m = self.obj.maps().find(|m| m.name() == MAP_COUNTERS).ok_or_else(|| missing(format!("map {MAP_COUNTERS}")))?;
+        let percpu = m
+            .lookup_percpu(&CNT_NO_SOCKET.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| SteerError::Map { map: MAP_COUNTERS, op: "read".into(), source })?;
+        Ok(percpu.as_deref().map(sum_percpu).unwrap_or(0))
     }
 
     /// Our address and flags with a steered port range, as [`Steer::set_addr`](super::Steer::set_addr) followed
     /// by [`Steer::add_tcp_port_range`](super::Steer::add_tcp_port_range).
     pub fn set_addr_and_range(&self, addr: Ipv4Addr, flags: SteerFlags, range: (u16, u16)) -> Result<(), SteerError> {
-        self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, Some(range)))
+        self.update(MAP_CFG, &0u32.to_ne_bytes(), &encode_cfg(addr, flags, Some(range), None))
     }
 
     /// A listening port, as [`Steer::add_tcp_listener`](super::Steer::add_tcp_listener).

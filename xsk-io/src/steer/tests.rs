@@ -35,10 +35,12 @@ fn flags_bits_and_ops() {
 
 #[test]
 fn cfg_encoding_matches_struct_steer_cfg() {
+    let a6: std::net::Ipv6Addr = "2001:2::99:1".parse().unwrap();
     let v = encode_cfg(
         Ipv4Addr::new(198, 18, 99, 1),
         SteerFlags::ARP | SteerFlags::ICMP,
         Some((40000, 59999)),
+        Some(a6),
     );
     // __be32 addr: the octets in wire order.
     assert_eq!(&v[..4], &[198, 18, 99, 1]);
@@ -47,10 +49,15 @@ fn cfg_encoding_matches_struct_steer_cfg() {
     // __u16 port_lo, port_hi: host order.
     assert_eq!(u16::from_ne_bytes(v[8..10].try_into().unwrap()), 40000);
     assert_eq!(u16::from_ne_bytes(v[10..12].try_into().unwrap()), 59999);
-    assert_eq!(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, None), [0; 12]);
+    // __u32 v6: host order; __u8 addr6[16]: wire order.
+    assert_eq!(u32::from_ne_bytes(v[12..16].try_into().unwrap()), 1);
+    assert_eq!(&v[16..32], &a6.octets());
+    assert_eq!(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, None, None), [0; 32]);
+    let any6 = encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, None, Some(std::net::Ipv6Addr::UNSPECIFIED));
+    assert_eq!((u32::from_ne_bytes(any6[12..16].try_into().unwrap()), &any6[16..]), (1, &[0u8; 16][..]));
     // Port 0 is never steered by range.
-    assert_eq!(&encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, Some((0, 0)))[8..], &[0; 4]);
-    assert_eq!(u16::from_ne_bytes(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, Some((0, 9)))[8..10].try_into().unwrap()), 1);
+    assert_eq!(&encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, Some((0, 0)), None)[8..12], &[0; 4]);
+    assert_eq!(u16::from_ne_bytes(encode_cfg(Ipv4Addr::UNSPECIFIED, SteerFlags::NONE, Some((0, 9)), None)[8..10].try_into().unwrap()), 1);
 }
 
 #[test]
@@ -170,7 +177,7 @@ fn embedded_object_layout() {
         };
         check(MAP_XSKS, MapType::Xskmap, 4, 4, MAX_QUEUES);
         check(MAP_TCP_PORTS, MapType::Array, 4, 1, 65536);
-        check(MAP_CFG, MapType::Array, 4, 12, 1);
+        check(MAP_CFG, MapType::Array, 4, super::maps::CFG_BYTES as u32, 1);
         check(MAP_COUNTERS, MapType::PercpuArray, 4, 8, CNT_COOKIE + 1);
         if acks {
             check(MAP_ACK_STATE, MapType::Array, 4, crate::acks::SLOT_BYTES as u32, MAX_QUEUES);

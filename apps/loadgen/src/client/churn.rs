@@ -7,7 +7,7 @@
 //! The report's `requests` are completed connections, `latency` is from the connect call to
 //! the response, and `setup` from the connect call to the established connection.
 
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
@@ -31,7 +31,7 @@ pub enum ChurnPattern {
 #[non_exhaustive]
 pub struct ChurnConfig {
     /// Server address.
-    pub addr: SocketAddrV4,
+    pub addr: SocketAddr,
     /// Connections in progress at once (churn), or per wave (storm).
     pub concurrency: usize,
     /// Churn or storm.
@@ -50,8 +50,8 @@ pub struct ChurnConfig {
 /// crate (where the struct is `#[non_exhaustive]`) writes `ChurnConfig::new(addr).with_concurrency(16)`.
 impl ChurnConfig {
     /// With `addr` set to `v`.
-    pub fn with_addr(mut self, v: SocketAddrV4) -> Self {
-        self.addr = v;
+    pub fn with_addr(mut self, v: impl Into<SocketAddr>) -> Self {
+        self.addr = v.into();
         self
     }
 
@@ -94,9 +94,9 @@ impl ChurnConfig {
 
 impl ChurnConfig {
     /// 16 connections in progress, churn, 1 s.
-    pub fn new(addr: SocketAddrV4) -> Self {
+    pub fn new(addr: impl Into<SocketAddr>) -> Self {
         ChurnConfig {
-            addr,
+            addr: addr.into(),
             concurrency: 16,
             pattern: ChurnPattern::Churn,
             duration: Duration::from_secs(1),
@@ -255,7 +255,7 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Churn<T, C, W> {
         let n = n.min(self.slots.len().saturating_add(budget.min(usize::MAX as u64) as usize));
         while self.slots.len() < n {
             let opened = Instant::now();
-            let id = self.transport.connect(self.cfg.addr)?;
+            let id = self.transport.connect_ip(self.cfg.addr)?;
             self.report.opened += 1;
             self.index.insert(id, self.slots.len());
             let n = self.free.pop().unwrap_or(self.slots.len());

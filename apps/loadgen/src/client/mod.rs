@@ -3,7 +3,7 @@
 //! run itself (pacing, matching responses, latency) is in `run.rs`.
 
 use std::collections::VecDeque;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -41,8 +41,8 @@ pub enum LoadMode {
 /// What a [`Client`] connects to and how it loads it.
 #[non_exhaustive]
 pub struct ClientConfig {
-    /// Server address.
-    pub addr: SocketAddrV4,
+    /// Server address (IPv6 where the transport connects over it: the kernel backend).
+    pub addr: SocketAddr,
     /// Connections opened before the run and kept for all of it.
     pub connections: usize,
     /// Closed or open loop.
@@ -66,8 +66,8 @@ pub struct ClientConfig {
 /// crate (where the struct is `#[non_exhaustive]`) writes `ClientConfig::new(addr).with_connections(16)`.
 impl ClientConfig {
     /// With `addr` set to `v`.
-    pub fn with_addr(mut self, v: SocketAddrV4) -> Self {
-        self.addr = v;
+    pub fn with_addr(mut self, v: impl Into<SocketAddr>) -> Self {
+        self.addr = v.into();
         self
     }
 
@@ -116,9 +116,9 @@ impl ClientConfig {
 
 impl ClientConfig {
     /// One connection, depth 1, closed loop, 1 s.
-    pub fn new(addr: SocketAddrV4) -> Self {
+    pub fn new(addr: impl Into<SocketAddr>) -> Self {
         ClientConfig {
-            addr,
+            addr: addr.into(),
             connections: 1,
             mode: LoadMode::ClosedLoop { depth: 1 },
             duration: Duration::from_secs(1),
@@ -140,7 +140,7 @@ pub enum ClientError {
     /// Not every connection was established in time.
     Connect {
         /// Server address.
-        addr: SocketAddrV4,
+        addr: SocketAddr,
         /// Connections that came up.
         established: usize,
         /// Connections refused or reset.
@@ -236,7 +236,7 @@ impl<T: Transport, C: Codec + Clone, W: Workload> Client<T, C, W> {
 
     fn connect_all(&mut self, depth: usize) -> Result<(), ClientError> {
         for _ in 0..self.cfg.connections {
-            let id = self.transport.connect(self.cfg.addr)?;
+            let id = self.transport.connect_ip(self.cfg.addr)?;
             self.index.insert(id, self.conns.len());
             self.conns.push(ClientConn {
                 id,

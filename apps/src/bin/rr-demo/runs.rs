@@ -183,7 +183,17 @@ pub(super) fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> 
         // 10,000 connections with the default 64 KiB buffers would be 1.3 GB.
         c.args(["--buffer", "8192"]);
     }
-    let target = if backend == "xsk" {
+    let target = if backend == "xsk" && case.v6 {
+        // A dedicated IPv6 address beside the IPv4 one (the kernel's is 2001:2::1).
+        c.args(["--iface", &env.lab.if_a, "--attach", &env.attach.to_string()]);
+        c.args(["--addr", &format!("{}/{},2001:2::100/64", env.xsk_server_addr, env.lab.prefix_len)]);
+        c.args(case.xsk_args);
+        "[2001:2::100]:7000".to_string()
+    } else if case.v6 {
+        // Both families on one socket.
+        c.args(["--bind", "0.0.0.0"]);
+        "[2001:2::1]:7000".to_string()
+    } else if backend == "xsk" {
         c.args(["--iface", &env.lab.if_a, "--attach", &env.attach.to_string()]);
         c.args(["--addr", &format!("{}/{}", env.xsk_server_addr, env.lab.prefix_len)]);
         c.args(case.xsk_args);
@@ -265,7 +275,7 @@ pub(super) fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur:
             }
             Some(k @ LossKind::Outages) => bail!("{}: {k:?} loss needs a kernel client (nftables)", case.name),
         }
-    } else {
+    } else if !case.v6 {
         c.args(["--bind", &env.lab.addr_b.to_string()]);
     }
     c.args(["--conns", &case.conns.to_string(), "--depth", &case.depth.to_string(), "--req-size", "64"]);

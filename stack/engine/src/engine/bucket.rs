@@ -1,6 +1,6 @@
 //! A connection's record and a socket bucket.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
@@ -74,31 +74,44 @@ pub(super) struct Bucket {
     pub(super) fast_sent: u64,
 }
 
-/// A connection's peer address, peer port and local port in one word.
-fn key(src: Ipv4Addr, sport: u16, dport: u16) -> u64 {
-    (u64::from(u32::from(src)) << 32) | (u64::from(sport) << 16) | u64::from(dport)
+/// A connection's peer address (an IPv6 one folded to 32 bits), peer port and local
+/// port in one word.
+fn key(src: IpAddr, sport: u16, dport: u16) -> u64 {
+    let a = match src {
+        IpAddr::V4(a) => u32::from(a),
+        IpAddr::V6(a) => crate::demux::fold_v6(a),
+    };
+    (u64::from(a) << 32) | (u64::from(sport) << 16) | u64::from(dport)
 }
 
-/// The key of a socket's tuple, if it has one (IPv4).
+/// The key of a socket's tuple, if it has one.
 fn key_of(s: &tcp::Socket) -> Option<u64> {
     match (s.remote_endpoint(), s.local_endpoint()) {
-        (Some(IpEndpoint { addr: IpAddress::Ipv4(a), port }), Some(l)) => Some(key(a, port, l.port)),
+        (Some(IpEndpoint { addr, port }), Some(l)) => Some(key(addr.into(), port, l.port)),
         _ => None,
+    }
+}
+
+/// Whether socket `s` has this tuple (a key may stand for several IPv6 peers).
+fn has_tuple(s: &tcp::Socket, src: IpAddr, sport: u16, dport: u16) -> bool {
+    match (s.remote_endpoint(), s.local_endpoint()) {
+        (Some(r), Some(l)) => r.port == sport && l.port == dport && r.addr == IpAddress::from(src),
+        _ => false,
     }
 }
 
 impl Bucket {
     /// Whether a connection socket (not a listener) has this peer and port.
-    pub(super) fn has_conn(&self, src: Ipv4Addr, sport: u16, dport: u16) -> bool {
+    pub(super) fn has_conn(&self, src: IpAddr, sport: u16, dport: u16) -> bool {
         self.find_conn(src, sport, dport).is_some()
     }
 
     /// The connection socket (not a listener) with this peer and port.
-    pub(super) fn find_conn(&self, src: Ipv4Addr, sport: u16, dport: u16) -> Option<SocketHandle> {
+    pub(super) fn find_conn(&self, src: IpAddr, sport: u16, dport: u16) -> Option<SocketHandle> {
         let want = key(src, sport, dport);
         self.keys
             .iter()
-            .find(|&&(k, h)| k == want && key_of(self.sockets.get::<tcp::Socket>(h)) == Some(want))
+            .find(|&&(k, h)| k == want && has_tuple(self.sockets.get::<tcp::Socket>(h), src, sport, dport))
             .map(|&(_, h)| h)
     }
 
@@ -160,13 +173,14 @@ mod tests {
         };
         let lport = p.a.engine.buckets[b].sockets.get::<tcp::Socket>(h).local_endpoint().unwrap().port;
         let bucket = &p.a.engine.buckets[b];
-        assert!(bucket.has_conn(Pair::B, 7, lport));
-        assert!(!bucket.has_conn(Pair::B, 8, lport) && !bucket.has_conn(Pair::A, 7, lport) && !bucket.has_conn(Pair::B, 7, lport + 1));
+        let (a, b_) = (Pair::A.into(), Pair::B.into());
+        assert!(bucket.has_conn(b_, 7, lport));
+        assert!(!bucket.has_conn(b_, 8, lport) && !bucket.has_conn(a, 7, lport) && !bucket.has_conn(b_, 7, lport + 1));
         // Nobody listens on B's port 7: its RST closes the socket.
         p.settle(10);
         let bucket = &p.a.engine.buckets[b];
         assert_eq!(bucket.sockets.get::<tcp::Socket>(h).state(), tcp::State::Closed);
-        assert!(!bucket.has_conn(Pair::B, 7, lport), "a closed socket has no tuple");
+        assert!(!bucket.has_conn(b_, 7, lport), "a closed socket has no tuple");
         assert_eq!(bucket.keys.len(), 1, "its key stays until it is taken");
         let s = p.a.engine.buckets[b].take(h);
         drop(s);

@@ -1,6 +1,6 @@
 //! What the engine is configured with and what it counts.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -208,6 +208,13 @@ pub struct EngineSetup {
     pub prefix_len: u8,
     /// Where off-link peers are reached, if anywhere.
     pub gateway: Option<Ipv4Addr>,
+    /// Our IPv6 address, if the stack serves IPv6 too (one engine serves both families:
+    /// a listener takes connections of either).
+    pub addr6: Option<Ipv6Addr>,
+    /// Its subnet's prefix length.
+    pub prefix6_len: u8,
+    /// Where off-link IPv6 peers are reached, if anywhere.
+    pub gateway6: Option<Ipv6Addr>,
     /// Accept TCP checksums left partial by a local sender's offload.
     pub accept_partial_csum: bool,
     /// Seeds smoltcp's initial sequence numbers and the SYN-cookie key.

@@ -1,6 +1,6 @@
 //! The connection API: listen, connect, recv, send, close.
 
-use std::net::SocketAddrV4;
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 
 use bytes::BytesMut;
 use smoltcp::socket::tcp;
@@ -56,8 +56,17 @@ impl Engine {
     }
 
     /// Opens a connection from an ephemeral port; `usable` may veto a port
-    /// (the driver's claim on it in the kernel failed), up to a few tries.
-    pub fn connect(&mut self, addr: SocketAddrV4, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
+    /// (the driver's claim on it in the kernel failed), up to a few tries. To an IPv6
+    /// address only when the engine has one (`EngineSetup::addr6`).
+    pub fn connect(&mut self, addr: impl Into<SocketAddr>, usable: &mut dyn FnMut(u16) -> bool) -> Result<ConnId, TransportError> {
+        let addr: SocketAddr = addr.into();
+        let local: IpAddr = match addr {
+            SocketAddr::V4(_) => self.cfg.addr.into(),
+            SocketAddr::V6(_) => match self.cfg.addr6 {
+                Some(a) => a.into(),
+                None => return Err(TransportError::InvalidInput("an IPv6 peer, but the stack has no IPv6 address")),
+            },
+        };
         let mut lport = None;
         for _ in 0..16 {
             let p = self.ports.alloc().ok_or_else(|| TransportError::Exhausted("ephemeral ports"))?;
@@ -68,11 +77,11 @@ impl Engine {
             // Leave it marked in use: the kernel has it.
         }
         let lport = lport.ok_or_else(|| TransportError::Exhausted("ephemeral ports the kernel does not use"))?;
-        let b = bucket_of(*addr.ip(), addr.port(), lport, self.buckets.len());
+        let b = bucket_of(addr.ip(), addr.port(), lport, self.buckets.len());
         let mut s = self.new_socket();
-        self.seed_ack_delay(&mut s, *addr.ip());
-        let remote = IpEndpoint::new((*addr.ip()).into(), addr.port());
-        if let Err(e) = s.connect(self.iface.context(), remote, (self.cfg.addr, lport)) {
+        self.seed_ack_delay(&mut s, addr.ip());
+        let remote = IpEndpoint::new(addr.ip().into(), addr.port());
+        if let Err(e) = s.connect(self.iface.context(), remote, (smoltcp::wire::IpAddress::from(local), lport)) {
             self.ports.release(lport);
             self.recycle(s);
             return Err(TransportError::Backend { backend: "xsk", source: Box::new(e) });
@@ -227,20 +236,26 @@ impl Engine {
         self.mark_dirty(b as u32);
     }
 
-    /// A listener's address.
+    /// A listener's IPv4 address (it takes IPv6 connections too, on our IPv6 address and
+    /// the same port, when the engine has one).
     pub fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
         self.listeners.get(listener.0 as usize).copied().flatten().map(|p| SocketAddrV4::new(self.cfg.addr, p))
     }
 
-    /// A connection's peer.
+    /// A connection's peer, if it is an IPv4 one ([`peer_socket_addr`](Self::peer_socket_addr)
+    /// for either family).
     pub fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
+        match self.peer_socket_addr(conn)? {
+            SocketAddr::V4(a) => Some(a),
+            SocketAddr::V6(_) => None,
+        }
+    }
+
+    /// A connection's peer, IPv4 or IPv6.
+    pub fn peer_socket_addr(&self, conn: ConnId) -> Option<SocketAddr> {
         let c = self.conns.get(conn)?;
         let s = self.buckets[c.bucket as usize].sockets.get::<tcp::Socket>(c.handle);
-        match s.remote_endpoint()? {
-            IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(a), port } => Some(SocketAddrV4::new(a, port)),
-            #[allow(unreachable_patterns)]
-            _ => None,
-        }
+        s.remote_endpoint().map(SocketAddr::from)
     }
 }
 

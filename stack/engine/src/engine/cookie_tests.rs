@@ -63,7 +63,7 @@ fn cookie_syn_ack(t: &mut MemTransport, isn: u32) -> Seg {
     let frames = t.take_sent();
     assert_eq!(frames.len(), 1, "{frames:?}");
     // Both checksums right, as the peer's stack checks them.
-    let rules = RxRules { mac: mac_of(PEER), addr: PEER, prefix_len: 24, accept_partial: false };
+    let rules = RxRules { mac: mac_of(PEER), addr: PEER, prefix_len: 24, accept_partial: false, addr6: None, prefix6_len: 0 };
     inspect(&frames[0], &rules).expect("a well-formed SYN-ACK");
     // The options a smoltcp listener would have sent.
     let eth = EthernetFrame::new_checked(&frames[0][..]).unwrap();
@@ -389,7 +389,7 @@ fn an_ack_of_a_cookie_replaces_a_half_open_connection_of_the_same_tuple() {
     // the first client's SYN, sent again, with the engine's own cookie.
     t.engine.cfg.syn_cookies = SynCookies::Always;
     assert!(t.engine.cookies_ahead(t.now, 0));
-    let tuple = super::cookies::Tuple { src: PEER, dst: Pair::A, sport: 40000, dport: PORT };
+    let tuple = super::cookies::Tuple { src: PEER.into(), dst: Pair::A.into(), sport: 40000, dport: PORT };
     let d = super::cookies::segment(&syn(40000, 1000)).unwrap().opts;
     let cookie = t.engine.jar.make(t.now, &tuple, 1000, d);
     t.inbox.push_back(tcp(&spec(1001, cookie.wrapping_add(1), ACK | PSH, b"", b"hi")));

@@ -21,7 +21,7 @@
 //! every period without any rotation state.
 
 use std::hash::Hasher;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use siphasher::sip::SipHasher24;
 use smoltcp::time::Instant;
@@ -62,8 +62,8 @@ pub struct CookieData {
 /// The connection a SYN or ACK belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tuple {
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    pub src: IpAddr,
+    pub dst: IpAddr,
     pub sport: u16,
     pub dport: u16,
 }
@@ -93,8 +93,13 @@ impl CookieJar {
 
     fn hash(&self, t: &Tuple, peer_isn: u32, counter: u64, low: u32) -> u32 {
         let mut h = SipHasher24::new_with_keys(self.k0, self.k1);
-        h.write_u32(u32::from(t.src));
-        h.write_u32(u32::from(t.dst));
+        // IPv4 as the steering program hashes it (`xsk_io::syncookies`).
+        for a in [t.src, t.dst] {
+            match a {
+                IpAddr::V4(a) => h.write_u32(u32::from(a)),
+                IpAddr::V6(a) => h.write(&a.octets()),
+            }
+        }
         h.write_u16(t.sport);
         h.write_u16(t.dport);
         h.write_u32(peer_isn);
@@ -151,7 +156,7 @@ pub struct Segment {
     pub flags: u8,
     /// Options of a SYN (MSS 0 when absent).
     pub opts: CookieData,
-    /// TCP data bytes, from the IPv4 total length (0 when it says less than the headers).
+    /// TCP data bytes, from the IP length (0 when it says less than the headers).
     pub payload_len: usize,
 }
 
@@ -159,14 +164,25 @@ pub const SYN: u8 = 0x02;
 pub const RST: u8 = 0x04;
 pub const ACK: u8 = 0x10;
 
-/// Reads the TCP header of an Ethernet/IPv4/TCP frame; `None` for anything
-/// shorter than its headers say. Never panics.
+/// Reads the TCP header of an Ethernet/IPv4/TCP or Ethernet/IPv6/TCP frame (no
+/// extension header); `None` for anything shorter than its headers say. Never panics.
 pub fn segment(frame: &[u8]) -> Option<Segment> {
     let ip = frame.get(14..)?;
-    let ihl = (*ip.first()? & 0x0f) as usize * 4;
-    if ip.len() < 20 || ip[9] != 6 || ihl < 20 {
-        return None;
-    }
+    let v6 = frame.get(12..14)? == [0x86, 0xdd];
+    let (ihl, ip_len, src, dst) = if v6 {
+        if ip.len() < 40 || ip[6] != 6 {
+            return None;
+        }
+        let a = |at: usize| IpAddr::from(<[u8; 16]>::try_from(&ip[at..at + 16]).unwrap());
+        (40, 40 + u16::from_be_bytes([ip[4], ip[5]]) as usize, a(8), a(24))
+    } else {
+        let ihl = (*ip.first()? & 0x0f) as usize * 4;
+        if ip.len() < 20 || ip[9] != 6 || ihl < 20 {
+            return None;
+        }
+        let a = |at: usize| IpAddr::from(Ipv4Addr::new(ip[at], ip[at + 1], ip[at + 2], ip[at + 3]));
+        (ihl, u16::from_be_bytes([ip[2], ip[3]]) as usize, a(12), a(16))
+    };
     let tcp = ip.get(ihl..)?;
     if tcp.len() < 20 {
         return None;
@@ -176,8 +192,8 @@ pub fn segment(frame: &[u8]) -> Option<Segment> {
     let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
     let mut s = Segment {
         tuple: Tuple {
-            src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-            dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+            src,
+            dst,
             sport: u16::from_be_bytes([tcp[0], tcp[1]]),
             dport: u16::from_be_bytes([tcp[2], tcp[3]]),
         },
@@ -185,7 +201,7 @@ pub fn segment(frame: &[u8]) -> Option<Segment> {
         ack: be32(&tcp[8..12]),
         flags: tcp[13],
         opts: CookieData { mss: 0, sack: false, window_scale: None },
-        payload_len: (u16::from_be_bytes([ip[2], ip[3]]) as usize).saturating_sub(ihl + doff.max(20)),
+        payload_len: ip_len.saturating_sub(ihl + doff.max(20)),
     };
     if s.flags & SYN != 0 {
         let mut i = 0;
@@ -264,7 +280,8 @@ pub struct SynAck {
 impl SynAck {
     /// The frame's length for a SYN `syn`.
     pub fn len(syn: &Segment) -> usize {
-        14 + 20 + 20 + 4 + if syn.opts.sack { 4 } else { 0 } + if syn.opts.window_scale.is_some() { 4 } else { 0 }
+        let ip = if syn.tuple.src.is_ipv6() { 40 } else { 20 };
+        14 + ip + 20 + 4 + if syn.opts.sack { 4 } else { 0 } + if syn.opts.window_scale.is_some() { 4 } else { 0 }
     }
 
     /// Writes the SYN-ACK answering `syn` into `buf` (`len(syn)` bytes), the
@@ -273,15 +290,35 @@ impl SynAck {
         let len = buf.len();
         buf[0..6].copy_from_slice(&self.peer_mac);
         buf[6..12].copy_from_slice(&self.our_mac);
-        buf[12..14].copy_from_slice(&[0x08, 0x00]);
-        let ip = &mut buf[14..34];
-        ip.copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
-        ip[12..16].copy_from_slice(&syn.tuple.dst.octets());
-        ip[16..20].copy_from_slice(&syn.tuple.src.octets());
-        let sum = !crate::csum::data(ip);
-        ip[10..12].copy_from_slice(&sum.to_be_bytes());
-        let tcp = &mut buf[34..];
+        let t = match (syn.tuple.src, syn.tuple.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                buf[12..14].copy_from_slice(&[0x08, 0x00]);
+                let ip = &mut buf[14..34];
+                ip.copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+                ip[2..4].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+                ip[12..16].copy_from_slice(&dst.octets());
+                ip[16..20].copy_from_slice(&src.octets());
+                let sum = !crate::csum::data(ip);
+                ip[10..12].copy_from_slice(&sum.to_be_bytes());
+                34
+            }
+            (src, dst) => {
+                // IPv6 (a segment never mixes families): hop limit 64, as smoltcp's.
+                let ip6 = |a: IpAddr| match a {
+                    IpAddr::V6(a) => a.octets(),
+                    IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+                };
+                buf[12..14].copy_from_slice(&[0x86, 0xdd]);
+                let ip = &mut buf[14..54];
+                ip[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+                ip[4..6].copy_from_slice(&((len - 54) as u16).to_be_bytes());
+                ip[6..8].copy_from_slice(&[6, 64]);
+                ip[8..24].copy_from_slice(&ip6(dst));
+                ip[24..40].copy_from_slice(&ip6(src));
+                54
+            }
+        };
+        let tcp = &mut buf[t..];
         tcp[0..2].copy_from_slice(&syn.tuple.dport.to_be_bytes());
         tcp[2..4].copy_from_slice(&syn.tuple.sport.to_be_bytes());
         tcp[4..8].copy_from_slice(&self.cookie.to_be_bytes());
@@ -311,7 +348,7 @@ mod tests {
     use super::*;
 
     fn tuple() -> Tuple {
-        Tuple { src: Ipv4Addr::new(198, 18, 0, 1), dst: Ipv4Addr::new(198, 18, 0, 2), sport: 40000, dport: 7000 }
+        Tuple { src: Ipv4Addr::new(198, 18, 0, 1).into(), dst: Ipv4Addr::new(198, 18, 0, 2).into(), sport: 40000, dport: 7000 }
     }
 
     fn at(s: u64) -> Instant {
@@ -361,7 +398,7 @@ mod tests {
         // Another peer ISN, port, address, key, or any flipped bit.
         assert!(jar.check(at(100), &tuple(), 100, c).is_none());
         assert!(jar.check(at(100), &Tuple { sport: 40001, ..tuple() }, 99, c).is_none());
-        assert!(jar.check(at(100), &Tuple { src: Ipv4Addr::new(198, 18, 0, 9), ..tuple() }, 99, c).is_none());
+        assert!(jar.check(at(100), &Tuple { src: Ipv4Addr::new(198, 18, 0, 9).into(), ..tuple() }, 99, c).is_none());
         assert!(CookieJar::new(8).check(at(100), &tuple(), 99, c).is_none());
         for bit in 0..32 {
             assert!(jar.check(at(100), &tuple(), 99, c ^ (1 << bit)).is_none(), "bit {bit}");

@@ -8,8 +8,8 @@
 //! of them) pay for the lesson once per peer, not once per connection.
 //!
 //! Round trips (with `Recovery::timestamps`): every RTT sample a connection
-//! takes goes into an average over all of the peer's connections, and a
-//! connection whose own estimate is below it is raised to it (Linux starts a
+//! takes goes into a pool of all of the peer's connections' samples, and a
+//! connection whose own estimate is below the pool's is raised to it (Linux starts a
 //! connection from per-destination metrics). Ten thousand connections from
 //! one overloaded client each see a few exchanges; alone, each would learn
 //! the client's delay from spurious retransmissions of its own. Only samples
@@ -26,7 +26,7 @@
 //! costs at most a few more spurious probes, and no address a network sends
 //! can grow it.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::time::Duration;
 
 const SLOTS: usize = 256;
@@ -40,13 +40,13 @@ const MIN_STEP_US: u32 = 250;
 /// the samples, and the mean deviation from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PeerRtt {
-    ip: Ipv4Addr,
+    ip: IpAddr,
     srtt: u32,
     rttvar: u32,
 }
 
 pub(super) struct Delayers {
-    slots: Box<[Option<Ipv4Addr>; SLOTS]>,
+    slots: Box<[Option<IpAddr>; SLOTS]>,
     rtt: Box<[Option<PeerRtt>; SLOTS]>,
 }
 
@@ -57,23 +57,27 @@ impl Default for Delayers {
 }
 
 impl Delayers {
-    fn slot(ip: Ipv4Addr) -> usize {
+    fn slot(ip: IpAddr) -> usize {
+        let a = match ip {
+            IpAddr::V4(a) => u32::from(a),
+            IpAddr::V6(a) => crate::demux::fold_v6(a),
+        };
         // Fibonacci hashing of the address: neighbours in a subnet spread out.
-        (u32::from(ip).wrapping_mul(0x9E37_79B9) >> 24) as usize
+        (a.wrapping_mul(0x9E37_79B9) >> 24) as usize
     }
 
-    pub(super) fn remember(&mut self, ip: Ipv4Addr) {
+    pub(super) fn remember(&mut self, ip: IpAddr) {
         self.slots[Self::slot(ip)] = Some(ip);
     }
 
-    pub(super) fn delays(&self, ip: Ipv4Addr) -> bool {
+    pub(super) fn delays(&self, ip: IpAddr) -> bool {
         self.slots[Self::slot(ip)] == Some(ip)
     }
 
     /// Adds one RTT sample of a connection to `ip` to the peer's pool (the
     /// first sample of a peer, or of one that took the slot of another,
     /// starts it).
-    pub(super) fn sample_rtt(&mut self, ip: Ipv4Addr, sample: Duration) {
+    pub(super) fn sample_rtt(&mut self, ip: IpAddr, sample: Duration) {
         let r = sample.as_micros().min(u32::MAX as u128) as u32;
         let e = &mut self.rtt[Self::slot(ip)];
         match e {
@@ -92,7 +96,7 @@ impl Delayers {
     }
 
     /// The peer's averaged RTT and its variance, if known.
-    pub(super) fn rtt(&self, ip: Ipv4Addr) -> Option<(Duration, Duration)> {
+    pub(super) fn rtt(&self, ip: IpAddr) -> Option<(Duration, Duration)> {
         self.rtt[Self::slot(ip)].filter(|p| p.ip == ip).map(|p| {
             (Duration::from_micros(u64::from(p.srtt)), Duration::from_micros(u64::from(p.rttvar)))
         })
@@ -102,19 +106,24 @@ impl Delayers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn remembers_forgets_and_collides_without_growing() {
         let mut d = Delayers::default();
-        let a = Ipv4Addr::new(198, 18, 0, 2);
+        let a = IpAddr::from(Ipv4Addr::new(198, 18, 0, 2));
         assert!(!d.delays(a));
         d.remember(a);
         assert!(d.delays(a));
-        assert!(!d.delays(Ipv4Addr::new(198, 18, 0, 3)));
+        assert!(!d.delays(Ipv4Addr::new(198, 18, 0, 3).into()));
+        let a6: IpAddr = "2001:2::2".parse().unwrap();
+        d.remember(a6);
+        assert!(d.delays(a6) && d.delays(a));
+        assert!(!d.delays("2001:2::3".parse().unwrap()));
         // Many addresses: at most SLOTS remembered, the first one likely gone.
         for i in 0..10_000u32 {
-            d.remember(Ipv4Addr::from(0xC612_0000 + i));
-            d.sample_rtt(Ipv4Addr::from(0xC612_0000 + i), Duration::from_millis(1));
+            d.remember(Ipv4Addr::from(0xC612_0000 + i).into());
+            d.sample_rtt(Ipv4Addr::from(0xC612_0000 + i).into(), Duration::from_millis(1));
         }
         assert!(d.slots.iter().filter(|s| s.is_some()).count() <= SLOTS);
         assert!(d.rtt.iter().filter(|s| s.is_some()).count() <= SLOTS);
@@ -125,7 +134,7 @@ mod tests {
     #[test]
     fn a_peers_rtt_is_averaged_over_its_samples() {
         let mut d = Delayers::default();
-        let (a, b) = (Ipv4Addr::new(198, 18, 0, 2), Ipv4Addr::new(198, 18, 0, 3));
+        let (a, b): (IpAddr, IpAddr) = (Ipv4Addr::new(198, 18, 0, 2).into(), "2001:2::3".parse().unwrap());
         assert_eq!(d.rtt(a), None);
         d.sample_rtt(a, Duration::from_millis(200));
         assert_eq!(d.rtt(a), Some((Duration::from_millis(200), Duration::from_millis(100))));

@@ -1,6 +1,6 @@
 //! The per-frame path in: checks, demux to a bucket, smoltcp.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
@@ -89,6 +89,14 @@ impl Engine {
             }
             Flow::Icmp { src } => {
                 self.learn(now, src, info.src_mac);
+                // A neighbour advertisement answering our solicitation: as for ARP below,
+                // sockets in any bucket may be waiting for it.
+                if src.is_ipv6() && self.iface.neighbor_asked(now, IpAddress::from(src)) {
+                    let mut dev = SmolDev { rx: Some(frame), link };
+                    self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[0].sockets);
+                    self.mark_all_dirty();
+                    return Ok(info);
+                }
                 0
             }
             Flow::Arp { sender } => {
@@ -115,11 +123,16 @@ impl Engine {
     /// (our MAC and address, a unicast source, no fragment, lengths and checksums), which
     /// is what smoltcp's skipped layers would check. False: nothing changed, the general
     /// path takes it.
-    fn ingest_fast(&mut self, now: Instant, b: usize, frame: &[u8], (src, sport, dport): (Ipv4Addr, u16, u16), mac: [u8; 6]) -> bool {
+    fn ingest_fast(&mut self, now: Instant, b: usize, frame: &[u8], (src, sport, dport): (IpAddr, u16, u16), mac: [u8; 6]) -> bool {
         let ip = &frame[14..];
-        let ihl = (ip[0] & 0x0f) as usize * 4;
-        let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
-        let tcp = &ip[ihl..total];
+        // `inspect` found the TCP header right after the IPv6 header (no extension
+        // header), or after the IPv4 header's IHL.
+        let tcp = if src.is_ipv6() {
+            &ip[40..40 + u16::from_be_bytes([ip[4], ip[5]]) as usize]
+        } else {
+            let ihl = (ip[0] & 0x0f) as usize * 4;
+            &ip[ihl..u16::from_be_bytes([ip[2], ip[3]]) as usize]
+        };
         // Data offset 5 (no options); flags ACK, perhaps PSH, nothing else.
         if tcp[12] >> 4 != 5 || tcp[13] & !0x08 != 0x10 {
             return false;
@@ -137,7 +150,7 @@ impl Engine {
         };
         let socket = bucket.sockets.get_mut::<tcp::Socket>(h);
         let from = HardwareAddress::Ethernet(EthernetAddress(mac));
-        let taken = self.iface.process_tcp_fast(now, socket, IpAddress::Ipv4(src), from, &seg);
+        let taken = self.iface.process_tcp_fast(now, socket, IpAddress::from(src), from, &seg);
         bucket.fast_hits += taken as u64;
         taken
     }
@@ -145,18 +158,19 @@ impl Engine {
     /// Peers are learned from their frames (on-link sources only), before anything is
     /// answered: an RST needs the peer's MAC as much as data.
     #[inline]
-    fn learn(&mut self, now: Instant, src: Ipv4Addr, mac: [u8; 6]) {
+    fn learn(&mut self, now: Instant, src: IpAddr, mac: [u8; 6]) {
         if let Some(src) = self.neighbours.learn(src, now, &self.rules) {
             self.insert_neighbour(now, src, mac);
         }
     }
 
-    /// Teaches smoltcp that on-link `ip` is at `mac` (shared-address mode,
-    /// where the kernel owns ARP). Off-link addresses are refused: their
-    /// frames come from a router, whose MAC is not theirs; so are a
-    /// multicast MAC and a source no peer may have.
-    pub fn add_neighbour(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6]) -> bool {
-        if !self.rules.on_link(ip) || self.rules.bad_source(ip) || !self.insert_neighbour(now, ip, mac) {
+    /// Teaches smoltcp that on-link `ip` (IPv4 or IPv6) is at `mac` (shared-address mode,
+    /// where the kernel owns ARP and neighbour discovery). Off-link addresses are refused:
+    /// their frames come from a router, whose MAC is not theirs; so are a multicast MAC
+    /// and a source no peer may have.
+    pub fn add_neighbour(&mut self, now: Instant, ip: impl Into<IpAddr>, mac: [u8; 6]) -> bool {
+        let ip = ip.into();
+        if !self.rules.on_link_ip(ip) || self.rules.bad_source_ip(ip) || !self.insert_neighbour(now, ip, mac) {
             return false;
         }
         self.neighbours.note(ip, now);
@@ -168,8 +182,8 @@ impl Engine {
 
     /// Into smoltcp's neighbour cache, as an ARP reply from `ip` would put it
     /// (patch `neighbor-cache`), without building and parsing one.
-    fn insert_neighbour(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6]) -> bool {
+    fn insert_neighbour(&mut self, now: Instant, ip: IpAddr, mac: [u8; 6]) -> bool {
         let from = HardwareAddress::Ethernet(EthernetAddress(mac));
-        self.iface.fill_neighbor(now, IpAddress::Ipv4(ip), from)
+        self.iface.fill_neighbor(now, IpAddress::from(ip), from)
     }
 }

@@ -57,7 +57,7 @@ impl Engine {
 
     /// A connection to `ip` starts with the allowance an earlier one learned
     /// (see `delayers`).
-    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::Ipv4Addr) {
+    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
         if self.delayers.delays(ip) {
             s.set_tail_loss_probe_ack_delay(self.cfg.recovery.ack_delay_max.into());
         }
@@ -68,9 +68,8 @@ impl Engine {
     /// average if below it (see `delayers`), so that what goes out now is timed
     /// by what all of the peer's connections measured.
     pub(super) fn share_rtt(delayers: &mut Delayers, s: &mut tcp::Socket<'static>) {
-        let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) = s.remote_endpoint() else {
-            return;
-        };
+        let Some(remote) = s.remote_endpoint() else { return };
+        let ip = remote.addr.into();
         if let Some(r) = s.take_rtt_sample() {
             delayers.sample_rtt(ip, r.into());
         }
@@ -83,11 +82,9 @@ impl Engine {
     /// its ACKs. Called while the socket still knows its peer: when the
     /// application closes it, and when it is recycled.
     pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
-        if let (Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }), Some(d)) =
-            (s.remote_endpoint(), s.tail_loss_probe_ack_delay())
-        {
+        if let (Some(remote), Some(d)) = (s.remote_endpoint(), s.tail_loss_probe_ack_delay()) {
             if d > cfg.recovery.ack_delay.into() {
-                delayers.remember(ip);
+                delayers.remember(remote.addr.into());
             }
         }
     }
@@ -212,10 +209,8 @@ impl Engine {
                 _ => {
                     self.buckets[b].half_open.swap_remove(k);
                     self.half_open -= 1;
-                    if let Some(smoltcp::wire::IpEndpoint { addr: smoltcp::wire::IpAddress::Ipv4(ip), .. }) =
-                        self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint()
-                    {
-                        if self.delayers.delays(ip) {
+                    if let Some(remote) = self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint() {
+                        if self.delayers.delays(remote.addr.into()) {
                             let d = self.cfg.recovery.ack_delay_max.into();
                             self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }

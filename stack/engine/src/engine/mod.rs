@@ -19,7 +19,7 @@ mod ports;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use smoltcp::iface::{Config, Interface, SocketSet};
@@ -104,13 +104,25 @@ impl Engine {
         let mut iface = Interface::new(icfg, &mut dev, now);
         iface.update_ip_addrs(|a| {
             let _ = a.push(IpCidr::new(cfg.addr.into(), cfg.prefix_len));
+            if let Some(a6) = cfg.addr6 {
+                let _ = a.push(IpCidr::new(a6.into(), cfg.prefix6_len));
+            }
         });
         if let Some(gw) = cfg.gateway {
             let _ = iface.routes_mut().add_default_ipv4_route(gw);
         }
+        if let Some(gw) = cfg.gateway6 {
+            let _ = iface.routes_mut().add_default_ipv6_route(gw);
+        }
         iface.set_fast_send(cfg.fast_path);
-        let rules =
-            RxRules { mac: cfg.mac, addr: cfg.addr, prefix_len: cfg.prefix_len, accept_partial: cfg.accept_partial_csum };
+        let rules = RxRules {
+            mac: cfg.mac,
+            addr: cfg.addr,
+            prefix_len: cfg.prefix_len,
+            accept_partial: cfg.accept_partial_csum,
+            addr6: cfg.addr6,
+            prefix6_len: cfg.prefix6_len,
+        };
         Engine {
             iface,
             buckets: (0..nb).map(|_| Bucket::new()).collect(),
@@ -144,6 +156,11 @@ impl Engine {
     /// Our address.
     pub fn addr(&self) -> Ipv4Addr {
         self.cfg.addr
+    }
+
+    /// Our IPv6 address, if we have one.
+    pub fn addr6(&self) -> Option<Ipv6Addr> {
+        self.cfg.addr6
     }
 
     /// How many socket buckets there are.
@@ -260,6 +277,8 @@ mod cookie_tests;
 mod fast_path_tests;
 #[cfg(test)]
 mod icmp_tests;
+#[cfg(test)]
+mod ipv6_tests;
 #[cfg(test)]
 mod listener_tests;
 #[cfg(test)]

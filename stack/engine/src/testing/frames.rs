@@ -1,7 +1,7 @@
-//! Builds Ethernet/IPv4/TCP and ARP frames byte by byte, valid or broken on
-//! purpose, for unit tests, the scripted peer and the fuzzer.
+//! Builds Ethernet/IPv4/TCP, Ethernet/IPv6/TCP, ICMPv6 and ARP frames byte by byte,
+//! valid or broken on purpose, for unit tests, the scripted peer and the fuzzer.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use smoltcp::wire::{checksum, IpProtocol};
 
@@ -90,8 +90,17 @@ pub fn tcp_into(s: &TcpSpec<'_>, f: &mut Vec<u8>) {
     f.extend_from_slice(&s.dst.octets());
     let ipc = !checksum::data(&f[14..34]);
     f[24..26].copy_from_slice(&ipc.to_be_bytes());
-    // TCP
     let t = f.len();
+    tcp_header_into(s, f);
+    let seg_len = (f.len() - t) as u32;
+    let pseudo = checksum::pseudo_header_v4(&s.src, &s.dst, IpProtocol::Tcp, seg_len);
+    let c = if s.partial_csum { pseudo } else { !checksum::combine(&[pseudo, checksum::data(&f[t..])]) };
+    f[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The TCP header (checksum zero), options and data of `s`, appended to `f`.
+fn tcp_header_into(s: &TcpSpec<'_>, f: &mut Vec<u8>) {
+    let opt_len = (s.options.len().div_ceil(4) * 4).min(40);
     f.extend_from_slice(&s.sport.to_be_bytes());
     f.extend_from_slice(&s.dport.to_be_bytes());
     f.extend_from_slice(&s.seq.to_be_bytes());
@@ -104,10 +113,61 @@ pub fn tcp_into(s: &TcpSpec<'_>, f: &mut Vec<u8>) {
     f.extend_from_slice(opts);
     f.resize(f.len() + (opt_len - opts.len()), 0);
     f.extend_from_slice(s.payload);
-    let seg_len = (f.len() - t) as u32;
-    let pseudo = checksum::pseudo_header_v4(&s.src, &s.dst, IpProtocol::Tcp, seg_len);
-    let c = if s.partial_csum { pseudo } else { !checksum::combine(&[pseudo, checksum::data(&f[t..])]) };
-    f[t + 16..t + 18].copy_from_slice(&c.to_be_bytes());
+}
+
+/// The segment of `s` over IPv6 from `src` to `dst` (its IPv4 addresses, TTL and
+/// fragment field unused; hop limit 64), TCP right after the fixed header.
+pub fn tcp6(s: &TcpSpec<'_>, src: Ipv6Addr, dst: Ipv6Addr) -> Vec<u8> {
+    let mut seg = Vec::with_capacity(60 + s.options.len() + s.payload.len());
+    tcp_header_into(s, &mut seg);
+    let pseudo = checksum::pseudo_header_v6(&src, &dst, IpProtocol::Tcp, seg.len() as u32);
+    let c = if s.partial_csum { pseudo } else { !checksum::combine(&[pseudo, checksum::data(&seg)]) };
+    seg[16..18].copy_from_slice(&c.to_be_bytes());
+    ipv6(s.src_mac, s.dst_mac, src, dst, 6, 64, &seg)
+}
+
+/// An Ethernet/IPv6 frame carrying `payload` as next header `next` (whatever it is: an
+/// extension header chain, a fragment, ICMPv6), with payload length and addresses
+/// as given.
+pub fn ipv6(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv6Addr, dst: Ipv6Addr, next: u8, hop_limit: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(54 + payload.len());
+    f.extend_from_slice(&dst_mac);
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&(payload.len().min(u16::MAX as usize) as u16).to_be_bytes());
+    f.extend_from_slice(&[next, hop_limit]);
+    f.extend_from_slice(&src.octets());
+    f.extend_from_slice(&dst.octets());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// An ICMPv6 message (`ty`, `code`, then `body`) with its checksum, in an Ethernet/IPv6
+/// frame (hop limit 255, as neighbour discovery requires).
+pub fn icmpv6(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv6Addr, dst: Ipv6Addr, ty: u8, code: u8, body: &[u8]) -> Vec<u8> {
+    let mut m = vec![ty, code, 0, 0];
+    m.extend_from_slice(body);
+    let pseudo = checksum::pseudo_header_v6(&src, &dst, IpProtocol::Icmpv6, m.len() as u32);
+    let c = !checksum::combine(&[pseudo, checksum::data(&m)]);
+    m[2..4].copy_from_slice(&c.to_be_bytes());
+    ipv6(src_mac, dst_mac, src, dst, 58, 255, &m)
+}
+
+/// The solicited-node multicast group of `a` (ff02::1:ffXX:XXXX).
+pub fn solicited_group(a: Ipv6Addr) -> Ipv6Addr {
+    crate::demux::solicited_node(a)
+}
+
+/// A neighbour solicitation from `src` (at `src_mac`) for `target`, to its
+/// solicited-node group, with the source link-layer address option.
+pub fn neighbour_solicitation(src_mac: [u8; 6], src: Ipv6Addr, target: Ipv6Addr) -> Vec<u8> {
+    let group = crate::demux::solicited_node(target);
+    let o = group.octets();
+    let mut body = vec![0, 0, 0, 0];
+    body.extend_from_slice(&target.octets());
+    body.extend_from_slice(&[1, 1]);
+    body.extend_from_slice(&src_mac);
+    icmpv6(src_mac, [0x33, 0x33, o[12], o[13], o[14], o[15]], src, group, 135, 0, &body)
 }
 
 /// An ARP request (`oper` 1) or reply (2) in an Ethernet frame.
@@ -186,6 +246,37 @@ impl Seg {
     pub fn fin(&self) -> bool {
         self.flags & 0x01 != 0
     }
+}
+
+/// The addresses and TCP segment of an IPv6/TCP frame (TCP right after the fixed
+/// header) with sane lengths; the `Seg`'s IPv4 addresses are unspecified.
+pub fn parse_tcp6(f: &[u8]) -> Option<(Ipv6Addr, Ipv6Addr, Seg)> {
+    if f.len() < 14 + 40 + 20 || f[12..14] != [0x86, 0xdd] || f[20] != 6 {
+        return None;
+    }
+    let ip = &f[14..];
+    let end = 40 + u16::from_be_bytes([ip[4], ip[5]]) as usize;
+    if end > ip.len() || end < 60 {
+        return None;
+    }
+    let addr = |at: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&ip[at..at + 16]).unwrap());
+    let t = &ip[40..end];
+    let doff = (t[12] >> 4) as usize * 4;
+    if doff < 20 || doff > t.len() {
+        return None;
+    }
+    let seg = Seg {
+        src: Ipv4Addr::UNSPECIFIED,
+        dst: Ipv4Addr::UNSPECIFIED,
+        sport: u16::from_be_bytes([t[0], t[1]]),
+        dport: u16::from_be_bytes([t[2], t[3]]),
+        seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
+        ack: u32::from_be_bytes([t[8], t[9], t[10], t[11]]),
+        flags: t[13],
+        window: u16::from_be_bytes([t[14], t[15]]),
+        payload: t[doff..].to_vec(),
+    };
+    Some((addr(8), addr(24), seg))
 }
 
 /// The TCP segment in `f`, if it is an IPv4/TCP frame with sane lengths.

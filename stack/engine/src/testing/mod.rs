@@ -9,7 +9,7 @@
 pub mod frames;
 
 use std::collections::VecDeque;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -103,7 +103,8 @@ impl RxFrames for MemLink {
     fn release(&mut self, _f: Vec<u8>) {}
 }
 
-/// An engine configuration for tests: `addr`/24 with MAC `02:00:00:00:00:<last octet>`.
+/// An engine configuration for tests: `addr`/24 with MAC `02:00:00:00:00:<last octet>`,
+/// and IPv6 address [`v6_of`]`(addr)`/64.
 pub fn config(addr: Ipv4Addr) -> EngineSetup {
     EngineSetup {
         tcp: EngineConfig {
@@ -117,9 +118,18 @@ pub fn config(addr: Ipv4Addr) -> EngineSetup {
         addr,
         prefix_len: 24,
         gateway: None,
+        addr6: Some(v6_of(addr)),
+        prefix6_len: 64,
+        gateway6: None,
         accept_partial_csum: false,
         seed: 1,
     }
+}
+
+/// The IPv6 address tests give the host of IPv4 `addr`: 2001:2::<last octet> (the IPv6
+/// benchmarking range).
+pub fn v6_of(addr: Ipv4Addr) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, addr.octets()[3] as u16)
 }
 
 /// The MAC tests give `addr`.
@@ -201,7 +211,7 @@ impl MemTransport {
     }
 
     /// Opens a connection to `addr`.
-    pub fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
+    pub fn connect(&mut self, addr: impl Into<SocketAddr>) -> Result<ConnId, TransportError> {
         self.engine.connect(addr, &mut |_| true)
     }
 
@@ -259,6 +269,11 @@ impl MemTransport {
         self.engine.peer_addr(conn)
     }
 
+    /// A connection's peer, IPv4 or IPv6.
+    pub fn peer_socket_addr(&self, conn: ConnId) -> Option<SocketAddr> {
+        self.engine.peer_socket_addr(conn)
+    }
+
     /// "mem".
     pub fn name(&self) -> &'static str {
         "mem"
@@ -284,6 +299,10 @@ impl Pair {
     pub const A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
     /// `b`'s address.
     pub const B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    /// `a`'s IPv6 address ([`v6_of`]).
+    pub const A6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+    /// `b`'s IPv6 address.
+    pub const B6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
 
     /// Two engines with the test [`config`], each knowing the other's MAC.
     pub fn new() -> Pair {
@@ -298,6 +317,8 @@ impl Pair {
         let now = p.a.now;
         p.a.engine.add_neighbour(now, Self::B, mb);
         p.b.engine.add_neighbour(now, Self::A, ma);
+        p.a.engine.add_neighbour(now, Self::B6, mb);
+        p.b.engine.add_neighbour(now, Self::A6, ma);
         p
     }
 

@@ -66,6 +66,10 @@ impl Transport for MemTransport {
         MemTransport::peer_addr(self, conn)
     }
 
+    fn peer_socket_addr(&self, conn: ConnId) -> Option<std::net::SocketAddr> {
+        MemTransport::peer_socket_addr(self, conn)
+    }
+
     fn name(&self) -> &'static str {
         MemTransport::name(self)
     }

@@ -1,13 +1,14 @@
 //! The hostile peers: who they are, and the frames they send.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
-use super::{PORT, SERVER};
+use super::{PORT, SERVER, SERVER6};
 use crate::xsk::testing::frames::{self, TcpSpec};
 use crate::xsk::testing::{mac_of, Rng};
 
 pub(super) struct Peer {
-    pub(super) ip: Ipv4Addr,
+    /// IPv4 or IPv6 (its MAC from the address's last byte either way).
+    pub(super) ip: IpAddr,
     pub(super) port: u16,
     /// Our next sequence number.
     pub(super) seq: u32,
@@ -46,10 +47,18 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
     let mut syn_opts = [2, 4, 5, 0xb4, 1, 3, 3, 7, 4, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     syn_opts[12..].copy_from_slice(&opts[..12]);
     let srv = p.srv.unwrap_or_else(|| rng.next() as u32);
+    let (v4, v6) = match p.ip {
+        IpAddr::V4(a) => (a, None),
+        IpAddr::V6(a) => (Ipv4Addr::UNSPECIFIED, Some(a)),
+    };
+    let last = match p.ip {
+        IpAddr::V4(a) => a.octets()[3],
+        IpAddr::V6(a) => a.octets()[15],
+    };
     let mut s = TcpSpec {
-        src_mac: [2, 0, 0, 0, 0, p.ip.octets()[3]],
+        src_mac: [2, 0, 0, 0, 0, last],
         dst_mac: mac_of(SERVER),
-        src: p.ip,
+        src: v4,
         dst: SERVER,
         sport: p.port,
         dport: PORT,
@@ -63,7 +72,14 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         ttl: 64,
         frag: 0x4000,
     };
-    match rng.below(20) {
+    let pick = rng.below(20);
+    // What only IPv6 has, instead of IPv4's fragments, sources, junk, ARP and ICMP.
+    if let (Some(a), 14..=16 | 18..) = (v6, pick) {
+        s.payload = &payload[..plen];
+        super::hostile6::generate(rng, a, &s, out);
+        return;
+    }
+    match pick {
         // A new connection (often with options).
         0 | 1 => {
             p.seq = rng.next() as u32;
@@ -125,7 +141,7 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         // Wrong checksum: build, then flip a payload byte.
         13 => {
             s.payload = &payload[..plen.max(1)];
-            frames::tcp_into(&s, out);
+            emit(&s, v6, out);
             let at = out.len() - 1;
             out[at] ^= 0x55;
             return;
@@ -178,7 +194,7 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         }
         // ARP, for us or not, from anywhere.
         18 => {
-            let sender = if rng.chance(500) { p.ip } else { Ipv4Addr::from(rng.next() as u32) };
+            let sender = if rng.chance(500) { v4 } else { Ipv4Addr::from(rng.next() as u32) };
             let target = if rng.chance(700) { SERVER } else { Ipv4Addr::from(rng.next() as u32) };
             *out = frames::arp(1 + rng.below(2) as u16, s.src_mac, if rng.chance(500) { [0xff; 6] } else { mac_of(SERVER) }, sender, target);
             return;
@@ -189,7 +205,15 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
             return;
         }
     }
-    frames::tcp_into(&s, out);
+    emit(&s, v6, out);
+}
+
+/// The segment `s` over IPv4, or from IPv6 `v6` to the server's IPv6 address.
+fn emit(s: &TcpSpec<'_>, v6: Option<std::net::Ipv6Addr>, out: &mut Vec<u8>) {
+    match v6 {
+        None => frames::tcp_into(s, out),
+        Some(a) => *out = frames::tcp6(s, a, SERVER6),
+    }
 }
 
 /// NOP, NOP, timestamp (RFC 7323): a TSval, and a TSecr that is mostly near the

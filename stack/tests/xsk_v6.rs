@@ -1,0 +1,144 @@
+//! The AF_XDP stack serving IPv6 and IPv4 clients at once, the kernel's TCP on the
+//! other side of a veth pair whose ends keep their default offloads (partial
+//! checksums), in shared mode (the kernel's own IPv6 address: neighbour discovery stays
+//! the kernel's) and in dedicated mode (the stack answers neighbour solicitations for
+//! an address of its own). Needs root.
+
+use std::io::{Read, Write};
+use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpStream};
+use std::thread;
+use std::time::Duration;
+
+use rr_load::{Client, ClientConfig, EchoWorkload, LoadMode};
+use stack::codec::LengthPrefixed;
+use stack::kernel::{KernelConfig, KernelTransport};
+use stack::xsk::{Addr6Mode, AddrMode};
+use xsk_lab::lab::{Lab, Netns};
+
+mod common;
+use common::{dedicated, lab_v6, xsk_cfg, xsk_server, MAX_FRAME};
+
+/// Gives the lab's ends IPv6 addresses in a /64 of the benchmarking range of their own
+/// (from the lab's IPv4 subnet): `a` gets ::1 (`with_a`: or nothing), `b` ::2. No
+/// duplicate address detection, so they are usable at once.
+fn add_v6(lab: &Lab, with_a: bool) -> (Ipv6Addr, Ipv6Addr) {
+    let o = lab.addr_a.octets();
+    let net = u16::from_be_bytes([o[1], o[2]]);
+    let a = Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 1);
+    let b = Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 2);
+    if with_a {
+        lab.ns_a.run(&["ip", "-6", "addr", "add", &format!("{a}/64"), "dev", &lab.if_a, "nodad"]).unwrap();
+    }
+    lab.ns_b.run(&["ip", "-6", "addr", "add", &format!("{b}/64"), "dev", &lab.if_b, "nodad"]).unwrap();
+    (a, b)
+}
+
+/// `n` length-prefixed echoes of growing size over one kernel TCP connection to `to`,
+/// from `ns`: each answered with its own bytes.
+fn v6_client(ns: &Netns, to: SocketAddrV6, n: usize) -> usize {
+    ns.run_in(move || {
+        let mut s = TcpStream::connect_timeout(&SocketAddr::V6(to), Duration::from_secs(5)).expect("connect over IPv6");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut done = 0;
+        for i in 0..n {
+            // Up to several segments: large ones cross as GSO from the kernel's side.
+            let len = 1 + (i * 7919) % 20_000;
+            let msg: Vec<u8> = (0..len).map(|k| (k * 31 + i) as u8).collect();
+            s.write_all(&(len as u32).to_be_bytes()).unwrap();
+            s.write_all(&msg).unwrap();
+            let mut hdr = [0u8; 4];
+            s.read_exact(&mut hdr).unwrap();
+            assert_eq!(u32::from_be_bytes(hdr) as usize, len);
+            let mut back = vec![0u8; len];
+            s.read_exact(&mut back).unwrap();
+            assert_eq!(back, msg, "echo {i}");
+            done += 1;
+        }
+        done
+    })
+    .unwrap()
+}
+
+/// IPv4 clients through rr-load at the same time.
+fn v4_clients(ns: &Netns, to: SocketAddrV4, bind: std::net::Ipv4Addr, n: u64) -> thread::JoinHandle<u64> {
+    let ns = ns.clone();
+    thread::spawn(move || {
+        ns.run_in(move || {
+            let t = KernelTransport::new(KernelConfig::default().with_bind(bind)).unwrap();
+            let cfg = ClientConfig::new(to)
+                .with_connections(4)
+                .with_mode(LoadMode::ClosedLoop { depth: 1 })
+                .with_duration(Duration::from_secs(60))
+                .with_max_requests(Some(n))
+                .with_connect_timeout(Duration::from_secs(5))
+                .with_drain_timeout(Duration::from_secs(10));
+            let r = Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 4096, 5), cfg).run().unwrap();
+            assert_eq!((r.errors, r.lost), (0, 0), "{r}");
+            r.requests
+        })
+        .unwrap()
+    })
+}
+
+#[test]
+fn shared_address_serves_ipv6_and_ipv4_clients_at_once() {
+    let lab = lab_v6("s6s");
+    let (a6, _) = add_v6(&lab, true);
+    let port = 7200;
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, AddrMode::Shared), port);
+    let v4 = v4_clients(&lab.ns_b, SocketAddrV4::new(lab.addr_a, port), lab.addr_b, 300);
+    let ns_b = lab.ns_b.clone();
+    let v6: Vec<_> = (0..3).map(|_| {
+        let ns = ns_b.clone();
+        thread::spawn(move || v6_client(&ns, SocketAddrV6::new(a6, port, 0, 0), 100))
+    }).collect();
+    let done6: usize = v6.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(done6, 300);
+    assert_eq!(v4.join().unwrap(), 300);
+    // The kernel still has its IPv6: ping from the peer is answered by it.
+    lab.ns_b.run(&["ping", "-6", "-c", "1", "-W", "2", &a6.to_string()]).expect("the kernel answers ping over IPv6");
+    let (stats, st, acc) = srv.finish_all();
+    assert_eq!(stats.requests, 600, "IPv4 and IPv6 requests");
+    assert_eq!(stats.accepted, 7);
+    assert_eq!(st.engine.drops.bad_checksum, 0, "partial checksums of the peer's offload taken");
+    assert_eq!(acc.app, 0);
+}
+
+#[test]
+fn dedicated_ipv6_address_answers_neighbour_discovery() {
+    let lab = lab_v6("s6d");
+    let (a6, _) = add_v6(&lab, false);
+    let our6 = Ipv6Addr::from(a6.to_bits() + 99);
+    let (mode, a4) = dedicated(&lab);
+    let mut cfg = xsk_cfg(&lab, mode);
+    cfg.addr6 = Addr6Mode::Dedicated { addr: our6, prefix_len: 64 };
+    let port = 7201;
+    let srv = xsk_server(&lab.ns_a, cfg, port);
+    let v4 = v4_clients(&lab.ns_b, SocketAddrV4::new(a4, port), lab.addr_b, 200);
+    assert_eq!(v6_client(&lab.ns_b, SocketAddrV6::new(our6, port, 0, 0), 200), 200);
+    assert_eq!(v4.join().unwrap(), 200);
+    // The peer learned our MAC from the stack's neighbour advertisement.
+    let neigh = lab.ns_b.run(&["ip", "-6", "neigh", "show", &our6.to_string()]).unwrap();
+    assert!(neigh.contains("lladdr"), "{neigh}");
+    lab.ns_b.run(&["ping", "-6", "-c", "1", "-W", "2", &our6.to_string()]).expect("the stack answers ping over IPv6");
+    let (stats, _, acc) = srv.finish_all();
+    assert_eq!(stats.requests, 400);
+    assert_eq!(acc.app, 0);
+}
+
+/// IPv6 alone: the peer's pure ACKs that arrive while the stack sleeps wait in the XDP
+/// program's ack ring, as IPv4's do (the kernel client ACKs most responses on its own).
+#[test]
+fn ipv6_pure_acks_are_deferred() {
+    let lab = lab_v6("s6a");
+    let (a6, _) = add_v6(&lab, true);
+    let port = 7202;
+    let srv = xsk_server(&lab.ns_a, xsk_cfg(&lab, AddrMode::Shared), port);
+    assert_eq!(v6_client(&lab.ns_b, SocketAddrV6::new(a6, port, 0, 0), 300), 300);
+    let (stats, st, acc) = srv.finish_all();
+    assert_eq!(stats.requests, 300);
+    assert!(st.device.deferred_acks.enabled, "the kernel loaded the program without deferred ACKs: {st:?}");
+    assert!(st.device.deferred_acks.taken > 0, "no IPv6 ACK went through the ack ring: {:?}", st.device.deferred_acks);
+    assert_eq!(acc.app, 0);
+}
