@@ -142,3 +142,83 @@ fn ipv6_pure_acks_are_deferred() {
     assert!(st.device.deferred_acks.taken > 0, "no IPv6 ACK went through the ack ring: {:?}", st.device.deferred_acks);
     assert_eq!(acc.app, 0);
 }
+
+/// A length-prefixed echo server on the kernel's TCP in `ns`, listening on `[addr]:port`
+/// for `conns` connections, each in a thread of its own; returns the peers it saw.
+fn kernel_echo_v6(ns: &Netns, addr: Ipv6Addr, port: u16, conns: usize) -> thread::JoinHandle<Vec<SocketAddr>> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let ns = ns.clone();
+    let h = thread::spawn(move || {
+        ns.run_in(move || {
+            let l = std::net::TcpListener::bind(SocketAddrV6::new(addr, port, 0, 0)).expect("bind over IPv6");
+            ready_tx.send(()).unwrap();
+            let mut peers = Vec::new();
+            let mut workers = Vec::new();
+            for _ in 0..conns {
+                let (mut s, peer) = l.accept().unwrap();
+                peers.push(peer);
+                workers.push(thread::spawn(move || {
+                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    let mut hdr = [0u8; 4];
+                    while s.read_exact(&mut hdr).is_ok() {
+                        let mut body = vec![0u8; u32::from_be_bytes(hdr) as usize];
+                        s.read_exact(&mut body).unwrap();
+                        s.write_all(&hdr).unwrap();
+                        s.write_all(&body).unwrap();
+                    }
+                }));
+            }
+            workers.into_iter().for_each(|w| w.join().unwrap());
+            peers
+        })
+        .unwrap()
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).expect("the echo server listens");
+    h
+}
+
+/// The stack as a client over IPv6 (`Transport::connect_ip`) from a dedicated IPv6
+/// address: smoltcp solicits the server's neighbour entry itself, and every echo comes
+/// back whole. In shared mode, where the kernel keeps neighbour discovery, the connect is
+/// refused with a clear error instead of timing out.
+#[test]
+fn connects_out_over_ipv6() {
+    let lab = lab_v6("s6o");
+    let (a6, b6) = add_v6(&lab, false);
+    let our6 = Ipv6Addr::from(a6.to_bits() + 77);
+    let port = 7203;
+    let echo = kernel_echo_v6(&lab.ns_b, b6, port, 4);
+    let (mode, _) = dedicated(&lab);
+    let mut xcfg = xsk_cfg(&lab, mode);
+    xcfg.addr6 = Addr6Mode::Dedicated { addr: our6, prefix_len: 64 };
+    let shared = xsk_cfg(&lab, AddrMode::Shared);
+    let to = SocketAddr::V6(SocketAddrV6::new(b6, port, 0, 0));
+    let r = lab
+        .ns_a
+        .run_in(move || {
+            let t = stack::xsk::XskTransport::new(xcfg).expect("xsk transport");
+            // The client connects through `Transport::connect_ip`.
+            let cfg = ClientConfig::new(to)
+                .with_connections(4)
+                .with_mode(LoadMode::ClosedLoop { depth: 1 })
+                .with_duration(Duration::from_secs(60))
+                .with_max_requests(Some(300))
+                .with_connect_timeout(Duration::from_secs(5))
+                .with_drain_timeout(Duration::from_secs(10));
+            Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 4096, 9), cfg).run().expect("client")
+        })
+        .unwrap();
+    assert_eq!((r.errors, r.lost, r.requests), (0, 0, 300), "{r}");
+    let peers = echo.join().unwrap();
+    assert_eq!(peers.len(), 4);
+    assert!(peers.iter().all(|p| p.ip() == std::net::IpAddr::V6(our6)), "not from the stack's IPv6 address: {peers:?}");
+    let refused = lab
+        .ns_a
+        .run_in(move || {
+            use stack::transport::Transport;
+            let mut t = stack::xsk::XskTransport::new(shared).expect("xsk transport");
+            t.connect_ip(to).map(|_| ()).unwrap_err().to_string()
+        })
+        .unwrap();
+    assert!(refused.contains("dedicated IPv6 address"), "{refused}");
+}

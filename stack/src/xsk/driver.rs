@@ -3,7 +3,7 @@
 //! ring's frames leave, and the sleep); and the [`Transport`] calls, which the
 //! engine answers. No protocol logic and no kick rule lives here.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -265,10 +265,22 @@ impl Transport for XskTransport {
     }
 
     fn connect(&mut self, addr: SocketAddrV4) -> Result<ConnId, TransportError> {
+        self.connect_ip(addr.into())
+    }
+
+    /// Over IPv6 when the stack has a dedicated IPv6 address (`XskConfig::addr6`): in
+    /// shared mode the kernel keeps neighbour discovery, and the stack learns an IPv6
+    /// peer only from the peer's own frames, so it could not reach one that has not
+    /// spoken (`arp.rs` asks the kernel for IPv4 peers only).
+    fn connect_ip(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
+        if addr.is_ipv6() && self.claims.is_some() {
+            return Err(TransportError::InvalidInput(
+                "connecting out over IPv6 needs a dedicated IPv6 address (XskConfig::addr6): in shared mode the stack cannot resolve IPv6 neighbours through the kernel",
+            ));
+        }
         let (claims, steer) = (self.claims.as_deref(), self.dev.port.steer());
         let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
-        let id = self.engine.connect(addr, &mut usable)?;
-        Ok(id)
+        self.engine.connect(addr, &mut usable)
     }
 
     /// Frames queued since the last wait go out before this returns: in its
@@ -354,6 +366,10 @@ impl Transport for XskTransport {
 
     fn peer_addr(&self, conn: ConnId) -> Option<SocketAddrV4> {
         self.engine.peer_addr(conn)
+    }
+
+    fn peer_socket_addr(&self, conn: ConnId) -> Option<SocketAddr> {
+        self.engine.peer_socket_addr(conn)
     }
 
     fn name(&self) -> &'static str {
