@@ -2008,14 +2008,20 @@ impl<'a> Socket<'a> {
         // from before, and for a timeout the segments after the first, which the rewind
         // would have sent again (the peer has them or will). The RTO's backoff goes
         // with the RTT sample below, which computes the timer again.
-        if let Some(cc) = self.undo_cc.take() {
-            self.congestion_controller = cc;
-            self.congestion_controller
-                .inner_mut()
-                .set_remote_window(self.remote_win_len);
-        }
-        if resent.rto && self.remote_last_seq < resent.high {
-            self.remote_last_seq = resent.high;
+        // Only on an echo's verdict: a D-SACK or an early ACK shows that the segment
+        // resent had arrived, not that the rest of the flight did (under loss it may
+        // not have, and taking it as in flight left it to ever longer timeouts).
+        let undo = self.undo_cc.take();
+        if eifel {
+            if let Some(cc) = undo {
+                self.congestion_controller = cc;
+                self.congestion_controller
+                    .inner_mut()
+                    .set_remote_window(self.remote_win_len);
+            }
+            if resent.rto && self.remote_last_seq < resent.high {
+                self.remote_last_seq = resent.high;
+            }
         }
         // The peer had the segment but its ACK did not come in time: either it
         // delays ACKs, or its ACK was lost. A lost ACK usually rode on data (a
