@@ -12,7 +12,8 @@ steps = {
     "dispatch_tcp_fast": r"InterfaceInner::dispatch_tcp_fast \[",
     "fast_emit": r"fast_emit::emit \[",
     "poll": r"Transport>::poll \[",
-    "ingest": r"XskTransport::ingest::\{\{closure\}\} \[",
+    "ingest": r"XskTransport::ingest::\{\{closure\}\}",
+    "engine_ingest": r"Engine>::ingest \[",
     "service": r"Server<T,C,H>::service \[",
 }
 row = {"build": build, "user_instructions_per_request": per_request}
