@@ -27,14 +27,7 @@ fn lab(tag: &str, with_a: bool) -> (Lab, Ipv6Addr) {
     assert!(found.status.success(), "redis-cli missing: install redis-tools (scripts/setup does)");
     xsk_lab::lab::sweep_stale(tag);
     let lab = Lab::new(&LabConfig { disable_ipv6: false, ..LabConfig::new(tag) }).expect("lab");
-    let o = lab.addr_a.octets();
-    let net = u16::from_be_bytes([o[1], o[2]]);
-    let a = Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 1);
-    let b = Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 2);
-    if with_a {
-        lab.ns_a.run(&["ip", "-6", "addr", "add", &format!("{a}/64"), "dev", &lab.if_a, "nodad"]).unwrap();
-    }
-    lab.ns_b.run(&["ip", "-6", "addr", "add", &format!("{b}/64"), "dev", &lab.if_b, "nodad"]).unwrap();
+    let (a, _) = lab.add_ipv6(with_a).expect("IPv6 addresses");
     (lab, a)
 }
 

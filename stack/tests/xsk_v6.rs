@@ -18,19 +18,9 @@ use xsk_lab::lab::{Lab, Netns};
 mod common;
 use common::{dedicated, lab_v6, xsk_cfg, xsk_server, MAX_FRAME};
 
-/// Gives the lab's ends IPv6 addresses in a /64 of the benchmarking range of their own
-/// (from the lab's IPv4 subnet): `a` gets ::1 (`with_a`: or nothing), `b` ::2. No
-/// duplicate address detection, so they are usable at once.
+/// The lab's IPv6 addresses (`Lab::add_ipv6`): `a` ::1 (`with_a`), `b` ::2.
 fn add_v6(lab: &Lab, with_a: bool) -> (Ipv6Addr, Ipv6Addr) {
-    let o = lab.addr_a.octets();
-    let net = u16::from_be_bytes([o[1], o[2]]);
-    let a = Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 1);
-    let b = Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 2);
-    if with_a {
-        lab.ns_a.run(&["ip", "-6", "addr", "add", &format!("{a}/64"), "dev", &lab.if_a, "nodad"]).unwrap();
-    }
-    lab.ns_b.run(&["ip", "-6", "addr", "add", &format!("{b}/64"), "dev", &lab.if_b, "nodad"]).unwrap();
-    (a, b)
+    lab.add_ipv6(with_a).expect("IPv6 addresses")
 }
 
 /// `n` length-prefixed echoes of growing size over one kernel TCP connection to `to`,

@@ -293,6 +293,22 @@ impl Lab {
         Ok(())
     }
 
+    /// IPv6 addresses in a /64 of the benchmarking range 2001:2::/48 of this lab's own
+    /// (from its IPv4 subnet): `a` ::1 (`with_a`: else nothing, for a stack's dedicated
+    /// address), `b` ::2, without duplicate address detection, so they are usable at
+    /// once. Needs a lab made with `disable_ipv6: false`.
+    pub fn add_ipv6(&self, with_a: bool) -> Result<(std::net::Ipv6Addr, std::net::Ipv6Addr), LabError> {
+        let o = self.addr_a.octets();
+        let net = u16::from_be_bytes([o[1], o[2]]);
+        let a = std::net::Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 1);
+        let b = std::net::Ipv6Addr::new(0x2001, 2, 0, net, 0, 0, 0, 2);
+        if with_a {
+            self.ns_a.run(&["ip", "-6", "addr", "add", &format!("{a}/64"), "dev", &self.if_a, "nodad"])?;
+        }
+        self.ns_b.run(&["ip", "-6", "addr", "add", &format!("{b}/64"), "dev", &self.if_b, "nodad"])?;
+        Ok((a, b))
+    }
+
     /// `ethtool -K IF tx off` on both ends (disables TX checksum offload and
     /// with it TSO). Kernel-sent frames on veth otherwise carry
     /// CHECKSUM_PARTIAL, i.e. an unfinished L4 checksum, which an AF_XDP
