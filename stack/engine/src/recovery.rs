@@ -55,8 +55,9 @@ pub struct Recovery {
     /// its own estimate is lower (see the engine's `delayers`): a new
     /// connection to a client that answers late does not retransmit into its
     /// first answers; and the timeout after a tail-loss probe waits at least
-    /// `ack_delay_max` ([`rto_after_probe`](Self::rto_after_probe)). Costs 12 bytes a segment, and segments with options take
-    /// neither the engine's fast path nor the fast send. Timestamps only with
+    /// `ack_delay_max` ([`rto_after_probe`](Self::rto_after_probe)). Costs 12
+    /// bytes a segment; segments whose only option is the timestamp still take
+    /// the engine's fast path in and the fast send out. Timestamps only with
     /// peers that offer them too (Linux does by default).
     pub timestamps: bool,
 }

@@ -3,7 +3,8 @@
 //! general path: two server engines, one taking it and one not, get the same frames at
 //! the same times from a scripted peer and run the same application. After every frame
 //! they must have sent the same frames and hold the same state (every socket's `Debug`:
-//! sequence numbers, buffers, timers, RTT and congestion state; the counters).
+//! sequence numbers, buffers, timers, RTT and congestion state; the counters). The
+//! tests that walk the edges run over IPv4 and over IPv6.
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -12,9 +13,9 @@ use bytes::BytesMut;
 
 use super::EngineSetup;
 use crate::conn::{ConnId, Event};
-use crate::testing::frames::{self, parse_tcp, Seg, TcpSpec};
+use crate::testing::frames::{self, parse_tcp, parse_tcp6, Seg, TcpSpec};
 use crate::testing::Rng;
-use crate::testing::{config, mac_of, MemTransport};
+use crate::testing::{config, mac_of, v6_of, MemTransport};
 
 const SRV: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const PEER: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
@@ -42,10 +43,30 @@ struct Twin {
     steps: usize,
     /// The frames the last step sent (the same from both servers).
     sent: Vec<Vec<u8>>,
+    /// The peer speaks IPv6 (the servers' and its own [`v6_of`] addresses).
+    v6: bool,
+    /// The peer's timestamp option on every segment, in this layout (Linux's NOP, NOP,
+    /// TS or smoltcp's TS, end of list), or none.
+    ts: Option<TsLayout>,
+    /// The peer's TSval clock, and the server's last TSval (echoed).
+    ts_clock: u32,
+    ts_echo: u32,
+    /// The option bytes of the next segment.
+    opts: [u8; 12],
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum TsLayout {
+    NopNopTs,
+    TsEnd,
 }
 
 impl Twin {
     fn new(tweak: impl Fn(&mut EngineSetup)) -> Twin {
+        Twin::of_family(false, tweak)
+    }
+
+    fn of_family(v6: bool, tweak: impl Fn(&mut EngineSetup)) -> Twin {
         let sides = [true, false]
             .into_iter()
             .map(|fast| {
@@ -55,6 +76,7 @@ impl Twin {
                 let mut t = MemTransport::new(c);
                 let now = t.now;
                 t.engine.add_neighbour(now, PEER, mac_of(PEER));
+                t.engine.add_neighbour(now, v6_of(PEER), mac_of(PEER));
                 t.listen(7).unwrap();
                 t
             })
@@ -73,11 +95,43 @@ impl Twin {
             syn_options: &[2, 4, 5, 0xb4],
             steps: 0,
             sent: Vec::new(),
+            v6,
+            ts: None,
+            ts_clock: 1_000_000,
+            ts_echo: 0,
+            opts: [0; 12],
         }
     }
 
-    fn spec(&self, flags: u8, payload: &'static [u8]) -> TcpSpec<'static> {
-        TcpSpec { sport: self.port, seq: self.seq, ack: self.srv, flags, payload, ..TcpSpec::default() }
+    /// The peer offers timestamps in its SYN and sends them in `layout` from then on;
+    /// the servers offer them too (`Recovery::timestamps`), so both ends use them.
+    fn with_timestamps(mut self, layout: TsLayout) -> Twin {
+        self.ts = Some(layout);
+        self.syn_options = &[2, 4, 5, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0];
+        self
+    }
+
+    /// The peer's frame of `s`, in the twin's family.
+    fn frame(&self, s: &TcpSpec<'_>) -> Vec<u8> {
+        if self.v6 {
+            frames::tcp6(s, v6_of(PEER), v6_of(SRV))
+        } else {
+            frames::tcp(s)
+        }
+    }
+
+    fn spec(&self, flags: u8, payload: &'static [u8]) -> TcpSpec<'_> {
+        let options: &[u8] = if self.ts.is_some() && flags & 0x02 == 0 { &self.opts } else { &[] };
+        TcpSpec { sport: self.port, seq: self.seq, ack: self.srv, flags, payload, options, ..TcpSpec::default() }
+    }
+
+    /// The timestamp option of the peer's next segment: its clock, the server's last TSval.
+    fn next_opts(&mut self) {
+        let (v, e) = (self.ts_clock.to_be_bytes(), self.ts_echo.to_be_bytes());
+        self.opts = match self.ts {
+            Some(TsLayout::NopNopTs) => [1, 1, 8, 10, v[0], v[1], v[2], v[3], e[0], e[1], e[2], e[3]],
+            _ => [8, 10, v[0], v[1], v[2], v[3], e[0], e[1], e[2], e[3], 0, 0],
+        };
     }
 
     /// Gives `frame` to both servers (or none: time passes), runs the application on
@@ -85,6 +139,7 @@ impl Twin {
     /// the server sent.
     fn step(&mut self, frame: Option<Vec<u8>>, advance: Duration, send: usize) -> Vec<Seg> {
         self.steps += 1;
+        self.ts_clock = self.ts_clock.wrapping_add(advance.as_micros() as u32 + 1);
         let mut out = Vec::new();
         let mut seen = [String::new(), String::new()];
         for (i, t) in self.sides.iter_mut().enumerate() {
@@ -130,7 +185,13 @@ impl Twin {
             panic!("step {}: the fast path's state differs:\n fast:    {a}\n general: {b}", self.steps);
         }
         self.sent = out.swap_remove(0);
-        let segs: Vec<Seg> = self.sent.iter().filter_map(|f| parse_tcp(f)).collect();
+        if let Some(v) = self.sent.iter().rev().find_map(|f| tsval_of(f)) {
+            self.ts_echo = v;
+        }
+        self.next_opts();
+        let v6 = self.v6;
+        let segs: Vec<Seg> =
+            self.sent.iter().filter_map(|f| if v6 { parse_tcp6(f).map(|(_, _, s)| s) } else { parse_tcp(f) }).collect();
         for s in &segs {
             if s.ack_set() {
                 self.srv_ack = s.ack;
@@ -150,11 +211,11 @@ impl Twin {
         self.seq = self.seq.wrapping_add(100_000);
         let mut syn = self.spec(0x02, &[]);
         syn.options = self.syn_options;
-        let segs = self.step(Some(frames::tcp(&syn)), Duration::ZERO, 0);
+        let segs = self.step(Some(self.frame(&syn)), Duration::ZERO, 0);
         assert!(segs.iter().any(|s| s.syn() && s.ack_set()), "no SYN-ACK: {segs:?}");
         self.seq = self.seq.wrapping_add(1);
         // A round trip of 100 us: no RTT sample is zero.
-        self.step(Some(frames::tcp(&self.spec(0x10, &[]))), Duration::from_micros(100), 0);
+        self.step(Some(self.frame(&self.spec(0x10, &[]))), Duration::from_micros(100), 0);
     }
 
     fn fast_taken(&self) -> (u64, u64) {
@@ -167,6 +228,23 @@ impl Twin {
     }
 }
 
+/// The TSval of a frame's TCP timestamp option, if it has one.
+fn tsval_of(f: &[u8]) -> Option<u32> {
+    let ip = if f[12..14] == [0x86, 0xdd] { 40 } else { (f[14] & 15) as usize * 4 };
+    let t = f.get(14 + ip..)?;
+    let opts = t.get(20..(t[12] >> 4) as usize * 4)?;
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => return None,
+            1 => i += 1,
+            8 => return opts.get(i + 2..i + 6).map(|v| u32::from_be_bytes(v.try_into().unwrap())),
+            _ => i += (*opts.get(i + 1)?).max(2) as usize,
+        }
+    }
+    None
+}
+
 static DATA: [u8; 3000] = [0x42; 3000];
 
 /// Requests and responses in order, pure ACKs, a receive window filled past its end,
@@ -174,17 +252,48 @@ static DATA: [u8; 3000] = [0x42; 3000];
 /// case the fast path takes or leaves, compared frame by frame with the general path.
 #[test]
 fn the_fast_path_equals_the_general_path_on_every_edge() {
-    let mut t = Twin::new(|_| {});
+    every_edge(false, None);
+}
+
+#[test]
+fn the_fast_path_equals_the_general_path_on_every_edge_over_ipv6() {
+    every_edge(true, None);
+}
+
+/// Both ends with timestamps, in Linux's layout over IPv4 and smoltcp's over IPv6.
+#[test]
+fn the_fast_path_equals_the_general_path_on_every_edge_with_timestamps() {
+    every_edge(false, Some(TsLayout::NopNopTs));
+    every_edge(true, Some(TsLayout::TsEnd));
+}
+
+/// Twin servers (with timestamps offered when the peer sends them) and their peer.
+fn twin(v6: bool, ts: Option<TsLayout>, tweak: impl Fn(&mut EngineSetup)) -> Twin {
+    let t = Twin::of_family(v6, |c| {
+        c.recovery.timestamps = ts.is_some();
+        tweak(c);
+    });
+    match ts {
+        Some(layout) => t.with_timestamps(layout),
+        None => t,
+    }
+}
+
+fn every_edge(v6: bool, ts: Option<TsLayout>) {
+    let mut t = twin(v6, ts, |_| {});
     t.handshake();
-    // In-order requests (the fast path), echoed; the peer's ACKs of the echoes.
-    for n in [1usize, 100, 536, 1460] {
-        t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..n]))), Duration::from_micros(50), 0);
+    // In-order requests (the fast path), echoed; the peer's ACKs of the echoes. The
+    // largest is one MSS of the family (1,440 bytes over IPv6), less the timestamp
+    // option when there is one.
+    let mss = if v6 { 1440 } else { 1460 } - if ts.is_some() { 12 } else { 0 };
+    for n in [1usize, 100, 536, mss] {
+        t.step(Some(t.frame(&t.spec(0x18, &DATA[..n]))), Duration::from_micros(50), 0);
         t.seq = t.seq.wrapping_add(n as u32);
-        t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(50), 0);
+        t.step(Some(t.frame(&t.spec(0x10, &[]))), Duration::from_micros(50), 0);
     }
     let (fast, general) = t.fast_taken();
     assert!(fast >= 8 && general == 0, "fast path taken {fast}, general engine {general}");
-    // The echoes of 1, 100, 536 and 1,460 bytes each fit one segment (fast-send).
+    // The echoes of 1, 100, 536 bytes and one MSS each fit one segment (fast-send).
     let (sent, general) = t.fast_sent();
     assert!(sent >= 4 && general == 0, "fast-send {sent}, general engine {general}");
     // Those buckets' egresses were all fast sends: no scan after them, no `poll_at`.
@@ -193,14 +302,14 @@ fn the_fast_path_equals_the_general_path_on_every_edge() {
     // The application reads after the last ACK, so the buffer has more room than the
     // window advertised: a segment past the window's end must still be trimmed to it.
     t.reading = false;
-    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..1460]))), Duration::ZERO, 0);
+    t.step(Some(t.frame(&t.spec(0x18, &DATA[..1460]))), Duration::ZERO, 0);
     t.seq = t.srv_ack;
     t.reading = true;
     t.echo = false;
     let quiet = t.step(None, Duration::ZERO, 0);
     assert!(quiet.is_empty(), "a window update went out: {quiet:?}");
     let over = t.win as usize + 100;
-    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..over]))), Duration::ZERO, 0);
+    t.step(Some(t.frame(&t.spec(0x18, &DATA[..over]))), Duration::ZERO, 0);
     assert_eq!(t.srv_ack, t.seq.wrapping_add(over as u32 - 100), "the segment was not trimmed to the window");
     t.seq = t.srv_ack;
     t.echo = true;
@@ -209,46 +318,46 @@ fn the_fast_path_equals_the_general_path_on_every_edge() {
     t.reading = false;
     for _ in 0..12 {
         let n = (t.win as usize).clamp(1, 1460);
-        t.step(Some(frames::tcp(&t.spec(0x10, &DATA[..n]))), Duration::from_micros(10), 0);
+        t.step(Some(t.frame(&t.spec(0x10, &DATA[..n]))), Duration::from_micros(10), 0);
         t.seq = t.srv_ack;
         let over = (t.win as usize + 1).min(3000);
-        t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..over]))), Duration::from_micros(10), 0);
+        t.step(Some(t.frame(&t.spec(0x18, &DATA[..over]))), Duration::from_micros(10), 0);
         t.seq = t.srv_ack;
     }
     assert_eq!(t.win, 0, "the window should have closed");
     t.reading = true;
     t.step(None, Duration::from_millis(1), 0);
-    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_millis(1), 0);
+    t.step(Some(t.frame(&t.spec(0x10, &[]))), Duration::from_millis(1), 0);
     // Outstanding data, then duplicate ACKs (fast retransmit on the third), then an ACK
     // of part of it and of all of it.
     t.echo = false;
     let before = t.srv;
     t.step(None, Duration::ZERO, 2500);
     for _ in 0..4 {
-        t.step(Some(frames::tcp(&TcpSpec { ack: before, ..t.spec(0x10, &[]) })), Duration::from_micros(20), 0);
+        t.step(Some(t.frame(&TcpSpec { ack: before, ..t.spec(0x10, &[]) })), Duration::from_micros(20), 0);
     }
-    t.step(Some(frames::tcp(&TcpSpec { ack: before.wrapping_add(1000), ..t.spec(0x10, &[]) })), Duration::from_micros(20), 0);
-    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(20), 0);
+    t.step(Some(t.frame(&TcpSpec { ack: before.wrapping_add(1000), ..t.spec(0x10, &[]) })), Duration::from_micros(20), 0);
+    t.step(Some(t.frame(&t.spec(0x10, &[]))), Duration::from_micros(20), 0);
     // A window update alone, then an ACK beyond what was sent (challenge ACK).
-    t.step(Some(frames::tcp(&TcpSpec { window: 1000, ..t.spec(0x10, &[]) })), Duration::ZERO, 0);
-    t.step(Some(frames::tcp(&TcpSpec { ack: t.srv.wrapping_add(10), ..t.spec(0x10, &[]) })), Duration::ZERO, 0);
+    t.step(Some(t.frame(&TcpSpec { window: 1000, ..t.spec(0x10, &[]) })), Duration::ZERO, 0);
+    t.step(Some(t.frame(&TcpSpec { ack: t.srv.wrapping_add(10), ..t.spec(0x10, &[]) })), Duration::ZERO, 0);
     // A hole, then the segment that fills it.
     let s0 = t.seq;
-    t.step(Some(frames::tcp(&TcpSpec { seq: s0.wrapping_add(100), ..t.spec(0x18, &DATA[..200]) })), Duration::ZERO, 0);
-    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..100]))), Duration::ZERO, 0);
+    t.step(Some(t.frame(&TcpSpec { seq: s0.wrapping_add(100), ..t.spec(0x18, &DATA[..200]) })), Duration::ZERO, 0);
+    t.step(Some(t.frame(&t.spec(0x18, &DATA[..100]))), Duration::ZERO, 0);
     t.seq = t.srv_ack;
     // Old data again (a retransmission: the general path's duplicate answer).
-    t.step(Some(frames::tcp(&TcpSpec { seq: s0, ..t.spec(0x18, &DATA[..100]) })), Duration::ZERO, 0);
+    t.step(Some(t.frame(&TcpSpec { seq: s0, ..t.spec(0x18, &DATA[..100]) })), Duration::ZERO, 0);
     // Options on an in-order segment (timestamps; a SACK block) and the URG flag.
     let ts = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0];
-    t.step(Some(frames::tcp(&TcpSpec { options: &ts, ..t.spec(0x18, &DATA[..10]) })), Duration::ZERO, 0);
+    t.step(Some(t.frame(&TcpSpec { options: &ts, ..t.spec(0x18, &DATA[..10]) })), Duration::ZERO, 0);
     t.seq = t.srv_ack;
-    t.step(Some(frames::tcp(&t.spec(0x38, &DATA[..10]))), Duration::ZERO, 0);
+    t.step(Some(t.frame(&t.spec(0x38, &DATA[..10]))), Duration::ZERO, 0);
     t.seq = t.srv_ack;
     // Time passes past the retransmission timer; then the FIN.
-    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..10]))), Duration::from_secs(3), 0);
+    t.step(Some(t.frame(&t.spec(0x18, &DATA[..10]))), Duration::from_secs(3), 0);
     t.seq = t.srv_ack;
-    t.step(Some(frames::tcp(&t.spec(0x11, &[]))), Duration::ZERO, 0);
+    t.step(Some(t.frame(&t.spec(0x11, &[]))), Duration::ZERO, 0);
     t.step(None, Duration::from_secs(70), 0);
     let (fast, general) = t.fast_taken();
     assert!(fast >= 10 && general == 0, "fast path taken {fast}, general engine {general}");
@@ -263,12 +372,12 @@ fn a_request_with_the_peers_fin_is_answered_fast_and_its_end_reported() {
     let mut t = Twin::new(|_| {});
     t.read_once = true;
     t.handshake();
-    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..64]))), Duration::from_micros(50), 0);
+    t.step(Some(t.frame(&t.spec(0x18, &DATA[..64]))), Duration::from_micros(50), 0);
     t.seq = t.seq.wrapping_add(64);
-    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(50), 0);
+    t.step(Some(t.frame(&t.spec(0x10, &[]))), Duration::from_micros(50), 0);
     let before = t.fast_sent().0;
     // PSH|ACK|FIN with a request.
-    let segs = t.step(Some(frames::tcp(&t.spec(0x19, &DATA[..64]))), Duration::from_micros(50), 0);
+    let segs = t.step(Some(t.frame(&t.spec(0x19, &DATA[..64]))), Duration::from_micros(50), 0);
     assert!(segs.iter().any(|s| s.payload.len() == 64), "no answer: {segs:?}");
     assert_eq!(t.fast_sent().0, before + 1, "the answer did not go by fast-send");
     for _ in 0..3 {
@@ -284,7 +393,7 @@ fn a_peer_with_a_new_mac_is_answered_at_it() {
     let mut t = Twin::new(|_| {});
     t.handshake();
     let old_mac = mac_of(PEER);
-    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..32]))), Duration::from_micros(50), 0);
+    t.step(Some(t.frame(&t.spec(0x18, &DATA[..32]))), Duration::from_micros(50), 0);
     assert!(t.sent.iter().any(|f| f[..6] == old_mac && f.len() > 60), "no answer to the old MAC");
     t.seq = t.seq.wrapping_add(32);
     let new_mac = [2, 0, 0, 0, 0, 0x77];
@@ -295,7 +404,7 @@ fn a_peer_with_a_new_mac_is_answered_at_it() {
     let before = t.fast_sent().0;
     let mut req = t.spec(0x18, &DATA[..32]);
     req.src_mac = new_mac;
-    t.step(Some(frames::tcp(&req)), Duration::from_micros(50), 0);
+    t.step(Some(t.frame(&req)), Duration::from_micros(50), 0);
     assert_eq!(t.fast_sent().0, before + 1, "the answer did not go by fast-send");
     assert!(!t.sent.is_empty() && t.sent.iter().all(|f| f[..6] == new_mac), "not to the new MAC");
 }
@@ -309,15 +418,15 @@ fn an_ack_that_judges_a_retransmission_takes_the_general_path() {
     t.handshake();
     t.echo = false;
     t.step(None, Duration::ZERO, 1000);
-    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(200), 0);
+    t.step(Some(t.frame(&t.spec(0x10, &[]))), Duration::from_micros(200), 0);
     t.step(None, Duration::ZERO, 1000);
     let resent = t.step(None, Duration::from_secs(2), 0);
     assert!(resent.iter().any(|s| !s.payload.is_empty()), "nothing was sent again: {resent:?}");
-    t.step(Some(frames::tcp(&t.spec(0x10, &[]))), Duration::from_micros(10), 0);
+    t.step(Some(t.frame(&t.spec(0x10, &[]))), Duration::from_micros(10), 0);
     let r = t.sides[1].engine.stats().recovery;
     assert!(r.spurious_probes + r.spurious_retransmits > 0, "no spurious verdict: {r:?}");
     // And with nothing resent, the next request and ACK take the fast path again.
-    t.step(Some(frames::tcp(&t.spec(0x18, &DATA[..10]))), Duration::from_micros(100), 0);
+    t.step(Some(t.frame(&t.spec(0x18, &DATA[..10]))), Duration::from_micros(100), 0);
     assert!(t.fast_taken().0 >= 2, "{:?}", t.fast_taken());
 }
 
@@ -328,10 +437,28 @@ fn an_ack_that_judges_a_retransmission_takes_the_general_path() {
 /// (tail probes, RTO).
 #[test]
 fn random_segments_near_the_edges_get_the_same_answers_and_state() {
+    random_near_the_edges(|_| false, |_| None);
+}
+
+#[test]
+fn random_segments_near_the_edges_get_the_same_answers_and_state_over_ipv6() {
+    random_near_the_edges(|_| true, |_| None);
+}
+
+/// Both ends with timestamps; every other run over IPv6, every third in smoltcp's layout.
+#[test]
+fn random_segments_near_the_edges_get_the_same_answers_and_state_with_timestamps() {
+    random_near_the_edges(
+        |seed| seed % 2 == 1,
+        |seed| Some(if seed % 3 == 0 { TsLayout::TsEnd } else { TsLayout::NopNopTs }),
+    );
+}
+
+fn random_near_the_edges(v6: impl Fn(u64) -> bool, ts: impl Fn(u64) -> Option<TsLayout>) {
     let (mut taken, mut sent) = (0, 0);
     for seed in 1..=12u64 {
         let mut rng = Rng(seed);
-        let mut t = Twin::new(|c| {
+        let mut t = twin(v6(seed), ts(seed), |c| {
             c.rx_buffer = 8192;
             c.initial_buffer = 2048;
             // Every third run with keep-alives: each segment sent rewinds the timer.
@@ -339,7 +466,7 @@ fn random_segments_near_the_edges_get_the_same_answers_and_state() {
                 c.keepalive = Some(Duration::from_millis(500));
             }
         });
-        if seed % 2 == 0 {
+        if seed % 2 == 0 && t.ts.is_none() {
             t.syn_options = &[2, 4, 5, 0xb4, 4, 2, 1, 1];
         }
         t.handshake();
@@ -391,7 +518,7 @@ fn random_segments_near_the_edges_get_the_same_answers_and_state() {
                 2..=5 => Duration::from_micros(100),
                 _ => Duration::ZERO,
             };
-            let frame = (rng.below(8) != 0).then(|| frames::tcp(&TcpSpec { seq, ack, window, flags, ..t.spec(flags, &DATA[..len]) }));
+            let frame = (rng.below(8) != 0).then(|| t.frame(&TcpSpec { seq, ack, window, flags, ..t.spec(flags, &DATA[..len]) }));
             t.step(frame, advance, send);
             // The peer follows what the server acknowledged (lost data is sent again).
             t.seq = t.srv_ack;

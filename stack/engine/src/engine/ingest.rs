@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, TcpSeqNumber};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, TcpSeqNumber, TcpTimestampRepr};
 
 use super::cookies::SynCookies;
 use super::link::SmolDev;
@@ -118,8 +118,8 @@ impl Engine {
         Ok(info)
     }
 
-    /// Header prediction: an in-order ACK or ACK|PSH segment without options for an
-    /// established connection goes straight to its socket. `frame` passed `inspect`
+    /// Header prediction: an in-order ACK or ACK|PSH segment without options (or with a
+    /// timestamp alone) for an established connection goes straight to its socket. `frame` passed `inspect`
     /// (our MAC and address, a unicast source, no fragment, lengths and checksums), which
     /// is what smoltcp's skipped layers would check. False: nothing changed, the general
     /// path takes it.
@@ -133,10 +133,13 @@ impl Engine {
             let ihl = (ip[0] & 0x0f) as usize * 4;
             &ip[ihl..u16::from_be_bytes([ip[2], ip[3]]) as usize]
         };
-        // Data offset 5 (no options); flags ACK, perhaps PSH, nothing else.
-        if tcp[12] >> 4 != 5 || tcp[13] & !0x08 != 0x10 {
+        // Flags ACK, perhaps PSH, nothing else; no option but perhaps a timestamp.
+        if tcp[13] & !0x08 != 0x10 {
             return false;
         }
+        let Some((timestamp, data)) = timestamp_alone(tcp) else {
+            return false;
+        };
         let bucket = &mut self.buckets[b];
         let Some(h) = bucket.find_conn(src, sport, dport) else {
             return false;
@@ -146,7 +149,8 @@ impl Engine {
             seq_number: TcpSeqNumber(word(4)),
             ack_number: TcpSeqNumber(word(8)),
             window_len: u16::from_be_bytes([tcp[14], tcp[15]]),
-            payload: &tcp[20..],
+            timestamp,
+            payload: &tcp[data..],
         };
         let socket = bucket.sockets.get_mut::<tcp::Socket>(h);
         let from = HardwareAddress::Ethernet(EthernetAddress(mac));
@@ -185,5 +189,26 @@ impl Engine {
     fn insert_neighbour(&mut self, now: Instant, ip: IpAddr, mac: [u8; 6]) -> bool {
         let from = HardwareAddress::Ethernet(EthernetAddress(mac));
         self.iface.fill_neighbor(now, IpAddress::from(ip), from)
+    }
+}
+
+/// A checked TCP segment's timestamp option and where its data start, when it has no
+/// option or a timestamp alone in one of the two layouts senders use: NOP, NOP, TS
+/// (Linux, RFC 7323 appendix A) or TS, end of list (smoltcp). None for anything else,
+/// which the general path parses.
+fn timestamp_alone(tcp: &[u8]) -> Option<(Option<TcpTimestampRepr>, usize)> {
+    match tcp[12] >> 4 {
+        5 => Some((None, 20)),
+        8 => {
+            let o = &tcp[20..32];
+            let ts = match o {
+                [1, 1, 8, 10, ..] => &o[4..12],
+                [8, 10, .., 0, 0] => &o[2..10],
+                _ => return None,
+            };
+            let word = |i: usize| u32::from_be_bytes([ts[i], ts[i + 1], ts[i + 2], ts[i + 3]]);
+            Some((Some(TcpTimestampRepr::new(word(0), word(4))), 32))
+        }
+        _ => None,
     }
 }

@@ -19,7 +19,7 @@ mod socket_set;
 mod packet;
 
 // [xsk-stack patch: fast-emit]
-#[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+#[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
 mod fast_emit;
 
 #[cfg(feature = "multicast")]

@@ -637,26 +637,45 @@ pub enum CongestionControl {
 
 /// [xsk-stack patch: fast-path] A received segment for `Interface::process_tcp_fast`:
 /// the fields header prediction needs, read by the caller from a checked segment
-/// with only ACK (and perhaps PSH) set and no options.
+/// with only ACK (and perhaps PSH) set and no option but perhaps a timestamp.
 #[derive(Debug, Clone, Copy)]
 pub struct FastSegment<'a> {
     pub seq_number: TcpSeqNumber,
     pub ack_number: TcpSeqNumber,
     /// The window field as sent (before scaling).
     pub window_len: u16,
+    /// The segment's timestamp option, its only option if any.
+    pub timestamp: Option<TcpTimestampRepr>,
     pub payload: &'a [u8],
 }
 
 /// [xsk-stack patch: fast-send] What `Socket::fast_send_plan` found: the segment
 /// `Socket::dispatch_fast` will send.
 #[derive(Debug, Clone, Copy)]
-#[cfg(feature = "proto-ipv4")]
 pub(crate) struct FastSendPlan {
-    pub(crate) src: crate::wire::Ipv4Address,
-    pub(crate) dst: crate::wire::Ipv4Address,
+    /// The socket's addresses, of one family.
+    pub(crate) src: IpAddress,
+    pub(crate) dst: IpAddress,
     /// The IP payload: the TCP header and the data.
     pub(crate) payload_len: usize,
     pub(crate) hop_limit: u8,
+}
+
+impl FastSendPlan {
+    /// The IP header's length (no IPv4 options, no IPv6 extension headers).
+    pub(crate) fn ip_header_len(&self) -> usize {
+        ip_header_len(&self.dst)
+    }
+}
+
+/// [xsk-stack patch: fast-send] The header `dispatch` puts before a segment to `addr`.
+fn ip_header_len(addr: &IpAddress) -> usize {
+    match addr {
+        #[cfg(feature = "proto-ipv4")]
+        IpAddress::Ipv4(_) => crate::wire::IPV4_HEADER_LEN,
+        #[cfg(feature = "proto-ipv6")]
+        IpAddress::Ipv6(_) => crate::wire::IPV6_HEADER_LEN,
+    }
 }
 
 /// A Transmission Control Protocol socket.
@@ -1032,17 +1051,30 @@ impl<'a> Socket<'a> {
 
     /// [xsk-stack patch: ts-rtt] The TSecr of `repr` if it echoes our microsecond clock.
     fn ts_echo(&self, repr: &TcpRepr) -> Option<u32> {
-        if !self.ts_micros || self.tsval_generator.is_none() || repr.ack_number.is_none() {
+        if repr.ack_number.is_none() {
             return None;
         }
-        repr.timestamp.map(|ts| ts.tsecr)
+        self.ts_echo_of(repr.timestamp)
+    }
+
+    /// [xsk-stack patch: ts-rtt] The TSecr of an ACK's timestamp option if it echoes
+    /// our microsecond clock.
+    fn ts_echo_of(&self, timestamp: Option<TcpTimestampRepr>) -> Option<u32> {
+        if !self.ts_micros || self.tsval_generator.is_none() {
+            return None;
+        }
+        timestamp.map(|ts| ts.tsecr)
     }
 
     /// [xsk-stack patch: ts-rtt] The round trip `repr`'s echo shows, in microseconds. An
     /// echo from before the offset moved (a long silence), or no TSval of ours, gives
     /// a time outside 0..=RTO max and is no sample.
     fn ts_rtt(&self, now: Instant, repr: &TcpRepr) -> Option<u32> {
-        let echo = self.ts_echo(repr)?;
+        self.ts_rtt_of(now, self.ts_echo(repr)?)
+    }
+
+    /// [xsk-stack patch: ts-rtt] `ts_rtt` of an echo.
+    fn ts_rtt_of(&self, now: Instant, echo: u32) -> Option<u32> {
         let clock = (now.total_micros() as u32).wrapping_add(self.ts_offset);
         let rtt = clock.wrapping_sub(echo) as i32;
         (rtt >= 0 && rtt as u32 <= self.rtte.max_rto).then_some(rtt as u32)
@@ -3061,7 +3093,7 @@ impl<'a> Socket<'a> {
     ///
     /// The caller vouches for what `accepts` and the interface check: the segment is for
     /// this socket's 4-tuple, its checksum is valid, and its only flags are ACK and PSH,
-    /// with no TCP options (so no SACK blocks and no timestamp to act on).
+    /// with no TCP option but perhaps a timestamp (so no SACK blocks).
     pub(crate) fn process_fast(&mut self, cx: &mut Context, seg: &FastSegment) -> bool {
         // `resent`: an ACK may judge a retransmission spurious (`check_spurious`);
         // assembler: out-of-order data is waiting, so this segment fills a hole.
@@ -3128,7 +3160,17 @@ impl<'a> Socket<'a> {
             net_debug!("reset duplicate ACK count");
         }
         self.local_rx_last_ack = Some(ack_number);
-        self.rtte.on_ack(cx.now(), ack_number);
+        // `ts_sample`: an ACK of new data that echoes our TSval (no SACK block here).
+        let sample = match seg.timestamp {
+            Some(ts) if ack_number > self.local_seq_no => {
+                self.ts_echo_of(Some(ts)).and_then(|echo| self.ts_rtt_of(cx.now(), echo))
+            }
+            _ => None,
+        };
+        match sample {
+            Some(rtt) => self.rtte.on_ts_sample(rtt),
+            None => self.rtte.on_ack(cx.now(), ack_number),
+        }
         let new_flight_size = self.flight_size().saturating_sub(ack_len);
         self.congestion_controller.inner_mut().on_ack(
             cx.now(),
@@ -3139,6 +3181,9 @@ impl<'a> Socket<'a> {
         self.local_seq_no = ack_number;
         if self.remote_last_seq < self.local_seq_no {
             self.remote_last_seq = self.local_seq_no
+        }
+        if let Some(ts) = seg.timestamp {
+            self.last_remote_tsval = ts.tsval;
         }
         self.timers_after_ack(cx, ack_len, ack_all, false);
         if len == 0 {
@@ -3383,15 +3428,15 @@ impl<'a> Socket<'a> {
     }
 
     /// [xsk-stack patch: fast-send] Whether `dispatch` would send exactly one segment
-    /// now, carrying all of the send buffer with PSH|ACK and no option: an
+    /// now, carrying all of the send buffer with PSH|ACK and no option but the
+    /// timestamp when the connection has them: an
     /// ESTABLISHED or CLOSE-WAIT socket with nothing in flight (so neither Nagle
     /// nor a retransmission decides), no timer due (the idle timeout counted from
-    /// now if the buffer was empty before, as `dispatch` does), no TCP timestamps, a buffer
-    /// that fits the peer's window, the congestion window and one MSS, and lies
-    /// contiguous in the ring. Then its addresses, the IP payload length and the
-    /// hop limit; the caller finds the link-layer destination before it commits
-    /// to `dispatch_fast`. Changes nothing.
-    #[cfg(feature = "proto-ipv4")]
+    /// now if the buffer was empty before, as `dispatch` does), a buffer that fits the
+    /// peer's window, the congestion window and one MSS (less the timestamp option when
+    /// the connection has timestamps), and lies contiguous in the ring. Then its addresses (either family), the IP payload
+    /// length and the hop limit; the caller finds the link-layer destination before
+    /// it commits to `dispatch_fast`. Changes nothing.
     pub(crate) fn fast_send_plan(&self, cx: &mut Context) -> Option<FastSendPlan> {
         // First what refuses most often: every socket of a bucket's egress is asked,
         // and most have nothing to send (an ACK, a timer).
@@ -3402,7 +3447,6 @@ impl<'a> Socket<'a> {
         if !matches!(self.state, State::Established | State::CloseWait)
             || self.remote_last_seq != self.local_seq_no
             || self.pending_fast_retransmit
-            || self.tsval_generator.is_some()
         {
             return None;
         }
@@ -3422,15 +3466,11 @@ impl<'a> Socket<'a> {
         {
             return None;
         }
-        let (src, dst) = match (tuple.local.addr, tuple.remote.addr) {
-            #[cfg(feature = "proto-ipv4")]
-            (IpAddress::Ipv4(s), IpAddress::Ipv4(d)) => (s, d),
-            #[allow(unreachable_patterns)]
-            _ => return None,
-        };
-        // `dispatch`'s MSS without options; the ring's contiguous part.
-        let local_mss = cx.ip_mtu() - crate::wire::IPV4_HEADER_LEN - TCP_HEADER_LEN;
-        if len > local_mss.min(self.remote_mss)
+        let (src, dst) = (tuple.local.addr, tuple.remote.addr);
+        // `dispatch`'s MSS less the timestamp option if any; the ring's contiguous part.
+        let options_len = if self.tsval_generator.is_some() { 12 } else { 0 };
+        let local_mss = cx.ip_mtu() - ip_header_len(&dst) - TCP_HEADER_LEN;
+        if len > local_mss.min(self.remote_mss).saturating_sub(options_len)
             || self.tx_buffer.get_allocated(0, len).len() != len
             || !cx.has_ip_addr(tuple.local.addr)
         {
@@ -3439,7 +3479,7 @@ impl<'a> Socket<'a> {
         Some(FastSendPlan {
             src,
             dst,
-            payload_len: TCP_HEADER_LEN + len,
+            payload_len: TCP_HEADER_LEN + options_len + len,
             hop_limit: self.hop_limit.unwrap_or(64),
         })
     }
@@ -3461,21 +3501,23 @@ impl<'a> Socket<'a> {
     /// representations `dispatch` would build, and the socket's state after it is
     /// what `dispatch` leaves. Only right after `fast_send_plan` returned a plan
     /// and `fast_send_prelude` ran, at the same instant.
-    #[cfg(feature = "proto-ipv4")]
     pub(crate) fn dispatch_fast<R>(
         &mut self,
         cx: &mut Context,
         plan: &FastSendPlan,
-        emit: impl FnOnce(&crate::wire::Ipv4Repr, &TcpRepr) -> R,
+        emit: impl FnOnce(&IpRepr, &TcpRepr) -> R,
     ) -> R {
         let tuple = self.tuple.unwrap();
-        let ip = crate::wire::Ipv4Repr {
-            src_addr: plan.src,
-            dst_addr: plan.dst,
-            next_header: IpProtocol::Tcp,
-            payload_len: plan.payload_len,
-            hop_limit: plan.hop_limit,
-        };
+        let ip = IpRepr::new(
+            plan.src,
+            plan.dst,
+            IpProtocol::Tcp,
+            plan.payload_len,
+            plan.hop_limit,
+        );
+        // [xsk-stack patch: ts-rtt] The TSval, as `dispatch` takes it.
+        let tsval = self.tsval(cx.now());
+        let header_len = TCP_HEADER_LEN + if tsval.is_some() { 12 } else { 0 };
         let repr = TcpRepr {
             src_port: tuple.local.port,
             dst_port: tuple.remote.port,
@@ -3487,12 +3529,13 @@ impl<'a> Socket<'a> {
             max_seg_size: None,
             sack_permitted: false,
             sack_ranges: [None, None, None],
-            timestamp: None,
-            payload: self.tx_buffer.get_allocated(0, plan.payload_len - TCP_HEADER_LEN),
+            timestamp: tsval.map(|tsval| TcpTimestampRepr::new(tsval, self.last_remote_tsval)),
+            payload: self.tx_buffer.get_allocated(0, plan.payload_len - header_len),
         };
         let r = emit(&ip, &repr);
         let (seq, len) = (repr.seq_number, repr.segment_len());
         let (ack, win) = (repr.ack_number, repr.window_len);
+        self.tsval_sent(cx.now(), tsval);
         self.emitted(cx);
         self.sent(cx, seq, len, ack, win);
         r
@@ -4383,12 +4426,20 @@ mod test {
     #[cfg(feature = "proto-ipv4")]
     fn test_fast_send_equals_dispatch() {
         let mut taken = 0;
+        let mut taken_v6 = 0;
+        let mut taken_ts = 0;
         let mut refused = 0;
         // [xsk-stack patch: fast-egress] The second 192 with the tail-loss probe on
         // (after a first exchange for the RTT sample it needs): the probe's deadline
         // is one of the timers `poll_at_after_fast_send` must see.
-        for case in 0..384u32 {
-            let tlp = case >= 192;
+        // [xsk-stack patch: fast-send] Each 384 without timestamps, with microsecond
+        // ones (ts-rtt) and with upstream's generator; all of it again over IPv6 where
+        // the build has it (the socket's tuple moved to the interface's IPv6 addresses).
+        let cases = if cfg!(feature = "proto-ipv6") { 2304 } else { 1152 };
+        for case in 0..cases {
+            let v6 = case >= 1152;
+            let ts_mode = case / 384 % 3;
+            let tlp = case % 384 >= 192;
             let case = case % 192;
             let ack_delay = [None, Some(Duration::from_millis(10))][(case % 2) as usize];
             let keep_alive = [None, Some(Duration::from_millis(500))][(case / 2 % 2) as usize];
@@ -4401,6 +4452,16 @@ mod test {
             let in_flight = case >= 120 && case < 150;
             let make = || {
                 let mut s = socket_established();
+                match ts_mode {
+                    1 => s.set_timestamps_micros(true),
+                    2 => s.set_tsval_generator(Some(|| 0x7777_0000)),
+                    _ => {}
+                }
+                s.last_remote_tsval = 0x1234_5678;
+                // Now and then an MSS that 40 bytes fill, less the timestamp option.
+                if case % 7 == 3 {
+                    s.remote_mss = 40;
+                }
                 s.set_ack_delay(ack_delay);
                 s.set_keep_alive(keep_alive);
                 s.set_timeout(timeout);
@@ -4444,6 +4505,16 @@ mod test {
                 s.send_slice(&[0x5a; 64][..len]).unwrap();
                 s
             };
+            let make = || {
+                let mut s = make();
+                #[cfg(feature = "proto-ipv6")]
+                if v6 {
+                    let t = s.tuple.as_mut().unwrap();
+                    t.local.addr = IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 1);
+                    t.remote.addr = IpAddress::v6(0xfe80, 0, 0, 0, 0, 0, 0, 2);
+                }
+                s
+            };
             let at = Instant::from_millis(2 + (case % 3) as i64);
             let mut general = make();
             let mut fast = make();
@@ -4461,10 +4532,12 @@ mod test {
                 continue;
             };
             fast.socket.fast_send_prelude(&mut fast.cx);
-            let by_fast = fast.socket.dispatch_fast(&mut fast.cx, &plan, |ip, tcp| {
-                (IpRepr::Ipv4(*ip), format!("{tcp:?}"))
-            });
+            let by_fast = fast
+                .socket
+                .dispatch_fast(&mut fast.cx, &plan, |ip, tcp| (ip.clone(), format!("{tcp:?}")));
             taken += 1;
+            taken_v6 += v6 as u32;
+            taken_ts += (ts_mode > 0) as u32;
             assert_eq!(Some(by_fast), by_general, "case {case}: another segment");
             assert_eq!(
                 format!("{:?}", fast.socket),
@@ -4478,7 +4551,9 @@ mod test {
                 "case {case}: another poll_at"
             );
         }
-        assert!(taken >= 30 && refused >= 30, "taken {taken}, refused {refused}");
+        assert!(taken >= 90 && refused >= 90, "taken {taken}, refused {refused}");
+        assert!(taken_ts >= taken / 2, "{taken_ts} of {taken} with timestamps");
+        assert!(!cfg!(feature = "proto-ipv6") || taken_v6 >= taken / 3, "{taken_v6} of {taken} over IPv6");
     }
 
     fn socket_fin_wait_1() -> TestSocket {

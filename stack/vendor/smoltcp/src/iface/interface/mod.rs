@@ -818,7 +818,7 @@ impl Interface {
             }
 
             // [xsk-stack patch: fast-send] A response that fits in one segment.
-            #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+            #[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
             if self.inner.fast_send {
                 if let Socket::Tcp(socket) = &mut item.socket {
                     match self.inner.dispatch_tcp_fast(socket, device) {
@@ -996,7 +996,7 @@ impl InterfaceInner {
     /// None, having changed nothing, where the general path must run (the
     /// neighbor unknown: it asks for it); Some(false) when the device has no
     /// buffer (the general path fails there too, after the same steps).
-    #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+    #[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
     fn dispatch_tcp_fast(
         &mut self,
         socket: &mut crate::socket::tcp::Socket,
@@ -1006,8 +1006,7 @@ impl InterfaceInner {
             return None;
         }
         let plan = socket.fast_send_plan(self)?;
-        let dst = IpAddress::Ipv4(plan.dst);
-        let dst_mac = self.fast_dst_mac(&dst)?;
+        let dst_mac = self.fast_dst_mac(&plan.dst)?;
         // `dispatch`'s prelude, which runs before it finds whether the device has a
         // buffer.
         socket.fast_send_prelude(self);
@@ -1016,10 +1015,14 @@ impl InterfaceInner {
         };
         #[cfg(feature = "proto-ipv4-fragmentation")]
         let _ = self.next_ipv4_frag_ident();
-        token.set_meta(PacketMeta::default());
+        // `dispatch_ip` sets the packet's meta for IPv4 only.
+        #[cfg(feature = "proto-ipv4")]
+        if let IpAddress::Ipv4(_) = plan.dst {
+            token.set_meta(PacketMeta::default());
+        }
         let src_mac = self.hardware_addr.ethernet_or_panic();
         let caps = self.caps.checksum.clone();
-        let total = EthernetFrame::<&[u8]>::buffer_len(IPV4_HEADER_LEN + plan.payload_len);
+        let total = EthernetFrame::<&[u8]>::buffer_len(plan.ip_header_len() + plan.payload_len);
         socket.dispatch_fast(self, &plan, |ip, tcp| {
             token.consume(total, |buf| {
                 super::fast_emit::emit(buf, src_mac, dst_mac, ip, tcp, &caps)
@@ -1034,7 +1037,7 @@ impl InterfaceInner {
     /// `dispatch` must decide. The last on-link destination's answer depends only on
     /// the addresses (unchanged since: `update_ip_addrs` forgets it) and its neighbor
     /// entry, which is looked at in its slot rather than searched for.
-    #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+    #[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
     fn fast_dst_mac(&mut self, dst: &IpAddress) -> Option<EthernetAddress> {
         if let Some((d, slot)) = self.fast_dst
             && d == *dst
@@ -1055,7 +1058,7 @@ impl InterfaceInner {
 
     /// [xsk-stack patch: fast-route] `fast_dst_mac` the long way, as `dispatch_ip`
     /// finds it (the patch `fast-send` had these steps in `dispatch_tcp_fast`).
-    #[cfg(all(feature = "medium-ethernet", feature = "proto-ipv4", feature = "socket-tcp"))]
+    #[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
     fn fast_dst_mac_searched(&self, dst: &IpAddress) -> Option<EthernetAddress> {
         if self.is_broadcast(dst) || dst.is_multicast() {
             return None;
@@ -1639,7 +1642,7 @@ impl InterfaceInner {
                     {
                         if super::fast_emit::applies(tcp) {
                             let src_mac = self.hardware_addr.ethernet_or_panic();
-                            let repr = *repr;
+                            let repr = IpRepr::Ipv4(*repr);
                             tx_token.consume(total_len, |buf| {
                                 super::fast_emit::emit(
                                     buf,
@@ -1670,12 +1673,33 @@ impl InterfaceInner {
             }
             // We don't support IPv6 fragmentation yet.
             #[cfg(feature = "proto-ipv6")]
-            IpRepr::Ipv6(_) => {
+            IpRepr::Ipv6(repr) => {
                 // Check if we need to fragment it.
                 if total_ip_len > self.caps.ip_mtu() {
                     net_debug!("IPv6 fragmentation support is unimplemented. Dropping.");
                     Ok(())
                 } else {
+                    // [xsk-stack patch: fast-emit] As for IPv4 above.
+                    #[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
+                    if let (Medium::Ethernet, IpPayload::Tcp(tcp), None) =
+                        (self.caps.medium, packet.payload(), caps.max_burst_size)
+                    {
+                        if super::fast_emit::applies(tcp) {
+                            let src_mac = self.hardware_addr.ethernet_or_panic();
+                            let repr = IpRepr::Ipv6(*repr);
+                            tx_token.consume(total_len, |buf| {
+                                super::fast_emit::emit(
+                                    buf,
+                                    src_mac,
+                                    dst_hardware_addr,
+                                    &repr,
+                                    tcp,
+                                    &caps.checksum,
+                                )
+                            });
+                            return Ok(());
+                        }
+                    }
                     tx_token.consume(total_len, |mut tx_buffer| {
                         #[cfg(feature = "medium-ethernet")]
                         if matches!(self.caps.medium, Medium::Ethernet) {
