@@ -11,6 +11,7 @@ pub mod doctor;
 pub mod netrx;
 pub mod plot;
 pub mod resp;
+pub mod server_process;
 pub mod stats;
 pub mod table;
 

@@ -9,7 +9,6 @@
 //!
 //! Cases: the stack (xsk) and the kernel backend, each with and without the flood.
 
-use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::path::{Path, PathBuf};
@@ -25,6 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use apps::parse_duration;
+use apps::server_process::ServerProcess;
 use xsk_lab::lab::{self, Lab, LabConfig, Netns};
 use xsk_lab::pktgen::checksum;
 use xsk_lab::rawsock::RawSocket;
@@ -421,53 +421,7 @@ impl CaseResult {
     }
 }
 
-/// The server under `ip netns exec` (which execs it: the child's pid is rr-server's), killed
-/// on drop if still running.
-struct Server {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Server {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn output(&self) -> String {
-        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        format!("--- stdout\n{}--- stderr\n{}", read(&self.out), read(&self.err))
-    }
-
-    /// SIGINT, then waits up to `timeout` for the exit status.
-    fn stop(&mut self, timeout: Duration) -> Result<String> {
-        // SAFETY: plain syscall on our own child, not reaped yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(st) = self.child.try_wait()? {
-                return Ok(st.to_string());
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                bail!("rr-server did not exit within {timeout:?} of SIGINT:\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn start_server(args: &Args, case: Case, exe: &Path, lab: &Lab, dir: &Path, target: Ipv4Addr) -> Result<Server> {
+fn start_server(args: &Args, case: Case, exe: &Path, lab: &Lab, dir: &Path, target: Ipv4Addr) -> Result<ServerProcess> {
     let ready = dir.join("ready");
     let json = dir.join("server.json");
     // A bound on the server's life whatever happens to this process.
@@ -491,26 +445,10 @@ fn start_server(args: &Args, case: Case, exe: &Path, lab: &Lab, dir: &Path, targ
     } else {
         a.extend(["--backend", "kernel", "--bind", &target.to_string()].iter().map(|s| s.to_string()));
     }
-    let (out, err) = (dir.join("server.out"), dir.join("server.err"));
-    let child = Command::new("ip")
-        .args(["netns", "exec", &lab.ns_a.name])
-        .arg(exe)
-        .args(&a)
-        .stdin(Stdio::null())
-        .stdout(File::create(&out)?)
-        .stderr(File::create(&err)?)
-        .spawn()
-        .context("starting rr-server under ip netns exec")?;
-    let mut s = Server { child, out, err };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        if let Some(st) = s.child.try_wait()? {
-            bail!("rr-server exited ({st}) before it was ready:\n{}", s.output());
-        }
-        ensure!(Instant::now() < deadline, "rr-server not ready within 30 s:\n{}", s.output());
-        ensure!(!lab::interrupted(), "interrupted");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut cmd = ServerProcess::command(&lab.ns_a, exe);
+    cmd.args(&a);
+    let mut s = ServerProcess::spawn("rr-server", cmd, &dir.join("server.out"), Some(&dir.join("server.err")))?;
+    s.wait_ready_file(&ready, Duration::from_secs(30))?;
     Ok(s)
 }
 
@@ -1147,7 +1085,7 @@ fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u64) -> Resul
     let idle_held = idle.check()?;
     let (rss_end, hwm) = read_rss(pid).unwrap_or_default();
     drop(idle);
-    let exit = server.stop(Duration::from_secs(60))?;
+    let exit = server.stop(Duration::from_secs(60))?.to_string();
     let summary: Value = std::fs::read(dir.join("server.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())

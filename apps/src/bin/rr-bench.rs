@@ -9,11 +9,10 @@
 //! With `--lab SERVER_BACKEND` it builds its own veth lab (two network namespaces), starts
 //! rr-server in one, runs the load from the other, and removes everything afterwards.
 
-use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgMatches, Parser};
@@ -27,6 +26,7 @@ use apps::{
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelBusyPoll, KernelConfig, KernelTransport};
 use apps::resp::RespWorkload;
+use apps::server_process::{ServerError, ServerProcess};
 use rr_load::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, LoadMode, Workload};
 use stack::transport::Transport;
 use stack::uring::{UringBusyPoll, UringConfig, UringTransport};
@@ -758,71 +758,6 @@ fn make_result(
 // Lab mode
 // ---------------------------------------------------------------------------------------------
 
-/// The server child; killed if still running when dropped (error paths).
-struct ServerProc {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl ServerProc {
-    fn output(&self) -> String {
-        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        format!("{}{}", read(&self.out), read(&self.err))
-    }
-
-    /// Waits for the ready file, failing early if the server exits.
-    fn wait_ready(&mut self, ready: &Path, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if ready.exists() {
-                return Ok(());
-            }
-            if let Some(status) = self.child.try_wait().context("checking on rr-server")? {
-                bail!("rr-server exited before it was ready ({status}):\n{}", self.output());
-            }
-            if Instant::now() > deadline || lab::interrupted() {
-                bail!("rr-server was not ready within {timeout:?}:\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGINT, then wait up to `timeout` (SIGKILL after that). True if it exited with 0.
-    fn stop(&mut self, timeout: Duration) -> Result<bool> {
-        if self.child.try_wait()?.is_none() {
-            let pid = i32::try_from(self.child.id()).context("server pid out of range")?;
-            // SAFETY: plain syscall on our own child's pid, which is not reaped yet.
-            unsafe { libc::kill(pid, libc::SIGINT) };
-        }
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                if !status.success() {
-                    eprintln!("rr-server exited with {status}");
-                }
-                return Ok(status.success());
-            }
-            if Instant::now() > deadline {
-                eprintln!("rr-server did not exit within {timeout:?} of SIGINT: killing it");
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return Ok(false);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for ServerProc {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 /// Whether an XDP program is attached to `ifname` in `ns`.
 fn xdp_attached(ns: &Netns, ifname: &str) -> Result<bool> {
     let out = ns.run(&["ip", "-d", "link", "show", "dev", ifname]).with_context(|| format!("ip link show {ifname}"))?;
@@ -860,12 +795,10 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     let dir = std::env::temp_dir().join(format!("rr-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let ready = dir.join("ready");
-    let (out, err) = (dir.join("server.out"), dir.join("server.err"));
     let safety =
         args.warmup + args.duration + 2 * (args.connect_timeout + args.drain_timeout) + Duration::from_secs(60);
 
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &lab.ns_a.name]).arg(&exe);
+    let mut cmd = ServerProcess::command(&lab.ns_a, &exe);
     cmd.args(["--backend", &server_backend.to_string(), "--service", &args.service.to_string()]);
     cmd.args(["--port", &args.port.to_string(), "--duration", &format!("{}s", safety.as_secs())]);
     cmd.args(["--max-conns", &args.conns.max(64).to_string()]);
@@ -880,23 +813,20 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
         }
     }
     cmd.args(&args.server_arg);
-    cmd.stdin(Stdio::null())
-        .stdout(File::create(&out).with_context(|| format!("creating {}", out.display()))?)
-        .stderr(File::create(&err).with_context(|| format!("creating {}", err.display()))?);
-    let child = cmd.spawn().context("starting rr-server in the lab")?;
-    let mut server = ServerProc { child, out, err };
-    server.wait_ready(&ready, Duration::from_secs(30))?;
+    let mut server = ServerProcess::spawn("rr-server", cmd, &dir.join("server.out"), Some(&dir.join("server.err")))
+        .context("starting rr-server in the lab")?;
+    server.wait_ready_file(&ready, Duration::from_secs(30))?;
     eprintln!(
         "rr-server ({server_backend}) ready at {server_ip}:{} in {}, pid {}",
         args.port,
         lab.ns_a,
-        server.child.id()
+        server.pid()
     );
 
     let mut client = args.clone();
     client.lab = None;
     client.connect = Some(SocketAddrV4::new(server_ip, args.port).into());
-    client.server_pid = Some(server.child.id());
+    client.server_pid = Some(server.pid());
     match args.backend {
         Backend::Xsk => {
             client.xsk.iface = Some(lab.if_b.clone());
@@ -914,7 +844,18 @@ fn in_lab(args: &Args, server_backend: Backend) -> Result<ExitCode> {
     }
     let outcome = lab.ns_b.run_in(move || Plan::new(&client).and_then(|plan| bench(&client, &plan)));
 
-    let clean_exit = server.stop(Duration::from_secs(15))?;
+    let clean_exit = match server.stop(Duration::from_secs(15)) {
+        Ok(status) if status.success() => true,
+        Ok(status) => {
+            eprintln!("rr-server exited with {status}");
+            false
+        }
+        Err(e @ ServerError::NoExit { .. }) => {
+            eprintln!("{e}");
+            false
+        }
+        Err(e) => return Err(e.into()),
+    };
     let server_output = server.output();
     let leftover: Vec<String> = [(&lab.ns_a, &lab.if_a), (&lab.ns_b, &lab.if_b)]
         .into_iter()

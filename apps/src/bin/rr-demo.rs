@@ -9,12 +9,13 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use apps::plot::{Bars, PlotCase, PlotText};
 use apps::stats::{is_drop, Snapshot};
+use apps::server_process::ServerProcess;
 use apps::{parse_duration, usage_bail, usage_ensure, RecoveryCounts};
 use clap::{ArgMatches, Parser};
 use serde::Serialize;

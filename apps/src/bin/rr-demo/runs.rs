@@ -119,38 +119,21 @@ pub(super) fn tail(path: &Path, n: usize) -> String {
     s
 }
 
+/// A server of a run and where it writes its `--json` summary.
 pub(super) struct Server {
-    pub(super) child: Child,
-    pub(super) log: PathBuf,
+    pub(super) process: ServerProcess,
     pub(super) json: PathBuf,
 }
 
 impl Server {
     /// SIGINT and wait for a clean exit; returns the server's own summary (--json).
     pub(super) fn stop(mut self) -> Result<serde_json::Value> {
-        // SAFETY: kill(2) on our own child, not reaped yet (Drop reaps it).
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let end = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < end {
-            if let Some(st) = self.child.try_wait()? {
-                if !st.success() {
-                    bail!("rr-server exited with {st}; {}", tail(&self.log, 15));
-                }
-                let text = std::fs::read(&self.json).with_context(|| format!("reading {}", self.json.display()))?;
-                return serde_json::from_slice(&text).context("the server's --json summary");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let st = self.process.stop(Duration::from_secs(15))?;
+        if !st.success() {
+            bail!("rr-server exited with {st}; {}", self.process.output_tail(15));
         }
-        bail!("rr-server did not stop within 15s of SIGINT; {}", tail(&self.log, 15));
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        let text = std::fs::read(&self.json).with_context(|| format!("reading {}", self.json.display()))?;
+        serde_json::from_slice(&text).context("the server's --json summary")
     }
 }
 
@@ -171,8 +154,7 @@ pub(super) fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> 
     let log = env.logs.join(format!("{tag}.server.log"));
     let json = env.logs.join(format!("{tag}.server.json"));
     let _ = std::fs::remove_file(&ready);
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", &env.lab.ns_a.name]).arg(&env.server_exe);
+    let mut c = ServerProcess::command(&env.lab.ns_a, &env.server_exe);
     // Sized for the case, as an operator would: the ring and UMEM sizes follow
     // --max-conns. A full fill ring cycles every frame through it, so rings
     // far larger than the load touch cold frames (in an alternating run,
@@ -213,20 +195,9 @@ pub(super) fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> 
         c.args(["--threads", &case.server_threads.to_string()]);
     }
     c.arg("--ready-file").arg(&ready).arg("--json").arg(&json);
-    let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let err = out.try_clone()?;
-    let child = c.stdin(Stdio::null()).stdout(out).stderr(err).spawn().context("starting rr-server")?;
-    let mut server = Server { child, log, json };
-    let end = Instant::now() + Duration::from_secs(15);
-    while !ready.exists() {
-        if let Some(st) = server.child.try_wait()? {
-            bail!("rr-server ({backend}) exited before it was ready ({st}); {}", tail(&server.log, 15));
-        }
-        if Instant::now() > end || lab::interrupted() {
-            bail!("rr-server ({backend}) did not become ready within 15s; {}", tail(&server.log, 15));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut process = ServerProcess::spawn(format!("rr-server ({backend})"), c, &log, None)?;
+    process.wait_ready_file(&ready, Duration::from_secs(15))?;
+    let server = Server { process, json };
     Ok((server, target))
 }
 
@@ -298,7 +269,7 @@ pub(super) fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur:
         // Last, so that they override the case's own options (`--busy-poll`).
         c.args(&env.xsk_args);
     }
-    c.args(["--server-pid", &server.child.id().to_string()]);
+    c.args(["--server-pid", &server.process.pid().to_string()]);
     if case.conns > 1000 {
         c.args(["--connect-timeout", "20s"]);
     }
