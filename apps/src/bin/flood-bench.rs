@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use apps::parse_duration;
 use apps::server_process::ServerProcess;
+use stack::xsk::EngineConfig;
 use xsk_lab::lab::{self, Lab, LabConfig, Netns};
 use xsk_lab::pktgen::checksum;
 use xsk_lab::rawsock::RawSocket;
@@ -34,13 +35,6 @@ const LAB_TAG: &str = "fb";
 /// Host part of the stack's dedicated address on the lab /24.
 const XSK_HOST: u8 = 100;
 const PORT: u16 = 7000;
-/// Mirrors of the stack's sizing rules (stack/engine/src/engine/{mod,lifecycle}.rs), used to
-/// derive the memory bound from the configuration rr-server runs with.
-const STACK_BACKLOG: u64 = 256;
-/// rr-server's default --initial-buffer.
-const STACK_INITIAL_BUFFER: u64 = 4096;
-const STACK_HALF_OPEN_BYTES: u64 = 64 << 20;
-const UMEM_FRAME_SIZE: u64 = 4096;
 /// Binary, libraries, heap metadata, socket-set vectors and hash maps: everything that is not
 /// socket buffers or UMEM, generously.
 const FIXED_ALLOWANCE: u64 = 128 << 20;
@@ -209,7 +203,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
     });
-    let bound = MemoryBound::new(args.max_conns as u64, args.buffer as u64);
+    let bound = MemoryBound::of_server(args.max_conns, args.buffer)?;
     let scratch = std::env::temp_dir().join(format!("flood-bench-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     println!(
@@ -249,7 +243,7 @@ fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
     }
     println!();
     print!("{}", table(&results, &bound));
-    let verdicts = verdicts(&args, &results);
+    let verdicts = verdicts(&results, &bound);
     for v in &verdicts {
         println!("{v}");
     }
@@ -300,27 +294,42 @@ struct MemoryBound {
     flood_growth_bytes: u64,
     /// Half-open sockets the stack can hold: its limit, which it never passes.
     half_open_max: u64,
+    /// Buffers of a socket that carried nothing much (both ways).
+    #[serde(skip)]
+    initial_bytes: u64,
+}
+
+/// rr-server's AF_XDP options as a command line of their own, to build the configuration an
+/// xsk rr-server runs with the way rr-server does.
+#[derive(Parser)]
+struct ServerXskOpts {
+    #[command(flatten)]
+    xsk: apps::XskOpts,
 }
 
 impl MemoryBound {
-    fn new(max_conns: u64, buffer: u64) -> MemoryBound {
-        // Buffers start at rr-server's --initial-buffer (4 KiB) and grow up to --buffer only in
-        // connections that carry more: listeners, half-open and pooled sockets hold the
-        // initial size, established ones at most --buffer each way.
-        let per_socket = 2 * buffer;
-        let initial = 2 * STACK_INITIAL_BUFFER.min(buffer);
-        let buckets = (max_conns / 8).clamp(16, 8192).next_power_of_two();
-        let listeners = STACK_BACKLOG.div_ceil(buckets).max(1) * buckets;
-        let by_count = (STACK_BACKLOG * 4).max(max_conns);
-        // With SYN cookies (the default), also at most half the connection limit.
-        let half_open_limit = by_count.min(STACK_HALF_OPEN_BYTES / initial).min(max_conns / 2).max(1);
-        // apps::XskOpts::config: RX/TX rings = max_conns rounded up, 4096..16384, the fill ring
-        // twice that; frames = fill + RX + TX + 256 (two receive batches of 64, at least 256).
-        let ring = (max_conns as u32).next_power_of_two().clamp(4096, 16384) as u64;
-        let umem_bytes = (4 * ring + 256) * UMEM_FRAME_SIZE;
+    /// The bound of an xsk rr-server started with `--max-conns max_conns --buffer buffer`
+    /// (its defaults otherwise): its engine's own sizing and its UMEM.
+    fn of_server(max_conns: usize, buffer: usize) -> Result<MemoryBound> {
+        // Any interface name: building the configuration does not open the device.
+        let argv = ["rr-server", "--iface", "flood-bench", "--buffer", &buffer.to_string()];
+        let cfg = ServerXskOpts::try_parse_from(argv)?.xsk.config(max_conns, None)?;
+        let umem = &cfg.port.umem;
+        Ok(MemoryBound::new(&cfg.engine, u64::from(umem.frame_count) * u64::from(umem.frame_size)))
+    }
+
+    fn new(engine: &EngineConfig, umem_bytes: u64) -> MemoryBound {
+        // Listeners, half-open and pooled sockets hold their initial buffers, established ones
+        // grow up to the maximum each way only when they carry more.
+        let per_socket = (engine.rx_buffer + engine.tx_buffer) as u64;
+        let (rx, tx) = engine.initial_buffers();
+        let initial = (rx + tx) as u64;
+        let max_conns = engine.max_conns as u64;
+        let buckets = engine.bucket_count() as u64;
+        let listeners = (engine.listeners_per_bucket() * engine.bucket_count()) as u64;
+        let half_open_limit = engine.half_open_limit() as u64;
         let half_open_max = half_open_limit;
-        // The spare pool: as many as max_conns, at the initial size.
-        let pool_max = max_conns;
+        let pool_max = engine.pool_max() as u64;
         let small = listeners + half_open_max + pool_max;
         MemoryBound {
             per_socket_bytes: per_socket,
@@ -334,13 +343,14 @@ impl MemoryBound {
             total_bytes: max_conns * per_socket + small * initial + umem_bytes + FIXED_ALLOWANCE,
             flood_growth_bytes: (half_open_max + pool_max) * initial,
             half_open_max,
+            initial_bytes: initial,
         }
     }
 
     fn describe(&self) -> String {
         format!(
             "memory bound (xsk): ({} connections + {} listeners + {} half-open (the limit; {} buckets) + {} pooled) \
-             sockets, established ones up to {} KiB of buffers, the others at 8 KiB + UMEM {} MiB + {} MiB fixed = {} MiB; \
+             sockets, established ones up to {} KiB of buffers, the others at {} KiB + UMEM {} MiB + {} MiB fixed = {} MiB; \
              a flood may add at most {} MiB (half-open + pool)",
             self.max_conns,
             self.listeners,
@@ -348,6 +358,7 @@ impl MemoryBound {
             self.buckets,
             self.pool_max,
             self.per_socket_bytes >> 10,
+            self.initial_bytes >> 10,
             self.umem_bytes >> 20,
             self.fixed_bytes >> 20,
             self.total_bytes >> 20,
@@ -1238,8 +1249,7 @@ fn table(results: &[CaseResult], bound: &MemoryBound) -> String {
 
 /// PASS/FAIL lines: the stack's RSS within the bound, its flood growth within the flood bound,
 /// idle connections held, the established connection served throughout.
-fn verdicts(args: &Args, results: &[CaseResult]) -> Vec<String> {
-    let bound = MemoryBound::new(args.max_conns as u64, args.buffer as u64);
+fn verdicts(results: &[CaseResult], bound: &MemoryBound) -> Vec<String> {
     let mut v = Vec::new();
     let check = |v: &mut Vec<String>, ok: bool, what: String| v.push(format!("{} {what}", if ok { "PASS" } else { "FAIL" }));
     for r in results {
@@ -1332,14 +1342,14 @@ mod tests {
 
     #[test]
     fn bound_follows_the_config() {
-        let b = MemoryBound::new(30_000, 64 * 1024);
+        let b = MemoryBound::of_server(30_000, 64 * 1024).unwrap();
         assert_eq!(b.buckets, 4096);
         assert_eq!(b.listeners, 4096);
         // 64 MiB / 8 KiB (their initial buffers) = 8,192 half-open sockets.
         assert_eq!(b.half_open_limit, 8192);
         assert_eq!(b.half_open_max, 8192);
         assert_eq!(b.umem_bytes, (4 * 16384 + 256) * 4096);
-        let small = MemoryBound::new(1024, 64 * 1024);
+        let small = MemoryBound::of_server(1024, 64 * 1024).unwrap();
         // Half the connection limit: 512.
         assert_eq!(small.half_open_limit, 512);
         assert!(small.total_bytes < b.total_bytes);
