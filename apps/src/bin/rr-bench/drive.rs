@@ -8,10 +8,7 @@ use anyhow::{bail, ensure, Context, Result};
 
 use apps::cpu::pid_cpu;
 use apps::netrx::NetRxTimes;
-use apps::{
-    Backend,
-    BenchResult, CpuSample, CpuWindow, KvWorkload, Progress, Service,
-};
+use apps::{Backend, BenchResult, CpuSample, CpuWindow, KvWorkload, Progress, Service};
 use stack::codec::{Codec, LengthPrefixed, Stream};
 use stack::kernel::{KernelBusyPoll, KernelConfig, KernelTransport};
 use apps::resp::RespWorkload;
@@ -20,6 +17,7 @@ use stack::transport::Transport;
 use stack::uring::{UringBusyPoll, UringConfig, UringTransport};
 use stack::xsk::XskTransport;
 use xsk_lab::lab;
+
 use crate::plan::Plan;
 use crate::result::make_result;
 use crate::threads;

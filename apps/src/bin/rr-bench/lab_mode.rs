@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 
-use apps::{
-    AddrArg, Backend,
-};
+use apps::{AddrArg, Backend};
 use apps::server_process::{ServerError, ServerProcess};
 use xsk_lab::lab::{self, Lab, LabConfig, Netns};
+
 use crate::drive::bench;
 use crate::plan::Plan;
 use crate::{finish, Args, Pattern};

@@ -3,10 +3,9 @@
 
 use anyhow::{ensure, Result};
 
-use apps::{
-    usage_bail, usage_ensure, Service,
-};
+use apps::{usage_bail, usage_ensure, Service};
 use rr_load::LoadMode;
+
 use crate::{Args, Pattern};
 
 /// KV key length + op byte + u16 key length: the size of a GET request payload.

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use apps::cpu::CpuUsage;
 use apps::netrx::{own_rx, NetRxTimes};
-use apps::{
-    BenchResult, NetRxPerReq,
-};
+use apps::{BenchResult, NetRxPerReq};
 use rr_load::{ClientReport, LoadMode};
+
 use crate::plan::Plan;
 use crate::{Args, Pattern};
 
