@@ -26,6 +26,7 @@ pub(super) enum LossKind {
 /// for a lone segment (2 SRTT + its ACK-delay allowance), shorter than kernel TCP's 200 ms
 /// minimum RTO.
 pub(super) const OUTAGE_MS: u32 = 100;
+
 /// One in this many TCP frames at the client starts an outage.
 pub(super) const OUTAGE_ONE_IN: u32 = 5000;
 
@@ -377,4 +378,48 @@ pub(super) fn xsk_counters(summary: &serde_json::Value) -> Snapshot {
 /// in flight when a warm-up connection closed), never fewer.
 pub(super) fn counts_agree(r: &Row, lost_bound: u64) -> bool {
     r.server_requests >= r.client_requests && r.server_requests <= r.client_requests + lost_bound
+}
+
+/// A veth lab (`queues` queue pairs on both ends) with the client namespace prepared as every
+/// case needs it.
+/// With `v6`, IPv6 stays on and the ends get 2001:2::1 and ::2 (/64); otherwise the lab is
+/// IPv4 only.
+pub(super) fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf, v6: bool) -> Result<Env> {
+    let peer_queues = (queues > 1).then_some(queues);
+    let lab = Lab::new(&LabConfig { prefix: prefix.into(), peer_queues, disable_ipv6: !v6, ..LabConfig::default() })
+        .with_context(|| format!("building the veth lab ({queues} queue pair(s))"))?;
+    if v6 {
+        // No duplicate address detection: usable at once.
+        lab.ns_a.run(&["ip", "-6", "addr", "add", "2001:2::1/64", "dev", &lab.if_a, "nodad"])?;
+        lab.ns_b.run(&["ip", "-6", "addr", "add", "2001:2::2/64", "dev", &lab.if_b, "nodad"])?;
+    }
+    // The client keeps veth's default offloads (TX checksum, TSO), as in every
+    // container; both servers get the same frames.
+    // 10,000 connections, twice (warm-up and measured run), one after the other:
+    // the client needs more ports than the default range, and TIME-WAIT reuse.
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+    // The churn cases: the kernel client closes first, and each connection would hold its
+    // port in TIME-WAIT for 60 s (reuse needs timestamps, which the stack does not send): no
+    // TIME-WAIT in the client's namespace. The FIN exchange on the wire is the same.
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_max_tw_buckets=0"])?;
+    if args.peer_napi_thread {
+        // veth delivers into the receiver's backlog and processes it in the
+        // sender's softirq: the server would pay for the client's TCP. GRO on
+        // gives the client's veth a NAPI context, and a threaded NAPI runs it
+        // in its own kernel thread, as a VM's peer runs on another machine.
+        lab.ns_b.run(&["ethtool", "-K", &lab.if_b, "gro", "on"])?;
+        lab.ns_b.run(&["sh", "-c", &format!("echo 1 > /sys/class/net/{}/threaded", lab.if_b)])?;
+    }
+    let o = lab.addr_a.octets();
+    Ok(Env {
+        server_exe: sibling("rr-server")?,
+        bench_exe: sibling("rr-bench")?,
+        logs,
+        xsk_server_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 100),
+        xsk_client_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 101),
+        attach: args.attach,
+        xsk_args: args.xsk_args.as_deref().unwrap_or("").split_whitespace().map(String::from).collect(),
+        lab,
+    })
 }
