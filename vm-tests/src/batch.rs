@@ -26,7 +26,7 @@ use crate::guest::Guest;
 use crate::kernel::KernelSel;
 use crate::load::{self, Bench, BenchArgs};
 use crate::netns::HostNet;
-use crate::report::{thousands, Grid, KvTable};
+use crate::report::{ReportHead, thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
 use crate::util::{check_interrupted, median};
 
@@ -95,11 +95,8 @@ pub struct RrRow {
 
 #[derive(Debug, Default, Serialize)]
 pub struct BatchReport {
-    pub scenario: &'static str,
-    pub result: String,
-    pub failure: Option<String>,
-    pub host_kernel: String,
-    pub qemu: String,
+    #[serde(flatten)]
+    pub head: ReportHead,
     pub icount: String,
     pub guest_kernel: String,
     pub guest_kernel_source: String,
@@ -127,9 +124,7 @@ pub fn run(args: &BatchArgs) -> Result<bool> {
     };
     let env = Env::prepare_kernels(&args.common, "batch", &[sel])?;
     let mut rep = BatchReport {
-        scenario: "batch",
-        host_kernel: env.host_kernel.clone(),
-        qemu: env.qemu_version.clone(),
+        head: env.report_head("batch"),
         icount: args.icount.clone(),
         guest_kernel: env.kernel().kernel.release.clone(),
         guest_kernel_source: env.kernel().kernel.source.clone(),
@@ -138,7 +133,7 @@ pub fn run(args: &BatchArgs) -> Result<bool> {
     };
     let outcome = body(&env, args, &mut rep);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
+    rep.head.record(&outcome);
     print!("{}", table(&rep));
     env.publish("batch", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -407,7 +402,7 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
 
 fn table(r: &BatchReport) -> String {
     let mut t = KvTable::new();
-    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
+    r.head.rows(&mut t);
     t.row(
         "guest kernel",
         format!("{} ({})", r.guest_kernel, r.guest_kernel_source),

@@ -34,7 +34,7 @@ use crate::guest::{Accel, Guest, OFFLOADS_OFF};
 use crate::kernel::KernelSel;
 use crate::load::{self, Bench, BenchArgs};
 use crate::netns::HostNet;
-use crate::report::{Grid, KvTable};
+use crate::report::{ReportHead, Grid, KvTable};
 use crate::cost_servers::{self as servers, SERVERS};
 use crate::server;
 use crate::util::{check_interrupted, median};
@@ -484,11 +484,8 @@ pub struct Goal {
 
 #[derive(Debug, Default, Serialize)]
 pub struct CostReport {
-    pub scenario: &'static str,
-    pub result: String,
-    pub failure: Option<String>,
-    pub host_kernel: String,
-    pub qemu: String,
+    #[serde(flatten)]
+    pub head: ReportHead,
     pub icount: String,
     /// The guest's `-cpu` under TCG.
     pub guest_cpu: String,
@@ -777,9 +774,7 @@ pub fn run(args: &CostArgs) -> Result<bool> {
     let sels = KernelSel::parse_list(&a.kernels)?;
     let env = Env::prepare_kernels(&a.common, "cost", &sels)?;
     let mut rep = CostReport {
-        scenario: "cost",
-        host_kernel: env.host_kernel.clone(),
-        qemu: env.qemu_version.clone(),
+        head: env.report_head("cost"),
         icount: a.icount.clone(),
         guest_cpu: crate::guest::tcg_cpu(a.erms).into(),
         kernels: sels.iter().map(|s| s.label().to_string()).collect(),
@@ -809,7 +804,7 @@ pub fn run(args: &CostArgs) -> Result<bool> {
     })();
     summarize(&mut rep);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
+    rep.head.record(&outcome);
     print!("{}", table(&rep));
     env.publish("cost", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -1119,7 +1114,7 @@ pub fn case_grid(cases: &[CaseSummary]) -> String {
 
 fn table(r: &CostReport) -> String {
     let mut t = KvTable::new();
-    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
+    r.head.rows(&mut t);
     t.row(
         "guest clock",
         format!(

@@ -10,7 +10,7 @@ use crate::guest::{Accel, GuestSpec};
 use crate::initramfs::{self, InitramfsInfo};
 use crate::kernel::{self, GuestKernel, KernelSel};
 use crate::netns::{self, HostNet};
-use crate::report::KvTable;
+use crate::report::{KvTable, ReportHead};
 use crate::tools;
 use crate::util::{cmd, run, unix_now};
 
@@ -285,6 +285,11 @@ impl Env {
             icount: None,
             erms: true,
         }
+    }
+
+    /// The head of a `scenario` report run in this environment.
+    pub fn report_head(&self, scenario: &'static str) -> ReportHead {
+        ReportHead::new(scenario, &self.host_kernel, &self.qemu_version)
     }
 
     /// Writes the report JSON to the run folder, `<work>/<scenario>-report.json` and --json.

@@ -22,7 +22,7 @@ use crate::kernel::KernelSel;
 use crate::load::{self, Bench, BenchArgs, LoadResult};
 use crate::netem::{self, NetemRun};
 use crate::netns::HostNet;
-use crate::report::{modules, thousands, Grid, KvTable};
+use crate::report::{ReportHead, modules, thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
 use crate::util::check_interrupted;
 
@@ -232,11 +232,8 @@ pub struct KernelInfo {
 
 #[derive(Debug, Default, Serialize)]
 pub struct MatrixReport {
-    pub scenario: &'static str,
-    pub result: String,
-    pub failure: Option<String>,
-    pub host_kernel: String,
-    pub qemu: String,
+    #[serde(flatten)]
+    pub head: ReportHead,
     pub accel: String,
     pub accel_note: String,
     pub kernels: Vec<KernelInfo>,
@@ -255,9 +252,7 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
     let sels = args.kernel_list()?;
     let env = Env::prepare_kernels(&args.common, "matrix", &sels)?;
     let mut rep = MatrixReport {
-        scenario: "matrix",
-        host_kernel: env.host_kernel.clone(),
-        qemu: env.qemu_version.clone(),
+        head: env.report_head("matrix"),
         kernels: env
             .kernels
             .iter()
@@ -307,12 +302,12 @@ pub fn run(args: &MatrixArgs) -> Result<bool> {
         problems.push(format!("kernel {} g2g: {}", g.kernel, g.detail));
     }
     fill_port_facts(&mut rep);
-    rep.result = if problems.is_empty() {
+    rep.head.result = if problems.is_empty() {
         "pass".into()
     } else {
         "FAIL".into()
     };
-    rep.failure = (!problems.is_empty()).then(|| problems.join("\n"));
+    rep.head.failure = (!problems.is_empty()).then(|| problems.join("\n"));
     print!("{}", table(&rep));
     env.publish("matrix", &serde_json::to_value(&rep)?)?;
     Ok(problems.is_empty())
@@ -910,12 +905,12 @@ fn table(r: &MatrixReport) -> String {
     let mut t = KvTable::new();
     t.row(
         "result",
-        match &r.failure {
-            None => r.result.clone(),
-            Some(f) => format!("{}:\n{f}", r.result),
+        match &r.head.failure {
+            None => r.head.result.clone(),
+            Some(f) => format!("{}:\n{f}", r.head.result),
         },
     );
-    t.machine(&r.host_kernel, &r.qemu, &r.accel, &r.accel_note);
+    t.machine(&r.head.host_kernel, &r.head.qemu, &r.accel, &r.accel_note);
     for k in &r.kernels {
         t.row(
             format!("kernel {}", k.label),
