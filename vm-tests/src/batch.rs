@@ -20,7 +20,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::cost::{self, icount_shift, measure_rr, PerUnit, RrLoad};
+use crate::cost_counts::{self, icount_shift, PerUnit};
+use crate::cost_measure::{self, measure_rr, RrLoad};
 use crate::env::{Common, Env};
 use crate::guest::Guest;
 use crate::kernel::KernelSel;
@@ -210,7 +211,7 @@ fn probe(env: &Env, net: &HostNet, g: &mut Guest, attach: &str, batch: &str) -> 
 fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     let net = HostNet::create()?;
     let ks = env.kernel();
-    let mut g = cost::boot_counted(env, ks, &net, "batch", &a.icount, "off", true)?;
+    let mut g = cost_measure::boot_counted(env, ks, &net, "batch", &a.icount, "off", true)?;
     let mut problems = Vec::new();
 
     // 1. Probe at 1, 8, 32 and the budget.
@@ -288,13 +289,13 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     for round in 0..a.runs {
         for b in &tx_cases {
             check_interrupted()?;
-            let s0 = cost::snap(&mut g, "")?;
+            let s0 = cost_counts::snap(&mut g, "")?;
             let cmd = format!(
                 "xsk-bench txonly -i eth0 --xmit-batch {b} -d {} --quiet --json /tmp/tx.json > /tmp/tx.log 2>&1; echo rc=$?",
                 a.tx_secs
             );
             let out = g.exec_ok(&cmd, Duration::from_secs(u64::from(a.tx_secs) * 20 + 60))?;
-            let s1 = cost::snap(&mut g, "")?;
+            let s1 = cost_counts::snap(&mut g, "")?;
             if !out.contains("rc=0") {
                 let log = g.exec_ok("tail -n 20 /tmp/tx.log", Duration::from_secs(10))?;
                 bail!("xsk-bench txonly --xmit-batch {b} failed: {log}");

@@ -22,7 +22,8 @@ use std::net::SocketAddrV4;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::cost::{measure_rr, spread_pct, PerUnit, RrLoad};
+use crate::cost_counts::{spread_pct, PerUnit};
+use crate::cost_measure::{measure_rr, RrLoad};
 use crate::env::{Common, Env};
 use crate::guest::{Accel, Guest, OFFLOADS_OFF};
 use crate::netns::HostNet;
