@@ -46,6 +46,8 @@ pub mod initramfs;
 pub mod kernel;
 pub mod load;
 pub mod matrix;
+pub mod matrix_case;
+pub mod matrix_report;
 pub mod netem;
 pub mod netns;
 pub mod report;
