@@ -41,7 +41,7 @@ pub struct Common {
     #[arg(long, value_name = "PATH")]
     pub kernel_image: Option<PathBuf>,
     /// Debian suite of `--kernel new` (sid, forky, trixie-backports, ...).
-    #[arg(long, value_name = "SUITE", default_value = kernel::DEFAULT_NEW_SUITE)]
+    #[arg(long, value_name = "SUITE", default_value = crate::kernel_apt::DEFAULT_NEW_SUITE)]
     pub new_suite: String,
     /// Debian mirror of `--kernel new` [default: the one in the machine's apt sources].
     #[arg(long, value_name = "URL")]

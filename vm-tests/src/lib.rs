@@ -44,6 +44,8 @@ pub mod g2g;
 pub mod guest;
 pub mod initramfs;
 pub mod kernel;
+pub mod kernel_apt;
+pub mod kernel_modules;
 pub mod load;
 pub mod matrix;
 pub mod matrix_case;
