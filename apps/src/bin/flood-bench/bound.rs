@@ -8,20 +8,20 @@ use stack::xsk::EngineConfig;
 
 /// Binary, libraries, heap metadata, socket-set vectors and hash maps: everything that is not
 /// socket buffers or UMEM, generously.
-pub(crate) const FIXED_ALLOWANCE: u64 = 128 << 20;
+const FIXED_ALLOWANCE: u64 = 128 << 20;
 
 /// The stack's resident memory cannot exceed what its configuration lets it allocate: socket
 /// buffers of every socket it may hold at once, the UMEM, and a fixed allowance.
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct MemoryBound {
-    pub(crate) per_socket_bytes: u64,
+    per_socket_bytes: u64,
     pub(crate) max_conns: u64,
-    pub(crate) buckets: u64,
-    pub(crate) listeners: u64,
+    buckets: u64,
+    listeners: u64,
     pub(crate) half_open_limit: u64,
-    pub(crate) pool_max: u64,
-    pub(crate) umem_bytes: u64,
-    pub(crate) fixed_bytes: u64,
+    pool_max: u64,
+    umem_bytes: u64,
+    fixed_bytes: u64,
     /// All sockets at once, UMEM and the allowance.
     pub(crate) total_bytes: u64,
     /// What a flood may add on top of the established connections: half-open sockets and
@@ -31,13 +31,13 @@ pub(crate) struct MemoryBound {
     pub(crate) half_open_max: u64,
     /// Buffers of a socket that carried nothing much (both ways).
     #[serde(skip)]
-    pub(crate) initial_bytes: u64,
+    initial_bytes: u64,
 }
 
 /// rr-server's AF_XDP options as a command line of their own, to build the configuration an
 /// xsk rr-server runs with the way rr-server does.
 #[derive(Parser)]
-pub(crate) struct ServerXskOpts {
+struct ServerXskOpts {
     #[command(flatten)]
     pub(crate) xsk: apps::XskOpts,
 }

@@ -19,9 +19,9 @@ use crate::syn::{flood, FloodPlan};
 use crate::{Args, Case, LAB_TAG, PORT, XSK_HOST};
 
 #[derive(Clone, Debug, Default, Serialize)]
-pub(crate) struct RssSample {
-    pub(crate) t_s: f64,
-    pub(crate) rss_kib: u64,
+struct RssSample {
+    t_s: f64,
+    rss_kib: u64,
     pub(crate) hwm_kib: u64,
 }
 
@@ -31,14 +31,14 @@ pub(crate) struct CaseResult {
     pub(crate) backend: &'static str,
     pub(crate) flood: bool,
     pub(crate) idle_requested: usize,
-    pub(crate) idle_opened: usize,
-    pub(crate) idle_open_s: f64,
+    idle_opened: usize,
+    idle_open_s: f64,
     /// Idle connections that answered an echo request after the measurement.
     pub(crate) idle_held: usize,
     pub(crate) syns_sent: u64,
-    pub(crate) syn_send_errors: u64,
+    syn_send_errors: u64,
     pub(crate) syn_pps: f64,
-    pub(crate) measured_s: f64,
+    measured_s: f64,
     pub(crate) requests: u64,
     pub(crate) request_errors: u64,
     pub(crate) p50_us: f64,
@@ -47,21 +47,21 @@ pub(crate) struct CaseResult {
     pub(crate) max_us: f64,
     pub(crate) rss_before_kib: u64,
     pub(crate) rss_max_kib: u64,
-    pub(crate) rss_end_kib: u64,
+    rss_end_kib: u64,
     pub(crate) hwm_kib: u64,
     /// RSS growth from the middle to the end of the measurement.
-    pub(crate) rss_growth_second_half_kib: i64,
+    rss_growth_second_half_kib: i64,
     /// xsk: StackStats.drops; kernel: TcpExt counter deltas of ns_a over the measurement.
     pub(crate) drops: Value,
     /// Fresh connections opened during the measurement (`--fresh-every`).
     pub(crate) fresh: Fresh,
     /// Server summary excerpts: CPU seconds, accepted; xsk also half-open sockets at exit.
     pub(crate) server_stack: Value,
-    pub(crate) server_exit: String,
+    server_exit: String,
     /// /proc/loadavg at the end of the measurement: the machine is shared, a busy one starves
     /// the server of CPU.
     pub(crate) loadavg: String,
-    pub(crate) samples: Vec<RssSample>,
+    samples: Vec<RssSample>,
 }
 
 impl CaseResult {
@@ -84,7 +84,7 @@ impl CaseResult {
 }
 
 /// Runs `f` on a new thread inside `ns` (sockets it creates stay in that namespace).
-pub(crate) fn spawn_in<T: Send + 'static>(
+fn spawn_in<T: Send + 'static>(
     ns: &Netns,
     name: &str,
     f: impl FnOnce() -> Result<T> + Send + 'static,

@@ -15,7 +15,7 @@ use crate::case::join;
 use crate::echo::check_held;
 
 /// Opens `n` connections to `to` with `threads` threads, within `limit`.
-pub(crate) fn connect_many(to: SocketAddrV4, n: usize, threads: usize, limit: Duration) -> Result<Vec<TcpStream>> {
+fn connect_many(to: SocketAddrV4, n: usize, threads: usize, limit: Duration) -> Result<Vec<TcpStream>> {
     let deadline = Instant::now() + limit;
     let mut hs = Vec::new();
     for t in 0..threads {
@@ -78,7 +78,7 @@ pub(crate) fn hold(to: SocketAddrV4, n: usize, ping: Duration) -> Result<()> {
 }
 
 /// Connections per holder process: below the hard open-file limit of unprivileged setups.
-pub(crate) const PER_HOLDER: usize = 10_000;
+const PER_HOLDER: usize = 10_000;
 
 /// Holder processes in ns_b; killed on drop.
 pub(crate) struct Holders(Vec<(Child, std::io::BufReader<std::process::ChildStdout>)>);

@@ -100,7 +100,7 @@ pub(crate) struct Args {
     pub(crate) duration: Duration,
     /// Short run: 5 s per case and 2,000 idle connections (unless given explicitly).
     #[arg(long)]
-    pub(crate) quick: bool,
+    quick: bool,
     /// Idle kernel TCP connections opened from ns_b before the measurement.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub(crate) idle_conns: usize,
@@ -114,7 +114,7 @@ pub(crate) struct Args {
     /// Cases to run, in this order (repeatable or comma separated).
     #[arg(long = "case", value_enum, value_delimiter = ',',
           default_values_t = [Case::XskBaseline, Case::XskFlood, Case::KernelBaseline, Case::KernelFlood])]
-    pub(crate) cases: Vec<Case>,
+    cases: Vec<Case>,
     /// rr-server's --max-conns.
     #[arg(long, value_name = "N", default_value_t = 30_000)]
     pub(crate) max_conns: usize,
@@ -135,7 +135,7 @@ pub(crate) struct Args {
     pub(crate) json: Option<PathBuf>,
     /// Keep the per-case scratch directory (server output) instead of removing it.
     #[arg(long)]
-    pub(crate) keep: bool,
+    keep: bool,
     /// No progress lines on stderr.
     #[arg(long)]
     pub(crate) quiet: bool,
@@ -161,10 +161,10 @@ pub(crate) struct Args {
     /// Internal: run as a holder of idle connections to ADDR:PORT (started by flood-bench in
     /// ns_b, talks to it over stdin/stdout).
     #[arg(long, hide = true, value_name = "ADDR:PORT")]
-    pub(crate) hold_connect: Option<SocketAddrV4>,
+    hold_connect: Option<SocketAddrV4>,
     /// Internal: connections a holder opens.
     #[arg(long, hide = true, default_value_t = 0)]
-    pub(crate) hold_count: usize,
+    hold_count: usize,
 }
 
 fn main() -> ExitCode {

@@ -5,7 +5,7 @@ use serde_json::Value;
 use crate::bound::MemoryBound;
 use crate::case::CaseResult;
 
-pub(crate) fn nonzero(v: &Value) -> String {
+fn nonzero(v: &Value) -> String {
     match v {
         Value::Object(m) => {
             let parts: Vec<String> = m

@@ -67,7 +67,7 @@ pub(crate) fn tcp_ext(pid: u32) -> Vec<(String, u64)> {
 }
 
 /// Kernel counters that say what happened to the flood's SYNs.
-pub(crate) const KERNEL_KEYS: &[&str] = &[
+const KERNEL_KEYS: &[&str] = &[
     "SyncookiesSent",
     "SyncookiesRecv",
     "SyncookiesFailed",

@@ -26,10 +26,10 @@ impl Rng {
     }
 }
 
-pub(crate) const SYN_LEN: usize = 60; // 14 + 20 + 24 (MSS option), plus 2 bytes Ethernet padding
+const SYN_LEN: usize = 60; // 14 + 20 + 24 (MSS option), plus 2 bytes Ethernet padding
 
 /// A SYN with an MSS option; checksums complete (no offload).
-pub(crate) fn build_syn(buf: &mut [u8; SYN_LEN], macs: ([u8; 6], [u8; 6]), src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32) {
+fn build_syn(buf: &mut [u8; SYN_LEN], macs: ([u8; 6], [u8; 6]), src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32) {
     let (src_mac, dst_mac) = macs;
     buf.fill(0);
     buf[0..6].copy_from_slice(&dst_mac);

@@ -118,7 +118,7 @@ pub(crate) fn drive<T: Transport>(
 }
 
 /// Warm-up (discarded), then the measured run with CPU counters read around it.
-pub(crate) fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
+fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     mut t: T,
     codec: C,
     workload: W,

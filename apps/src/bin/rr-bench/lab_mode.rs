@@ -17,10 +17,10 @@ use crate::plan::Plan;
 use crate::{finish, Args, Pattern};
 
 /// Lab namespace prefix of rr-bench.
-pub(crate) const LAB_PREFIX: &str = "rrb";
+const LAB_PREFIX: &str = "rrb";
 
 /// Whether an XDP program is attached to `ifname` in `ns`.
-pub(crate) fn xdp_attached(ns: &Netns, ifname: &str) -> Result<bool> {
+fn xdp_attached(ns: &Netns, ifname: &str) -> Result<bool> {
     let out = ns.run(&["ip", "-d", "link", "show", "dev", ifname]).with_context(|| format!("ip link show {ifname}"))?;
     Ok(out.contains("prog/xdp"))
 }

@@ -34,7 +34,7 @@ use lab_mode::in_lab;
 use plan::Plan;
 
 /// Exit status when the run completed with errors (clap uses 2 for usage errors).
-pub(crate) const EXIT_RUN_ERRORS: u8 = 3;
+const EXIT_RUN_ERRORS: u8 = 3;
 
 #[derive(Parser, Debug, Clone)]
 #[command(

@@ -13,7 +13,7 @@ use stack::Waker;
 /// Set by the first SIGINT or SIGTERM: the loop stops, the transport is dropped and the
 /// interface put back. A second one ends the process at once (status 1; the XDP program
 /// goes with it, the next start restores the device's settings).
-pub(crate) static INTERRUPTED: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+static INTERRUPTED: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
 
 pub(crate) fn interrupted() -> bool {
     INTERRUPTED.get().is_some_and(|f| f.load(Ordering::Relaxed))

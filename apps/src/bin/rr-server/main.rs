@@ -84,7 +84,7 @@ pub(crate) struct Args {
     /// Kernel and uring backends: local address to listen on (0.0.0.0 = every interface of the network
     /// namespace; the default accepts only local clients).
     #[arg(long, default_value_t = Ipv4Addr::LOCALHOST)]
-    pub(crate) bind: Ipv4Addr,
+    bind: Ipv4Addr,
     /// Busy polling, opt-in: SO_BUSY_POLL microseconds on the sockets (kernel), NAPI busy
     /// polling registered with the ring (uring, Linux 6.9) or on the AF_XDP socket (xsk), and
     /// the event loop polls without sleeping. Burns a core. 0: the loop spins
@@ -92,18 +92,18 @@ pub(crate) struct Args {
     /// see docs/2026-12-03-veth-attach). Given twice, the last one counts (so rr-demo's
     /// --xsk-args can override a case's).
     #[arg(long, value_name = "USECS", overrides_with = "busy_poll")]
-    pub(crate) busy_poll: Option<u32>,
+    busy_poll: Option<u32>,
     /// Kernel and uring backends: the kernel's IRQ suspension on this interface, as its authors
     /// recommend (Documentation/networking/napi.rst): napi_defer_hard_irqs, gro_flush_timeout
     /// and, where the kernel has it (6.13), irq_suspend_timeout on the device, put back at
     /// exit; prefer-busy-poll with a budget on the epoll instance (6.9) or the ring's NAPI
     /// registration (6.9). The loop sleeps; the kernel polls the device while it has work.
     #[arg(long, value_name = "IFACE")]
-    pub(crate) irq_suspend: Option<String>,
+    irq_suspend: Option<String>,
     /// Connections to size for. xsk: socket buckets and slab of the stack (more connections
     /// still work, with longer scans). kernel: the open-file limit is raised to fit them.
     #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub(crate) max_conns: usize,
+    max_conns: usize,
     /// Largest request frame accepted by echo and kv, e.g. 1M; for resp the longest bulk
     /// argument (a command may total 4 times this). Longer frames close the connection
     /// (protocol error; resp answers -ERR Protocol error first).
@@ -112,7 +112,7 @@ pub(crate) struct Args {
     /// Stop reading from a connection while this many response bytes wait to be sent
     /// (back-pressure against clients that pipeline without reading).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "4M")]
-    pub(crate) write_high_water: usize,
+    write_high_water: usize,
     /// Event-loop threads, each with its own transport, connections and timers, no shared
     /// state. kernel: N listeners on the port with SO_REUSEPORT. xsk: one stack shard per RX
     /// queue of --iface, which must have exactly N (ethtool -L IFACE combined N; veth:
@@ -132,7 +132,7 @@ pub(crate) struct Args {
     /// Write `ADDR:PORT` to this file once listening (atomically; removed again at exit), so
     /// scripts and tests can wait for it.
     #[arg(long, value_name = "PATH")]
-    pub(crate) ready_file: Option<PathBuf>,
+    ready_file: Option<PathBuf>,
     /// Write the exit summary (counters, xsk stats and audit) as JSON to this file.
     #[arg(long, value_name = "PATH")]
     pub(crate) json: Option<PathBuf>,
@@ -149,11 +149,11 @@ pub(crate) struct Args {
     #[command(flatten)]
     pub(crate) deploy: DeployOpts,
     #[command(subcommand)]
-    pub(crate) command: Option<Command>,
+    command: Option<Command>,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
-pub(crate) enum Command {
+enum Command {
     /// Checks an interface, the kernel and this process for the xsk backend without changing
     /// anything: link, driver and XDP mode, MTU, offloads, queues against threads, an XDP program
     /// already attached, the kernel's copy-mode knobs, capabilities and memlock, the state
@@ -163,13 +163,13 @@ pub(crate) enum Command {
 }
 
 #[derive(clap::Args, Debug, Clone)]
-pub(crate) struct DoctorArgs {
+struct DoctorArgs {
     /// Event-loop threads the server will run (one RX queue each).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(crate) threads: u16,
     /// Connections the server will size for (its rings and UMEM, hence the memlock need).
     #[arg(long, value_name = "N", default_value_t = 1024)]
-    pub(crate) max_conns: usize,
+    max_conns: usize,
     /// Print the checks as JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -180,7 +180,7 @@ pub(crate) struct DoctorArgs {
 }
 
 /// `rr-server doctor`: the table (or JSON) and the exit status.
-pub(crate) fn doctor(d: &DoctorArgs) -> Result<ExitCode> {
+fn doctor(d: &DoctorArgs) -> Result<ExitCode> {
     let xcfg = d.xsk.config(d.max_conns, None)?;
     let user = d.deploy.before_setup().ok().flatten();
     let report = apps::doctor::run(&xcfg, d.threads, user);
@@ -193,7 +193,7 @@ pub(crate) fn doctor(d: &DoctorArgs) -> Result<ExitCode> {
 }
 
 /// `ADDR:PORT` for --metrics, host names resolved.
-pub(crate) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     s.to_socket_addrs()
         .map_err(|e| format!("expected ADDR:PORT, got {s:?}: {e}"))?
         .next()
@@ -353,7 +353,7 @@ pub(crate) fn run(args: &Args, matches: &ArgMatches) -> Result<()> {
 
 /// `--irq-suspend IFACE`: the device's NAPI settings for IRQ suspension, held (and put back
 /// when dropped) for the server's life.
-pub(crate) fn irq_suspension(args: &Args) -> Result<Option<NapiTuning>> {
+fn irq_suspension(args: &Args) -> Result<Option<NapiTuning>> {
     let Some(iface) = &args.irq_suspend else { return Ok(None) };
     let t = NapiTuning::apply(iface, &NapiSettings::irq_suspension())
         .with_context(|| format!("setting up IRQ suspension on {iface}"))?;
@@ -362,7 +362,7 @@ pub(crate) fn irq_suspension(args: &Args) -> Result<Option<NapiTuning>> {
 }
 
 /// The kernel backends hold a descriptor per connection.
-pub(crate) fn raise_nofile(max_conns: usize) {
+fn raise_nofile(max_conns: usize) {
     match apps::raise_nofile_limit(max_conns as u64 + 64) {
         Ok(n) if (n as usize) < max_conns + 16 => {
             tracing::warn!("open-file limit is {n}: fewer than --max-conns {max_conns} connections fit")

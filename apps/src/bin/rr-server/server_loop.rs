@@ -46,7 +46,7 @@ impl BackendStats for XskTransport {
 }
 
 /// Called with `ADDR:PORT` once the server listens.
-pub(crate) type OnListen<'a> = dyn Fn(&str) -> Result<()> + Sync + 'a;
+type OnListen<'a> = dyn Fn(&str) -> Result<()> + Sync + 'a;
 
 /// Picks codec and handler for the service, runs the server, returns the transport for the
 /// backend's own report.
@@ -93,15 +93,15 @@ pub(crate) fn serve<T: Transport + BackendStats>(
     }
 }
 
-pub(crate) fn drop_handler<T, H>((t, summary, _): (T, ServerSummary, H)) -> (T, ServerSummary) {
+fn drop_handler<T, H>((t, summary, _): (T, ServerSummary, H)) -> (T, ServerSummary) {
     (t, summary)
 }
 
 /// Zero-timeout steps at the stop: a close takes two (the read that finds the FIN, then its
 /// `Closed`); more only while events keep coming.
-pub(crate) const SETTLE_ROUNDS: usize = 8;
+const SETTLE_ROUNDS: usize = 8;
 
-pub(crate) fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
+fn serve_with<T: Transport + BackendStats, C: Codec + Clone, H: Handler>(
     mut t: T,
     codec: C,
     handler: H,

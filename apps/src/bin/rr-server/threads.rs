@@ -73,7 +73,7 @@ pub(crate) fn serve_all<T: Transport + BackendStats + Send>(
 }
 
 /// Sums the counters. CPU and uptime are the process's, which every thread measured.
-pub(crate) fn merge(mut a: ServerSummary, b: &ServerSummary) -> ServerSummary {
+fn merge(mut a: ServerSummary, b: &ServerSummary) -> ServerSummary {
     a.requests += b.requests;
     a.bytes_in += b.bytes_in;
     a.bytes_out += b.bytes_out;
