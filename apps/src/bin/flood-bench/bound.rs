@@ -3,7 +3,6 @@
 use anyhow::Result;
 use clap::Parser;
 use serde::Serialize;
-
 use stack::xsk::EngineConfig;
 
 /// Binary, libraries, heap metadata, socket-set vectors and hash maps: everything that is not

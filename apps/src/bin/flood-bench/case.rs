@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
+use xsk_lab::lab::{self, Lab, LabConfig};
 
-use xsk_lab::lab::{self, Lab, LabConfig, Netns};
-
+use crate::{Args, Case, LAB_TAG, PORT, XSK_HOST};
 use crate::echo::{fresh_connections, measure, Fresh};
 use crate::idle::Holders;
 use crate::server::{kernel_drops, nofile_limit, read_rss, start_server, tcp_ext};
 use crate::syn::{flood, FloodPlan};
-use crate::{Args, Case, LAB_TAG, PORT, XSK_HOST};
+use crate::threads::{join, spawn_in};
 
 #[derive(Clone, Debug, Default, Serialize)]
 struct RssSample {
@@ -80,26 +80,6 @@ impl CaseResult {
             self.p999_us,
             apps::group_digits(self.requests)
         )
-    }
-}
-
-/// Runs `f` on a new thread inside `ns` (sockets it creates stay in that namespace).
-fn spawn_in<T: Send + 'static>(
-    ns: &Netns,
-    name: &str,
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<std::thread::JoinHandle<Result<T>>> {
-    let ns = ns.clone();
-    Ok(std::thread::Builder::new().name(name.into()).spawn(move || {
-        let _guard = ns.enter().with_context(|| format!("entering {}", ns.name))?;
-        f()
-    })?)
-}
-
-pub(crate) fn join<T>(h: std::thread::JoinHandle<Result<T>>) -> Result<T> {
-    match h.join() {
-        Ok(r) => r,
-        Err(p) => std::panic::resume_unwind(p),
     }
 }
 

@@ -8,10 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-
 use xsk_lab::lab::Netns;
 
-use crate::case::join;
+use crate::threads::join;
 use crate::echo::check_held;
 
 /// Opens `n` connections to `to` with `threads` threads, within `limit`.

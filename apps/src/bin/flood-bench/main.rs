@@ -17,7 +17,6 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgMatches, Parser, ValueEnum};
 use serde::Serialize;
-
 use apps::parse_duration;
 use xsk_lab::lab;
 
@@ -28,6 +27,7 @@ mod idle;
 mod report;
 mod server;
 mod syn;
+mod threads;
 
 use bound::MemoryBound;
 use case::run_case;

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use anyhow::Result;
 use serde_json::Value;
-
 use apps::server_process::ServerProcess;
 use xsk_lab::lab::Lab;
 

@@ -8,7 +8,6 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-
 use xsk_lab::pktgen::checksum;
 use xsk_lab::rawsock::RawSocket;
 

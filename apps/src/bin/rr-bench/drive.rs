@@ -1,101 +1,30 @@
 //! One benchmark on one transport: the warm-up, the measured run, and the CPU counters read
-//! around it.
+//! around it; and the rendezvous where `--threads` client threads start measuring together.
 
 use std::net::SocketAddr;
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use anyhow::{bail, ensure, Context, Result};
-
+use anyhow::{ensure, Context, Result};
 use apps::cpu::pid_cpu;
 use apps::netrx::NetRxTimes;
-use apps::{Backend, BenchResult, CpuSample, CpuWindow, KvWorkload, Progress, Service};
+use apps::{BenchResult, CpuSample, CpuWindow, KvWorkload, Progress, Service};
 use stack::codec::{Codec, LengthPrefixed, Stream};
-use stack::kernel::{KernelBusyPoll, KernelConfig, KernelTransport};
 use apps::resp::RespWorkload;
 use rr_load::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, Workload};
 use stack::transport::Transport;
-use stack::uring::{UringBusyPoll, UringConfig, UringTransport};
-use stack::xsk::XskTransport;
 use xsk_lab::lab;
 
+use crate::{Args, Pattern};
 use crate::plan::Plan;
 use crate::result::make_result;
-use crate::threads;
-use crate::{Args, Outcome, Pattern};
-
-pub(crate) fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
-    let Some(addr) = args.connect else { bail!("--connect is required") };
-    match args.backend {
-        Backend::Kernel => {
-            match apps::raise_nofile_limit(args.conns as u64 + 64) {
-                Ok(n) if (n as usize) < args.conns + 16 => {
-                    bail!("the open-file limit {n} is too low for --conns {} (raise ulimit -n)", args.conns)
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
-            }
-            // Busy polling as the kernel's authors tune it (prefer-busy-poll, a budget, the epoll
-            // instance's parameters where the kernel has them), as rr-server's.
-            let busy = args.busy_poll.map(|usecs| KernelBusyPoll::new(usecs).with_prefer(true));
-            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy(busy).with_sources(args.sources);
-            if args.threads > 1 {
-                let m = threads::drive_all(&kcfg, addr, args, plan)?;
-                return Ok(Outcome { result: m.result(args, plan, addr), audit_error: None });
-            }
-            let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
-            let (_t, m) = drive(t, addr, args, plan, None)?;
-            Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
-        }
-        Backend::Uring => {
-            ensure!(args.threads <= 1, "--threads {} with --backend uring: one client thread only", args.threads);
-            let _ = apps::raise_nofile_limit(args.conns as u64 + 64);
-            let ucfg = UringConfig::default()
-                .with_bind(args.bind)
-                .with_sources(args.sources)
-                .with_busy_poll(args.busy_poll.map(|usecs| UringBusyPoll { usecs, prefer: true }));
-            let t = UringTransport::new(ucfg).context("creating the io_uring transport")?;
-            eprintln!("{}", t.features());
-            let (_t, m) = drive(t, addr, args, plan, None)?;
-            Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
-        }
-        Backend::Xsk => {
-            let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
-            let iface = xcfg.port.ifname.clone();
-            let recovery = apps::describe_recovery(&xcfg.engine.recovery);
-            let t = XskTransport::new(xcfg)
-                .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
-            eprintln!("xsk port: {}", t.port().features());
-            eprintln!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
-            eprintln!("xsk loss recovery: {recovery}");
-            let (mut t, m) = drive(t, addr, args, plan, None)?;
-            let mut result = m.result(args, plan, addr);
-            let stats = t.stats();
-            if let Some(st) = &stats.stages {
-                eprintln!("xsk stages: {st}");
-            }
-            let audit = t.audit();
-            // Dropping the transport detaches the XDP program.
-            drop(t);
-            match &audit {
-                Ok(a) => eprintln!("xsk client frame audit: ok {a:?}"),
-                Err(e) => eprintln!("xsk client frame audit: FAILED: {e}"),
-            }
-            result.xsk = Some(serde_json::json!({
-                "stats": stats,
-                "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
-            }));
-            result.recovery = Some(stats.recovery.into());
-            Ok(Outcome { result, audit_error: audit.err() })
-        }
-    }
-}
 
 pub(crate) fn drive<T: Transport>(
     t: T,
     addr: SocketAddr,
     args: &Args,
     plan: &Plan,
-    sync: Option<&threads::Rendezvous>,
+    sync: Option<&Rendezvous>,
 ) -> Result<(T, Measured)> {
     match args.service {
         Service::Echo => {
@@ -125,7 +54,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
     addr: SocketAddr,
     args: &Args,
     plan: &Plan,
-    sync: Option<&threads::Rendezvous>,
+    sync: Option<&Rendezvous>,
 ) -> Result<(T, Measured)> {
     let mut progress = Progress::new(CpuWindow::new(workload, args.server_pid), !args.quiet);
     let base = ClientConfig::new(addr)
@@ -244,5 +173,44 @@ impl Measured {
         r.warmup_requests = self.warmup_requests;
         r.setup_s = self.setup_s;
         r
+    }
+}
+
+/// A barrier that a failing thread can abort and that gives up after a timeout, so one
+/// thread's error cannot leave the others waiting for ever.
+pub(crate) struct Rendezvous {
+    n: usize,
+    state: Mutex<(usize, u64, bool)>,
+    cv: Condvar,
+    timeout: Duration,
+}
+
+impl Rendezvous {
+    pub(crate) fn new(n: usize, timeout: Duration) -> Self {
+        Rendezvous { n, state: Mutex::new((0, 0, false)), cv: Condvar::new(), timeout }
+    }
+
+    pub(crate) fn wait(&self) -> Result<()> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = st.1;
+        st.0 += 1;
+        if st.0 == self.n {
+            st.0 = 0;
+            st.1 += 1;
+            self.cv.notify_all();
+            return Ok(());
+        }
+        let (st, to) = self
+            .cv
+            .wait_timeout_while(st, self.timeout, |s| s.1 == generation && !s.2)
+            .unwrap_or_else(|e| e.into_inner());
+        ensure!(!st.2, "another client thread failed");
+        ensure!(!to.timed_out(), "client threads did not meet within {:?}", self.timeout);
+        Ok(())
+    }
+
+    pub(crate) fn abort(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).2 = true;
+        self.cv.notify_all();
     }
 }

@@ -7,14 +7,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-
 use apps::{AddrArg, Backend};
 use apps::server_process::{ServerError, ServerProcess};
 use xsk_lab::lab::{self, Lab, LabConfig, Netns};
 
-use crate::drive::bench;
+use crate::{bench, finish, Args, Pattern};
 use crate::plan::Plan;
-use crate::{finish, Args, Pattern};
 
 /// Lab namespace prefix of rr-bench.
 const LAB_PREFIX: &str = "rrb";

@@ -14,14 +14,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgMatches, Parser};
-
 use apps::{
     parse_bytes, parse_connect, parse_duration, warn_ignored, Backend,
     BenchResult, Service, UsageError, XskOpts,
 };
 use xsk_lab::lab;
+use stack::kernel::{KernelBusyPoll, KernelConfig, KernelTransport};
+use stack::uring::{UringBusyPoll, UringConfig, UringTransport};
+use stack::xsk::XskTransport;
 
 mod drive;
 mod lab_mode;
@@ -29,7 +31,7 @@ mod plan;
 mod result;
 mod threads;
 
-use drive::bench;
+use drive::drive;
 use lab_mode::in_lab;
 use plan::Plan;
 
@@ -248,6 +250,75 @@ pub(crate) fn finish(args: &Args, o: &Outcome) -> Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_RUN_ERRORS));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One benchmark on the backend of `args`: its transport set up, the load driven over it, and
+/// for xsk the stack's counters and frame audit.
+pub(crate) fn bench(args: &Args, plan: &Plan) -> Result<Outcome> {
+    let Some(addr) = args.connect else { bail!("--connect is required") };
+    match args.backend {
+        Backend::Kernel => {
+            match apps::raise_nofile_limit(args.conns as u64 + 64) {
+                Ok(n) if (n as usize) < args.conns + 16 => {
+                    bail!("the open-file limit {n} is too low for --conns {} (raise ulimit -n)", args.conns)
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("could not raise the open-file limit: {e}"),
+            }
+            // Busy polling as the kernel's authors tune it (prefer-busy-poll, a budget, the epoll
+            // instance's parameters where the kernel has them), as rr-server's.
+            let busy = args.busy_poll.map(|usecs| KernelBusyPoll::new(usecs).with_prefer(true));
+            let kcfg = KernelConfig::default().with_bind(args.bind).with_busy(busy).with_sources(args.sources);
+            if args.threads > 1 {
+                let m = threads::drive_all(&kcfg, addr, args, plan)?;
+                return Ok(Outcome { result: m.result(args, plan, addr), audit_error: None });
+            }
+            let t = KernelTransport::new(kcfg).context("creating the kernel transport")?;
+            let (_t, m) = drive(t, addr, args, plan, None)?;
+            Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
+        }
+        Backend::Uring => {
+            ensure!(args.threads <= 1, "--threads {} with --backend uring: one client thread only", args.threads);
+            let _ = apps::raise_nofile_limit(args.conns as u64 + 64);
+            let ucfg = UringConfig::default()
+                .with_bind(args.bind)
+                .with_sources(args.sources)
+                .with_busy_poll(args.busy_poll.map(|usecs| UringBusyPoll { usecs, prefer: true }));
+            let t = UringTransport::new(ucfg).context("creating the io_uring transport")?;
+            eprintln!("{}", t.features());
+            let (_t, m) = drive(t, addr, args, plan, None)?;
+            Ok(Outcome { result: m.result(args, plan, addr), audit_error: None })
+        }
+        Backend::Xsk => {
+            let xcfg = args.xsk.config(args.conns.max(64), args.busy_poll)?;
+            let iface = xcfg.port.ifname.clone();
+            let recovery = apps::describe_recovery(&xcfg.engine.recovery);
+            let t = XskTransport::new(xcfg)
+                .with_context(|| format!("starting the AF_XDP stack on {iface} queue {}", args.xsk.queue))?;
+            eprintln!("xsk port: {}", t.port().features());
+            eprintln!("xsk stack: {} ({})", t.addr(), args.xsk.addr);
+            eprintln!("xsk loss recovery: {recovery}");
+            let (mut t, m) = drive(t, addr, args, plan, None)?;
+            let mut result = m.result(args, plan, addr);
+            let stats = t.stats();
+            if let Some(st) = &stats.stages {
+                eprintln!("xsk stages: {st}");
+            }
+            let audit = t.audit();
+            // Dropping the transport detaches the XDP program.
+            drop(t);
+            match &audit {
+                Ok(a) => eprintln!("xsk client frame audit: ok {a:?}"),
+                Err(e) => eprintln!("xsk client frame audit: FAILED: {e}"),
+            }
+            result.xsk = Some(serde_json::json!({
+                "stats": stats,
+                "audit": match &audit { Ok(a) => serde_json::json!(a), Err(e) => serde_json::json!({ "error": e }) },
+            }));
+            result.recovery = Some(stats.recovery.into());
+            Ok(Outcome { result, audit_error: audit.err() })
+        }
+    }
 }
 
 #[cfg(test)]

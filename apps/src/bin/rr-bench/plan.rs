@@ -2,7 +2,6 @@
 //! response sizes of the service.
 
 use anyhow::{ensure, Result};
-
 use apps::{usage_bail, usage_ensure, Service};
 use rr_load::LoadMode;
 

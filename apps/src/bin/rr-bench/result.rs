@@ -8,8 +8,8 @@ use apps::netrx::{own_rx, NetRxTimes};
 use apps::{BenchResult, NetRxPerReq};
 use rr_load::{ClientReport, LoadMode};
 
-use crate::plan::Plan;
 use crate::{Args, Pattern};
+use crate::plan::Plan;
 
 pub(crate) fn make_result(
     r: &ClientReport,

@@ -1,56 +1,15 @@
 //! `--threads N`: N client threads on their own kernel transports, one merged report.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-
 use stack::kernel::{KernelConfig, KernelTransport};
 use rr_load::LoadMode;
 
-use crate::drive::{drive, Measured};
-use crate::plan::Plan;
 use crate::Args;
-
-/// A barrier that a failing thread can abort and that gives up after a timeout, so one
-/// thread's error cannot leave the others waiting for ever.
-pub(crate) struct Rendezvous {
-    n: usize,
-    state: Mutex<(usize, u64, bool)>,
-    cv: Condvar,
-    timeout: Duration,
-}
-
-impl Rendezvous {
-    pub(crate) fn new(n: usize, timeout: Duration) -> Self {
-        Rendezvous { n, state: Mutex::new((0, 0, false)), cv: Condvar::new(), timeout }
-    }
-
-    pub(crate) fn wait(&self) -> Result<()> {
-        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let generation = st.1;
-        st.0 += 1;
-        if st.0 == self.n {
-            st.0 = 0;
-            st.1 += 1;
-            self.cv.notify_all();
-            return Ok(());
-        }
-        let (st, to) = self
-            .cv
-            .wait_timeout_while(st, self.timeout, |s| s.1 == generation && !s.2)
-            .unwrap_or_else(|e| e.into_inner());
-        ensure!(!st.2, "another client thread failed");
-        ensure!(!to.timed_out(), "client threads did not meet within {:?}", self.timeout);
-        Ok(())
-    }
-
-    pub(crate) fn abort(&self) {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).2 = true;
-        self.cv.notify_all();
-    }
-}
+use crate::drive::{drive, Measured, Rendezvous};
+use crate::plan::Plan;
 
 /// Share `i` of `total` split over `n`.
 pub(crate) fn share(total: usize, n: usize, i: usize) -> usize {

@@ -1,7 +1,9 @@
 //! rr-demo's cases, the kernel configurations the stack is compared with, and which of
 //! them a run picks (--only, --quick, --full, --kernels).
 
-use super::*;
+use anyhow::Result;
+
+use crate::Args;
 
 /// A kernel TCP configuration the stack is compared with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +91,34 @@ pub(super) fn round_order(kernels: &[Kernel], case: &Case, round: usize) -> Vec<
     order.rotate_left(round % n);
     order
 }
+
+/// How the loss cases drop frames at the client.
+///
+/// nftables in the client's namespace (the host kernel has no netem) sees a kernel client's
+/// frames only: XDP hands the AF_XDP stack's frames to its socket before netfilter, and AF_XDP
+/// sends bypass it. So a stack client (the xsk run of a same- case) drops its 1% with its own
+/// fault injector (rr-bench --fault-rx-drop/--fault-tx-drop), at the same place: as frames
+/// enter and leave the client's TCP. The nftables rules are in place for that run too; their
+/// counters show they saw none of its frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LossKind {
+    /// 1% of the frames each way, each frame on its own (`numgen random`).
+    Random1,
+    /// Outages: one in [`OUTAGE_ONE_IN`] TCP frames at the client starts an outage of
+    /// [`OUTAGE_MS`] in which every TCP frame in either direction is dropped (a dynamic nftables
+    /// set whose one element times out). The outage is on time, not on frames: it also takes
+    /// the retransmissions and probes sent into it. Starting per frame keeps the number of
+    /// outages per request the same whatever the rate; kernel client only.
+    Outages,
+}
+
+/// Outage length of [`LossKind::Outages`]: longer than the stack's tail-loss probe timeout
+/// for a lone segment (2 SRTT + its ACK-delay allowance), shorter than kernel TCP's 200 ms
+/// minimum RTO.
+pub(super) const OUTAGE_MS: u32 = 100;
+
+/// One in this many TCP frames at the client starts an outage.
+pub(super) const OUTAGE_ONE_IN: u32 = 5000;
 
 #[derive(Clone, Debug)]
 pub(super) struct Case {

@@ -7,40 +7,35 @@
 //! everything it set up, also on Ctrl-C.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use apps::plot::{Bars, PlotCase, PlotText};
-use apps::stats::{is_drop, Snapshot};
-use apps::server_process::ServerProcess;
-use apps::{parse_duration, usage_bail, usage_ensure, RecoveryCounts};
+use apps::{parse_duration, usage_bail, usage_ensure};
 use clap::{ArgMatches, Parser};
-use serde::Serialize;
 use xsk_io::AttachMode;
-use xsk_lab::lab::{self, Lab, LabConfig, Netns};
+use xsk_lab::lab;
+
+use crate::cases::{cases, label, OUTAGE_MS, OUTAGE_ONE_IN, parse_kernels, round_order, runs_redis, selected, Case, Kernel, Kernels};
+use crate::metrics::Row;
+use crate::report::{report, Show};
+use crate::runs::{build_env, counts_agree, run_case};
 
 /// The cases and the kernel configurations.
 mod cases;
-use cases::*;
 
 /// What a run measured.
 mod metrics;
-use metrics::*;
 
 /// One run: the server, the client, the loss rules, the counters.
 mod runs;
-use runs::*;
 
 /// The report: tables, per-round ratios, results.json.
 mod report;
-use report::*;
 
 /// The plot's bars and text.
 mod plot;
-use plot::*;
 
 /// The Redis cases: redis-benchmark and redis-py against the resp service and redis-server.
 mod redis;

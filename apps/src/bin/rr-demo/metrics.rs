@@ -1,6 +1,13 @@
-//! What one run measured (a row of results.json) and the median of several.
+//! What one run measured (a row of results.json), the median of several, and the medians per
+//! case and backend with the best kernel configuration of each case.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use apps::RecoveryCounts;
+use serde::Serialize;
+
+use crate::cases::{Case, Kernel};
 
 /// What one run measured; in a `Summary`, the medians over the runs.
 #[derive(Clone, Debug, Serialize, serde::Deserialize)]
@@ -172,4 +179,61 @@ pub(super) fn median(mut v: Vec<f64>) -> f64 {
     } else {
         (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
     }
+}
+
+#[derive(Serialize)]
+pub(super) struct Summary {
+    pub(super) backend: String,
+    pub(super) case: String,
+    pub(super) conns: usize,
+    pub(super) client_threads: usize,
+    pub(super) server_threads: usize,
+    #[serde(flatten)]
+    pub(super) m: Metrics,
+    pub(super) errors: u64,
+    pub(super) runs: usize,
+}
+
+pub(super) fn summaries(rows: &[Row], cases: &[Case]) -> BTreeMap<(String, String), Summary> {
+    let mut sums = BTreeMap::new();
+    for case in cases {
+        for backend in std::iter::once("xsk").chain(Kernel::ALL.map(Kernel::backend)) {
+            let rs: Vec<&Row> = rows.iter().filter(|r| r.case == case.name && r.backend == backend).collect();
+            if rs.is_empty() {
+                continue;
+            }
+            sums.insert(
+                (case.name.to_string(), backend.to_string()),
+                Summary {
+                    backend: backend.into(),
+                    case: case.name.into(),
+                    conns: case.conns,
+                    client_threads: case.client_threads,
+                    server_threads: case.server_threads,
+                    m: Metrics::median(&rs.iter().map(|r| &r.m).collect::<Vec<_>>()),
+                    errors: rs.iter().map(|r| r.errors).sum(),
+                    runs: rs.len(),
+                },
+            );
+        }
+    }
+    sums
+}
+
+/// The best kernel configuration of `case` among its summaries: the highest req/s, or for an
+/// open-loop case (its rate is fixed, so req/s tells nothing) the least server CPU per request.
+/// A figure that is unknown loses; on a tie the first of [`Kernel::ALL`] (epoll) wins.
+pub(super) fn best_kernel<'a>(case: &Case, sums: &'a BTreeMap<(String, String), Summary>) -> Option<&'a Summary> {
+    let score = |s: &Summary| {
+        let v = if case.rate.is_some() { -s.m.cpu_us_per_req } else { s.m.rps };
+        if v.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            v
+        }
+    };
+    Kernel::ALL
+        .iter()
+        .filter_map(|k| sums.get(&(case.name.to_string(), k.backend().to_string())))
+        .reduce(|best, s| if score(s) > score(best) { s } else { best })
 }

@@ -1,7 +1,13 @@
 //! The plot's content: a bar pair per case (xsk and the best kernel configuration) and its
 //! title, subtitle and legend.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use apps::plot::{Bars, PlotCase, PlotText};
+
+use crate::cases::{parse_kernels, Case, Kernel, LossKind, OUTAGE_MS, OUTAGE_ONE_IN};
+use crate::metrics::{best_kernel, Summary};
 
 /// The plot's bars: xsk, and the best kernel configuration of each case.
 pub(super) fn plot_cases(sums: &BTreeMap<(String, String), Summary>, cases: &[Case]) -> Vec<PlotCase> {

@@ -4,7 +4,19 @@
 //! go to their own table, `redis.json` and `redis.svg`, since the clients report different
 //! metrics (no client CPU, latency in redis-benchmark's own histogram).
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use apps::server_process::ServerProcess;
+use serde::Serialize;
+use xsk_lab::lab;
+
+use crate::Args;
+use crate::cases::only_matches;
+use crate::metrics::median;
+use crate::runs::{Env, Server};
 
 /// What loads the server in a case.
 #[derive(Clone, Copy, Debug)]

@@ -1,64 +1,16 @@
-//! rr-demo's report: medians per case and backend, the best kernel configuration of each case,
-//! the tables (text and Markdown), the per-round ratios, results.json and the plot.
+//! rr-demo's report: the tables (text and Markdown), the per-round ratios, results.json and
+//! the plot files.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
 
-#[derive(Serialize)]
-pub(super) struct Summary {
-    pub(super) backend: String,
-    pub(super) case: String,
-    pub(super) conns: usize,
-    pub(super) client_threads: usize,
-    pub(super) server_threads: usize,
-    #[serde(flatten)]
-    pub(super) m: Metrics,
-    pub(super) errors: u64,
-    pub(super) runs: usize,
-}
+use anyhow::{bail, Result};
+use serde::Serialize;
 
-pub(super) fn summaries(rows: &[Row], cases: &[Case]) -> BTreeMap<(String, String), Summary> {
-    let mut sums = BTreeMap::new();
-    for case in cases {
-        for backend in std::iter::once("xsk").chain(Kernel::ALL.map(Kernel::backend)) {
-            let rs: Vec<&Row> = rows.iter().filter(|r| r.case == case.name && r.backend == backend).collect();
-            if rs.is_empty() {
-                continue;
-            }
-            sums.insert(
-                (case.name.to_string(), backend.to_string()),
-                Summary {
-                    backend: backend.into(),
-                    case: case.name.into(),
-                    conns: case.conns,
-                    client_threads: case.client_threads,
-                    server_threads: case.server_threads,
-                    m: Metrics::median(&rs.iter().map(|r| &r.m).collect::<Vec<_>>()),
-                    errors: rs.iter().map(|r| r.errors).sum(),
-                    runs: rs.len(),
-                },
-            );
-        }
-    }
-    sums
-}
-
-/// The best kernel configuration of `case` among its summaries: the highest req/s, or for an
-/// open-loop case (its rate is fixed, so req/s tells nothing) the least server CPU per request.
-/// A figure that is unknown loses; on a tie the first of [`Kernel::ALL`] (epoll) wins.
-pub(super) fn best_kernel<'a>(case: &Case, sums: &'a BTreeMap<(String, String), Summary>) -> Option<&'a Summary> {
-    let score = |s: &Summary| {
-        let v = if case.rate.is_some() { -s.m.cpu_us_per_req } else { s.m.rps };
-        if v.is_nan() {
-            f64::NEG_INFINITY
-        } else {
-            v
-        }
-    };
-    Kernel::ALL
-        .iter()
-        .filter_map(|k| sums.get(&(case.name.to_string(), k.backend().to_string())))
-        .reduce(|best, s| if score(s) > score(best) { s } else { best })
-}
+use crate::cases::{label, Case, Kernel};
+use crate::fmt_count;
+use crate::metrics::{best_kernel, median, summaries, Metrics, Row, Summary};
+use crate::plot::{plot_cases, plot_text};
 
 /// The xsk/kernel ratio of one figure (server CPU per request, p50) in each
 /// round (the runs of a round are back to back, so they share the

@@ -1,34 +1,22 @@
-//! rr-demo's runs: the loss rules, the servers, and one run of a case against one backend.
+//! rr-demo's runs: the loss rules, the servers, the lab, and one run of a case against one
+//! backend.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-/// How the loss cases drop frames at the client.
-///
-/// nftables in the client's namespace (the host kernel has no netem) sees a kernel client's
-/// frames only: XDP hands the AF_XDP stack's frames to its socket before netfilter, and AF_XDP
-/// sends bypass it. So a stack client (the xsk run of a same- case) drops its 1% with its own
-/// fault injector (rr-bench --fault-rx-drop/--fault-tx-drop), at the same place: as frames
-/// enter and leave the client's TCP. The nftables rules are in place for that run too; their
-/// counters show they saw none of its frames.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum LossKind {
-    /// 1% of the frames each way, each frame on its own (`numgen random`).
-    Random1,
-    /// Outages: one in [`OUTAGE_ONE_IN`] TCP frames at the client starts an outage of
-    /// [`OUTAGE_MS`] in which every TCP frame in either direction is dropped (a dynamic nftables
-    /// set whose one element times out). The outage is on time, not on frames: it also takes
-    /// the retransmissions and probes sent into it. Starting per frame keeps the number of
-    /// outages per request the same whatever the rate; kernel client only.
-    Outages,
-}
+use anyhow::{bail, Context, Result};
+use apps::stats::{is_drop, Snapshot};
+use apps::server_process::ServerProcess;
+use apps::RecoveryCounts;
+use xsk_io::AttachMode;
+use xsk_lab::lab::{Lab, LabConfig, Netns};
 
-/// Outage length of [`LossKind::Outages`]: longer than the stack's tail-loss probe timeout
-/// for a lone segment (2 SRTT + its ACK-delay allowance), shorter than kernel TCP's 200 ms
-/// minimum RTO.
-pub(super) const OUTAGE_MS: u32 = 100;
-
-/// One in this many TCP frames at the client starts an outage.
-pub(super) const OUTAGE_ONE_IN: u32 = 5000;
+use crate::Args;
+use crate::cases::{Case, LossKind, OUTAGE_MS, OUTAGE_ONE_IN};
+use crate::metrics::{Metrics, Row};
 
 /// The nftables ruleset for a loss case, with counters (`frames`, `dropped`, `outages`).
 pub(super) fn loss_rules(kind: LossKind) -> String {

@@ -7,7 +7,6 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-
 use stack::Waker;
 
 /// Set by the first SIGINT or SIGTERM: the loop stops, the transport is dropped and the

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{ArgMatches, Parser};
-
 use apps::deploy::DeployOpts;
 use apps::{
     describe_recovery, parse_bytes, parse_duration, warn_ignored, Backend, RecoveryCounts, ServerSummary,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-
 use apps::cpu::process_cpu;
 use apps::stats::{self, MetricsEndpoint, Snapshot};
 use apps::{usage_ensure, ServerSummary, Service};
@@ -18,8 +17,8 @@ use stack::transport::Transport;
 use stack::uring::UringTransport;
 use stack::xsk::XskTransport;
 
-use crate::control::{interrupted, stop_reason, SignalWakes, Stop};
 use crate::Args;
+use crate::control::{interrupted, stop_reason, SignalWakes, Stop};
 
 /// The backend's own counters, for the live figures (serialized, so new fields appear there
 /// without edits).

@@ -3,15 +3,14 @@
 use std::sync::mpsc;
 
 use anyhow::{bail, Context, Result};
-
 use apps::{RecoveryCounts, ServerSummary};
 use stack::rr::ServerConfig;
 use stack::transport::Transport;
 use stack::xsk::XskTransport;
 
 use crate::control::{ReadyFile, Stop};
-use crate::server_loop::{serve, BackendStats};
 use crate::{print_summary, write_json, Args};
+use crate::server_loop::{serve, BackendStats};
 
 /// Serves on every transport in its own thread. The ready file is written once all of them
 /// listen; if one thread fails the others stop too.
