@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::cost_counts::PerUnit;
 use crate::cost_servers as servers;
-use crate::report::{ReportHead, Grid, KvTable};
+use crate::report::{Grid, KvTable, ReportHead};
 
 /// One measurement, in rr-demo's row shape (backend, case, round, conns, metrics, errors).
 #[derive(Debug, Clone, Serialize)]

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::kernel_apt::{candidate_version, download, host_mirror, kernel_parts, resolve_package, source_name, AptSource, PrivateApt};
+use crate::kernel_apt::{
+    candidate_version, download, host_mirror, kernel_parts, resolve_package, source_name, AptSource,
+    PrivateApt,
+};
 use crate::tools;
 use crate::util::{cmd, run};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::compare::{Perf, KERNEL_PORT, XSK_PORT};
+use crate::compare::{KERNEL_PORT, Perf, XSK_PORT};
 use crate::env::Env;
 use crate::guest::{Accel, Guest};
 use crate::load::{self, Bench, BenchArgs, LoadResult};

@@ -6,7 +6,7 @@ use crate::compare::{self, Perf};
 use crate::g2g::{self, G2g};
 use crate::matrix_case::{Case, Kill9};
 use crate::netem::{self, NetemRun};
-use crate::report::{ReportHead, modules, thousands, Grid, KvTable};
+use crate::report::{modules, thousands, Grid, KvTable, ReportHead};
 use crate::server;
 
 /// A guest kernel of the matrix and what the port said about it.
