@@ -14,7 +14,9 @@ def modpath(root, f):
 
 def files(root):
     for d, _, fs in os.walk(root):
-        if 'bin' in d.split(os.sep) or 'tests' == os.path.basename(d):
+        # A binary with modules (src/bin/NAME/main.rs) is a crate of its own: given as a root
+        # itself, not counted as part of the library's.
+        if 'bin' in os.path.relpath(d, root).split(os.sep) or 'tests' == os.path.basename(d):
             continue
         for f in fs:
             if f.endswith('.rs'):

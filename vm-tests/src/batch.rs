@@ -20,13 +20,14 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
-use crate::cost::{self, icount_shift, measure_rr, PerUnit, RrLoad};
+use crate::cost_counts::{self, icount_shift, PerUnit};
+use crate::cost_measure::{self, measure_rr, RrLoad};
 use crate::env::{Common, Env};
 use crate::guest::Guest;
 use crate::kernel::KernelSel;
 use crate::load::{self, Bench, BenchArgs};
 use crate::netns::HostNet;
-use crate::report::{thousands, Grid, KvTable};
+use crate::report::{ReportHead, thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
 use crate::util::{check_interrupted, median};
 
@@ -95,11 +96,8 @@ pub struct RrRow {
 
 #[derive(Debug, Default, Serialize)]
 pub struct BatchReport {
-    pub scenario: &'static str,
-    pub result: String,
-    pub failure: Option<String>,
-    pub host_kernel: String,
-    pub qemu: String,
+    #[serde(flatten)]
+    pub head: ReportHead,
     pub icount: String,
     pub guest_kernel: String,
     pub guest_kernel_source: String,
@@ -127,9 +125,7 @@ pub fn run(args: &BatchArgs) -> Result<bool> {
     };
     let env = Env::prepare_kernels(&args.common, "batch", &[sel])?;
     let mut rep = BatchReport {
-        scenario: "batch",
-        host_kernel: env.host_kernel.clone(),
-        qemu: env.qemu_version.clone(),
+        head: env.report_head("batch"),
         icount: args.icount.clone(),
         guest_kernel: env.kernel().kernel.release.clone(),
         guest_kernel_source: env.kernel().kernel.source.clone(),
@@ -138,7 +134,7 @@ pub fn run(args: &BatchArgs) -> Result<bool> {
     };
     let outcome = body(&env, args, &mut rep);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
+    rep.head.record(&outcome);
     print!("{}", table(&rep));
     env.publish("batch", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -215,7 +211,7 @@ fn probe(env: &Env, net: &HostNet, g: &mut Guest, attach: &str, batch: &str) -> 
 fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     let net = HostNet::create()?;
     let ks = env.kernel();
-    let mut g = cost::boot_counted(env, ks, &net, "batch", &a.icount, "off", true)?;
+    let mut g = cost_measure::boot_counted(env, ks, &net, "batch", &a.icount, "off", true)?;
     let mut problems = Vec::new();
 
     // 1. Probe at 1, 8, 32 and the budget.
@@ -293,13 +289,13 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
     for round in 0..a.runs {
         for b in &tx_cases {
             check_interrupted()?;
-            let s0 = cost::snap(&mut g, "")?;
+            let s0 = cost_counts::snap(&mut g, "")?;
             let cmd = format!(
                 "xsk-bench txonly -i eth0 --xmit-batch {b} -d {} --quiet --json /tmp/tx.json > /tmp/tx.log 2>&1; echo rc=$?",
                 a.tx_secs
             );
             let out = g.exec_ok(&cmd, Duration::from_secs(u64::from(a.tx_secs) * 20 + 60))?;
-            let s1 = cost::snap(&mut g, "")?;
+            let s1 = cost_counts::snap(&mut g, "")?;
             if !out.contains("rc=0") {
                 let log = g.exec_ok("tail -n 20 /tmp/tx.log", Duration::from_secs(10))?;
                 bail!("xsk-bench txonly --xmit-batch {b} failed: {log}");
@@ -407,7 +403,7 @@ fn body(env: &Env, a: &BatchArgs, rep: &mut BatchReport) -> Result<()> {
 
 fn table(r: &BatchReport) -> String {
     let mut t = KvTable::new();
-    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
+    r.head.rows(&mut t);
     t.row(
         "guest kernel",
         format!("{} ({})", r.guest_kernel, r.guest_kernel_source),

@@ -10,7 +10,7 @@ use crate::guest::{Accel, GuestSpec};
 use crate::initramfs::{self, InitramfsInfo};
 use crate::kernel::{self, GuestKernel, KernelSel};
 use crate::netns::{self, HostNet};
-use crate::report::KvTable;
+use crate::report::{KvTable, ReportHead};
 use crate::tools;
 use crate::util::{cmd, run, unix_now};
 
@@ -41,7 +41,7 @@ pub struct Common {
     #[arg(long, value_name = "PATH")]
     pub kernel_image: Option<PathBuf>,
     /// Debian suite of `--kernel new` (sid, forky, trixie-backports, ...).
-    #[arg(long, value_name = "SUITE", default_value = kernel::DEFAULT_NEW_SUITE)]
+    #[arg(long, value_name = "SUITE", default_value = crate::kernel_apt::DEFAULT_NEW_SUITE)]
     pub new_suite: String,
     /// Debian mirror of `--kernel new` [default: the one in the machine's apt sources].
     #[arg(long, value_name = "URL")]
@@ -285,6 +285,11 @@ impl Env {
             icount: None,
             erms: true,
         }
+    }
+
+    /// The head of a `scenario` report run in this environment.
+    pub fn report_head(&self, scenario: &'static str) -> ReportHead {
+        ReportHead::new(scenario, &self.host_kernel, &self.qemu_version)
     }
 
     /// Writes the report JSON to the run folder, `<work>/<scenario>-report.json` and --json.

@@ -2,6 +2,10 @@
 //! its serial console on a unix socket the harness talks to (and QEMU logs to a file), driven
 //! through the command loop of the guest's /init (see `initramfs`).
 //!
+//! Over 600 lines: the launch, the console protocol and the command loop share the guest's
+//! private state (the console reader's buffer and its condition variable), which a split
+//! would have to expose; the acceleration choice is the only separable part and small.
+//!
 //! Acceleration: `auto` tries KVM first with a short boot timeout, because on some hosts
 //! `/dev/kvm` exists but KVM guests hang (no output after "Probing EDD"); it then falls back
 //! to TCG (`-accel tcg,thread=multi -cpu max`) and says so in one line. The decision is made

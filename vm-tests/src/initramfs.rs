@@ -16,7 +16,8 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::cpio::Archive;
-use crate::kernel::{GuestKernel, ModulePlan, EXTRA_MODULES};
+use crate::kernel::GuestKernel;
+use crate::kernel_modules::{ModulePlan, EXTRA_MODULES};
 use crate::tools;
 use crate::util::{cmd, elf_kind, output, run, which, ElfKind};
 

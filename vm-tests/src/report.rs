@@ -20,6 +20,35 @@ pub fn record_outcome(outcome: &anyhow::Result<()>, result: &mut String, failure
     }
 }
 
+/// What every scenario's report starts with, in its JSON and its table: the scenario, its
+/// result ("pass" or "FAIL", and the error chain in `failure`) and the host it ran on.
+/// Reports hold it with `#[serde(flatten)]`, so these keys stay at the top of their JSON.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct ReportHead {
+    pub scenario: &'static str,
+    pub result: String,
+    pub failure: Option<String>,
+    pub host_kernel: String,
+    pub qemu: String,
+}
+
+impl ReportHead {
+    /// A head for `scenario` on this host; the result comes with [`ReportHead::record`].
+    pub fn new(scenario: &'static str, host_kernel: &str, qemu: &str) -> Self {
+        ReportHead { scenario, host_kernel: host_kernel.into(), qemu: qemu.into(), ..ReportHead::default() }
+    }
+
+    /// Records the scenario's outcome.
+    pub fn record(&mut self, outcome: &anyhow::Result<()>) {
+        record_outcome(outcome, &mut self.result, &mut self.failure);
+    }
+
+    /// The table's first rows: the result and the host.
+    pub fn rows(&self, t: &mut KvTable) {
+        t.head(&self.result, self.failure.as_deref(), &self.host_kernel, &self.qemu);
+    }
+}
+
 impl KvTable {
     pub fn new() -> Self {
         KvTable::default()
@@ -203,6 +232,23 @@ mod tests {
         assert_eq!(
             modules(&["a".into(), "b".into()], &["c".into()]),
             "loaded a b; built in c"
+        );
+    }
+
+    #[test]
+    fn a_report_starts_with_its_head() {
+        #[derive(serde::Serialize)]
+        struct Report {
+            #[serde(flatten)]
+            head: ReportHead,
+            runs: u32,
+        }
+        let mut head = ReportHead::new("smoke", "6.18.0", "8.2.0");
+        head.record(&Err(anyhow::anyhow!("no guest")));
+        let text = serde_json::to_string(&Report { head, runs: 2 }).unwrap();
+        assert_eq!(
+            text,
+            r#"{"scenario":"smoke","result":"FAIL","failure":"no guest","host_kernel":"6.18.0","qemu":"8.2.0","runs":2}"#
         );
     }
 }

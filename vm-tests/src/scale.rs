@@ -22,11 +22,12 @@ use std::net::SocketAddrV4;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::cost::{measure_rr, spread_pct, PerUnit, RrLoad};
+use crate::cost_counts::{spread_pct, PerUnit};
+use crate::cost_measure::{measure_rr, RrLoad};
 use crate::env::{Common, Env};
 use crate::guest::{Accel, Guest, OFFLOADS_OFF};
 use crate::netns::HostNet;
-use crate::report::{Grid, KvTable};
+use crate::report::{ReportHead, Grid, KvTable};
 use crate::server::{self, ServerSpec};
 use crate::util::{check_interrupted, median};
 
@@ -115,11 +116,8 @@ pub struct Scaling {
 
 #[derive(Debug, Default, Serialize)]
 pub struct ScaleReport {
-    pub scenario: &'static str,
-    pub result: String,
-    pub failure: Option<String>,
-    pub host_kernel: String,
-    pub qemu: String,
+    #[serde(flatten)]
+    pub head: ReportHead,
     pub guest_kernel: String,
     pub vcpus: u32,
     pub icount: String,
@@ -160,9 +158,7 @@ pub fn run(args: &ScaleArgs) -> Result<bool> {
     let env = Env::prepare(&args.common, "scale")?;
     let ks = env.kernel();
     let mut rep = ScaleReport {
-        scenario: "scale",
-        host_kernel: env.host_kernel.clone(),
-        qemu: env.qemu_version.clone(),
+        head: env.report_head("scale"),
         guest_kernel: ks.sel.label().to_string(),
         vcpus: args.vcpus,
         icount: args.icount.clone(),
@@ -181,7 +177,7 @@ pub fn run(args: &ScaleArgs) -> Result<bool> {
     });
     summarize(&mut rep, args);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
+    rep.head.record(&outcome);
     print!("{}", table(&rep));
     env.publish("scale", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -415,7 +411,7 @@ fn summarize(rep: &mut ScaleReport, args: &ScaleArgs) {
 
 fn table(r: &ScaleReport) -> String {
     let mut t = KvTable::new();
-    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
+    r.head.rows(&mut t);
     t.row(
         "guest",
         format!(

@@ -4,7 +4,19 @@
 //! go to their own table, `redis.json` and `redis.svg`, since the clients report different
 //! metrics (no client CPU, latency in redis-benchmark's own histogram).
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use apps::server_process::ServerProcess;
+use serde::Serialize;
+use xsk_lab::lab;
+
+use crate::Args;
+use crate::cases::only_matches;
+use crate::metrics::median;
+use crate::runs::{Env, Server};
 
 /// What loads the server in a case.
 #[derive(Clone, Copy, Debug)]
@@ -89,18 +101,18 @@ fn have(tool: &str) -> bool {
 }
 
 fn start(env: &Env, server: &str) -> Result<(Server, std::net::Ipv4Addr)> {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", &env.lab.ns_a.name]);
+    let program = if server == "redis" { "redis-server".into() } else { env.server_exe.clone() };
+    let mut c = ServerProcess::command(&env.lab.ns_a, program);
     let addr = if server == "xsk" { env.xsk_server_addr } else { env.lab.addr_a };
     let port = PORT.to_string();
     if server == "redis" {
         // The real thing, as packaged: no persistence, so both sides only serve memory.
-        c.args(["redis-server", "--port", &port, "--bind", &addr.to_string(), "--save", "", "--appendonly", "no"]);
+        c.args(["--port", &port, "--bind", &addr.to_string(), "--save", "", "--appendonly", "no"]);
         c.args(["--protected-mode", "no", "--daemonize", "no", "--logfile", ""]);
     } else {
         let ready = env.logs.join(format!("ready-resp-{server}"));
         let _ = std::fs::remove_file(&ready);
-        c.arg(&env.server_exe).args(["--backend", server, "--service", "resp", "--port", &port]);
+        c.args(["--backend", server, "--service", "resp", "--port", &port]);
         if server == "xsk" {
             c.args(["--iface", &env.lab.if_a, "--attach", &env.attach.to_string()]);
             c.args(["--addr", &format!("{addr}/{}", env.lab.prefix_len)]);
@@ -112,29 +124,23 @@ fn start(env: &Env, server: &str) -> Result<(Server, std::net::Ipv4Addr)> {
     }
     // The server's output goes to the run's log folder, as for the other cases.
     let log = env.logs.join(format!("redis-{server}.server.log"));
-    let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let child = c.stdout(out.try_clone()?).stderr(out).spawn().context("starting the server")?;
-    let s = Server { child, json: env.logs.join(format!("redis-{server}.server.json")), log };
+    let process = ServerProcess::spawn(format!("{server} server"), c, &log, None)?;
+    let mut s = Server { process, json: env.logs.join(format!("redis-{server}.server.json")) };
     // Ready when it answers PING (works for both servers).
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let ping = Command::new("ip")
+    let ping = || {
+        Command::new("ip")
             .args(["netns", "exec", &env.lab.ns_b.name, "redis-cli", "-h", &addr.to_string(), "-p", &port, "PING"])
-            .output()?;
-        if String::from_utf8_lossy(&ping.stdout).trim() == "PONG" {
-            return Ok((s, addr));
-        }
-        if Instant::now() > end {
-            bail!("{server} server did not answer PING");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "PONG")
+    };
+    s.process.wait_until(Duration::from_secs(10), ping)?;
+    Ok((s, addr))
 }
 
 fn run_one(env: &Env, server: &str, case: (&str, Load, usize, usize), round: usize, n: usize) -> Result<Vec<RedisRow>> {
     let (name, load, clients, pipeline) = case;
     let (s, addr) = start(env, server)?;
-    let pid = s.child.id();
+    let pid = s.process.pid();
     let cpu0 = apps::cpu::pid_cpu(pid)?;
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &env.lab.ns_b.name]);

@@ -1,33 +1,22 @@
-//! rr-demo's runs: the loss rules, the servers, and one run of a case against one backend.
+//! rr-demo's runs: the loss rules, the servers, the lab, and one run of a case against one
+//! backend.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-/// How the loss cases drop frames at the client.
-///
-/// nftables in the client's namespace (the host kernel has no netem) sees a kernel client's
-/// frames only: XDP hands the AF_XDP stack's frames to its socket before netfilter, and AF_XDP
-/// sends bypass it. So a stack client (the xsk run of a same- case) drops its 1% with its own
-/// fault injector (rr-bench --fault-rx-drop/--fault-tx-drop), at the same place: as frames
-/// enter and leave the client's TCP. The nftables rules are in place for that run too; their
-/// counters show they saw none of its frames.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum LossKind {
-    /// 1% of the frames each way, each frame on its own (`numgen random`).
-    Random1,
-    /// Outages: one in [`OUTAGE_ONE_IN`] TCP frames at the client starts an outage of
-    /// [`OUTAGE_MS`] in which every TCP frame in either direction is dropped (a dynamic nftables
-    /// set whose one element times out). The outage is on time, not on frames: it also takes
-    /// the retransmissions and probes sent into it. Starting per frame keeps the number of
-    /// outages per request the same whatever the rate; kernel client only.
-    Outages,
-}
+use anyhow::{bail, Context, Result};
+use apps::stats::{is_drop, Snapshot};
+use apps::server_process::ServerProcess;
+use apps::RecoveryCounts;
+use xsk_io::AttachMode;
+use xsk_lab::lab::{Lab, LabConfig, Netns};
 
-/// Outage length of [`LossKind::Outages`]: longer than the stack's tail-loss probe timeout
-/// for a lone segment (2 SRTT + its ACK-delay allowance), shorter than kernel TCP's 200 ms
-/// minimum RTO.
-pub(super) const OUTAGE_MS: u32 = 100;
-/// One in this many TCP frames at the client starts an outage.
-pub(super) const OUTAGE_ONE_IN: u32 = 5000;
+use crate::Args;
+use crate::cases::{Case, LossKind, OUTAGE_MS, OUTAGE_ONE_IN};
+use crate::metrics::{Metrics, Row};
 
 /// The nftables ruleset for a loss case, with counters (`frames`, `dropped`, `outages`).
 pub(super) fn loss_rules(kind: LossKind) -> String {
@@ -119,38 +108,21 @@ pub(super) fn tail(path: &Path, n: usize) -> String {
     s
 }
 
+/// A server of a run and where it writes its `--json` summary.
 pub(super) struct Server {
-    pub(super) child: Child,
-    pub(super) log: PathBuf,
+    pub(super) process: ServerProcess,
     pub(super) json: PathBuf,
 }
 
 impl Server {
     /// SIGINT and wait for a clean exit; returns the server's own summary (--json).
     pub(super) fn stop(mut self) -> Result<serde_json::Value> {
-        // SAFETY: kill(2) on our own child, not reaped yet (Drop reaps it).
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        let end = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < end {
-            if let Some(st) = self.child.try_wait()? {
-                if !st.success() {
-                    bail!("rr-server exited with {st}; {}", tail(&self.log, 15));
-                }
-                let text = std::fs::read(&self.json).with_context(|| format!("reading {}", self.json.display()))?;
-                return serde_json::from_slice(&text).context("the server's --json summary");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let st = self.process.stop(Duration::from_secs(15))?;
+        if !st.success() {
+            bail!("rr-server exited with {st}; {}", self.process.output_tail(15));
         }
-        bail!("rr-server did not stop within 15s of SIGINT; {}", tail(&self.log, 15));
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        let text = std::fs::read(&self.json).with_context(|| format!("reading {}", self.json.display()))?;
+        serde_json::from_slice(&text).context("the server's --json summary")
     }
 }
 
@@ -171,8 +143,7 @@ pub(super) fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> 
     let log = env.logs.join(format!("{tag}.server.log"));
     let json = env.logs.join(format!("{tag}.server.json"));
     let _ = std::fs::remove_file(&ready);
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", &env.lab.ns_a.name]).arg(&env.server_exe);
+    let mut c = ServerProcess::command(&env.lab.ns_a, &env.server_exe);
     // Sized for the case, as an operator would: the ring and UMEM sizes follow
     // --max-conns. A full fill ring cycles every frame through it, so rings
     // far larger than the load touch cold frames (in an alternating run,
@@ -213,20 +184,9 @@ pub(super) fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> 
         c.args(["--threads", &case.server_threads.to_string()]);
     }
     c.arg("--ready-file").arg(&ready).arg("--json").arg(&json);
-    let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-    let err = out.try_clone()?;
-    let child = c.stdin(Stdio::null()).stdout(out).stderr(err).spawn().context("starting rr-server")?;
-    let mut server = Server { child, log, json };
-    let end = Instant::now() + Duration::from_secs(15);
-    while !ready.exists() {
-        if let Some(st) = server.child.try_wait()? {
-            bail!("rr-server ({backend}) exited before it was ready ({st}); {}", tail(&server.log, 15));
-        }
-        if Instant::now() > end || lab::interrupted() {
-            bail!("rr-server ({backend}) did not become ready within 15s; {}", tail(&server.log, 15));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut process = ServerProcess::spawn(format!("rr-server ({backend})"), c, &log, None)?;
+    process.wait_ready_file(&ready, Duration::from_secs(15))?;
+    let server = Server { process, json };
     Ok((server, target))
 }
 
@@ -298,7 +258,7 @@ pub(super) fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur:
         // Last, so that they override the case's own options (`--busy-poll`).
         c.args(&env.xsk_args);
     }
-    c.args(["--server-pid", &server.child.id().to_string()]);
+    c.args(["--server-pid", &server.process.pid().to_string()]);
     if case.conns > 1000 {
         c.args(["--connect-timeout", "20s"]);
     }
@@ -406,4 +366,48 @@ pub(super) fn xsk_counters(summary: &serde_json::Value) -> Snapshot {
 /// in flight when a warm-up connection closed), never fewer.
 pub(super) fn counts_agree(r: &Row, lost_bound: u64) -> bool {
     r.server_requests >= r.client_requests && r.server_requests <= r.client_requests + lost_bound
+}
+
+/// A veth lab (`queues` queue pairs on both ends) with the client namespace prepared as every
+/// case needs it.
+/// With `v6`, IPv6 stays on and the ends get 2001:2::1 and ::2 (/64); otherwise the lab is
+/// IPv4 only.
+pub(super) fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf, v6: bool) -> Result<Env> {
+    let peer_queues = (queues > 1).then_some(queues);
+    let lab = Lab::new(&LabConfig { prefix: prefix.into(), peer_queues, disable_ipv6: !v6, ..LabConfig::default() })
+        .with_context(|| format!("building the veth lab ({queues} queue pair(s))"))?;
+    if v6 {
+        // No duplicate address detection: usable at once.
+        lab.ns_a.run(&["ip", "-6", "addr", "add", "2001:2::1/64", "dev", &lab.if_a, "nodad"])?;
+        lab.ns_b.run(&["ip", "-6", "addr", "add", "2001:2::2/64", "dev", &lab.if_b, "nodad"])?;
+    }
+    // The client keeps veth's default offloads (TX checksum, TSO), as in every
+    // container; both servers get the same frames.
+    // 10,000 connections, twice (warm-up and measured run), one after the other:
+    // the client needs more ports than the default range, and TIME-WAIT reuse.
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
+    // The churn cases: the kernel client closes first, and each connection would hold its
+    // port in TIME-WAIT for 60 s (reuse needs timestamps, which the stack does not send): no
+    // TIME-WAIT in the client's namespace. The FIN exchange on the wire is the same.
+    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_max_tw_buckets=0"])?;
+    if args.peer_napi_thread {
+        // veth delivers into the receiver's backlog and processes it in the
+        // sender's softirq: the server would pay for the client's TCP. GRO on
+        // gives the client's veth a NAPI context, and a threaded NAPI runs it
+        // in its own kernel thread, as a VM's peer runs on another machine.
+        lab.ns_b.run(&["ethtool", "-K", &lab.if_b, "gro", "on"])?;
+        lab.ns_b.run(&["sh", "-c", &format!("echo 1 > /sys/class/net/{}/threaded", lab.if_b)])?;
+    }
+    let o = lab.addr_a.octets();
+    Ok(Env {
+        server_exe: sibling("rr-server")?,
+        bench_exe: sibling("rr-bench")?,
+        logs,
+        xsk_server_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 100),
+        xsk_client_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 101),
+        attach: args.attach,
+        xsk_args: args.xsk_args.as_deref().unwrap_or("").split_whitespace().map(String::from).collect(),
+        lab,
+    })
 }

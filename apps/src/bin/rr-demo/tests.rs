@@ -1,7 +1,25 @@
 //! rr-demo's unit tests.
 
-use super::*;
-use clap::CommandFactory;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use apps::RecoveryCounts;
+use clap::{CommandFactory, Parser};
+use xsk_io::AttachMode;
+
+use crate::{loss_note, metadata, skip_notes, time_left, Args};
+use crate::cases::{
+    case_names, cases, label, only_matches, round_order, runs_redis, selected, Case, Kernel, LossKind, OUTAGE_MS,
+    OUTAGE_ONE_IN,
+};
+use crate::metrics::{best_kernel, summaries, Metrics, Row, Summary};
+use crate::plot::{meta_kernels, plot_cases, plot_text};
+use crate::report::{
+    kernels_table, krn_line, legend, medians_table, medians_table_with, missing_kernels, paired_ratios, report,
+    wrap, Show,
+};
+use crate::runs::{counts_agree, loss_rules, nft_packets, tail, xsk_counters};
 
 #[test]
 fn cli() {

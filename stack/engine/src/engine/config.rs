@@ -170,6 +170,54 @@ impl EngineConfig {
     }
 }
 
+/// What the engine sizes from these settings. The engine's own sizing calls these, and a tool
+/// that bounds the stack's memory from its configuration calls them too, so the two cannot
+/// drift apart.
+impl EngineConfig {
+    /// Socket buckets: `buckets` rounded up to a power of two, or one per 8 connections
+    /// (16 to 8192) when it is 0.
+    pub fn bucket_count(&self) -> usize {
+        if self.buckets > 0 {
+            self.buckets.next_power_of_two()
+        } else {
+            (self.max_conns / 8).clamp(16, 8192).next_power_of_two()
+        }
+    }
+
+    /// Listening sockets each bucket keeps per listening port: the backlog spread over the
+    /// buckets, at least one each (a SYN finds a listener in whichever bucket it lands).
+    pub fn listeners_per_bucket(&self) -> usize {
+        self.backlog.div_ceil(self.bucket_count()).max(1)
+    }
+
+    /// The receive and send buffers every socket starts with (`initial_buffer`, within the
+    /// maxima); listening, half-open and pooled sockets keep them.
+    pub fn initial_buffers(&self) -> (usize, usize) {
+        let i = self.initial_buffer.max(1);
+        (i.min(self.rx_buffer).max(1), i.min(self.tx_buffer).max(1))
+    }
+
+    /// Half-open connections the engine may hold: one SYN per connection it is sized for (a
+    /// client opening all its connections at once), but no more than their socket buffers'
+    /// share of `half_open_bytes`, so a SYN flood cannot grow memory past that (at least one).
+    ///
+    /// With SYN cookies, also at most half the connection limit: a half-open table that full
+    /// is a flood (cookies from then on), while a limit reached mostly by established
+    /// connections refuses SYNs at once.
+    pub fn half_open_limit(&self) -> usize {
+        let by_count = (self.backlog.max(256) * 4).max(self.max_conns);
+        let (rx, tx) = self.initial_buffers();
+        let limit = by_count.min(self.half_open_bytes / (rx + tx).max(1));
+        let limit = if self.syn_cookies == SynCookies::Off { limit } else { limit.min(self.max_conns / 2) };
+        limit.max(1)
+    }
+
+    /// Closed sockets kept for reuse at their initial size, at most.
+    pub fn pool_max(&self) -> usize {
+        self.max_conns
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {

@@ -19,7 +19,7 @@ impl Engine {
             return Err(TransportError::AddrInUse(port));
         }
         let lid = ListenerId(self.listeners.len() as u32);
-        let per_bucket = self.cfg.backlog.div_ceil(self.buckets.len()).max(1);
+        let per_bucket = self.cfg.listeners_per_bucket();
         for b in 0..self.buckets.len() {
             for _ in 0..per_bucket {
                 let mut s = self.new_socket();

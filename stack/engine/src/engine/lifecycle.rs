@@ -17,8 +17,7 @@ use crate::drops::DropReason;
 impl Engine {
     /// What a socket's receive and send buffers start at.
     pub(super) fn initial_buffers(&self) -> (usize, usize) {
-        let i = self.cfg.initial_buffer.max(1);
-        (i.min(self.cfg.rx_buffer).max(1), i.min(self.cfg.tx_buffer).max(1))
+        self.cfg.initial_buffers()
     }
 
     pub(super) fn new_socket(&mut self) -> tcp::Socket<'static> {
@@ -97,7 +96,7 @@ impl Engine {
         // Spare sockets for the next burst, as many as the connection limit, only at their
         // initial size: a grown one is freed (the pool holds little memory).
         let small = (s.recv_capacity(), s.send_capacity()) == self.initial_buffers();
-        if small && self.pool.len() < self.cfg.max_conns {
+        if small && self.pool.len() < self.cfg.pool_max() {
             self.pool.push(s);
         }
     }
@@ -110,21 +109,9 @@ impl Engine {
         }
     }
 
-    /// Half-open connections the stack may hold: one SYN per connection it
-    /// is sized for (a client opening all its connections at once), but no
-    /// more than their socket buffers' share of `half_open_bytes`, so a SYN
-    /// flood cannot grow memory past that (at least one).
-    ///
-    /// With SYN cookies, also at most half the connection limit: a half-open table that
-    /// full is a flood (cookies from then on), while a limit reached mostly by established
-    /// connections refuses SYNs at once.
+    /// See [`EngineConfig::half_open_limit`](super::EngineConfig::half_open_limit).
     pub(super) fn half_open_limit(&self) -> usize {
-        let by_count = (self.cfg.backlog.max(256) * 4).max(self.cfg.max_conns);
-        let (rx, tx) = self.initial_buffers();
-        let per_socket = (rx + tx).max(1);
-        let limit = by_count.min(self.cfg.half_open_bytes / per_socket);
-        let limit = if self.cfg.syn_cookies == SynCookies::Off { limit } else { limit.min(self.cfg.max_conns / 2) };
-        limit.max(1)
+        self.cfg.half_open_limit()
     }
 
     /// Listeners that got a SYN become half-open connections and a fresh listener takes

@@ -93,11 +93,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 impl Engine {
     /// A new engine; `link` gives the MTU.
     pub fn new<L: Link>(cfg: EngineSetup, now: Instant, link: &mut L) -> Engine {
-        let nb = if cfg.buckets > 0 {
-            cfg.buckets.next_power_of_two()
-        } else {
-            (cfg.max_conns / 8).clamp(16, 8192).next_power_of_two()
-        };
+        let nb = cfg.bucket_count();
         let mut icfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.mac)));
         icfg.random_seed = cfg.seed;
         let mut dev = SmolDev { rx: None, link };

@@ -7,19 +7,41 @@
 //! everything it set up, also on Ctrl-C.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use apps::plot::{Bars, PlotCase, PlotText};
-use apps::stats::{is_drop, Snapshot};
-use apps::{parse_duration, usage_bail, usage_ensure, RecoveryCounts};
+use apps::{parse_duration, usage_bail, usage_ensure};
 use clap::{ArgMatches, Parser};
-use serde::Serialize;
 use xsk_io::AttachMode;
-use xsk_lab::lab::{self, Lab, LabConfig, Netns};
+use xsk_lab::lab;
+
+use crate::cases::{cases, label, OUTAGE_MS, OUTAGE_ONE_IN, parse_kernels, round_order, runs_redis, selected, Case, Kernel, Kernels};
+use crate::metrics::Row;
+use crate::report::{report, Show};
+use crate::runs::{build_env, counts_agree, run_case};
+
+/// The cases and the kernel configurations.
+mod cases;
+
+/// What a run measured.
+mod metrics;
+
+/// One run: the server, the client, the loss rules, the counters.
+mod runs;
+
+/// The report: tables, per-round ratios, results.json.
+mod report;
+
+/// The plot's bars and text.
+mod plot;
+
+/// The Redis cases: redis-benchmark and redis-py against the resp service and redis-server.
+mod redis;
+
+#[cfg(test)]
+mod tests;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -136,385 +158,8 @@ struct Args {
     kernels: Kernels,
 }
 
-/// A kernel TCP configuration the stack is compared with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kernel {
-    /// Kernel TCP through epoll (rr-server/rr-bench --backend kernel).
-    Epoll,
-    /// Kernel TCP through io_uring (--backend uring).
-    Uring,
-}
-
-impl Kernel {
-    const ALL: [Kernel; 2] = [Kernel::Epoll, Kernel::Uring];
-
-    /// The name in --kernels.
-    fn name(self) -> &'static str {
-        match self {
-            Kernel::Epoll => "epoll",
-            Kernel::Uring => "uring",
-        }
-    }
-
-    /// The rr-server/rr-bench --backend, and the `backend` of its rows in results.json
-    /// ("kernel" for epoll, as before there were several).
-    fn backend(self) -> &'static str {
-        match self {
-            Kernel::Epoll => "kernel",
-            Kernel::Uring => "uring",
-        }
-    }
-
-    fn of_backend(backend: &str) -> Option<Kernel> {
-        Kernel::ALL.into_iter().find(|k| k.backend() == backend)
-    }
-
-    /// Why this configuration cannot run `case`, if it cannot.
-    fn cannot_run(self, case: &Case) -> Option<&'static str> {
-        match self {
-            Kernel::Epoll => None,
-            Kernel::Uring if case.same_client && case.client_threads > 1 => {
-                Some("its client would be rr-bench's io_uring one, which has one thread")
-            }
-            Kernel::Uring => None,
-        }
-    }
-}
-
-/// `--kernels`: the configurations, in the order given, each once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Kernels(Vec<Kernel>);
-
-fn parse_kernels(s: &str) -> Result<Kernels, String> {
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let k = match item {
-            // "kernel" is what results.json and rr-server call epoll.
-            "epoll" | "kernel" => Kernel::Epoll,
-            "uring" | "io_uring" => Kernel::Uring,
-            _ => return Err(format!("unknown kernel configuration {item:?} (epoll, uring)")),
-        };
-        if !out.contains(&k) {
-            out.push(k);
-        }
-    }
-    if out.is_empty() {
-        return Err("name at least one kernel configuration (epoll, uring)".into());
-    }
-    Ok(Kernels(out))
-}
-
-/// The name a row's backend is shown by: epoll for "kernel", else the backend itself.
-fn label(backend: &str) -> &str {
-    match Kernel::of_backend(backend) {
-        Some(k) => k.name(),
-        None => backend,
-    }
-}
-
-/// The backends of one round of `case`: the stack and each kernel configuration that can run
-/// it, rotated by the round so that each goes first (and last) as often as the others.
-fn round_order(kernels: &[Kernel], case: &Case, round: usize) -> Vec<&'static str> {
-    let mut order: Vec<&'static str> = std::iter::once("xsk")
-        .chain(kernels.iter().filter(|k| k.cannot_run(case).is_none()).map(|k| k.backend()))
-        .collect();
-    let n = order.len();
-    order.rotate_left(round % n);
-    order
-}
-
-#[derive(Clone, Debug)]
-struct Case {
-    name: &'static str,
-    conns: usize,
-    depth: usize,
-    /// Client on the same backend as the server (stack to stack, kernel to kernel).
-    same_client: bool,
-    busy_poll: bool,
-    /// Open loop at this rate instead of closed loop.
-    rate: Option<u64>,
-    /// Frames dropped at the client (see [`LossKind`]).
-    loss: Option<LossKind>,
-    /// Only in full runs, not with --quick.
-    full_only: bool,
-    /// In the default demo (no --full, --quick or --only): the rows a newcomer reads first.
-    headline: bool,
-    /// rr-bench --threads (kernel client): so the load generator is not the bound.
-    client_threads: usize,
-    /// rr-server --threads on both backends (xsk: one stack shard per RX queue; the case runs
-    /// in a second lab whose veth pair has this many queues; kernel: SO_REUSEPORT listeners).
-    server_threads: usize,
-    /// Extra options for the xsk server and the stack client of this case.
-    xsk_args: &'static [&'static str],
-    /// rr-bench --pattern: rr, or churn/storm (connections opened and closed; the row's
-    /// requests/s are connections/s).
-    pattern: &'static str,
-    /// The client connects over IPv6 (the lab's ends get addresses in 2001:2::/48).
-    v6: bool,
-}
-
-/// What one run measured; in a `Summary`, the medians over the runs.
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-struct Metrics {
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    rps: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    p50_us: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    p99_us: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    p999_us: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    cpu_us_per_req: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    cpu_us_per_req_machine: f64,
-    /// Server CPU with each side charged its own receive path (rr-bench's NET_RX accountant:
-    /// on veth the sender's process runs the receiver's softirq work).
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    cpu_us_per_req_own_rx: f64,
-    /// The client process (rr-bench, getrusage) over the same window.
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    cpu_us_per_req_client: f64,
-    /// System calls the server's process entered per request (rr-bench's accountant).
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_syscalls_per_req: f64,
-    /// Cores the client and the server process kept busy (of 2): shows which side saturated.
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    client_cores: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_cores: f64,
-    /// Seconds to establish the run's connections (before the measured window).
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    setup_s: f64,
-    /// Churn and storm cases: p99 from the connect call to the established connection, us.
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    conn_setup_p99_us: f64,
-    /// Frames or connections the xsk server's counters say it dropped (every counter whose
-    /// name says drop), over the server's life: warm-up, setup and run.
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_drops: f64,
-    /// TCP segments the kernel retransmitted in the client's namespace over the same span.
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    client_retrans: f64,
-    /// The same in the server's namespace (kernel server only; the stack keeps no such count).
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_retrans: f64,
-    /// Everything either end sent again over the same span: kernel TCP's RetransSegs in both
-    /// namespaces (tail-loss probes included) plus a stack client's and a stack server's RTO
-    /// retransmits, fast retransmits and tail-loss probes (the stack counts events, the kernel
-    /// segments: the same for one-segment responses).
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    retrans_total: f64,
-    /// The xsk server's loss recovery (its `recovery` counters, over its life; NaN for the
-    /// kernel server, whose TCPLossProbes and TCPTimeouts are in `server_tcp`).
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_rto_retransmits: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_fast_retransmits: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_tail_probes: f64,
-    /// Retransmissions and probes the client showed were not needed (D-SACK, or an ACK too early).
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_spurious_retransmits: f64,
-    #[serde(default = "nan", deserialize_with = "nan_if_null")]
-    server_spurious_probes: f64,
-}
-
-/// NaN (an unknown figure) is written as null in JSON; read it back as NaN.
-fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
-}
-
-fn nan() -> f64 {
-    f64::NAN
-}
-
-fn one() -> usize {
-    1
-}
-
-impl Metrics {
-    fn median(runs: &[&Metrics]) -> Metrics {
-        let m = |f: fn(&Metrics) -> f64| median(runs.iter().map(|r| f(r)).collect());
-        Metrics {
-            rps: m(|r| r.rps),
-            p50_us: m(|r| r.p50_us),
-            p99_us: m(|r| r.p99_us),
-            p999_us: m(|r| r.p999_us),
-            cpu_us_per_req: m(|r| r.cpu_us_per_req),
-            cpu_us_per_req_machine: m(|r| r.cpu_us_per_req_machine),
-            cpu_us_per_req_own_rx: m(|r| r.cpu_us_per_req_own_rx),
-            cpu_us_per_req_client: m(|r| r.cpu_us_per_req_client),
-            server_syscalls_per_req: m(|r| r.server_syscalls_per_req),
-            client_cores: m(|r| r.client_cores),
-            server_cores: m(|r| r.server_cores),
-            setup_s: m(|r| r.setup_s),
-            conn_setup_p99_us: m(|r| r.conn_setup_p99_us),
-            server_drops: m(|r| r.server_drops),
-            client_retrans: m(|r| r.client_retrans),
-            server_retrans: m(|r| r.server_retrans),
-            retrans_total: m(|r| r.retrans_total),
-            server_rto_retransmits: m(|r| r.server_rto_retransmits),
-            server_fast_retransmits: m(|r| r.server_fast_retransmits),
-            server_tail_probes: m(|r| r.server_tail_probes),
-            server_spurious_retransmits: m(|r| r.server_spurious_retransmits),
-            server_spurious_probes: m(|r| r.server_spurious_probes),
-        }
-    }
-
-    /// The retx columns: `retrans_total`, or for files written before it existed what the
-    /// column counted then (kernel TCP's RetransSegs: the client's, and a kernel server's).
-    fn retx(&self) -> f64 {
-        if self.retrans_total.is_nan() {
-            self.client_retrans + self.server_retrans.max(0.0)
-        } else {
-            self.retrans_total
-        }
-    }
-}
-
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-struct Row {
-    /// The server's rr-server --backend: xsk, kernel (epoll) or uring.
-    backend: String,
-    case: String,
-    round: usize,
-    conns: usize,
-    /// rr-bench --threads and rr-server --threads of the run.
-    #[serde(default = "one")]
-    client_threads: usize,
-    #[serde(default = "one")]
-    server_threads: usize,
-    #[serde(flatten)]
-    m: Metrics,
-    errors: u64,
-    /// Requests the server counted (warm-up and run) and responses the client got (same).
-    #[serde(default)]
-    server_requests: u64,
-    #[serde(default)]
-    client_requests: u64,
-    /// The server's nonzero drop and error counters, by name.
-    #[serde(default)]
-    server_trouble: BTreeMap<String, f64>,
-    /// Kernel TCP counters (retransmissions by kind) in the client's and the server's
-    /// namespace over the run: warm-up, setup and measured window.
-    #[serde(default)]
-    client_tcp: BTreeMap<String, f64>,
-    #[serde(default)]
-    server_tcp: BTreeMap<String, f64>,
-    /// A stack client's loss recovery (rr-bench's `recovery`); none for a kernel client.
-    #[serde(default)]
-    client_recovery: Option<RecoveryCounts>,
-    /// Loss cases: what the loss mechanism counted over the run (nftables: `nft_frames` TCP
-    /// frames seen at the client, `nft_dropped`, `nft_outages`; a stack client's fault injector:
-    /// `injected_rx_dropped`, the received frames it dropped).
-    #[serde(default)]
-    loss_counters: BTreeMap<String, f64>,
-}
-
-/// `--only`: whether `name` is selected by the comma-separated `only`. An
-/// item equal to one of `all` selects that case alone; any other item every
-/// case whose name contains it.
-fn only_matches(only: &str, name: &str, all: &[&str]) -> bool {
-    only.split(',').map(str::trim).filter(|i| !i.is_empty()).any(|i| {
-        if all.contains(&i) {
-            name == i
-        } else {
-            name.contains(i)
-        }
-    })
-}
-
-/// Whether a run with `args` runs case `c`: --only's cases, --quick's, --full's, or the
-/// headline.
-fn selected(args: &Args, c: &Case) -> bool {
-    match &args.only {
-        Some(o) => only_matches(o, c.name, &case_names()) && !(args.quick && c.full_only),
-        None if args.quick => !c.full_only,
-        None => args.full || c.headline,
-    }
-}
-
-/// The Redis cases run with --full, --quick, or an --only that names them (redis::run picks).
-fn runs_redis(args: &Args) -> bool {
-    args.full || args.quick || args.only.is_some()
-}
-
-fn case_names() -> Vec<&'static str> {
-    cases().iter().map(|c| c.name).collect()
-}
-
-fn cases() -> Vec<Case> {
-    let c = |name, conns, same_client, busy_poll, rate| Case {
-        name,
-        conns,
-        depth: 1,
-        same_client,
-        busy_poll,
-        rate,
-        loss: None,
-        full_only: false,
-        headline: false,
-        client_threads: 1,
-        server_threads: 1,
-        xsk_args: &[],
-        pattern: "rr",
-        v6: false,
-    };
-    // The headline: throughput at moderate and high connection counts, stack to stack, the
-    // busy-polled latency floor, light load, and loss.
-    let h = |c: Case| Case { headline: true, ..c };
-    vec![
-        c("rr-1", 1, false, false, None),
-        h(c("rr-16", 16, false, false, None)),
-        // rr-16 over IPv6: its xsk/kernel ratio is rr-16's if IPv6 costs either side nothing more.
-        Case { v6: true, full_only: true, ..c("rr-16-v6", 16, false, false, None) },
-        h(c("rr-256", 256, false, false, None)),
-        Case { client_threads: 2, ..c("rr-256-t2", 256, false, false, None) },
-        // The same with two server threads: rr-256-t2 against rr-256-s2 is the 1 -> 2 scaling.
-        Case { client_threads: 2, server_threads: 2, ..c("rr-256-s2", 256, false, false, None) },
-        h(c("same-16", 16, true, false, None)),
-        c("busy-1", 1, false, true, None),
-        h(c("busy-same-1", 1, true, true, None)),
-        h(c("open-5k", 16, false, false, Some(5000))),
-        // Light load with idle gaps: about 160 ms between one connection's requests, so the
-        // kernel client acknowledges every response with a delayed ACK (40 ms or more), the
-        // case where a tail-loss probe may fire for nothing.
-        c("idle-100", 16, false, false, Some(100)),
-        h(Case { loss: Some(LossKind::Random1), ..c("loss1-16", 16, false, false, None) }),
-        // Both ends are the stack, and it ACKs at once: an operator who knows that sets a small
-        // probe allowance (the default, 50 ms, waits out Linux's delayed ACK).
-        Case {
-            loss: Some(LossKind::Random1),
-            xsk_args: &["--ack-delay", "5ms"],
-            ..c("loss1-same-16", 16, true, false, None)
-        },
-        Case { loss: Some(LossKind::Outages), ..c("lossburst-16", 16, false, false, None) },
-        Case { full_only: true, ..c("rr-1000", 1000, false, false, None) },
-        Case { full_only: true, ..c("rr-10000", 10000, false, false, None) },
-        // Connection rate: connect, one request, close, 16 at a time; and waves of 1,000
-        // connections opened at once (a burst of SYNs), each answered once and closed.
-        Case { pattern: "churn", ..c("churn-16", 16, false, false, None) },
-        Case { pattern: "storm", ..c("storm-1000", 1000, false, false, None) },
-    ]
-}
-
 fn main() -> ExitCode {
     apps::main_with_level::<Args>("rr-demo", "warn", |args, m| run(args, m).map(|()| ExitCode::SUCCESS))
-}
-
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.len() % 2 == 1 {
-        v[v.len() / 2]
-    } else {
-        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
-    }
 }
 
 /// What a result file needs so that two of them can be told apart.
@@ -738,50 +383,6 @@ fn time_left(elapsed: Duration, done: usize, total: usize) -> String {
     format!("~{} left", humantime::format_duration(Duration::from_secs(secs)))
 }
 
-/// A veth lab (`queues` queue pairs on both ends) with the client namespace prepared as every
-/// case needs it.
-/// With `v6`, IPv6 stays on and the ends get 2001:2::1 and ::2 (/64); otherwise the lab is
-/// IPv4 only, as it always was.
-fn build_env(args: &Args, prefix: &str, queues: u32, logs: PathBuf, v6: bool) -> Result<Env> {
-    let peer_queues = (queues > 1).then_some(queues);
-    let lab = Lab::new(&LabConfig { prefix: prefix.into(), peer_queues, disable_ipv6: !v6, ..LabConfig::default() })
-        .with_context(|| format!("building the veth lab ({queues} queue pair(s))"))?;
-    if v6 {
-        // No duplicate address detection: usable at once.
-        lab.ns_a.run(&["ip", "-6", "addr", "add", "2001:2::1/64", "dev", &lab.if_a, "nodad"])?;
-        lab.ns_b.run(&["ip", "-6", "addr", "add", "2001:2::2/64", "dev", &lab.if_b, "nodad"])?;
-    }
-    // The client keeps veth's default offloads (TX checksum, TSO), as in every
-    // container; both servers get the same frames.
-    // 10,000 connections, twice (warm-up and measured run), one after the other:
-    // the client needs more ports than the default range, and TIME-WAIT reuse.
-    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.ip_local_port_range=10000 65000"])?;
-    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_tw_reuse=1"])?;
-    // The churn cases: the kernel client closes first, and each connection would hold its
-    // port in TIME-WAIT for 60 s (reuse needs timestamps, which the stack does not send): no
-    // TIME-WAIT in the client's namespace. The FIN exchange on the wire is the same.
-    lab.ns_b.run(&["sysctl", "-qw", "net.ipv4.tcp_max_tw_buckets=0"])?;
-    if args.peer_napi_thread {
-        // veth delivers into the receiver's backlog and processes it in the
-        // sender's softirq: the server would pay for the client's TCP. GRO on
-        // gives the client's veth a NAPI context, and a threaded NAPI runs it
-        // in its own kernel thread, as a VM's peer runs on another machine.
-        lab.ns_b.run(&["ethtool", "-K", &lab.if_b, "gro", "on"])?;
-        lab.ns_b.run(&["sh", "-c", &format!("echo 1 > /sys/class/net/{}/threaded", lab.if_b)])?;
-    }
-    let o = lab.addr_a.octets();
-    Ok(Env {
-        server_exe: sibling("rr-server")?,
-        bench_exe: sibling("rr-bench")?,
-        logs,
-        xsk_server_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 100),
-        xsk_client_addr: std::net::Ipv4Addr::new(o[0], o[1], o[2], 101),
-        attach: args.attach,
-        xsk_args: args.xsk_args.as_deref().unwrap_or("").split_whitespace().map(String::from).collect(),
-        lab,
-    })
-}
-
 /// `  lost 41 of 4,093 frames (nft, 3 outages)` for a loss run's per-run line.
 fn loss_note(c: &BTreeMap<String, f64>) -> String {
     let mut s = String::new();
@@ -804,21 +405,3 @@ fn fmt_count(v: f64) -> String {
         "-".into()
     }
 }
-
-/// One run: the server, the client, the loss rules, the counters.
-#[path = "rr-demo/runs.rs"]
-mod runs;
-use runs::*;
-
-/// The report: tables, per-round ratios, results.json and the plot.
-#[path = "rr-demo/report.rs"]
-mod report;
-use report::*;
-
-/// The Redis cases: redis-benchmark and redis-py against the resp service and redis-server.
-#[path = "rr-demo/redis.rs"]
-mod redis;
-
-#[cfg(test)]
-#[path = "rr-demo/tests.rs"]
-mod tests;
