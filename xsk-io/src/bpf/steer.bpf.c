@@ -24,7 +24,10 @@
 // IPv4, shedding included; the rest (ICMPv6 and neighbour discovery,
 // extension headers, fragments, other ports) goes to the kernel, unless the
 // address is dedicated (STEER_ICMP): then everything to `addr6`, and ICMPv6
-// to its solicited-node group (neighbour solicitations), is the stack's.
+// to its solicited-node group (neighbour solicitations), is the stack's. On a
+// shared address, an ICMPv6 Packet Too Big (an ICMP Fragmentation Needed for
+// IPv4) that quotes TCP from a steered port is the stack's too: path MTU
+// discovery for its connections.
 // SYN cookies are IPv4 only here: IPv6 SYNs reach the stack, which answers
 // them with its own cookies. Pure ACKs are deferred as IPv4's are.
 //   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED, SHED_RX,
@@ -720,6 +723,20 @@ static __always_inline int port_steered(__u32 port, __u32 port_lo, __u32 port_hi
 	return want && (*want & 1);
 }
 
+/*
+ * `tcp` is the TCP header quoted in a "too big" ICMP error (ICMPv6 Packet Too Big,
+ * ICMP Fragmentation Needed): whether its source port is steered, i.e. the error
+ * concerns a connection of the stack, which lowers its MSS (path MTU discovery).
+ */
+static __always_inline int quotes_steered(void *tcp, void *data_end, __u32 port_lo, __u32 port_hi)
+{
+	__be16 *sport = tcp;
+
+	if ((void *)(sport + 1) > data_end)
+		return 0;
+	return port_steered(bpf_ntohs(*sport), port_lo, port_hi);
+}
+
 static __always_inline int addr6_zero(const __u8 *a)
 {
 	__u64 w0, w1;
@@ -798,6 +815,17 @@ static __always_inline int steer_v6(struct xdp_md *ctx, struct steer_cfg *c, voi
 	 * address is never dedicated. */
 	if ((flags & STEER_ICMP) && !addr6_zero(ours))
 		return steer(ctx);
+	/* A shared address: a Packet Too Big (type 2) about one of the stack's
+	 * segments is the stack's (the quoted IPv6 header 8 bytes in, then TCP). */
+	if (ip6->nexthdr == IPPROTO_ICMPV6) {
+		__u8 *icmp = (void *)(ip6 + 1);
+		struct ipv6hdr *q = (void *)(icmp + 8);
+
+		if ((void *)(q + 1) > data_end || icmp[0] != 2 || q->nexthdr != IPPROTO_TCP)
+			return pass();
+		if (quotes_steered(q + 1, data_end, c->port_lo, c->port_hi))
+			return steer(ctx);
+	}
 	return pass();
 }
 
@@ -932,6 +960,18 @@ int xsk_steer(struct xdp_md *ctx)
 
 	if (ip->protocol == IPPROTO_ICMP && (flags & STEER_ICMP))
 		return steer(ctx);
+	/* A shared address: a Fragmentation Needed (type 3, code 4) about one of the
+	 * stack's segments is the stack's (the quoted IPv4 header 8 bytes in). */
+	if (ip->protocol == IPPROTO_ICMP) {
+		__u8 *icmp = (void *)ip + ihl_bytes;
+		struct iphdr *q = (void *)(icmp + 8);
+
+		if ((void *)(q + 1) > data_end || icmp[0] != 3 || icmp[1] != 4 || q->ihl < 5 ||
+		    q->protocol != IPPROTO_TCP)
+			return pass();
+		if (quotes_steered((void *)q + (__u32)q->ihl * 4, data_end, port_lo, port_hi))
+			return steer(ctx);
+	}
 
 	return pass();
 }
