@@ -24,7 +24,6 @@ use common::{dedicated, lab_v6, xsk_cfg, xsk_server};
 /// the veth pair).
 struct Far {
     ns: Netns,
-    addr: Ipv6Addr,
 }
 
 impl Drop for Far {
@@ -45,7 +44,7 @@ fn far_client(lab: &Lab, a6: Ipv6Addr, b6: Ipv6Addr, kernel_route: bool) -> Far 
     let addr = Ipv6Addr::new(0x2001, 2, 1, net, 0, 0, 0, 2);
     let router = Ipv6Addr::new(0x2001, 2, 1, net, 0, 0, 0, 1);
     assert!(std::process::Command::new("ip").args(["netns", "add", &name]).status().unwrap().success());
-    let far = Far { ns, addr };
+    let far = Far { ns };
     let (rb, rc) = (format!("{name}r"), format!("{name}f"));
     let ip = |ns: &str, args: &str| {
         let mut v = vec!["-n", ns];

@@ -133,6 +133,39 @@ fn ipv6_pure_acks_are_deferred() {
     assert_eq!(acc.app, 0);
 }
 
+/// With SYN cookies always on, the XDP program answers IPv6 SYNs with the engine's cookie
+/// (XDP_TX), the kernel client takes those SYN-ACKs and the engine turns each returning ACK
+/// into a connection: none through the engine's own SYN-ACK, in both address modes. The
+/// client's veth runs an XDP program (a veth sends native XDP_TX into its peer only then).
+#[test]
+fn ipv6_syns_answered_in_xdp_with_cookies() {
+    for (tag, shared) in [("s6xd", false), ("s6xs", true)] {
+        let lab = lab_v6(tag);
+        let _peer = lab.peer_xdp_pass().expect("an XDP program on the client's veth");
+        let (a6, _) = add_v6(&lab, shared);
+        let (mut cfg, to) = if shared {
+            (xsk_cfg(&lab, AddrMode::Shared), a6)
+        } else {
+            let our6 = Ipv6Addr::from(a6.to_bits() + 99);
+            let mut c = xsk_cfg(&lab, dedicated(&lab).0);
+            c.addr6 = Addr6Mode::Dedicated { addr: our6, prefix_len: 64 };
+            (c, our6)
+        };
+        cfg.engine.syn_cookies = stack::xsk::SynCookies::Always;
+        cfg.xdp_syn_cookies = stack::xsk::XdpCookies::On;
+        let port = 7204;
+        let srv = xsk_server(&lab.ns_a, cfg, port);
+        for _ in 0..30 {
+            assert_eq!(v6_client(&lab.ns_b, SocketAddrV6::new(to, port, 0, 0), 3), 3);
+        }
+        let (stats, st, _) = srv.finish_all();
+        assert_eq!((stats.accepted, stats.requests), (30, 90), "{tag}");
+        assert!(st.device.xdp_syn_cookies >= 30, "{tag}: {st:?}");
+        let e = &st.engine;
+        assert_eq!((e.syn_cookies_sent, e.syn_cookies_accepted, e.drops.bad_cookie), (0, 30, 0), "{tag}: {st:?}");
+    }
+}
+
 /// A length-prefixed echo server on the kernel's TCP in `ns`, listening on `[addr]:port`
 /// for `conns` connections, each in a thread of its own; returns the peers it saw.
 fn kernel_echo_v6(ns: &Netns, addr: Ipv6Addr, port: u16, conns: usize) -> thread::JoinHandle<Vec<SocketAddr>> {

@@ -277,6 +277,7 @@ pub(crate) fn cookie_params(engine: &Engine, mtu: usize, epoch_ns: u64) -> xsk_i
         addr: t.addr,
         prefix_len: t.prefix_len,
         accept_partial: t.accept_partial,
+        addr6: t.addr6,
     }
 }
 

@@ -424,6 +424,7 @@ impl Engine {
             addr: self.rules.addr,
             prefix_len: self.rules.prefix_len,
             accept_partial: self.rules.accept_partial,
+            addr6: self.rules.addr6,
         }
     }
 
