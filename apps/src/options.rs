@@ -17,7 +17,7 @@ use xsk_io::umem::UmemConfig;
 use xsk_io::AttachMode;
 
 use crate::recovery::{FaultOpts, RecoveryOpts};
-use crate::values::{parse_bytes, parse_duration};
+use crate::values::{parse_bytes, parse_duration, parse_gateways, Gateways};
 
 /// Which TCP/IP stack carries the connections.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -266,10 +266,10 @@ pub struct XskOpts {
     /// exit. A diagnostic: about ten clock reads per request.
     #[arg(long)]
     pub stage_times: bool,
-    /// Router for off-link peers [default: the kernel's default route with a shared
-    /// address; none with a dedicated one].
-    #[arg(long, value_name = "A.B.C.D")]
-    pub gateway: Option<Ipv4Addr>,
+    /// Routers for off-link peers, IPv4, IPv6 or both (198.18.0.1,2001:2::1) [default: the
+    /// kernel's default routes with a shared address; none with a dedicated one].
+    #[arg(long, value_name = "A.B.C.D[,X:Y::Z]", value_parser = parse_gateways)]
+    pub gateway: Option<Gateways>,
     /// TCP segments whose checksum a local sender's TX offload left partial: auto (accept on
     /// veth and virtio_net, whose frames cross memory, not a wire), accept or reject.
     #[arg(long, value_name = "auto|accept|reject", default_value = "auto")]
@@ -414,7 +414,7 @@ impl XskOpts {
         c.engine.rx_buffer = self.buffer;
         c.engine.tx_buffer = self.buffer;
         c.engine.initial_buffer = self.initial_buffer.clamp(512, self.buffer);
-        c.gateway = self.gateway;
+        (c.gateway, c.gateway6) = self.gateway.map_or((None, None), |g| (g.v4, g.v6));
         c.partial_csum = match self.partial_csum {
             PartialCsumArg::Auto => PartialCsum::Auto,
             PartialCsumArg::Accept => PartialCsum::Accept,

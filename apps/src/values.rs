@@ -1,7 +1,7 @@
 //! Parsers for option values the binaries share: durations, byte counts, `HOST:PORT`
 //! addresses and fractions, each with an error that shows a valid example.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// Parses a duration the humantime way: `10s`, `250ms`, `1m30s`, `500us` (`0` is zero). Every
@@ -10,8 +10,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim()).map_err(|e| format!("invalid duration {s:?}: {e} (examples: 10s, 250ms, 1m30s)"))
 }
 
-/// Parses `HOST:PORT` and resolves the host (a name or an IPv4 address) to its first IPv4
-/// address; the stacks speak IPv4 only.
+/// Routers for off-link peers: one per family at most.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Gateways {
+    /// The IPv4 one.
+    pub v4: Option<Ipv4Addr>,
+    /// The IPv6 one.
+    pub v6: Option<Ipv6Addr>,
+}
+
+/// Parses `A.B.C.D`, `X:Y::Z` or both, comma-separated, in either order.
+pub fn parse_gateways(s: &str) -> Result<Gateways, String> {
+    let mut g = Gateways::default();
+    for part in s.split(',') {
+        match part.trim().parse::<IpAddr>() {
+            Ok(IpAddr::V4(a)) if g.v4.is_none() => g.v4 = Some(a),
+            Ok(IpAddr::V6(a)) if g.v6.is_none() => g.v6 = Some(a),
+            Ok(_) => return Err(format!("{s:?}: one IPv4 and one IPv6 router at most (example: 198.18.0.1,2001:2::1)")),
+            Err(_) => return Err(format!("{part:?} is not an IP address (example: 198.18.0.1,2001:2::1)")),
+        }
+    }
+    Ok(g)
+}
+
 /// `HOST:PORT` or `[IPV6]:PORT`: a literal address, or a name's first IPv4 address (its
 /// first IPv6 one if it has none).
 pub fn parse_connect(s: &str) -> Result<SocketAddr, String> {
@@ -63,6 +84,16 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
+
+    #[test]
+    fn gateways() {
+        let (g4, g6): (Ipv4Addr, Ipv6Addr) = ("198.18.0.1".parse().unwrap(), "2001:2::1".parse().unwrap());
+        assert_eq!(parse_gateways("198.18.0.1"), Ok(Gateways { v4: Some(g4), v6: None }));
+        assert_eq!(parse_gateways("2001:2::1,198.18.0.1"), Ok(Gateways { v4: Some(g4), v6: Some(g6) }));
+        assert!(parse_gateways("198.18.0.1,198.18.0.2").is_err());
+        assert!(parse_gateways("198.18.0.1,").is_err());
+        assert!(parse_gateways("router").is_err());
+    }
 
     #[test]
     fn durations() {

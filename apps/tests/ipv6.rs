@@ -2,9 +2,12 @@
 //! whose ends keep their default offloads: redis-cli over both families, on the xsk backend
 //! with the kernel's addresses (`--addr shared`) and with dedicated ones
 //! (`--addr A.B.C.D/LEN,X:Y::Z/LEN`), and on the kernel backend bound to 0.0.0.0 (both
-//! families). Needs root and redis-cli (redis-tools).
+//! families); redis-py over IPv6 while redis-cli runs over IPv4. Needs root, redis-cli
+//! (redis-tools) and redis-py (scripts/setup).
 
 mod common;
+#[allow(dead_code)]
+mod resp_clients;
 use common::{scratch, Proc};
 
 use std::net::Ipv6Addr;
@@ -77,6 +80,17 @@ fn both_families(lab: &Lab, v6: &str, v4: &str) {
     assert_eq!(cli(lab, v6, &["STRLEN", "big"]), "100000");
 }
 
+/// redis-py's checks (RESP3 and RESP2) over IPv6 while redis-cli sends 1,000 commands over
+/// IPv4 to the same server.
+fn redis_py_v6_with_v4(lab: &Lab, dir: &Path, v6: Ipv6Addr, v4: &str) {
+    let ns = lab.ns_b.clone();
+    let host = v4.to_string();
+    let cli4 = std::thread::spawn(move || ns.run(&["timeout", "60", "redis-cli", "-h", &host, "-p", "6390", "-r", "1000", "INCR", "m"]).unwrap());
+    assert!(resp_clients::redis_py(lab, dir, v6, PORT) > 0, "redis-py provoked its error replies");
+    assert_eq!(cli4.join().unwrap().lines().count(), 1000);
+    assert_eq!(cli(lab, &v6.to_string(), &["GET", "m"]), "1000");
+}
+
 fn stop(mut p: Proc) -> ServerSummary {
     // SAFETY: plain syscall on our own, not yet reaped child.
     unsafe { libc::kill(p.child.id() as i32, libc::SIGINT) };
@@ -94,6 +108,7 @@ fn redis_cli_over_ipv6_and_ipv4_xsk_shared() {
     let dir = scratch("ipv6", "xsk-shared");
     let p = start(&lab, &dir, &["--backend", "xsk", "--iface", &lab.if_a, "--addr", "shared"]);
     both_families(&lab, &a6.to_string(), &lab.addr_a.to_string());
+    redis_py_v6_with_v4(&lab, &dir, a6, &lab.addr_a.to_string());
     let s = stop(p);
     assert!(s.accepted >= 8, "{s:?}");
 }
@@ -117,5 +132,6 @@ fn redis_cli_over_ipv6_and_ipv4_kernel() {
     let dir = scratch("ipv6", "kernel");
     let p = start(&lab, &dir, &["--backend", "kernel", "--bind", "0.0.0.0"]);
     both_families(&lab, &a6.to_string(), &lab.addr_a.to_string());
+    redis_py_v6_with_v4(&lab, &dir, a6, &lab.addr_a.to_string());
     stop(p);
 }

@@ -9,7 +9,7 @@
 #![cfg(all(feature = "axum", feature = "tonic"))]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, Shutdown, SocketAddrV4, TcpStream};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Output, Stdio};
 use std::sync::mpsc;
@@ -26,11 +26,16 @@ enum Backend {
 }
 
 fn lab(tag: &str) -> Lab {
+    lab_with(tag, false)
+}
+
+/// A lab, with IPv6 on in both namespaces if `ipv6`.
+fn lab_with(tag: &str, ipv6: bool) -> Lab {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
     xsk_lab::lab::sweep_stale(tag);
     // Default offloads on both ends: the kernel client sends partial checksums.
-    Lab::new(&LabConfig { prefix: tag.into(), ..LabConfig::default() }).expect("lab")
+    Lab::new(&LabConfig { prefix: tag.into(), disable_ipv6: !ipv6, ..LabConfig::default() }).expect("lab")
 }
 
 /// target/<profile>/examples/<name>, next to this test's own deps directory.
@@ -45,23 +50,30 @@ fn example(name: &str) -> PathBuf {
 /// fails before it stops it.
 struct Server {
     child: Option<Child>,
-    addr: SocketAddrV4,
+    addr: SocketAddr,
     lines: mpsc::Receiver<String>,
 }
 
 impl Server {
     fn start(lab: &Lab, backend: Backend, name: &str, port: u16) -> Server {
-        let bin = example(name);
         let port_s = port.to_string();
         let o = lab.addr_a.octets();
         let dedicated = Ipv4Addr::new(o[0], o[1], o[2], 100);
         let cidr = format!("{dedicated}/{}", lab.prefix_len);
         let (args, ip): (Vec<&str>, Ipv4Addr) = match backend {
-            Backend::Kernel => (vec![bin.to_str().unwrap(), "kernel", &port_s], lab.addr_a),
-            Backend::Uring => (vec![bin.to_str().unwrap(), "uring", &port_s], lab.addr_a),
-            Backend::Xsk => (vec![bin.to_str().unwrap(), "xsk", &lab.if_a, &cidr, &port_s], dedicated),
+            Backend::Kernel => (vec!["kernel", &port_s], lab.addr_a),
+            Backend::Uring => (vec!["uring", &port_s], lab.addr_a),
+            Backend::Xsk => (vec!["xsk", &lab.if_a, &cidr, &port_s], dedicated),
         };
-        let mut cmd = lab.ns_a.command(&args);
+        Self::start_with(lab, name, &args, SocketAddr::new(ip.into(), port))
+    }
+
+    /// `name` with `args`, serving at `addr`.
+    fn start_with(lab: &Lab, name: &str, args: &[&str], addr: SocketAddr) -> Server {
+        let bin = example(name);
+        let mut all = vec![bin.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let mut cmd = lab.ns_a.command(&all);
         cmd.stderr(Stdio::inherit());
         let mut child = cmd.spawn().expect("spawn server");
         let out = child.stdout.take().unwrap();
@@ -71,9 +83,9 @@ impl Server {
                 let _ = tx.send(line);
             }
         });
-        let first = lines.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{name} {backend:?} did not start"));
+        let first = lines.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{name} {args:?} did not start"));
         assert!(first.contains(" on "), "{first}");
-        Server { child: Some(child), addr: SocketAddrV4::new(ip, port), lines }
+        Server { child: Some(child), addr, lines }
     }
 
     fn url(&self, path: &str) -> String {
@@ -134,7 +146,7 @@ fn ok_stdout(ns: &Netns, args: &[&str]) -> Vec<u8> {
 
 fn curl_basics(lab: &Lab, s: &Server) {
     for h2 in [&[][..], &["--http2-prior-knowledge"][..]] {
-        let mut args = vec!["curl", "-sS", "--max-time", "10"];
+        let mut args = vec!["curl", "-gsS", "--max-time", "10"];
         args.extend_from_slice(h2);
         let url = s.url("/");
         args.push(&url);
@@ -153,7 +165,7 @@ fn big_post(lab: &Lab, s: &Server) {
     let data = format!("@{}", file.display());
     for h2 in [&[][..], &["--http2-prior-knowledge"][..]] {
         let url = s.url("/echo");
-        let mut args = vec!["curl", "-sS", "--max-time", "30", "--data-binary", &data];
+        let mut args = vec!["curl", "-gsS", "--max-time", "30", "--data-binary", &data];
         args.extend_from_slice(h2);
         args.push(&url);
         let got = ok_stdout(&lab.ns_b, &args);
@@ -238,8 +250,11 @@ fn reset_mid_response(lab: &Lab, s: &Server) {
 }
 
 fn wrk(lab: &Lab, s: &Server) {
-    let url = s.url("/");
-    let out = String::from_utf8(ok_stdout(&lab.ns_b, &["wrk", "-t1", "-c16", "-d2s", "--timeout", "5s", &url])).unwrap();
+    wrk_url(&lab.ns_b, &s.url("/"));
+}
+
+fn wrk_url(ns: &Netns, url: &str) {
+    let out = String::from_utf8(ok_stdout(ns, &["wrk", "-t1", "-c16", "-d2s", "--timeout", "5s", url])).unwrap();
     assert!(!out.contains("Socket errors") && !out.contains("Non-2xx"), "{out}");
     let n: u64 = out
         .lines()
@@ -314,6 +329,40 @@ fn stock_clients(tag: &str, backend: Backend) {
     h2load(&lab, &s);
     graceful_shutdown(&lab, s);
     grpc(&lab, backend);
+}
+
+/// axum over IPv6 and IPv4 from one listener (xsk: the kernel's shared addresses; kernel:
+/// bound to 0.0.0.0): curl over IPv6 (HTTP/1.1, h2c, 1 MiB echoed), then wrk over each
+/// family at the same time.
+fn both_families(tag: &str, backend: Backend) {
+    let lab = lab_with(tag, true);
+    let (a6, _) = lab.add_ipv6(true).expect("IPv6 addresses");
+    let args = match backend {
+        Backend::Kernel => vec!["kernel", "8080"],
+        Backend::Uring => vec!["uring", "8080"],
+        Backend::Xsk => vec!["xsk", &lab.if_a, "shared", "8080"],
+    };
+    let s = Server::start_with(&lab, "axum_server", &args, SocketAddr::new(a6.into(), 8080));
+    curl_basics(&lab, &s);
+    big_post(&lab, &s);
+    let urls = [s.url("/"), format!("http://{}:8080/", lab.addr_a)];
+    let wrks: Vec<_> = urls.into_iter().map(|url| {
+        let ns = lab.ns_b.clone();
+        std::thread::spawn(move || wrk_url(&ns, &url))
+    }).collect();
+    wrks.into_iter().for_each(|w| w.join().unwrap());
+    let (status, _) = s.stop(Duration::from_secs(15));
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn axum_over_ipv6_and_ipv4_on_kernel_backend() {
+    both_families("ta6k", Backend::Kernel);
+}
+
+#[test]
+fn axum_over_ipv6_and_ipv4_on_xsk_backend() {
+    both_families("ta6x", Backend::Xsk);
 }
 
 #[test]

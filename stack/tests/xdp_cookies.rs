@@ -8,7 +8,7 @@
 //! on the SYN, IP options). The program runs through BPF_PROG_RUN,
 //! unattached. Needs root.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use stack::xsk::testing::{cookie_answer, frames};
@@ -217,4 +217,77 @@ fn a_listener_inside_the_steered_range_gets_cookies_too() {
     let g = frames::tcp(&frames::TcpSpec { src: peer, sport: 40001, dport: 7001, seq: 2, flags: 0x02, ..Default::default() });
     let (verdict, out) = run.run(&g).unwrap();
     assert_eq!((verdict, &out), (Verdict::Pass, &g), "a range port nobody listens on");
+}
+
+const US6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
+
+/// The program with the engine's IPv6 address too (dedicated: `cookie_answer`'s engine).
+fn program6() -> SteerRun {
+    let run = SteerRun::load().expect("load the steering program (root?)");
+    run.set_addrs(Ipv4Addr::new(198, 18, 0, 1), Some(US6), SteerFlags::ARP | SteerFlags::ICMP, None).unwrap();
+    run.add_tcp_listener(PORT).unwrap();
+    run
+}
+
+fn syn6(src: Ipv6Addr, sport: u16, seq: u32, options: &[u8], payload: &[u8], partial_csum: bool) -> Vec<u8> {
+    let spec = frames::TcpSpec { sport, dport: PORT, seq, flags: 0x02, options, payload, partial_csum, ..Default::default() };
+    frames::tcp6(&spec, src, US6)
+}
+
+/// Over IPv6: the program's SYN-ACK is the engine's, byte for byte (its MSS 20 bytes less
+/// than IPv4's), for Linux's SYN, none, and thousands of random option bytes and sources.
+#[test]
+fn over_ipv6_the_programs_syn_ack_is_the_engines_byte_for_byte() {
+    let mut run = program6();
+    let peer = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
+    let linux = [2, 4, 0x05, 0xa0, 4, 2, 8, 10, 0, 1, 2, 3, 0, 0, 0, 0, 1, 3, 3, 7];
+    assert_same(&mut run, &syn6(peer, 40000, 1, &linux, &[], false), "a Linux SYN over IPv6");
+    assert_same(&mut run, &syn6(peer, 40001, 0xffff_ffff, &[], &[], false), "no options");
+    let (_, _, out) = both(&mut run, &syn6(peer, 40002, 7, &[2, 4, 0x05, 0xa0], &[], false), true);
+    assert_eq!(out[74..78], [2, 4, 0x05, 0xa0], "MSS 1440: the MTU less the IPv6 and TCP headers");
+    let mut x: u64 = 0x5eed6;
+    for i in 0..2000 {
+        let opts = random_options(&mut x);
+        let src = Ipv6Addr::from(0x2001_0002_0000_0000_0000_0000_0000_0000u128 | (xorshift(&mut x) as u128) << 16 | 2);
+        let f = syn6(src, 1024 + (xorshift(&mut x) % 60000) as u16, xorshift(&mut x) as u32, &opts, &[], i % 3 == 0);
+        let (engine, verdict, out) = both_partial(&mut run, &f, true, true);
+        assert_eq!(verdict, Verdict::Tx, "SYN {i} with options {opts:?}");
+        assert_eq!(Some(&out), engine.as_ref(), "SYN {i} with options {opts:?}");
+    }
+}
+
+/// Over IPv6, a SYN the engine refuses the program leaves untouched (and one with data,
+/// by design, though the engine answers it).
+#[test]
+fn over_ipv6_what_the_engine_refuses_the_program_leaves() {
+    let mut run = program6();
+    let peer = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);
+    let opts = [2, 4, 0x05, 0xa0];
+    let mut cases: Vec<(Vec<u8>, bool, &str)> = Vec::new();
+    for (src, what) in [
+        (Ipv6Addr::UNSPECIFIED, "unspecified"),
+        (Ipv6Addr::LOCALHOST, "loopback"),
+        ("ff02::1".parse().unwrap(), "multicast"),
+        ("::ffff:198.18.0.2".parse().unwrap(), "IPv4-mapped"),
+        (US6, "ours"),
+    ] {
+        cases.push((syn6(src, 40000, 1, &opts, &[], false), false, what));
+    }
+    let mut bad_sum = syn6(peer, 40000, 1, &opts, &[], false);
+    bad_sum[70] ^= 1;
+    cases.push((bad_sum, false, "a wrong checksum"));
+    cases.push((syn6(peer, 40000, 1, &opts, &[], true), false, "a partial checksum, not accepted"));
+    let mut other_mac = syn6(peer, 40000, 1, &opts, &[], false);
+    other_mac[5] = 9;
+    cases.push((other_mac, false, "another MAC"));
+    let mut other_dst = syn6(peer, 40000, 1, &opts, &[], false);
+    other_dst[14 + 39] = 9;
+    cases.push((other_dst, false, "another address (steered to the kernel)"));
+    cases.push((syn6(peer, 40000, 1, &opts, b"data", false), true, "data on the SYN"));
+    for (f, engine_answers, what) in cases {
+        let (engine, verdict, out) = both(&mut run, &f, true);
+        assert_eq!(engine.is_some(), engine_answers, "{what}: the engine");
+        assert_eq!(verdict, Verdict::Pass, "{what}");
+        assert!(out[..f.len()] == f[..], "{what}: the frame was changed");
+    }
 }

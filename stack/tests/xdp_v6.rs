@@ -6,7 +6,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use stack::xsk::testing::frames::{icmpv6, ipv6, neighbour_solicitation, tcp, tcp6, TcpSpec};
+use stack::xsk::testing::frames::{icmp4, icmpv6, ipv6, neighbour_solicitation, tcp, tcp6, TcpSpec};
 use xsk_io::steer::{SteerFlags, SteerRun, Verdict};
 
 const PORT: u16 = 7000;
@@ -86,4 +86,39 @@ fn dedicated_address_takes_everything_to_it() {
     let ra = icmpv6(PEER_MAC, [0x33, 0x33, 0, 0, 0, 1], PEER, "ff02::1".parse().unwrap(), 134, 0, &[0; 12]);
     assert!(!steered(&mut run, &ra), "router advertisements are the kernel's");
     assert!(!steered(&mut run, &syn(22, "2001:2::9".parse().unwrap())));
+}
+
+/// On a shared address, a "too big" ICMP error about one of the stack's segments (its
+/// quoted TCP source port steered) is the stack's, for path MTU discovery; about the
+/// kernel's segments, and every other ICMP error, it stays the kernel's.
+#[test]
+fn too_big_errors_about_the_stacks_segments_are_the_stacks() {
+    let mut run = program(Some(US), SteerFlags::NONE);
+    let router6: Ipv6Addr = "2001:2:0:1::1".parse().unwrap();
+    let ptb = |sport: u16, ty: u8| {
+        let seg = TcpSpec { src_mac: MAC, dst_mac: PEER_MAC, sport, dport: 50000, flags: 0x18, payload: &[0; 1300], ..TcpSpec::default() };
+        let mut body = 1280u32.to_be_bytes().to_vec();
+        body.extend_from_slice(&tcp6(&seg, US, PEER)[14..14 + 1232]);
+        icmpv6(PEER_MAC, MAC, router6, US, ty, 0, &body)
+    };
+    assert!(steered(&mut run, &ptb(PORT, 2)), "a Packet Too Big about the listening port's connection");
+    assert!(steered(&mut run, &ptb(40005, 2)), "about a port of the steered range");
+    assert!(!steered(&mut run, &ptb(22, 2)), "about the kernel's ssh connection");
+    assert!(!steered(&mut run, &ptb(PORT, 1)), "destination unreachable: the kernel's");
+    let f = ptb(PORT, 2);
+    for cut in [54, 62, 101, 102, 103] {
+        assert!(!steered(&mut run, &f[..cut]), "cut at {cut}");
+    }
+    let router: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
+    let frag_needed = |sport: u16, code: u8| {
+        let seg = TcpSpec { src_mac: MAC, dst_mac: PEER_MAC, src: US4, dst: Ipv4Addr::new(198, 18, 0, 2), sport, dport: 50000, ..TcpSpec::default() };
+        let mut body = vec![0, 0, 0x05, 0x78];
+        body.extend_from_slice(&tcp(&seg)[14..14 + 28]);
+        icmp4(PEER_MAC, MAC, router, US4, 3, code, &body)
+    };
+    assert!(steered(&mut run, &frag_needed(PORT, 4)), "a Fragmentation Needed about the stack's connection");
+    assert!(!steered(&mut run, &frag_needed(22, 4)), "about the kernel's");
+    assert!(!steered(&mut run, &frag_needed(PORT, 3)), "port unreachable: the kernel's");
+    let f = frag_needed(PORT, 4);
+    assert!(!steered(&mut run, &f[..f.len() - 7]), "cut inside the quoted ports");
 }

@@ -133,6 +133,39 @@ fn ipv6_pure_acks_are_deferred() {
     assert_eq!(acc.app, 0);
 }
 
+/// With SYN cookies always on, the XDP program answers IPv6 SYNs with the engine's cookie
+/// (XDP_TX), the kernel client takes those SYN-ACKs and the engine turns each returning ACK
+/// into a connection: none through the engine's own SYN-ACK, in both address modes. The
+/// client's veth runs an XDP program (a veth sends native XDP_TX into its peer only then).
+#[test]
+fn ipv6_syns_answered_in_xdp_with_cookies() {
+    for (tag, shared) in [("s6xd", false), ("s6xs", true)] {
+        let lab = lab_v6(tag);
+        let _peer = lab.peer_xdp_pass().expect("an XDP program on the client's veth");
+        let (a6, _) = add_v6(&lab, shared);
+        let (mut cfg, to) = if shared {
+            (xsk_cfg(&lab, AddrMode::Shared), a6)
+        } else {
+            let our6 = Ipv6Addr::from(a6.to_bits() + 99);
+            let mut c = xsk_cfg(&lab, dedicated(&lab).0);
+            c.addr6 = Addr6Mode::Dedicated { addr: our6, prefix_len: 64 };
+            (c, our6)
+        };
+        cfg.engine.syn_cookies = stack::xsk::SynCookies::Always;
+        cfg.xdp_syn_cookies = stack::xsk::XdpCookies::On;
+        let port = 7204;
+        let srv = xsk_server(&lab.ns_a, cfg, port);
+        for _ in 0..30 {
+            assert_eq!(v6_client(&lab.ns_b, SocketAddrV6::new(to, port, 0, 0), 3), 3);
+        }
+        let (stats, st, _) = srv.finish_all();
+        assert_eq!((stats.accepted, stats.requests), (30, 90), "{tag}");
+        assert!(st.device.xdp_syn_cookies >= 30, "{tag}: {st:?}");
+        let e = &st.engine;
+        assert_eq!((e.syn_cookies_sent, e.syn_cookies_accepted, e.drops.bad_cookie), (0, 30, 0), "{tag}: {st:?}");
+    }
+}
+
 /// A length-prefixed echo server on the kernel's TCP in `ns`, listening on `[addr]:port`
 /// for `conns` connections, each in a thread of its own; returns the peers it saw.
 fn kernel_echo_v6(ns: &Netns, addr: Ipv6Addr, port: u16, conns: usize) -> thread::JoinHandle<Vec<SocketAddr>> {
@@ -167,10 +200,30 @@ fn kernel_echo_v6(ns: &Netns, addr: Ipv6Addr, port: u16, conns: usize) -> thread
     h
 }
 
-/// The stack as a client over IPv6 (`Transport::connect_ip`) from a dedicated IPv6
-/// address: smoltcp solicits the server's neighbour entry itself, and every echo comes
-/// back whole. In shared mode, where the kernel keeps neighbour discovery, the connect is
-/// refused with a clear error instead of timing out.
+/// The stack as a client over IPv6 (`Transport::connect_ip`) to `to`, from `cfg`'s
+/// address: `n` echoes over 4 connections, every one back whole.
+fn client_v6(ns: &Netns, cfg: stack::xsk::XskConfig, to: SocketAddr, n: u64) {
+    let r = ns
+        .run_in(move || {
+            let t = stack::xsk::XskTransport::new(cfg).expect("xsk transport");
+            // The client connects through `Transport::connect_ip`.
+            let cfg = ClientConfig::new(to)
+                .with_connections(4)
+                .with_mode(LoadMode::ClosedLoop { depth: 1 })
+                .with_duration(Duration::from_secs(60))
+                .with_max_requests(Some(n))
+                .with_connect_timeout(Duration::from_secs(5))
+                .with_drain_timeout(Duration::from_secs(10));
+            Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 4096, 9), cfg).run().expect("client")
+        })
+        .unwrap();
+    assert_eq!((r.errors, r.lost, r.requests), (0, 0, n), "{r}");
+}
+
+/// The stack as a client over IPv6 from a dedicated IPv6 address (smoltcp solicits the
+/// server's neighbour entry itself), then from the kernel's shared one (the kernel's
+/// neighbour table resolves it: the solicitation never reaches the wire): every echo
+/// comes back whole, from the stack's address.
 #[test]
 fn connects_out_over_ipv6() {
     let lab = lab_v6("s6o");
@@ -181,34 +234,15 @@ fn connects_out_over_ipv6() {
     let (mode, _) = dedicated(&lab);
     let mut xcfg = xsk_cfg(&lab, mode);
     xcfg.addr6 = Addr6Mode::Dedicated { addr: our6, prefix_len: 64 };
-    let shared = xsk_cfg(&lab, AddrMode::Shared);
-    let to = SocketAddr::V6(SocketAddrV6::new(b6, port, 0, 0));
-    let r = lab
-        .ns_a
-        .run_in(move || {
-            let t = stack::xsk::XskTransport::new(xcfg).expect("xsk transport");
-            // The client connects through `Transport::connect_ip`.
-            let cfg = ClientConfig::new(to)
-                .with_connections(4)
-                .with_mode(LoadMode::ClosedLoop { depth: 1 })
-                .with_duration(Duration::from_secs(60))
-                .with_max_requests(Some(300))
-                .with_connect_timeout(Duration::from_secs(5))
-                .with_drain_timeout(Duration::from_secs(10));
-            Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 4096, 9), cfg).run().expect("client")
-        })
-        .unwrap();
-    assert_eq!((r.errors, r.lost, r.requests), (0, 0, 300), "{r}");
+    client_v6(&lab.ns_a, xcfg, SocketAddr::V6(SocketAddrV6::new(b6, port, 0, 0)), 300);
     let peers = echo.join().unwrap();
     assert_eq!(peers.len(), 4);
     assert!(peers.iter().all(|p| p.ip() == std::net::IpAddr::V6(our6)), "not from the stack's IPv6 address: {peers:?}");
-    let refused = lab
-        .ns_a
-        .run_in(move || {
-            use stack::transport::Transport;
-            let mut t = stack::xsk::XskTransport::new(shared).expect("xsk transport");
-            t.connect_ip(to).map(|_| ()).unwrap_err().to_string()
-        })
-        .unwrap();
-    assert!(refused.contains("dedicated IPv6 address"), "{refused}");
+    // Shared: the kernel's address, and a peer the kernel has not resolved yet.
+    lab.ns_a.run(&["ip", "-6", "addr", "add", &format!("{a6}/64"), "dev", &lab.if_a, "nodad"]).unwrap();
+    lab.ns_a.run(&["ip", "-6", "neigh", "flush", "dev", &lab.if_a]).unwrap();
+    let echo = kernel_echo_v6(&lab.ns_b, b6, port + 1, 4);
+    client_v6(&lab.ns_a, xsk_cfg(&lab, AddrMode::Shared), SocketAddr::V6(SocketAddrV6::new(b6, port + 1, 0, 0)), 200);
+    let peers = echo.join().unwrap();
+    assert!(peers.iter().all(|p| p.ip() == std::net::IpAddr::V6(a6)), "not from the shared address: {peers:?}");
 }

@@ -264,11 +264,12 @@ pub const CHECK_SIZES: &[usize] = &[
 /// random contents; each response must equal its request byte for byte.
 pub fn echo_check(
     net: &HostNet,
-    server: SocketAddrV4,
+    server: impl Into<SocketAddr>,
     requests: u64,
     sizes: &'static [usize],
     seed: u64,
 ) -> Result<LoadResult> {
+    let server = server.into();
     net.run_in(move || echo_check_here(server, requests, sizes, seed))?
 }
 
@@ -301,13 +302,13 @@ pub fn byte_check(
 }
 
 fn echo_check_here(
-    server: SocketAddrV4,
+    server: SocketAddr,
     requests: u64,
     sizes: &[usize],
     seed: u64,
 ) -> Result<LoadResult> {
     let io_timeout = Duration::from_secs(15);
-    let mut s = TcpStream::connect_timeout(&SocketAddr::V4(server), Duration::from_secs(10))
+    let mut s = TcpStream::connect_timeout(&server, Duration::from_secs(10))
         .with_context(|| format!("connecting to {server}"))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(io_timeout))?;

@@ -8,7 +8,7 @@
 //! harness processes that died without cleaning up (SIGKILL).
 
 use std::fs::File;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -120,6 +120,16 @@ impl HostNet {
             ["-n", &self.ns, "link", "set", &self.tap, "up"],
         ))?;
         Ok(())
+    }
+
+    /// IPv6 beside the IPv4 subnet: 2001:2:0:S::1/64 on the tap (without duplicate address
+    /// detection, usable at once), and the address the guest is to take, ::2.
+    pub fn add_ipv6(&self) -> Result<(Ipv6Addr, Ipv6Addr)> {
+        let s = u16::from(self.host_addr.octets()[2]);
+        let (host, guest) = (Ipv6Addr::new(0x2001, 2, 0, s, 0, 0, 0, 1), Ipv6Addr::new(0x2001, 2, 0, s, 0, 0, 0, 2));
+        let a = format!("{host}/64");
+        run(&mut cmd("ip", ["-n", &self.ns, "-6", "addr", "add", &a, "dev", &self.tap, "nodad"]))?;
+        Ok((host, guest))
     }
 
     /// QEMU's `-netdev` for the tap of this namespace.

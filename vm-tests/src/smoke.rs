@@ -3,7 +3,7 @@
 //! with payloads from 1 byte to 100 kB; then a clean stop (exit 0, frame audit ok) and no XDP
 //! program left on eth0. Prints a table and writes JSON.
 
-use std::net::SocketAddrV4;
+use std::net::{SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -81,6 +81,10 @@ pub struct SmokeReport {
     pub xdp_while_serving: Option<String>,
     pub load: Option<LoadResult>,
     pub byte_check: Option<LoadResult>,
+    /// Requests over IPv6 (shared mode: the guest kernel's IPv6 address, which the stack
+    /// serves too), or why none ran.
+    pub ipv6_check: Option<LoadResult>,
+    pub ipv6_note: Option<String>,
     pub stopped: Option<Stopped>,
     /// SYNs the server's XDP program answered with SYN cookies (`device.xdp_syn_cookies`).
     pub xdp_syn_cookies: Option<u64>,
@@ -166,6 +170,19 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
         _ => ("shared".to_string(), net.guest_addr),
     };
     doctor(&mut g, &args.attach, env.kernel().initramfs.iproute2)?;
+    // IPv6 beside IPv4 in shared mode: the guest kernel's global address, which rr-server
+    // serves too (its neighbour discovery stays the guest kernel's).
+    let v6 = if args.addr == "dedicated" {
+        rep.ipv6_note = Some("not run: dedicated mode (the check uses the kernel's shared address)".into());
+        None
+    } else if !env.kernel().initramfs.iproute2 {
+        rep.ipv6_note = Some("not run: no iproute2 in the guest".into());
+        None
+    } else {
+        let (_, guest6) = net.add_ipv6()?;
+        g.exec_ok(&format!("/usr/local/bin/ip -6 addr add {guest6}/64 dev eth0 nodad"), Duration::from_secs(10))?;
+        Some(guest6)
+    };
     let port = 7000;
     let mut s = ServerSpec::xsk("smoke", &args.attach, &addr_arg, port);
     s.extra = args.server_args.clone();
@@ -262,6 +279,19 @@ fn body(env: &Env, args: &SmokeArgs, rep: &mut SmokeReport) -> Result<()> {
                 rep.byte_check = Some(c);
             }
             Err(e) => problems.push(format!("byte check: {e:#}")),
+        }
+    }
+    if let (Some(a6), true) = (v6, problems.is_empty()) {
+        let n = load::CHECK_SIZES.len() as u64;
+        match load::echo_check(&net, SocketAddr::new(a6.into(), port), n, load::CHECK_SIZES, 0x6) {
+            Ok(c) => {
+                eprintln!("vm-tests: IPv6 check: {} requests to [{a6}]:{port}, {} mismatches", c.requests, c.errors);
+                if !c.clean(n) {
+                    problems.push(format!("IPv6 check failed: {}", c.note.clone().unwrap_or_default()));
+                }
+                rep.ipv6_check = Some(c);
+            }
+            Err(e) => problems.push(format!("IPv6 check: {e:#}")),
         }
     }
     // Stop the server whatever happened, for its counters and the detach check.
@@ -412,6 +442,11 @@ fn table(r: &SmokeReport) -> String {
                 c.errors
             ),
         );
+    }
+    if let Some(c) = &r.ipv6_check {
+        t.row("ipv6", format!("{} requests of 1 B..100 kB over IPv6, {} mismatches", c.requests, c.errors));
+    } else if let Some(n) = &r.ipv6_note {
+        t.row("ipv6", n.clone());
     }
     if let Some(a) = &r.tokio_adapter {
         t.row("tokio adapter", a.clone());

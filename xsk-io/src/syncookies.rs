@@ -58,10 +58,12 @@ pub struct CookieParams {
     /// Whether a TCP checksum left partial by the sender (checksum offload on
     /// veth, virtio_net) is accepted, as the stack decides for the device.
     pub accept_partial: bool,
+    /// Our IPv6 address: SYNs to it are answered too (an MSS 20 bytes less).
+    pub addr6: Option<std::net::Ipv6Addr>,
 }
 
 /// Bytes of `struct cookie_cfg`.
-pub(crate) const PARAMS_BYTES: usize = 48;
+pub(crate) const PARAMS_BYTES: usize = 64;
 
 impl CookieParams {
     pub(crate) fn encode(&self) -> [u8; PARAMS_BYTES] {
@@ -76,6 +78,7 @@ impl CookieParams {
         v[30] = self.prefix_len;
         v[32..36].copy_from_slice(&self.addr.octets()); // network order
         v[36..42].copy_from_slice(&self.mac);
+        v[48..64].copy_from_slice(&self.addr6.map_or([0; 16], |a| a.octets()));
         v
     }
 }
@@ -330,6 +333,7 @@ mod tests {
             addr: std::net::Ipv4Addr::new(198, 18, 0, 1),
             prefix_len: 24,
             accept_partial: true,
+            addr6: Some("2001:2::1".parse().unwrap()),
         };
         let v = p.encode();
         assert_eq!(u64::from_ne_bytes(v[0..8].try_into().unwrap()), 1);
@@ -340,6 +344,7 @@ mod tests {
         assert_eq!(&v[28..32], &[7, 1, 24, 0]);
         assert_eq!(&v[32..36], &[198, 18, 0, 1]);
         assert_eq!(&v[36..42], &[2, 0, 0, 0, 0, 1]);
-        assert_eq!(&v[42..], &[0; 6]);
+        assert_eq!(&v[42..48], &[0; 6]);
+        assert_eq!(v[48..64], [0x20, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
     }
 }

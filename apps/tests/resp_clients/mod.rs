@@ -29,7 +29,7 @@ fn python() -> PathBuf {
 
 /// redis-py's checks (tests/resp_clients/redis_py_check.py) with its default settings (RESP3)
 /// and with protocol=2.
-pub fn redis_py(lab: &Lab, dir: &Path, host: Ipv4Addr, port: u16) -> u64 {
+pub fn redis_py(lab: &Lab, dir: &Path, host: impl std::fmt::Display, port: u16) -> u64 {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/resp_clients/redis_py_check.py");
     let py = python();
     let mut provoked = 0;

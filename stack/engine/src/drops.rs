@@ -40,11 +40,18 @@ pub enum DropReason {
     BadCookie,
     /// Dropped by configured fault injection (tests).
     Injected,
+    /// An ICMPv6 Packet Too Big or ICMP Fragmentation Needed whose quoted segment is not
+    /// one of ours: not from our address, not TCP, no such connection, or a sequence
+    /// number outside its unacknowledged data (forged, or late).
+    IcmpStray,
+    /// A Packet Too Big or Fragmentation Needed with an MTU below the family's minimum
+    /// (IPv6 1280, IPv4 68).
+    IcmpBadMtu,
 }
 
 impl DropReason {
     /// All reasons, in counter order.
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 14] = [
         DropReason::Malformed,
         DropReason::BadChecksum,
         DropReason::BadSource,
@@ -57,6 +64,8 @@ impl DropReason {
         DropReason::SynBacklog,
         DropReason::BadCookie,
         DropReason::Injected,
+        DropReason::IcmpStray,
+        DropReason::IcmpBadMtu,
     ];
 
     /// The counter's name in statistics and JSON.
@@ -74,6 +83,8 @@ impl DropReason {
             DropReason::SynBacklog => "syn_backlog",
             DropReason::BadCookie => "bad_cookie",
             DropReason::Injected => "injected",
+            DropReason::IcmpStray => "icmp_stray",
+            DropReason::IcmpBadMtu => "icmp_bad_mtu",
         }
     }
 
@@ -112,6 +123,13 @@ impl DropReason {
                  one was lost); answered with RST, or dropped unanswered when it carries data"
             }
             DropReason::Injected => "fault injection is configured",
+            DropReason::IcmpStray => {
+                "a Packet Too Big (ICMPv6) or Fragmentation Needed (ICMP) quoting a segment that is not data of \
+                 ours in flight (forged, or about a connection already gone): ignored"
+            }
+            DropReason::IcmpBadMtu => {
+                "a Packet Too Big or Fragmentation Needed with an MTU below the minimum (IPv6 1280, IPv4 68): ignored"
+            }
         }
     }
 }
@@ -150,6 +168,10 @@ pub struct DropStats {
     pub bad_cookie: u64,
     /// Dropped by fault injection.
     pub injected: u64,
+    /// Too-big ICMP messages quoting no segment of ours in flight.
+    pub icmp_stray: u64,
+    /// Too-big ICMP messages with an impossible MTU.
+    pub icmp_bad_mtu: u64,
 }
 
 impl DropStats {
@@ -182,6 +204,8 @@ impl DropStats {
             DropReason::SynBacklog => &mut self.syn_backlog,
             DropReason::BadCookie => &mut self.bad_cookie,
             DropReason::Injected => &mut self.injected,
+            DropReason::IcmpStray => &mut self.icmp_stray,
+            DropReason::IcmpBadMtu => &mut self.icmp_bad_mtu,
         }
     }
 
@@ -199,6 +223,8 @@ impl DropStats {
             DropReason::SynBacklog => &self.syn_backlog,
             DropReason::BadCookie => &self.bad_cookie,
             DropReason::Injected => &self.injected,
+            DropReason::IcmpStray => &self.icmp_stray,
+            DropReason::IcmpBadMtu => &self.icmp_bad_mtu,
         }
     }
 

@@ -17,6 +17,11 @@
 //!    (`Engine::add_neighbour`), which fills smoltcp's neighbour cache
 //!    (`Interface::fill_neighbor`, our smoltcp patch `neighbor-cache`).
 //!
+//! IPv6 likewise (the kernel keeps neighbour discovery for a shared address, and
+//! the answers to smoltcp's solicitations would reach the kernel, not it): its
+//! neighbour solicitations are kept off the wire, and the targets looked up in
+//! the kernel's IPv6 table (`neigh6.rs`, rtnetlink).
+//!
 //! Peers that send us frames need none of this: the engine learns them from
 //! their frames (`stack-engine`, `engine/neighbours.rs`, both modes), the same way.
 //! In dedicated mode the stack owns its address and smoltcp does its own ARP
@@ -24,7 +29,7 @@
 //! everything through.
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use stack_engine::smoltcp::phy;
@@ -39,11 +44,21 @@ const MAX_PENDING: usize = 64;
 /// (smoltcp asks again if it still wants it).
 const RESOLVE_FOR: Duration = Duration::from_secs(3);
 
+/// A neighbour solicitation as smoltcp sends it: Ethernet, IPv6, the ICMPv6 message
+/// (24 bytes) and its source link-layer address option (8).
+const NS_FRAME_LEN: usize = 14 + 40 + 32;
+
+/// The target of a neighbour solicitation frame (ICMPv6 type 135, hop limit 255).
+fn solicitation_target(f: &[u8]) -> Option<Ipv6Addr> {
+    let ns = f.len() >= NS_FRAME_LEN && f[12..14] == [0x86, 0xdd] && f[20] == 58 && f[21] == 255 && f[54] == 135;
+    ns.then(|| Ipv6Addr::from(<[u8; 16]>::try_from(&f[62..78]).unwrap_or_default()))
+}
+
 /// What smoltcp asked for since the driver last looked.
 #[derive(Debug, Default)]
 struct Wishes {
-    targets: Vec<Ipv4Addr>,
-    /// ARP frames kept off the wire.
+    targets: Vec<IpAddr>,
+    /// ARP frames and neighbour solicitations kept off the wire.
     intercepted: u64,
 }
 
@@ -56,9 +71,10 @@ pub(crate) struct SharedArp {
     wishes: Wishes,
     ifname: String,
     /// Targets the kernel has not resolved yet, since when.
-    pending: Vec<(Ipv4Addr, Instant)>,
-    /// Sends the datagram that makes the kernel resolve a target.
+    pending: Vec<(IpAddr, Instant)>,
+    /// Send the datagram that makes the kernel resolve a target, by family.
     resolve_socket: Option<UdpSocket>,
+    resolve_socket6: Option<UdpSocket>,
 }
 
 impl SharedArp {
@@ -70,6 +86,7 @@ impl SharedArp {
             ifname: ifname.to_string(),
             pending: Vec::new(),
             resolve_socket: UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok(),
+            resolve_socket6: None,
         }
     }
 
@@ -79,7 +96,7 @@ impl SharedArp {
         Intercept { inner, wishes: self.intercept.then_some(&mut self.wishes) }
     }
 
-    /// ARP frames kept off the wire so far.
+    /// ARP frames and neighbour solicitations kept off the wire so far.
     pub(crate) fn intercepted(&self) -> u64 {
         self.wishes.intercepted
     }
@@ -97,7 +114,7 @@ impl SharedArp {
 
     /// Passes smoltcp's new wishes to the kernel, and puts into `found` the
     /// targets the kernel's table now has (with their MACs).
-    pub(crate) fn resolve(&mut self, now: Instant, found: &mut Vec<(Ipv4Addr, [u8; 6])>) {
+    pub(crate) fn resolve(&mut self, now: Instant, found: &mut Vec<(IpAddr, [u8; 6])>) {
         if self.wishes.targets.is_empty() && self.pending.is_empty() {
             return; // the common case: called once per loop iteration
         }
@@ -110,8 +127,17 @@ impl SharedArp {
             return;
         }
         let table = kernel_table(&self.ifname);
+        let table6 = if self.pending.iter().any(|(ip, _)| ip.is_ipv6()) {
+            super::neigh6::kernel_table6(&self.ifname).unwrap_or_default()
+        } else {
+            HashMap::new()
+        };
         self.pending.retain(|(ip, since)| {
-            if let Some(mac) = table.get(ip) {
+            let mac = match ip {
+                IpAddr::V4(a) => table.get(a),
+                IpAddr::V6(a) => table6.get(a),
+            };
+            if let Some(mac) = mac {
                 found.push((*ip, *mac));
                 false
             } else {
@@ -121,14 +147,18 @@ impl SharedArp {
     }
 
     /// smoltcp wants `ip`: note it, and ask the kernel to resolve it.
-    fn want(&mut self, ip: Ipv4Addr, now: Instant) {
+    fn want(&mut self, ip: IpAddr, now: Instant) {
         if self.pending.len() >= MAX_PENDING || self.pending.iter().any(|(p, _)| *p == ip) {
             return;
         }
         self.pending.push((ip, now));
+        if ip.is_ipv6() && self.resolve_socket6.is_none() {
+            self.resolve_socket6 = UdpSocket::bind((Ipv6Addr::UNSPECIFIED, 0)).ok();
+        }
         // Any datagram to the target makes the kernel resolve it; port 9 is discard.
-        if let Some(s) = &self.resolve_socket {
-            let _ = s.send_to(&[], SocketAddrV4::new(ip, 9));
+        let socket = if ip.is_ipv6() { &self.resolve_socket6 } else { &self.resolve_socket };
+        if let Some(s) = socket {
+            let _ = s.send_to(&[], SocketAddr::new(ip, 9));
         }
     }
 }
@@ -169,7 +199,7 @@ impl<L: RxFrames> RxFrames for Intercept<'_, L> {
     }
 }
 
-/// A frame on its way out: an ARP frame stops here.
+/// A frame on its way out: an ARP frame or a neighbour solicitation stops here.
 pub(crate) struct InterceptTx<'a, T> {
     inner: T,
     wishes: Option<&'a mut Wishes>,
@@ -177,16 +207,21 @@ pub(crate) struct InterceptTx<'a, T> {
 
 impl<T: phy::TxToken> phy::TxToken for InterceptTx<'_, T> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
-        // Only a frame of ARP's length can be ARP (TCP frames are longer):
-        // built on the stack first, it reaches the link only if it is not.
-        let Some(w) = self.wishes.filter(|_| len == FRAME_LEN) else { return self.inner.consume(len, f) };
-        let mut buf = [0u8; FRAME_LEN];
-        let r = f(&mut buf);
-        if !is_arp(&buf) {
-            self.inner.consume(len, |out| out.copy_from_slice(&buf));
+        // Only a frame of ARP's length can be ARP (TCP frames are longer), and one of a
+        // solicitation's a solicitation (an IPv6 pure ACK with timestamps has its length
+        // too): built on the stack first, it reaches the link only if it is not.
+        let Some(w) = self.wishes.filter(|_| len == FRAME_LEN || len == NS_FRAME_LEN) else {
+            return self.inner.consume(len, f);
+        };
+        let mut buf = [0u8; NS_FRAME_LEN];
+        let frame = &mut buf[..len];
+        let r = f(frame);
+        let target = if is_arp(frame) { Some(request_target(frame).map(IpAddr::V4)) } else { solicitation_target(frame).map(|t| Some(t.into())) };
+        let Some(target) = target else {
+            self.inner.consume(len, |out| out.copy_from_slice(frame));
             return r;
-        }
-        if let Some(ip) = request_target(&buf) {
+        };
+        if let Some(ip) = target {
             if w.targets.len() < MAX_PENDING {
                 w.targets.push(ip);
             }
@@ -244,6 +279,29 @@ fn parse_default_route(text: &str, ifname: &str) -> Option<Ipv4Addr> {
     None
 }
 
+/// The gateway of the kernel's IPv6 default route through `ifname`, in this thread's
+/// network namespace.
+pub(crate) fn kernel_default_gateway6(ifname: &str) -> Option<Ipv6Addr> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/ipv6_route").ok()?;
+    parse_default_route6(&text, ifname)
+}
+
+fn parse_default_route6(text: &str, ifname: &str) -> Option<Ipv6Addr> {
+    const ZERO: &str = "00000000000000000000000000000000";
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // Destination, its prefix length, source, its prefix length, next hop, metric,
+        // reference count, use, flags, device: hex, no separators.
+        if f.len() < 10 || f[9] != ifname || f[0] != ZERO || f[1] != "00" || f[4] == ZERO {
+            continue;
+        }
+        if let Ok(gw) = u128::from_str_radix(f[4], 16) {
+            return Some(Ipv6Addr::from(gw));
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,6 +325,16 @@ mod tests {
                  veth0\t000012C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
         assert_eq!(parse_default_route(t, "veth0"), Some(Ipv4Addr::new(198, 18, 0, 1)));
         assert_eq!(parse_default_route(t, "other"), None);
+    }
+
+    #[test]
+    fn parses_the_ipv6_default_route() {
+        let t = "20010002000000050000000000000000 40 00000000000000000000000000000000 00 00000000000000000000000000000000 00000100 00000001 00000000 00000001     veth0\n\
+                 00000000000000000000000000000000 00 00000000000000000000000000000000 00 20010002000000050000000000000002 00000400 00000001 00000000 00000003     veth0\n\
+                 00000000000000000000000000000000 00 00000000000000000000000000000000 00 00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n";
+        assert_eq!(parse_default_route6(t, "veth0"), Some("2001:2:0:5::2".parse().unwrap()));
+        assert_eq!(parse_default_route6(t, "lo"), None, "an unreachable route has no next hop");
+        assert_eq!(parse_default_route6(t, "other"), None);
     }
 
     /// Writes `frame` through `link` as smoltcp would.
@@ -295,11 +363,34 @@ mod tests {
             if intercept {
                 assert_eq!(on_wire, [FRAME_LEN, 60]);
                 assert!(mem.out[0] == icmp, "the non-ARP frame reaches the link unchanged");
-                assert_eq!((arp.intercepted(), arp.wishes.targets.clone()), (1, vec![peer]));
+                assert_eq!((arp.intercepted(), arp.wishes.targets.clone()), (1, vec![IpAddr::V4(peer)]));
             } else {
                 assert_eq!(on_wire, [FRAME_LEN, FRAME_LEN, 60]);
                 assert_eq!(arp.intercepted(), 0);
             }
         }
+    }
+
+    /// The engine's own neighbour solicitation (dedicated-mode smoltcp asking for an IPv6
+    /// peer it has not heard from) stops at the link in shared mode, its target noted; an
+    /// IPv6 TCP frame of the same length goes out unchanged.
+    #[test]
+    fn shared_mode_keeps_neighbour_solicitations_off_the_wire() {
+        use stack_engine::testing::{config, MemTransport, Pair};
+        let mut t = MemTransport::new(config(Pair::A));
+        t.connect(std::net::SocketAddrV6::new(Pair::B6, 7, 0, 0)).unwrap();
+        t.egress();
+        let ns = t.take_sent().into_iter().find(|f| solicitation_target(f).is_some()).expect("a neighbour solicitation");
+        assert_eq!((ns.len(), solicitation_target(&ns)), (NS_FRAME_LEN, Some(Pair::B6)));
+        let spec = frames::TcpSpec { flags: 0x10, options: &[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2], ..frames::TcpSpec::default() };
+        let ack = frames::tcp6(&spec, Pair::A6, Pair::B6);
+        assert_eq!(ack.len(), NS_FRAME_LEN, "a pure ACK with timestamps is as long");
+        let mut arp = SharedArp::new("lo", true);
+        let mut mem = MemLink::new();
+        let mut link = arp.wrap(&mut mem);
+        send(&mut link, &ns);
+        send(&mut link, &ack);
+        assert_eq!(mem.out, vec![ack]);
+        assert_eq!((arp.intercepted(), arp.wishes.targets.clone()), (1, vec![IpAddr::V6(Pair::B6)]));
     }
 }

@@ -112,6 +112,9 @@ pub struct XskConfig {
     pub addr6: Addr6Mode,
     /// Router for off-link peers; in shared mode the kernel's default route when unset.
     pub gateway: Option<Ipv4Addr>,
+    /// Router for off-link IPv6 peers (on the IPv6 subnet); in shared mode the kernel's
+    /// IPv6 default route through the interface when unset.
+    pub gateway6: Option<Ipv6Addr>,
     /// The TCP engine: limits, buffers, timers, SYN cookies, congestion control, recovery.
     pub engine: EngineConfig,
     /// Let the XDP program answer SYNs to listening ports with the stack's
@@ -159,6 +162,7 @@ impl XskConfig {
             addr,
             addr6: Addr6Mode::Auto,
             gateway: None,
+            gateway6: None,
             engine: EngineConfig::default(),
             xdp_syn_cookies: XdpCookies::Auto,
             partial_csum: PartialCsum::Auto,

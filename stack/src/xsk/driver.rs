@@ -3,7 +3,7 @@
 //! ring's frames leave, and the sleep); and the [`Transport`] calls, which the
 //! engine answers. No protocol logic and no kick rule lives here.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ pub struct XskTransport {
     pub(super) dev: Device,
     pub(super) engine: Engine,
     /// Neighbours the kernel's table resolved (shared-address mode), for the engine.
-    pub(super) resolved: Vec<(Ipv4Addr, [u8; 6])>,
+    pub(super) resolved: Vec<(IpAddr, [u8; 6])>,
     /// The engine's time 0 in CLOCK_MONOTONIC nanoseconds: the loop's
     /// clock (one vDSO call and a division per pass) and the clock the XDP
     /// program dates deferred ACKs with.
@@ -92,8 +92,8 @@ impl XskTransport {
         });
     }
 
-    /// Shared mode: answers smoltcp's ARP wishes from the kernel's table
-    /// (see `arp.rs`).
+    /// Shared mode: answers smoltcp's ARP and neighbour solicitation wishes from the
+    /// kernel's tables (see `arp.rs`).
     fn neighbours(&mut self, now: SmolInstant) {
         if self.dev.arp.idle() {
             return; // the common case: nothing asked, nothing pending
@@ -268,16 +268,9 @@ impl Transport for XskTransport {
         self.connect_ip(addr.into())
     }
 
-    /// Over IPv6 when the stack has a dedicated IPv6 address (`XskConfig::addr6`): in
-    /// shared mode the kernel keeps neighbour discovery, and the stack learns an IPv6
-    /// peer only from the peer's own frames, so it could not reach one that has not
-    /// spoken (`arp.rs` asks the kernel for IPv4 peers only).
+    /// Over IPv6 too, when the stack has an IPv6 address: in shared mode the kernel's
+    /// neighbour table resolves the peer (or the gateway), as for IPv4 (`arp.rs`).
     fn connect_ip(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
-        if addr.is_ipv6() && self.claims.is_some() {
-            return Err(TransportError::InvalidInput(
-                "connecting out over IPv6 needs a dedicated IPv6 address (XskConfig::addr6): in shared mode the stack cannot resolve IPv6 neighbours through the kernel",
-            ));
-        }
         let (claims, steer) = (self.claims.as_deref(), self.dev.port.steer());
         let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
         self.engine.connect(addr, &mut usable)

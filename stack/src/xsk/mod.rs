@@ -30,6 +30,7 @@ mod claims;
 mod config;
 mod device;
 mod driver;
+mod neigh6;
 mod open;
 mod park;
 mod stages;

@@ -158,6 +158,15 @@ impl XskTransport {
         if let Some(g) = gateway {
             tracing::info!("{ifname}: off-link peers through gateway {g}");
         }
+        let gateway6 = match (cfg.gateway6, &cfg.addr) {
+            _ if addr6.is_none() => None,
+            (Some(g), _) => Some(g),
+            (None, AddrMode::Shared) => arp::kernel_default_gateway6(&ifname),
+            (None, AddrMode::Dedicated { .. }) => None,
+        };
+        if let Some(g) = gateway6 {
+            tracing::info!("{ifname}: off-link IPv6 peers through gateway {g}");
+        }
         let ecfg = EngineSetup {
             tcp: cfg.engine.clone(),
             mac,
@@ -166,8 +175,7 @@ impl XskTransport {
             gateway,
             addr6: addr6.map(|(a, _)| a),
             prefix6_len: addr6.map_or(0, |(_, p)| p),
-            // Off-link IPv6 peers are not reached yet: no route is learned for them.
-            gateway6: None,
+            gateway6,
             accept_partial_csum: accept_partial,
             seed: seed(),
         };
@@ -269,6 +277,7 @@ pub(crate) fn cookie_params(engine: &Engine, mtu: usize, epoch_ns: u64) -> xsk_i
         addr: t.addr,
         prefix_len: t.prefix_len,
         accept_partial: t.accept_partial,
+        addr6: t.addr6,
     }
 }
 

@@ -24,9 +24,12 @@
 // IPv4, shedding included; the rest (ICMPv6 and neighbour discovery,
 // extension headers, fragments, other ports) goes to the kernel, unless the
 // address is dedicated (STEER_ICMP): then everything to `addr6`, and ICMPv6
-// to its solicited-node group (neighbour solicitations), is the stack's.
-// SYN cookies are IPv4 only here: IPv6 SYNs reach the stack, which answers
-// them with its own cookies. Pure ACKs are deferred as IPv4's are.
+// to its solicited-node group (neighbour solicitations), is the stack's. On a
+// shared address, an ICMPv6 Packet Too Big (an ICMP Fragmentation Needed for
+// IPv4) that quotes TCP from a steered port is the stack's too: path MTU
+// discovery for its connections.
+// SYN cookies and pure ACKs as for IPv4 (the cookie SYN-ACK in an IPv6
+// header, to a SYN for the stack's own IPv6 address).
 //   counters   per-CPU u64: STEERED, PASSED, NO_SOCKET, DEFERRED, SHED_RX,
 //              SHED_FILL, SHED_STANDING, COOKIE (disjoint: every frame is
 //              counted exactly once)
@@ -177,6 +180,26 @@ static __always_inline int pass(void)
 	return XDP_PASS;
 }
 
+static __always_inline int addr6_zero(const __u8 *a)
+{
+	__u64 w0, w1;
+
+	__builtin_memcpy(&w0, a, 8);
+	__builtin_memcpy(&w1, a + 8, 8);
+	return (w0 | w1) == 0;
+}
+
+static __always_inline int addr6_eq(const __u8 *a, const __u8 *b)
+{
+	__u64 a0, a1, b0, b1;
+
+	__builtin_memcpy(&a0, a, 8);
+	__builtin_memcpy(&a1, a + 8, 8);
+	__builtin_memcpy(&b0, b, 8);
+	__builtin_memcpy(&b1, b + 8, 8);
+	return a0 == b0 && a1 == b1;
+}
+
 #ifdef DEFER_ACKS
 /* Keep in sync with src/acks.rs. */
 struct ack_slot {
@@ -236,6 +259,7 @@ struct cookie_cfg {
 	__be32 addr;    /* ours */
 	__u8 mac[ETH_ALEN]; /* ours */
 	__u8 pad[6];
+	__u8 addr6[16]; /* our IPv6 address; all zero: leave IPv6 SYNs to the stack */
 };
 
 struct {
@@ -598,6 +622,230 @@ static __always_inline int answer_syn(struct xdp_md *ctx, struct ack_slot *slot)
 	return 1;
 }
 
+/*
+ * SipHash-2-4 of the 52-byte message the engine's CookieJar::hash writes for
+ * IPv6: src, dst (16 bytes each, as on the wire), then as for IPv4. The
+ * addresses' bytes are read as little-endian words, as SipHash reads a byte
+ * stream (the BPF target is little-endian, as the engine's hosts are).
+ */
+static __always_inline __u64 cookie_hash6(const struct cookie_cfg *cc, const __u8 *src, const __u8 *dst,
+					  __u16 sport, __u16 dport, __u32 isn, __u64 counter, __u32 low)
+{
+	__u64 v0 = cc->k0 ^ 0x736f6d6570736575ULL;
+	__u64 v1 = cc->k1 ^ 0x646f72616e646f6dULL;
+	__u64 v2 = cc->k0 ^ 0x6c7967656e657261ULL;
+	__u64 v3 = cc->k1 ^ 0x7465646279746573ULL;
+	__u64 w[4];
+
+	__builtin_memcpy(&w[0], src, 8);
+	__builtin_memcpy(&w[1], src + 8, 8);
+	__builtin_memcpy(&w[2], dst, 8);
+	__builtin_memcpy(&w[3], dst + 8, 8);
+	SIPWORD(w[0]);
+	SIPWORD(w[1]);
+	SIPWORD(w[2]);
+	SIPWORD(w[3]);
+	SIPWORD((__u64)sport | (__u64)dport << 16 | (__u64)isn << 32);
+	SIPWORD(counter);
+	SIPWORD((__u64)low | 52ULL << 56); /* the tail and the length */
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* The sum of an IPv6 address's 16-bit words. */
+static __always_inline __u64 addr6_sum(const __u8 *a)
+{
+	__u64 sum = 0;
+	int k;
+
+#pragma unroll
+	for (k = 0; k < 16; k += 2)
+		sum += (__u32)a[k] << 8 | a[k + 1];
+	return sum;
+}
+
+/*
+ * syn_checks for IPv6, as the engine's demux/v6.rs inspects a SYN: our MAC
+ * and address, a source that can send (a unicast MAC; not unspecified,
+ * multicast, loopback, IPv4-mapped or ours), ports, the TCP checksum (full,
+ * or partial where the engine accepts that), no payload. 1 if it passes.
+ */
+static __always_inline int syn_checks6(const struct cookie_cfg *cc, struct ethhdr *eth, struct ipv6hdr *ip6,
+				       struct tcphdr *tcp, void *data_end)
+{
+	const __u8 *src = ip6->saddr.in6_u.u6_addr8;
+	__u32 tcplen = (__u32)tcp->doff * 4;
+	struct sum_ctx sc = {};
+	__u64 w0, w1, sum;
+	__u16 field, pseudo;
+
+	if ((eth->h_source[0] & 1) || !(eth->h_source[0] | eth->h_source[1] | eth->h_source[2] |
+					eth->h_source[3] | eth->h_source[4] | eth->h_source[5]))
+		return 0;
+	if ((eth->h_dest[0] ^ cc->mac[0]) | (eth->h_dest[1] ^ cc->mac[1]) | (eth->h_dest[2] ^ cc->mac[2]) |
+	    (eth->h_dest[3] ^ cc->mac[3]) | (eth->h_dest[4] ^ cc->mac[4]) | (eth->h_dest[5] ^ cc->mac[5]))
+		return 0;
+	if (bpf_ntohs(ip6->payload_len) != tcplen || (void *)tcp + tcplen > data_end)
+		return 0;
+	if (addr6_zero(cc->addr6) || !addr6_eq(ip6->daddr.in6_u.u6_addr8, cc->addr6))
+		return 0;
+	__builtin_memcpy(&w0, src, 8);
+	__builtin_memcpy(&w1, src + 8, 8);
+	if ((w0 | w1) == 0 || src[0] == 0xff || addr6_eq(src, cc->addr6))
+		return 0;
+	/* ::1 and ::ffff:0:0/96 (the words as little-endian loads of the bytes). */
+	if (w0 == 0 && (w1 == 0x0100000000000000ULL || (__u32)w1 == 0xffff0000u))
+		return 0;
+	if (tcp->source == 0 || tcp->dest == 0)
+		return 0;
+	sc.p = tcp;
+	sc.data_end = data_end;
+	sc.len = tcplen;
+	bpf_loop(30, sum_word, &sc, 0);
+	if (sc.bail || sc.i != tcplen)
+		return 0;
+	sum = addr6_sum(src) + addr6_sum(ip6->daddr.in6_u.u6_addr8) + tcplen + IPPROTO_TCP;
+	pseudo = csum_fold(sum);
+	if (csum_fold(sum + sc.sum) == 0xffff)
+		return 1;
+	if (!cc->accept_partial)
+		return 0;
+	field = bpf_ntohs(tcp->check);
+	return field == pseudo || (pseudo == 0xffff && field == 0) || (pseudo == 0 && field == 0xffff);
+}
+
+/* answer_syn for IPv6: the same SYN-ACK in an IPv6 header (hop limit 64, as
+ * smoltcp's), its MSS 20 bytes less. Same return values. */
+static __always_inline int answer_syn6(struct xdp_md *ctx, struct ack_slot *slot)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 q = ctx->rx_queue_index;
+	struct cookie_cfg *cc = bpf_map_lookup_elem(&syn_cookies, &q);
+	struct ethhdr *eth = data;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	struct tcphdr *tcp = (void *)(ip6 + 1);
+	__u8 mac_src[ETH_ALEN], mac_dst[ETH_ALEN], saddr[16], daddr[16];
+	struct opt_ctx oc = {};
+	__u32 optlen, mss, mss6, sack, ws;
+	__u32 isn, low, cookie, idx, tcplen;
+	__u16 sport, dport;
+	__be16 psrc, pdst;
+	__u64 now, counter, sum;
+	__u8 *opt = (void *)(tcp + 1);
+	int delta;
+
+	if (!cc || cc->mss <= 20)
+		return 0;
+	if ((void *)(tcp + 1) > data_end)
+		return 0;
+	optlen = (__u32)tcp->doff * 4;
+	if (optlen < 20)
+		return 0;
+	optlen -= 20;
+	if ((void *)opt + optlen > data_end)
+		return 0;
+	if (!syn_checks6(cc, eth, ip6, tcp, data_end))
+		return 0;
+
+	oc.opt = opt;
+	oc.data_end = data_end;
+	oc.optlen = optlen;
+	bpf_loop(TCP_OPT_MAX + 1, read_option, &oc, 0);
+	if (oc.state != OPT_DONE)
+		return 0;
+	mss = oc.mss;
+	sack = oc.sack;
+	ws = oc.ws;
+
+	now = bpf_ktime_get_ns();
+	if (now < cc->epoch_ns)
+		return 0;
+	counter = (now - cc->epoch_ns) / (64ULL * 1000000000ULL);
+	idx = mss >= 1460 ? 3 : mss >= 1440 ? 2 : mss >= 1300 ? 1 : 0;
+	low = idx | sack << 2 | ws << 3 | ((__u32)counter & 3) << 7;
+	__builtin_memcpy(saddr, ip6->saddr.in6_u.u6_addr8, 16);
+	__builtin_memcpy(daddr, ip6->daddr.in6_u.u6_addr8, 16);
+	sport = bpf_ntohs(tcp->source);
+	dport = bpf_ntohs(tcp->dest);
+	isn = bpf_ntohl(tcp->seq);
+	cookie = (__u32)(cookie_hash6(cc, saddr, daddr, sport, dport, isn, counter, low) >> 41) << 9 | low;
+
+	__builtin_memcpy(mac_src, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(mac_dst, eth->h_dest, ETH_ALEN);
+	psrc = tcp->source;
+	pdst = tcp->dest;
+	mss6 = cc->mss - 20;
+	tcplen = 24 + (sack ? 4 : 0) + (ws ? 4 : 0);
+	delta = (int)(14 + 40 + tcplen) - (int)(data_end - data);
+	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta))
+		return 2;
+
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	ip6 = (void *)(eth + 1);
+	tcp = (void *)(ip6 + 1);
+	opt = (void *)(tcp + 1);
+	if ((void *)(opt + 4) > data_end)
+		return -1; /* cannot happen: 78 bytes were just made */
+
+	__builtin_memcpy(eth->h_dest, mac_src, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac_dst, ETH_ALEN);
+	eth->h_proto = ETH_P_IPV6_BE;
+	*(__be32 *)ip6 = bpf_htonl(0x60000000);
+	ip6->payload_len = bpf_htons(tcplen);
+	ip6->nexthdr = IPPROTO_TCP;
+	ip6->hop_limit = 64;
+	__builtin_memcpy(ip6->saddr.in6_u.u6_addr8, daddr, 16);
+	__builtin_memcpy(ip6->daddr.in6_u.u6_addr8, saddr, 16);
+
+	tcp->source = pdst;
+	tcp->dest = psrc;
+	tcp->seq = bpf_htonl(cookie);
+	tcp->ack_seq = bpf_htonl(isn + 1);
+	((__u8 *)tcp)[12] = (__u8)(tcplen / 4) << 4;
+	((__u8 *)tcp)[13] = 0x12; /* SYN, ACK */
+	tcp->window = bpf_htons(cc->window);
+	tcp->check = 0;
+	tcp->urg_ptr = 0;
+	opt[0] = 2;
+	opt[1] = 4;
+	opt[2] = mss6 >> 8;
+	opt[3] = mss6 & 0xff;
+	sum = addr6_sum(saddr) + addr6_sum(daddr) + IPPROTO_TCP + tcplen + dport + sport + (cookie >> 16) +
+	      (cookie & 0xffff) + ((isn + 1) >> 16) + ((isn + 1) & 0xffff) + ((tcplen / 4) << 12 | 0x12) +
+	      cc->window + 0x0204 + mss6;
+	if (sack) {
+		if ((void *)(opt + 8) > data_end)
+			return -1;
+		opt[4] = 1;
+		opt[5] = 1;
+		opt[6] = 4;
+		opt[7] = 2;
+		sum += 0x0101 + 0x0402;
+		opt += 4;
+	}
+	if (ws) {
+		if ((void *)(opt + 8) > data_end)
+			return -1;
+		opt[4] = 1;
+		opt[5] = 3;
+		opt[6] = 3;
+		opt[7] = cc->wshift;
+		sum += 0x0103 + (0x0300 | cc->wshift);
+	}
+	tcp->check = bpf_htons(~csum_fold(sum) & 0xffff);
+
+	__sync_fetch_and_add(&slot->cookies_sent, 1);
+	count(CNT_COOKIE);
+	return 1;
+}
+
 struct ack_ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 64 * 1024);
@@ -720,24 +968,18 @@ static __always_inline int port_steered(__u32 port, __u32 port_lo, __u32 port_hi
 	return want && (*want & 1);
 }
 
-static __always_inline int addr6_zero(const __u8 *a)
+/*
+ * `tcp` is the TCP header quoted in a "too big" ICMP error (ICMPv6 Packet Too Big,
+ * ICMP Fragmentation Needed): whether its source port is steered, i.e. the error
+ * concerns a connection of the stack, which lowers its MSS (path MTU discovery).
+ */
+static __always_inline int quotes_steered(void *tcp, void *data_end, __u32 port_lo, __u32 port_hi)
 {
-	__u64 w0, w1;
+	__be16 *sport = tcp;
 
-	__builtin_memcpy(&w0, a, 8);
-	__builtin_memcpy(&w1, a + 8, 8);
-	return (w0 | w1) == 0;
-}
-
-static __always_inline int addr6_eq(const __u8 *a, const __u8 *b)
-{
-	__u64 a0, a1, b0, b1;
-
-	__builtin_memcpy(&a0, a, 8);
-	__builtin_memcpy(&a1, a + 8, 8);
-	__builtin_memcpy(&b0, b, 8);
-	__builtin_memcpy(&b1, b + 8, 8);
-	return a0 == b0 && a1 == b1;
+	if ((void *)(sport + 1) > data_end)
+		return 0;
+	return port_steered(bpf_ntohs(*sport), port_lo, port_hi);
 }
 
 /* ff02::1:ffXX:XXXX for the last three bytes of `ours`. */
@@ -779,8 +1021,24 @@ static __always_inline int steer_v6(struct xdp_md *ctx, struct steer_cfg *c, voi
 		if (!port_steered(bpf_ntohs(tcp->dest), c->port_lo, c->port_hi))
 			return pass();
 #ifdef DEFER_ACKS
-		if (tcp->syn && !tcp->ack && !tcp->rst && shed_syn(ctx->rx_queue_index))
-			return XDP_DROP;
+		if (tcp->syn && !tcp->ack && !tcp->rst) {
+			__u32 q = ctx->rx_queue_index, port = bpf_ntohs(tcp->dest);
+			struct ack_slot *slot = bpf_map_lookup_elem(&ack_state, &q);
+			__u8 *want = bpf_map_lookup_elem(&tcp_ports, &port);
+
+			if (want && (*want & 2) && slot && slot->cookies_on) {
+				int r = answer_syn6(ctx, slot);
+
+				if (r == 1)
+					return XDP_TX;
+				if (r == 2)
+					return steer(ctx);
+				if (r < 0)
+					return XDP_DROP;
+			}
+			if (shed_syn(q))
+				return XDP_DROP;
+		}
 		if (tcp->ack && !tcp->syn && !tcp->fin && !tcp->rst && !tcp->urg && !tcp->psh && tcp->doff >= 5 &&
 		    bpf_ntohs(ip6->payload_len) == (__u32)tcp->doff * 4) {
 			__u32 q = ctx->rx_queue_index;
@@ -798,6 +1056,17 @@ static __always_inline int steer_v6(struct xdp_md *ctx, struct steer_cfg *c, voi
 	 * address is never dedicated. */
 	if ((flags & STEER_ICMP) && !addr6_zero(ours))
 		return steer(ctx);
+	/* A shared address: a Packet Too Big (type 2) about one of the stack's
+	 * segments is the stack's (the quoted IPv6 header 8 bytes in, then TCP). */
+	if (ip6->nexthdr == IPPROTO_ICMPV6) {
+		__u8 *icmp = (void *)(ip6 + 1);
+		struct ipv6hdr *q = (void *)(icmp + 8);
+
+		if ((void *)(q + 1) > data_end || icmp[0] != 2 || q->nexthdr != IPPROTO_TCP)
+			return pass();
+		if (quotes_steered(q + 1, data_end, c->port_lo, c->port_hi))
+			return steer(ctx);
+	}
 	return pass();
 }
 
@@ -932,6 +1201,18 @@ int xsk_steer(struct xdp_md *ctx)
 
 	if (ip->protocol == IPPROTO_ICMP && (flags & STEER_ICMP))
 		return steer(ctx);
+	/* A shared address: a Fragmentation Needed (type 3, code 4) about one of the
+	 * stack's segments is the stack's (the quoted IPv4 header 8 bytes in). */
+	if (ip->protocol == IPPROTO_ICMP) {
+		__u8 *icmp = (void *)ip + ihl_bytes;
+		struct iphdr *q = (void *)(icmp + 8);
+
+		if ((void *)(q + 1) > data_end || icmp[0] != 3 || icmp[1] != 4 || q->ihl < 5 ||
+		    q->protocol != IPPROTO_TCP)
+			return pass();
+		if (quotes_steered((void *)q + (__u32)q->ihl * 4, data_end, port_lo, port_hi))
+			return steer(ctx);
+	}
 
 	return pass();
 }

@@ -309,6 +309,9 @@ pub struct EngineStats {
     pub syn_cookies_sent: u64,
     /// Half-open connections rebuilt from a valid SYN cookie (then established).
     pub syn_cookies_accepted: u64,
+    /// Connections whose MSS an ICMPv6 Packet Too Big or ICMP Fragmentation Needed
+    /// lowered (path MTU discovery).
+    pub path_mtu_lowered: u64,
     /// Connections reported closed to the application.
     pub closed: u64,
     /// Sockets returned to the pool (or freed).

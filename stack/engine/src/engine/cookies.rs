@@ -253,6 +253,8 @@ pub struct CookieTemplate {
     pub prefix_len: u8,
     /// Whether partial TCP checksums are taken.
     pub accept_partial: bool,
+    /// Our IPv6 address, if any (its SYN-ACKs offer `mss` less 20).
+    pub addr6: Option<std::net::Ipv6Addr>,
 }
 
 /// Whether SYNs are answered ahead of the engine (by the steering program),

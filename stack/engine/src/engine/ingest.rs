@@ -88,6 +88,9 @@ impl Engine {
                 return Ok(info);
             }
             Flow::Icmp { src } => {
+                if let Some(r) = self.too_big(frame) {
+                    return r.map(|()| info);
+                }
                 self.learn(now, src, info.src_mac);
                 // A neighbour advertisement answering our solicitation: as for ARP below,
                 // sockets in any bucket may be waiting for it.

@@ -107,8 +107,13 @@ fn syn_cookies_over_ipv6() {
     let synacks = std::rc::Rc::new(std::cell::Cell::new(0));
     let seen = synacks.clone();
     p.filter = Some(Box::new(move |frames: Vec<Vec<u8>>| {
-        let n = frames.iter().filter(|f| parse_tcp6(f).is_some_and(|(s, _, seg)| s == Pair::A6 && seg.syn() && seg.ack_set())).count();
-        seen.set(seen.get() + n);
+        for f in &frames {
+            if parse_tcp6(f).is_some_and(|(s, _, seg)| s == Pair::A6 && seg.syn() && seg.ack_set()) {
+                seen.set(seen.get() + 1);
+                // The MSS option first: the link's MTU less the IPv6 and TCP headers.
+                assert_eq!(f[74..78], [2, 4, 0x05, 0xa0], "MSS 1440 over IPv6 (MTU 1500)");
+            }
+        }
         frames
     }));
     let (ea, eb) = p.settle(20);

@@ -411,6 +411,7 @@ impl Engine {
             addr: self.rules.addr,
             prefix_len: self.rules.prefix_len,
             accept_partial: self.rules.accept_partial,
+            addr6: self.rules.addr6,
         }
     }
 
@@ -457,7 +458,8 @@ impl Engine {
             // The SYN's sender: the peer, or the router it came through.
             peer_mac,
             cookie: self.jar.make(now, &syn.tuple, syn.seq, syn.opts),
-            mss: t.mss,
+            // The IPv6 header is 20 bytes longer than the template's IPv4 one.
+            mss: if syn.tuple.src.is_ipv6() { t.mss.saturating_sub(20) } else { t.mss },
             window: t.window,
             window_shift: t.window_shift,
         };

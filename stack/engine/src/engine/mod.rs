@@ -15,6 +15,7 @@ mod ingest;
 mod lifecycle;
 mod link;
 mod neighbours;
+mod path_mtu;
 mod ports;
 
 use std::cmp::Reverse;
@@ -279,6 +280,8 @@ mod ipv6_tests;
 mod listener_tests;
 #[cfg(test)]
 mod recovery_tests;
+#[cfg(test)]
+mod path_mtu_tests;
 #[cfg(test)]
 mod peer_tests;
 #[cfg(test)]

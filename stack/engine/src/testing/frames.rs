@@ -186,7 +186,17 @@ pub fn arp(oper: u16, src_mac: [u8; 6], dst_mac: [u8; 6], sender: Ipv4Addr, targ
 
 /// An ICMP echo request (`ty` 8) or reply (0) from `src` to `dst`, as `ping` sends it.
 pub fn icmp_echo(ty: u8, src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, id: u16, seq: u16, data: &[u8]) -> Vec<u8> {
-    let total = 20 + 8 + data.len();
+    let mut body = Vec::with_capacity(4 + data.len());
+    body.extend_from_slice(&id.to_be_bytes());
+    body.extend_from_slice(&seq.to_be_bytes());
+    body.extend_from_slice(data);
+    icmp4(src_mac, dst_mac, src, dst, ty, 0, &body)
+}
+
+/// An ICMP message (`ty`, `code`, then `body`) with its checksum, in an Ethernet/IPv4
+/// frame.
+pub fn icmp4(src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst: Ipv4Addr, ty: u8, code: u8, body: &[u8]) -> Vec<u8> {
+    let total = 20 + 4 + body.len();
     let mut f = Vec::with_capacity(14 + total);
     f.extend_from_slice(&dst_mac);
     f.extend_from_slice(&src_mac);
@@ -197,10 +207,8 @@ pub fn icmp_echo(ty: u8, src_mac: [u8; 6], dst_mac: [u8; 6], src: Ipv4Addr, dst:
     f.extend_from_slice(&dst.octets());
     let c = !checksum::data(&f[14..34]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&[ty, 0, 0, 0]);
-    f.extend_from_slice(&id.to_be_bytes());
-    f.extend_from_slice(&seq.to_be_bytes());
-    f.extend_from_slice(data);
+    f.extend_from_slice(&[ty, code, 0, 0]);
+    f.extend_from_slice(body);
     let c = !checksum::data(&f[34..]);
     f[36..38].copy_from_slice(&c.to_be_bytes());
     f

@@ -78,7 +78,7 @@ impl Transport for MemTransport {
 /// The engine's answer to the SYN `syn` when it answers every SYN with a
 /// cookie (`SynCookies::Always`), at `at` on its clock, and what the XDP
 /// program needs to answer the same SYN the same way (`epoch_ns` left 0 for
-/// the caller). The engine has address 198.18.0.1 and MAC
+/// the caller). The engine has address 198.18.0.1 (and 2001:2::1) and MAC
 /// `02:00:00:00:00:01` ([`frames::TcpSpec`]'s default destination), takes
 /// partial TCP checksums if `accept_partial`, and listens on `syn`'s
 /// destination port; `None` if it sent nothing. For the root test that runs
@@ -88,7 +88,7 @@ pub fn cookie_answer(syn: &[u8], at: Duration, accept_partial: bool) -> (Option<
     cfg.syn_cookies = stack_engine::SynCookies::Always;
     cfg.accept_partial_csum = accept_partial;
     let mut t = MemTransport::new(cfg);
-    if let Some(s) = frames::parse_tcp(syn) {
+    if let Some(s) = frames::parse_tcp(syn).or_else(|| frames::parse_tcp6(syn).map(|(_, _, s)| s)) {
         let _ = t.listen(s.dport);
     }
     t.now = Instant::from_micros(at.as_micros() as i64);

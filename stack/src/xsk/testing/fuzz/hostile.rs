@@ -250,20 +250,31 @@ fn random_options(rng: &mut Rng, opts: &mut [u8; 40]) -> usize {
 
 fn icmp(rng: &mut Rng, s: &TcpSpec<'_>, payload: &[u8], out: &mut Vec<u8>) {
     out.clear();
-    let total = 20 + 8 + payload.len();
     out.extend_from_slice(&s.dst_mac);
     out.extend_from_slice(&s.src_mac);
-    out.extend_from_slice(&[8, 0, 0x45, 0]);
-    out.extend_from_slice(&(total as u16).to_be_bytes());
+    // The total length and the header checksum once the message is in.
+    out.extend_from_slice(&[8, 0, 0x45, 0, 0, 0]);
     out.extend_from_slice(&[0, 1, 0x40, 0, 64, 1, 0, 0]);
     out.extend_from_slice(&s.src.octets());
     out.extend_from_slice(&s.dst.octets());
+    let t = out.len();
+    if rng.chance(150) {
+        // A Fragmentation Needed about the server's segment to this peer (its ports, a
+        // sequence number near what the peer acknowledges), an MTU mostly plausible.
+        let mtu = if rng.chance(800) { 500 + rng.below(1000) as u16 } else { rng.next() as u16 };
+        out.extend_from_slice(&[3, 4, 0, 0, 0, 0]);
+        out.extend_from_slice(&mtu.to_be_bytes());
+        let q = TcpSpec { src: s.dst, dst: s.src, sport: s.dport, dport: s.sport, seq: s.ack.wrapping_sub(rng.below(2000) as u32), ..s.clone() };
+        out.extend_from_slice(&crate::xsk::testing::frames::tcp(&q)[14..14 + 28]);
+    } else {
+        out.extend_from_slice(&[if rng.chance(700) { 8 } else { rng.next() as u8 }, rng.next() as u8, 0, 0]);
+        out.extend_from_slice(&(rng.next() as u32).to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+    let total = (out.len() - 14) as u16;
+    out[16..18].copy_from_slice(&total.to_be_bytes());
     let c = !stack_engine::smoltcp::wire::checksum::data(&out[14..34]);
     out[24..26].copy_from_slice(&c.to_be_bytes());
-    let t = out.len();
-    out.extend_from_slice(&[if rng.chance(700) { 8 } else { rng.next() as u8 }, rng.next() as u8, 0, 0]);
-    out.extend_from_slice(&(rng.next() as u32).to_be_bytes());
-    out.extend_from_slice(payload);
     let c = !stack_engine::smoltcp::wire::checksum::data(&out[t..]);
     out[t + 2..t + 4].copy_from_slice(&c.to_be_bytes());
 }

@@ -74,7 +74,15 @@ pub(super) fn generate(rng: &mut Rng, src: Ipv6Addr, s: &TcpSpec<'_>, out: &mut 
                 _ => rng.next() as u8,
             };
             let mut body = (rng.next() as u32).to_be_bytes().to_vec();
-            if rng.chance(500) {
+            if ty == 2 && rng.chance(700) {
+                // A Packet Too Big about the server's segment to this peer (its ports, a
+                // sequence number near what the peer acknowledges), an MTU mostly plausible.
+                let mtu = if rng.chance(800) { 1200 + rng.below(400) as u32 } else { rng.next() as u32 };
+                body = mtu.to_be_bytes().to_vec();
+                let q = TcpSpec { sport: s.dport, dport: s.sport, seq: s.ack.wrapping_sub(rng.below(2000) as u32), ..s.clone() };
+                let quoted = frames::tcp6(&q, SERVER6, src);
+                body.extend_from_slice(&quoted[14..quoted.len().min(14 + 1232)]);
+            } else if rng.chance(500) {
                 body.extend_from_slice(&frames::tcp6(s, SERVER6, src)[14..]);
             } else {
                 body.extend((0..rng.below(100)).map(|_| rng.next() as u8));

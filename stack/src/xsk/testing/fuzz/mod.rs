@@ -105,6 +105,8 @@ pub struct FuzzReport {
     pub syn_cookies_sent: u64,
     /// Half-open connections rebuilt from a valid cookie.
     pub syn_cookies_accepted: u64,
+    /// Connections whose MSS a Packet Too Big or Fragmentation Needed lowered.
+    pub path_mtu_lowered: u64,
     /// Requests that reached the echo handler.
     pub requests: u64,
     /// Echoes the honest client got back, checked.
@@ -323,6 +325,7 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.accepted = s.accepted;
     rep.syn_cookies_sent = s.syn_cookies_sent;
     rep.syn_cookies_accepted = s.syn_cookies_accepted;
+    rep.path_mtu_lowered = s.path_mtu_lowered;
     rep.requests = server.stats().requests;
     rep.idle_closed = s.idle_closed;
     rep.timed_out = s.timed_out;

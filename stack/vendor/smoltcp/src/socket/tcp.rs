@@ -907,6 +907,38 @@ impl<'a> Socket<'a> {
         self.rtte.set_config(config);
     }
 
+    /// [xsk-stack patch: path-mtu] Lowers the MSS toward the peer to what a path MTU
+    /// of `mtu` bytes carries (an ICMPv6 Packet Too Big, RFC 8201, or an ICMP
+    /// Fragmentation Needed, RFC 1191), if `seq`, the sequence number of the segment
+    /// the message quotes, is in data this socket sent and the peer has not
+    /// acknowledged: what a forged message must guess. Never raises the MSS; an MTU
+    /// below the family's floor counts as the floor (IPv6: 1280, its minimum link MTU;
+    /// IPv4: 552, Linux's `min_pmtu`). Returns `None` when `seq` is not such data
+    /// (nothing changes), `Some(true)` when the MSS went down, `Some(false)` when it
+    /// already was at or below. Segments in flight are cut anew when retransmitted.
+    pub fn lower_path_mtu(&mut self, seq: TcpSeqNumber, mtu: usize) -> Option<bool> {
+        let tuple = self.tuple?;
+        // Everything between SND.UNA and the end of the buffer may have been sent
+        // (a retransmission timeout rewinds `remote_last_seq`).
+        let unacked = self.tx_buffer.len();
+        if unacked == 0 || seq < self.local_seq_no || seq >= self.local_seq_no + unacked {
+            return None;
+        }
+        let (headers, floor) = match tuple.local.addr {
+            #[cfg(feature = "proto-ipv6")]
+            IpAddress::Ipv6(_) => (crate::wire::IPV6_HEADER_LEN + TCP_HEADER_LEN, 1280),
+            #[cfg(feature = "proto-ipv4")]
+            IpAddress::Ipv4(_) => (crate::wire::IPV4_HEADER_LEN + TCP_HEADER_LEN, 552),
+        };
+        let mss = mtu.max(floor) - headers;
+        if mss >= self.remote_mss {
+            return Some(false);
+        }
+        self.remote_mss = mss;
+        self.congestion_controller.inner_mut().set_mss(mss);
+        Some(true)
+    }
+
     /// Returns the retransmission timeout's bounds and start value.
     pub fn rto_config(&self) -> RtoConfig {
         self.rto_config
@@ -6641,6 +6673,35 @@ mod test {
                 ..RECV_TEMPL
             }]
         );
+    }
+
+    // [xsk-stack patch: path-mtu] Only a sequence number in unacknowledged data lowers
+    // the MSS; it never goes up, nor below the family's floor; later segments follow.
+    #[test]
+    fn test_lower_path_mtu() {
+        let headers = 1500 - BASE_MSS as usize;
+        let floor = if headers == 40 { 552 } else { 1280 };
+        let mut s = socket_established_with_buffer_sizes(6000, 64);
+        s.remote_mss = BASE_MSS as usize;
+        s.remote_win_len = 6000;
+        let payload_len = |s: &mut TestSocket| {
+            let mut len = 0;
+            recv(s, Instant::from_millis(0), |r| len = r.unwrap().payload.len());
+            len
+        };
+        assert_eq!(s.lower_path_mtu(LOCAL_SEQ + 1, 1400), None, "nothing sent");
+        s.send_slice(&[0; 4000]).unwrap();
+        assert_eq!(payload_len(&mut s), BASE_MSS as usize);
+        assert_eq!(s.lower_path_mtu(LOCAL_SEQ, 1400), None, "before SND.UNA");
+        assert_eq!(s.lower_path_mtu(LOCAL_SEQ + 1 + 4000, 1400), None, "beyond the data");
+        assert_eq!(s.remote_mss, BASE_MSS as usize);
+        assert_eq!(s.lower_path_mtu(LOCAL_SEQ + 1, 1400), Some(true));
+        assert_eq!(s.remote_mss, 1400 - headers);
+        assert_eq!(s.lower_path_mtu(LOCAL_SEQ + 100, 1500), Some(false), "never up");
+        assert_eq!(payload_len(&mut s), 1400 - headers);
+        assert_eq!(s.lower_path_mtu(LOCAL_SEQ + 1, 300), Some(true));
+        assert_eq!(s.remote_mss, floor - headers);
+        assert_eq!(payload_len(&mut s), floor - headers);
     }
 
     #[test]
