@@ -130,7 +130,8 @@ pub struct RecoveryOpts {
                 retransmission shows it was late, not lost (Eifel), which undoes the retransmission's \
                 congestion response; and a peer's connections pool their RTT samples, each starting from \
                 the pool (a client that answers late draws no retransmissions on new connections). 12 \
-                bytes a segment, and such segments take neither fast path. Off in both presets."
+                bytes a segment. Off in both presets: under loss between two ends of the stack it \
+                recovers more slowly (see the README's Limits)."
     )]
     pub timestamps: bool,
 }

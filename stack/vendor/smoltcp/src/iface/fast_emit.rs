@@ -134,6 +134,7 @@ fn emit_v6(
     }
 }
 
+#[inline]
 fn ethernet(h: &mut [u8], src_mac: EthernetAddress, dst_mac: EthernetAddress, ethertype: u16) {
     h[0..6].copy_from_slice(dst_mac.as_bytes());
     h[6..12].copy_from_slice(src_mac.as_bytes());
@@ -142,6 +143,7 @@ fn ethernet(h: &mut [u8], src_mac: EthernetAddress, dst_mac: EthernetAddress, et
 
 /// The TCP header and payload into `buf` (what follows the IP header), with a
 /// zero checksum; the segment written.
+#[inline]
 fn segment<'a>(buf: &'a mut [u8], tcp: &TcpRepr) -> &'a mut [u8] {
     let header_len = match tcp.timestamp {
         Some(_) => TS_HEADER_LEN,
@@ -178,6 +180,7 @@ fn segment<'a>(buf: &'a mut [u8], tcp: &TcpRepr) -> &'a mut [u8] {
     seg
 }
 
+#[inline]
 fn fill_checksum(seg: &mut [u8], pseudo: u16) {
     let sum = !checksum::combine(&[pseudo, checksum::data(seg)]);
     seg[16..18].copy_from_slice(&sum.to_be_bytes());
