@@ -7,6 +7,7 @@ names = {
     "ipv6-send": "A = main before (2324af4), B = its fast send over IPv6 alone (first step of e4cbe5a)",
     "fast-paths": "A = main before (2324af4), B = fast paths over IPv6 and with timestamps (e4cbe5a)",
     "before-ipv6": "A = main before IPv6 (5887ef3), B = e4cbe5a",
+    "inline": "A = 3a6963b (e4cbe5a with the IPv6 and tools work merged), B = fast_emit's helpers #[inline]",
 }
 for s, title in names.items():
     sel = [r for r in rows if r["set"] == s]

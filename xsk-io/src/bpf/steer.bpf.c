@@ -476,110 +476,63 @@ bail:
 }
 
 /*
- * Answers the pure SYN in `ctx` (to a listening port) with a cookie SYN-ACK
- * in place: 1 if it did (the caller returns XDP_TX), 0 if it left the frame
- * untouched for the stack, 2 if it left the frame untouched because it could
- * not resize it (the caller steers it on: its packet pointers are stale),
- * -1 if the resized frame turned out too short (cannot happen; the caller
- * drops it: its headers are gone).
+ * The options of a SYN that passed syn_checks (its TCP header whole in the
+ * frame), as the engine's cookies::segment reads them: read in a bpf_loop
+ * callback, which the verifier checks once (as a plain loop, every option's
+ * outcome multiplied its states). 1 if read.
  */
-static __always_inline int answer_syn(struct xdp_md *ctx, struct ack_slot *slot)
+static __always_inline int syn_options(struct tcphdr *tcp, void *data_end, struct opt_ctx *oc)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	__u32 q = ctx->rx_queue_index;
-	struct cookie_cfg *cc = bpf_map_lookup_elem(&syn_cookies, &q);
-	struct ethhdr *eth = data;
-	struct iphdr *ip = (void *)(eth + 1);
-	struct tcphdr *tcp = (void *)(ip + 1);
-	__u8 mac_src[ETH_ALEN], mac_dst[ETH_ALEN];
-	struct opt_ctx oc = {};
-	__u32 optlen, mss, sack, ws;
-	__u32 src, dst, isn, low, cookie, idx, tcplen, ipsum;
-	__u16 sport, dport;
-	__be32 saddr, daddr;
-	__be16 psrc, pdst;
-	__u64 now, counter, sum;
 	__u8 *opt = (void *)(tcp + 1);
-	int delta;
+	__u32 optlen = (__u32)tcp->doff * 4;
 
-	if (!cc || cc->mss == 0)
-		return 0;
-	if ((void *)(tcp + 1) > data_end || ip->ihl != 5)
-		return 0;
-	optlen = (__u32)tcp->doff * 4;
 	if (optlen < 20)
 		return 0;
 	optlen -= 20;
 	if ((void *)opt + optlen > data_end)
 		return 0; /* the engine reads no such SYN: neither do we */
-	if (!syn_checks(cc, eth, ip, tcp, data, data_end))
-		return 0; /* the stack drops it, counted by reason */
+	oc->opt = opt;
+	oc->data_end = data_end;
+	oc->optlen = optlen;
+	bpf_loop(TCP_OPT_MAX + 1, read_option, oc, 0);
+	return oc->state == OPT_DONE;
+}
 
-	/* Read in a bpf_loop callback, which the verifier checks once: as a
-	 * plain loop, every option's outcome multiplied its states. */
-	oc.opt = opt;
-	oc.data_end = data_end;
-	oc.optlen = optlen;
-	bpf_loop(TCP_OPT_MAX + 1, read_option, &oc, 0);
-	if (oc.state != OPT_DONE)
-		return 0;
-	mss = oc.mss;
-	sack = oc.sack;
-	ws = oc.ws;
+/*
+ * The cookie's counter (64-second periods since the engine's clock origin)
+ * and its low bits (MSS index, SACK, window scale, counter), as the engine's
+ * cookies.rs makes them. 0 before the origin.
+ */
+static __always_inline int cookie_low(const struct cookie_cfg *cc, const struct opt_ctx *oc, __u64 *counter,
+				      __u32 *low)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 idx;
 
-	now = bpf_ktime_get_ns();
 	if (now < cc->epoch_ns)
 		return 0;
-	counter = (now - cc->epoch_ns) / (64ULL * 1000000000ULL);
-	idx = mss >= 1460 ? 3 : mss >= 1440 ? 2 : mss >= 1300 ? 1 : 0;
-	low = idx | sack << 2 | ws << 3 | ((__u32)counter & 3) << 7;
-	src = bpf_ntohl(ip->saddr);
-	dst = bpf_ntohl(ip->daddr);
-	sport = bpf_ntohs(tcp->source);
-	dport = bpf_ntohs(tcp->dest);
-	isn = bpf_ntohl(tcp->seq);
-	cookie = (__u32)(cookie_hash(cc, src, dst, sport, dport, isn, counter, low) >> 41) << 9 | low;
+	*counter = (now - cc->epoch_ns) / (64ULL * 1000000000ULL);
+	idx = oc->mss >= 1460 ? 3 : oc->mss >= 1440 ? 2 : oc->mss >= 1300 ? 1 : 0;
+	*low = idx | oc->sack << 2 | oc->ws << 3 | ((__u32)*counter & 3) << 7;
+	return 1;
+}
 
-	/* Everything the answer needs, before the frame is resized. */
-	__builtin_memcpy(mac_src, eth->h_source, ETH_ALEN);
-	__builtin_memcpy(mac_dst, eth->h_dest, ETH_ALEN);
-	saddr = ip->saddr;
-	daddr = ip->daddr;
-	psrc = tcp->source;
-	pdst = tcp->dest;
-	tcplen = 24 + (sack ? 4 : 0) + (ws ? 4 : 0);
-	delta = (int)(14 + 20 + tcplen) - (int)(data_end - data);
-	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta))
-		return 2;
+/*
+ * The SYN-ACK's TCP header and options over the SYN's (ports swapped), and its
+ * checksum from `sum`, the pseudo-header's addresses summed in 16-bit words.
+ * `tcp` lies in a frame of the answer's length, its first option's 4 bytes
+ * checked; the caller made it. 1 (the answer counted), or -1 if the frame is
+ * shorter than the options (cannot happen).
+ */
+static __always_inline int write_synack(struct ack_slot *slot, const struct cookie_cfg *cc, struct tcphdr *tcp,
+					void *data_end, __be16 psrc, __be16 pdst, __u32 cookie, __u32 isn,
+					__u32 tcplen, __u32 mss, __u32 sack, __u32 ws, __u64 sum)
+{
+	__u8 *opt = (void *)(tcp + 1);
+	__u16 sport = bpf_ntohs(psrc), dport = bpf_ntohs(pdst);
 
-	data = (void *)(long)ctx->data;
-	data_end = (void *)(long)ctx->data_end;
-	eth = data;
-	ip = (void *)(eth + 1);
-	tcp = (void *)(ip + 1);
-	opt = (void *)(tcp + 1);
 	if ((void *)(opt + 4) > data_end)
-		return -1; /* cannot happen: 58 bytes were just made */
-
-	__builtin_memcpy(eth->h_dest, mac_src, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, mac_dst, ETH_ALEN);
-	eth->h_proto = ETH_P_IP_BE;
-
-	ip->version = 4;
-	ip->ihl = 5;
-	ip->tos = 0;
-	ip->tot_len = bpf_htons(20 + tcplen);
-	ip->id = 0;
-	ip->frag_off = bpf_htons(0x4000); /* DF */
-	ip->ttl = 64;
-	ip->protocol = IPPROTO_TCP;
-	ip->saddr = daddr;
-	ip->daddr = saddr;
-	ipsum = 0x4500 + 20 + tcplen + 0x4000 + (64 << 8 | IPPROTO_TCP) + (src >> 16) + (src & 0xffff) +
-		(dst >> 16) + (dst & 0xffff);
-	ip->check = bpf_htons(~csum_fold(ipsum) & 0xffff);
-
+		return -1;
 	tcp->source = pdst;
 	tcp->dest = psrc;
 	tcp->seq = bpf_htonl(cookie);
@@ -591,11 +544,10 @@ static __always_inline int answer_syn(struct xdp_md *ctx, struct ack_slot *slot)
 	tcp->urg_ptr = 0;
 	opt[0] = 2;
 	opt[1] = 4;
-	opt[2] = cc->mss >> 8;
-	opt[3] = cc->mss & 0xff;
-	sum = (dst >> 16) + (dst & 0xffff) + (src >> 16) + (src & 0xffff) + IPPROTO_TCP + tcplen +
-	      dport + sport + (cookie >> 16) + (cookie & 0xffff) + ((isn + 1) >> 16) + ((isn + 1) & 0xffff) +
-	      ((tcplen / 4) << 12 | 0x12) + cc->window + 0x0204 + cc->mss;
+	opt[2] = mss >> 8;
+	opt[3] = mss & 0xff;
+	sum += IPPROTO_TCP + tcplen + dport + sport + (cookie >> 16) + (cookie & 0xffff) + ((isn + 1) >> 16) +
+	       ((isn + 1) & 0xffff) + ((tcplen / 4) << 12 | 0x12) + cc->window + 0x0204 + mss;
 	if (sack) {
 		if ((void *)(opt + 8) > data_end)
 			return -1;
@@ -620,6 +572,87 @@ static __always_inline int answer_syn(struct xdp_md *ctx, struct ack_slot *slot)
 	__sync_fetch_and_add(&slot->cookies_sent, 1);
 	count(CNT_COOKIE);
 	return 1;
+}
+
+/*
+ * Answers the pure SYN in `ctx` (to a listening port) with a cookie SYN-ACK
+ * in place: 1 if it did (the caller returns XDP_TX), 0 if it left the frame
+ * untouched for the stack, 2 if it left the frame untouched because it could
+ * not resize it (the caller steers it on: its packet pointers are stale),
+ * -1 if the resized frame turned out too short (cannot happen; the caller
+ * drops it: its headers are gone).
+ */
+static __always_inline int answer_syn(struct xdp_md *ctx, struct ack_slot *slot)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 q = ctx->rx_queue_index;
+	struct cookie_cfg *cc = bpf_map_lookup_elem(&syn_cookies, &q);
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct tcphdr *tcp = (void *)(ip + 1);
+	__u8 mac_src[ETH_ALEN], mac_dst[ETH_ALEN];
+	struct opt_ctx oc = {};
+	__u32 src, dst, isn, low, cookie, tcplen, ipsum;
+	__be32 saddr, daddr;
+	__be16 psrc, pdst;
+	__u64 counter;
+	int delta;
+
+	if (!cc || cc->mss == 0)
+		return 0;
+	if ((void *)(tcp + 1) > data_end || ip->ihl != 5)
+		return 0;
+	if (!syn_checks(cc, eth, ip, tcp, data, data_end))
+		return 0; /* the stack drops it, counted by reason */
+	if (!syn_options(tcp, data_end, &oc) || !cookie_low(cc, &oc, &counter, &low))
+		return 0;
+	src = bpf_ntohl(ip->saddr);
+	dst = bpf_ntohl(ip->daddr);
+	isn = bpf_ntohl(tcp->seq);
+	cookie = (__u32)(cookie_hash(cc, src, dst, bpf_ntohs(tcp->source), bpf_ntohs(tcp->dest), isn, counter,
+				     low) >> 41) << 9 | low;
+
+	/* Everything the answer needs, before the frame is resized. */
+	__builtin_memcpy(mac_src, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(mac_dst, eth->h_dest, ETH_ALEN);
+	saddr = ip->saddr;
+	daddr = ip->daddr;
+	psrc = tcp->source;
+	pdst = tcp->dest;
+	tcplen = 24 + (oc.sack ? 4 : 0) + (oc.ws ? 4 : 0);
+	delta = (int)(14 + 20 + tcplen) - (int)(data_end - data);
+	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta))
+		return 2;
+
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	eth = data;
+	ip = (void *)(eth + 1);
+	tcp = (void *)(ip + 1);
+	if ((void *)(tcp + 1) > data_end)
+		return -1; /* cannot happen: 58 bytes were just made */
+
+	__builtin_memcpy(eth->h_dest, mac_src, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac_dst, ETH_ALEN);
+	eth->h_proto = ETH_P_IP_BE;
+
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tos = 0;
+	ip->tot_len = bpf_htons(20 + tcplen);
+	ip->id = 0;
+	ip->frag_off = bpf_htons(0x4000); /* DF */
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_TCP;
+	ip->saddr = daddr;
+	ip->daddr = saddr;
+	ipsum = 0x4500 + 20 + tcplen + 0x4000 + (64 << 8 | IPPROTO_TCP) + (src >> 16) + (src & 0xffff) +
+		(dst >> 16) + (dst & 0xffff);
+	ip->check = bpf_htons(~csum_fold(ipsum) & 0xffff);
+
+	return write_synack(slot, cc, tcp, data_end, psrc, pdst, cookie, isn, tcplen, cc->mss, oc.sack, oc.ws,
+			    (dst >> 16) + (dst & 0xffff) + (src >> 16) + (src & 0xffff));
 }
 
 /*
@@ -731,56 +764,30 @@ static __always_inline int answer_syn6(struct xdp_md *ctx, struct ack_slot *slot
 	struct tcphdr *tcp = (void *)(ip6 + 1);
 	__u8 mac_src[ETH_ALEN], mac_dst[ETH_ALEN], saddr[16], daddr[16];
 	struct opt_ctx oc = {};
-	__u32 optlen, mss, mss6, sack, ws;
-	__u32 isn, low, cookie, idx, tcplen;
-	__u16 sport, dport;
+	__u32 isn, low, cookie, tcplen;
 	__be16 psrc, pdst;
-	__u64 now, counter, sum;
-	__u8 *opt = (void *)(tcp + 1);
+	__u64 counter;
 	int delta;
 
 	if (!cc || cc->mss <= 20)
 		return 0;
 	if ((void *)(tcp + 1) > data_end)
 		return 0;
-	optlen = (__u32)tcp->doff * 4;
-	if (optlen < 20)
-		return 0;
-	optlen -= 20;
-	if ((void *)opt + optlen > data_end)
-		return 0;
 	if (!syn_checks6(cc, eth, ip6, tcp, data_end))
 		return 0;
-
-	oc.opt = opt;
-	oc.data_end = data_end;
-	oc.optlen = optlen;
-	bpf_loop(TCP_OPT_MAX + 1, read_option, &oc, 0);
-	if (oc.state != OPT_DONE)
+	if (!syn_options(tcp, data_end, &oc) || !cookie_low(cc, &oc, &counter, &low))
 		return 0;
-	mss = oc.mss;
-	sack = oc.sack;
-	ws = oc.ws;
-
-	now = bpf_ktime_get_ns();
-	if (now < cc->epoch_ns)
-		return 0;
-	counter = (now - cc->epoch_ns) / (64ULL * 1000000000ULL);
-	idx = mss >= 1460 ? 3 : mss >= 1440 ? 2 : mss >= 1300 ? 1 : 0;
-	low = idx | sack << 2 | ws << 3 | ((__u32)counter & 3) << 7;
 	__builtin_memcpy(saddr, ip6->saddr.in6_u.u6_addr8, 16);
 	__builtin_memcpy(daddr, ip6->daddr.in6_u.u6_addr8, 16);
-	sport = bpf_ntohs(tcp->source);
-	dport = bpf_ntohs(tcp->dest);
 	isn = bpf_ntohl(tcp->seq);
-	cookie = (__u32)(cookie_hash6(cc, saddr, daddr, sport, dport, isn, counter, low) >> 41) << 9 | low;
+	cookie = (__u32)(cookie_hash6(cc, saddr, daddr, bpf_ntohs(tcp->source), bpf_ntohs(tcp->dest), isn,
+				      counter, low) >> 41) << 9 | low;
 
 	__builtin_memcpy(mac_src, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(mac_dst, eth->h_dest, ETH_ALEN);
 	psrc = tcp->source;
 	pdst = tcp->dest;
-	mss6 = cc->mss - 20;
-	tcplen = 24 + (sack ? 4 : 0) + (ws ? 4 : 0);
+	tcplen = 24 + (oc.sack ? 4 : 0) + (oc.ws ? 4 : 0);
 	delta = (int)(14 + 40 + tcplen) - (int)(data_end - data);
 	if (delta != 0 && bpf_xdp_adjust_tail(ctx, delta))
 		return 2;
@@ -790,8 +797,7 @@ static __always_inline int answer_syn6(struct xdp_md *ctx, struct ack_slot *slot
 	eth = data;
 	ip6 = (void *)(eth + 1);
 	tcp = (void *)(ip6 + 1);
-	opt = (void *)(tcp + 1);
-	if ((void *)(opt + 4) > data_end)
+	if ((void *)(tcp + 1) > data_end)
 		return -1; /* cannot happen: 78 bytes were just made */
 
 	__builtin_memcpy(eth->h_dest, mac_src, ETH_ALEN);
@@ -804,46 +810,8 @@ static __always_inline int answer_syn6(struct xdp_md *ctx, struct ack_slot *slot
 	__builtin_memcpy(ip6->saddr.in6_u.u6_addr8, daddr, 16);
 	__builtin_memcpy(ip6->daddr.in6_u.u6_addr8, saddr, 16);
 
-	tcp->source = pdst;
-	tcp->dest = psrc;
-	tcp->seq = bpf_htonl(cookie);
-	tcp->ack_seq = bpf_htonl(isn + 1);
-	((__u8 *)tcp)[12] = (__u8)(tcplen / 4) << 4;
-	((__u8 *)tcp)[13] = 0x12; /* SYN, ACK */
-	tcp->window = bpf_htons(cc->window);
-	tcp->check = 0;
-	tcp->urg_ptr = 0;
-	opt[0] = 2;
-	opt[1] = 4;
-	opt[2] = mss6 >> 8;
-	opt[3] = mss6 & 0xff;
-	sum = addr6_sum(saddr) + addr6_sum(daddr) + IPPROTO_TCP + tcplen + dport + sport + (cookie >> 16) +
-	      (cookie & 0xffff) + ((isn + 1) >> 16) + ((isn + 1) & 0xffff) + ((tcplen / 4) << 12 | 0x12) +
-	      cc->window + 0x0204 + mss6;
-	if (sack) {
-		if ((void *)(opt + 8) > data_end)
-			return -1;
-		opt[4] = 1;
-		opt[5] = 1;
-		opt[6] = 4;
-		opt[7] = 2;
-		sum += 0x0101 + 0x0402;
-		opt += 4;
-	}
-	if (ws) {
-		if ((void *)(opt + 8) > data_end)
-			return -1;
-		opt[4] = 1;
-		opt[5] = 3;
-		opt[6] = 3;
-		opt[7] = cc->wshift;
-		sum += 0x0103 + (0x0300 | cc->wshift);
-	}
-	tcp->check = bpf_htons(~csum_fold(sum) & 0xffff);
-
-	__sync_fetch_and_add(&slot->cookies_sent, 1);
-	count(CNT_COOKIE);
-	return 1;
+	return write_synack(slot, cc, tcp, data_end, psrc, pdst, cookie, isn, tcplen, cc->mss - 20, oc.sack,
+			    oc.ws, addr6_sum(saddr) + addr6_sum(daddr));
 }
 
 struct ack_ring {
