@@ -13,7 +13,7 @@ use crate::env::{Common, Env};
 use crate::guest::{up_field, Guest, OFFLOADS_OFF};
 use crate::load::{self, Bench, BenchArgs, LoadResult};
 use crate::netns::HostNet;
-use crate::report::{modules, thousands, KvTable};
+use crate::report::{modules, thousands, KvTable, ReportHead};
 use crate::server::{self, ServerSpec, Started, Stopped};
 use crate::tools;
 
@@ -55,11 +55,8 @@ pub struct SmokeArgs {
 /// The smoke report (also its JSON).
 #[derive(Debug, Default, Serialize)]
 pub struct SmokeReport {
-    pub scenario: &'static str,
-    pub result: String,
-    pub failure: Option<String>,
-    pub host_kernel: String,
-    pub qemu: String,
+    #[serde(flatten)]
+    pub head: ReportHead,
     pub accel: String,
     pub accel_note: String,
     /// `--kernel`: 6.1 or new.
@@ -104,9 +101,7 @@ pub struct SmokeReport {
 pub fn run(args: &SmokeArgs) -> Result<bool> {
     let env = Env::prepare(&args.common, "smoke")?;
     let mut rep = SmokeReport {
-        scenario: "smoke",
-        host_kernel: env.host_kernel.clone(),
-        qemu: env.qemu_version.clone(),
+        head: env.report_head("smoke"),
         kernel: env.kernel().sel.label().into(),
         guest_kernel: env.kernel().kernel.release.clone(),
         guest_kernel_package: format!(
@@ -127,7 +122,7 @@ pub fn run(args: &SmokeArgs) -> Result<bool> {
     };
     let outcome = body(&env, args, &mut rep);
     rep.total_s = env.started.elapsed().as_secs_f64();
-    crate::report::record_outcome(&outcome, &mut rep.result, &mut rep.failure);
+    rep.head.record(&outcome);
     print!("{}", table(&rep));
     env.publish("smoke", &serde_json::to_value(&rep)?)?;
     Ok(outcome.is_ok())
@@ -386,7 +381,7 @@ fn doctor(g: &mut Guest, attach: &str, iproute2: bool) -> Result<()> {
 
 fn table(r: &SmokeReport) -> String {
     let mut t = KvTable::new();
-    t.head(&r.result, r.failure.as_deref(), &r.host_kernel, &r.qemu);
+    r.head.rows(&mut t);
     t.accel(&r.accel, &r.accel_note);
     t.row(
         "guest kernel",
