@@ -45,3 +45,13 @@ for s, title in titles.items():
             fmt = lambda v: " ".join(f"{x:,.{digits}f}" for x in v)
             print(f"{case:<14} {m:<16} {fmt(a):<20} {fmt(b):<20} {statistics.median(b) / statistics.median(a):>13.2f}")
     print()
+
+r5 = json.load(open(here / "rr16-v6-rounds.json"))
+print(f"rr-16 and rr-16-v6, one run of {r5['build']} ({r5['command']}): xsk/kernel rate per round")
+for case in ("rr-16", "rr-16-v6"):
+    ratios = []
+    for rnd in sorted({r["round"] for r in r5["runs"]}):
+        x, k = (next(r["rps"] for r in r5["runs"] if r["case"] == case and r["round"] == rnd and r["backend"] == b) for b in ("xsk", "kernel"))
+        ratios.append(x / k)
+    krn = statistics.median(r["rps"] for r in r5["runs"] if r["case"] == case and r["backend"] == "kernel")
+    print(f"{case:<9} {' '.join(f'{v:.2f}' for v in ratios)}  median {statistics.median(ratios):.2f}  (kernel TCP's median {krn:,.0f} req/s)")
