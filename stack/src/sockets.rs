@@ -60,7 +60,7 @@ pub(crate) fn set_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, valu
     cvt(rc).map(drop)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "uring"))]
 pub(crate) fn get_int_opt(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
     let mut value: libc::c_int = 0;
     let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
