@@ -13,7 +13,7 @@ use common::{scratch, Proc};
 use std::net::Ipv6Addr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apps::ServerSummary;
 use xsk_lab::lab::{Lab, LabConfig};
@@ -42,14 +42,7 @@ fn start(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
     all.extend_from_slice(&["--ready-file", ready.to_str().unwrap(), "--json", json.to_str().unwrap()]);
     all.extend_from_slice(args);
     let mut p = Proc::spawn(&lab.ns_a, SERVER, &all, dir, "server", Stdio::null());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        if let Some(st) = p.child.try_wait().unwrap() {
-            panic!("rr-server exited ({st}) before it was ready:\n{}", p.output());
-        }
-        assert!(Instant::now() < deadline, "rr-server not ready:\n{}", p.output());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    p.wait_file(&ready, Duration::from_secs(30));
     p
 }
 

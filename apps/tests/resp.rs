@@ -15,7 +15,7 @@ use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apps::ServerSummary;
 use xsk_lab::lab::{Lab, LabConfig};
@@ -50,14 +50,7 @@ fn start_server(lab: &Lab, dir: &Path, args: &[&str]) -> Proc {
     ]);
     all.extend_from_slice(args);
     let mut p = Proc::spawn(&lab.ns_a, SERVER, &all, dir, "server", Stdio::null());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        if let Some(st) = p.child.try_wait().unwrap() {
-            panic!("rr-server exited ({st}) before it was ready:\n{}", p.output());
-        }
-        assert!(Instant::now() < deadline, "rr-server not ready:\n{}", p.output());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    p.wait_file(&ready, Duration::from_secs(30));
     p
 }
 

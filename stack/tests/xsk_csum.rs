@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
+use rr_load::{Client, ClientReport, EchoWorkload};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
 use xsk_lab::lab::{Lab, Netns};
@@ -113,13 +113,7 @@ fn run(lab: &Lab, offload: bool, port: u16) -> (Seen, u64) {
     let srv = xsk_server(&lab.ns_a, c, port);
     let n = 300;
     let bind = lab.addr_b;
-    let ccfg = ClientConfig::new(SocketAddrV4::new(a, port))
-        .with_connections(4)
-        .with_mode(LoadMode::ClosedLoop { depth: 1 })
-        .with_duration(Duration::from_secs(60))
-        .with_max_requests(Some(n))
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_drain_timeout(Duration::from_secs(10));
+    let ccfg = common::closed_loop(SocketAddrV4::new(a, port), 4, 1, n);
     let r: ClientReport = lab
         .ns_b
         .run_in(move || {

@@ -7,7 +7,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
+use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::rr::{Echo, Server, ServerConfig, ServerStats};
@@ -30,13 +30,7 @@ fn kernel_client(ns: &Netns, bind: Ipv4Addr, cfg: ClientConfig, min: usize, max:
 }
 
 fn cfg(addr: SocketAddrV4, conns: usize, depth: usize, n: u64) -> ClientConfig {
-    ClientConfig::new(addr)
-        .with_connections(conns)
-        .with_mode(LoadMode::ClosedLoop { depth })
-        .with_duration(Duration::from_secs(60))
-        .with_max_requests(Some(n))
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_drain_timeout(Duration::from_secs(10))
+    common::closed_loop(addr, conns, depth, n)
 }
 
 fn assert_clean(r: &ClientReport, n: u64) {

@@ -9,7 +9,7 @@ use std::net::{Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpStream};
 use std::thread;
 use std::time::Duration;
 
-use rr_load::{Client, ClientConfig, EchoWorkload, LoadMode};
+use rr_load::{Client, EchoWorkload};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{KernelConfig, KernelTransport};
 use stack::xsk::{Addr6Mode, AddrMode};
@@ -56,13 +56,7 @@ fn v4_clients(ns: &Netns, to: SocketAddrV4, bind: std::net::Ipv4Addr, n: u64) ->
     thread::spawn(move || {
         ns.run_in(move || {
             let t = KernelTransport::new(KernelConfig::default().with_bind(bind)).unwrap();
-            let cfg = ClientConfig::new(to)
-                .with_connections(4)
-                .with_mode(LoadMode::ClosedLoop { depth: 1 })
-                .with_duration(Duration::from_secs(60))
-                .with_max_requests(Some(n))
-                .with_connect_timeout(Duration::from_secs(5))
-                .with_drain_timeout(Duration::from_secs(10));
+            let cfg = common::closed_loop(to, 4, 1, n);
             let r = Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 4096, 5), cfg).run().unwrap();
             assert_eq!((r.errors, r.lost), (0, 0), "{r}");
             r.requests
@@ -207,13 +201,7 @@ fn client_v6(ns: &Netns, cfg: stack::xsk::XskConfig, to: SocketAddr, n: u64) {
         .run_in(move || {
             let t = stack::xsk::XskTransport::new(cfg).expect("xsk transport");
             // The client connects through `Transport::connect_ip`.
-            let cfg = ClientConfig::new(to)
-                .with_connections(4)
-                .with_mode(LoadMode::ClosedLoop { depth: 1 })
-                .with_duration(Duration::from_secs(60))
-                .with_max_requests(Some(n))
-                .with_connect_timeout(Duration::from_secs(5))
-                .with_drain_timeout(Duration::from_secs(10));
+            let cfg = common::closed_loop(to, 4, 1, n);
             Client::new(t, LengthPrefixed::new(MAX_FRAME), EchoWorkload::random(1, 4096, 9), cfg).run().expect("client")
         })
         .unwrap();

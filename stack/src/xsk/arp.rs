@@ -68,6 +68,9 @@ struct Wishes {
 pub(crate) struct SharedArp {
     /// Whether smoltcp's ARP frames are intercepted (shared mode).
     intercept: bool,
+    /// Whether its neighbour solicitations may be too (the engine has an IPv6
+    /// address): only then are frames of their length looked at.
+    v6: bool,
     wishes: Wishes,
     ifname: String,
     /// Targets the kernel has not resolved yet, since when.
@@ -78,10 +81,12 @@ pub(crate) struct SharedArp {
 }
 
 impl SharedArp {
-    /// For `ifname`; `intercept` in shared-address mode.
-    pub(crate) fn new(ifname: &str, intercept: bool) -> SharedArp {
+    /// For `ifname`; `intercept` in shared-address mode, `v6` when the engine
+    /// has an IPv6 address.
+    pub(crate) fn new(ifname: &str, intercept: bool, v6: bool) -> SharedArp {
         SharedArp {
             intercept,
+            v6,
             wishes: Wishes { targets: Vec::with_capacity(MAX_PENDING), intercepted: 0 },
             ifname: ifname.to_string(),
             pending: Vec::new(),
@@ -93,7 +98,7 @@ impl SharedArp {
     /// The engine's link with smoltcp's ARP kept off the wire (shared mode);
     /// a pass-through otherwise.
     pub(crate) fn wrap<L: Link>(&mut self, inner: L) -> Intercept<'_, L> {
-        Intercept { inner, wishes: self.intercept.then_some(&mut self.wishes) }
+        Intercept { inner, wishes: self.intercept.then_some(&mut self.wishes), v6: self.v6 }
     }
 
     /// ARP frames and neighbour solicitations kept off the wire so far.
@@ -167,6 +172,7 @@ impl SharedArp {
 pub(crate) struct Intercept<'a, L> {
     inner: L,
     wishes: Option<&'a mut Wishes>,
+    v6: bool,
 }
 
 impl<L: Link> Link for Intercept<'_, L> {
@@ -176,7 +182,7 @@ impl<L: Link> Link for Intercept<'_, L> {
         Self: 't;
 
     fn tx(&mut self) -> Self::Tx<'_> {
-        InterceptTx { inner: self.inner.tx(), wishes: self.wishes.as_deref_mut() }
+        InterceptTx { inner: self.inner.tx(), wishes: self.wishes.as_deref_mut(), v6: self.v6 }
     }
 
     fn tx_ready(&mut self) -> bool {
@@ -203,14 +209,16 @@ impl<L: RxFrames> RxFrames for Intercept<'_, L> {
 pub(crate) struct InterceptTx<'a, T> {
     inner: T,
     wishes: Option<&'a mut Wishes>,
+    v6: bool,
 }
 
 impl<T: phy::TxToken> phy::TxToken for InterceptTx<'_, T> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         // Only a frame of ARP's length can be ARP (TCP frames are longer), and one of a
         // solicitation's a solicitation (an IPv6 pure ACK with timestamps has its length
-        // too): built on the stack first, it reaches the link only if it is not.
-        let Some(w) = self.wishes.filter(|_| len == FRAME_LEN || len == NS_FRAME_LEN) else {
+        // too): built on the stack first, it reaches the link only if it is not. Without
+        // an IPv6 address smoltcp solicits nothing, and such frames go straight out.
+        let Some(w) = self.wishes.filter(|_| len == FRAME_LEN || (self.v6 && len == NS_FRAME_LEN)) else {
             return self.inner.consume(len, f);
         };
         let mut buf = [0u8; NS_FRAME_LEN];
@@ -353,7 +361,7 @@ mod tests {
         icmp[12..14].copy_from_slice(&[0x08, 0x00]);
         icmp[14] = 0x45;
         for intercept in [true, false] {
-            let mut arp = SharedArp::new("lo", intercept);
+            let mut arp = SharedArp::new("lo", intercept, true);
             let mut mem = MemLink::new();
             let mut link = arp.wrap(&mut mem);
             send(&mut link, &request);
@@ -385,12 +393,18 @@ mod tests {
         let spec = frames::TcpSpec { flags: 0x10, options: &[1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2], ..frames::TcpSpec::default() };
         let ack = frames::tcp6(&spec, Pair::A6, Pair::B6);
         assert_eq!(ack.len(), NS_FRAME_LEN, "a pure ACK with timestamps is as long");
-        let mut arp = SharedArp::new("lo", true);
+        let mut arp = SharedArp::new("lo", true, true);
         let mut mem = MemLink::new();
         let mut link = arp.wrap(&mut mem);
         send(&mut link, &ns);
         send(&mut link, &ack);
-        assert_eq!(mem.out, vec![ack]);
+        assert_eq!(mem.out, vec![ack.clone()]);
         assert_eq!((arp.intercepted(), arp.wishes.targets.clone()), (1, vec![IpAddr::V6(Pair::B6)]));
+        // Without an IPv6 address no frame of that length is looked at.
+        let mut arp = SharedArp::new("lo", true, false);
+        let mut mem = MemLink::new();
+        let mut link = arp.wrap(&mut mem);
+        send(&mut link, &ack);
+        assert_eq!((mem.out, arp.intercepted()), (vec![ack], 0));
     }
 }

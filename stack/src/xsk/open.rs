@@ -208,7 +208,7 @@ impl XskTransport {
         let deferring = acks.is_some();
         // Both modes learn peers from the frames they receive (with several
         // shards, an ARP exchange may land on another shard's queue).
-        let arp = SharedArp::new(&ifname, shared);
+        let arp = SharedArp::new(&ifname, shared, ecfg.addr6.is_some());
         let faults = cfg.faults.any().then(|| FaultState::new(cfg.faults));
         let mut dev = Device::new(port, mtu, arp, faults, acks, cfg.rx_batch);
         let mut engine = Engine::new(ecfg, SmolInstant::from_micros(0), &mut dev.link());

@@ -22,6 +22,18 @@ use xsk_lab::lab::{Lab, LabConfig, Netns};
 /// The largest echo frame the servers accept.
 pub const MAX_FRAME: usize = 2 << 20;
 
+/// A closed-loop load of `n` requests over `conns` connections at `depth`, with
+/// bounds (60 s, 5 s to connect, 10 s to drain) that only a stuck run reaches.
+pub fn closed_loop(to: impl Into<std::net::SocketAddr>, conns: usize, depth: usize, n: u64) -> rr_load::ClientConfig {
+    rr_load::ClientConfig::new(to)
+        .with_connections(conns)
+        .with_mode(rr_load::LoadMode::ClosedLoop { depth })
+        .with_duration(Duration::from_secs(60))
+        .with_max_requests(Some(n))
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_drain_timeout(Duration::from_secs(10))
+}
+
 /// A fresh lab named `tag` (unique per test: the runner runs tests in
 /// parallel), after removing what a killed run of the same test left. Both
 /// ends keep veth's default offloads (TX checksum, GSO), as a user's veth or

@@ -268,22 +268,7 @@ pub fn parse_tcp6(f: &[u8]) -> Option<(Ipv6Addr, Ipv6Addr, Seg)> {
         return None;
     }
     let addr = |at: usize| Ipv6Addr::from(<[u8; 16]>::try_from(&ip[at..at + 16]).unwrap());
-    let t = &ip[40..end];
-    let doff = (t[12] >> 4) as usize * 4;
-    if doff < 20 || doff > t.len() {
-        return None;
-    }
-    let seg = Seg {
-        src: Ipv4Addr::UNSPECIFIED,
-        dst: Ipv4Addr::UNSPECIFIED,
-        sport: u16::from_be_bytes([t[0], t[1]]),
-        dport: u16::from_be_bytes([t[2], t[3]]),
-        seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
-        ack: u32::from_be_bytes([t[8], t[9], t[10], t[11]]),
-        flags: t[13],
-        window: u16::from_be_bytes([t[14], t[15]]),
-        payload: t[doff..].to_vec(),
-    };
+    let seg = segment(&ip[40..end], Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED)?;
     Some((addr(8), addr(24), seg))
 }
 
@@ -298,14 +283,19 @@ pub fn parse_tcp(f: &[u8]) -> Option<Seg> {
     if ip[9] != 6 || total > ip.len() || ihl < 20 || total < ihl + 20 {
         return None;
     }
-    let t = &ip[ihl..total];
+    let (src, dst) = (Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]), Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]));
+    segment(&ip[ihl..total], src, dst)
+}
+
+/// The TCP segment `t` (at least 20 bytes) with these addresses, if its data offset is sane.
+fn segment(t: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Option<Seg> {
     let doff = (t[12] >> 4) as usize * 4;
     if doff < 20 || doff > t.len() {
         return None;
     }
     Some(Seg {
-        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        src,
+        dst,
         sport: u16::from_be_bytes([t[0], t[1]]),
         dport: u16::from_be_bytes([t[2], t[3]]),
         seq: u32::from_be_bytes([t[4], t[5], t[6], t[7]]),
