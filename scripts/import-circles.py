@@ -3,7 +3,13 @@
 file B (`use crate::b::..`, `super::b::..`, `crate::b::x` in code) and B names
 one of A, directly or through others. A module naming its own submodule's
 items, or a submodule its parent's (`super::Engine`), is how Rust splits one
-type's impl over files and is not counted."""
+type's impl over files and is not counted. Test code (tests.rs, *_tests.rs, an
+inline test module) is not counted either.
+
+The same at folder level: the crate's top-level modules (a file and the folder of
+its submodules count as one), where an edge is any file of one naming any of the
+other, so that two parts of a crate do not lean on each other through different
+files."""
 import os, re, sys
 
 def modpath(root, f):
@@ -19,7 +25,8 @@ def files(root):
         if 'bin' in os.path.relpath(d, root).split(os.sep) or 'tests' == os.path.basename(d):
             continue
         for f in fs:
-            if f.endswith('.rs'):
+            # Test files lean on the crate's test kit, and it on what it tests: not counted.
+            if f.endswith('.rs') and f != 'tests.rs' and not f.endswith('_tests.rs'):
                 yield os.path.join(d, f)
 
 def resolve(mod, path, mods):
@@ -58,7 +65,7 @@ def main(root):
     for m, f in mods.items():
         text = open(f).read()
         # drop test modules: only the library's files count
-        text = re.split(r'#\[cfg\(test\)\]\s*mod tests\s*\{', text)[0]
+        text = re.split(r'#\[cfg\((?:test|all\(test[^\]]*)\)\]\s*mod \w+\s*\{', text)[0]
         # comments and docs name items without importing them
         text = re.sub(r'//[^\n]*', '', text)
         for mt in re.finditer(r'\b((?:crate|super|self)(?:::\w+)+)', text):
@@ -83,6 +90,19 @@ def main(root):
                 if t is None or t == m or t[:len(m)] == m or m[:len(t)] == t:
                     continue
                 edges[m].add(t)
+    rc = report(root, mods, edges, lambda x: os.path.relpath(mods[x], root), "circle")
+    # Folder level: every module stands for its top-level module.
+    tops = {m[:1] for m in mods if m}
+    top_edges = {t: set() for t in tops}
+    for m, ts in edges.items():
+        for t in ts:
+            if m and t and m[:1] != t[:1]:
+                top_edges[m[:1]].add(t[:1])
+    top_name = lambda t: t[0] + "/"
+    rc |= report(root, {t: None for t in tops}, top_edges, top_name, "folder circle")
+    return rc
+
+def report(root, mods, edges, name, what):
     # cycles: strongly connected components of size > 1
     index, low, stack, on, comps = {}, {}, [], set(), []
     counter = [0]
@@ -106,10 +126,10 @@ def main(root):
         if v not in index:
             sc(v)
     for c in comps:
-        names = sorted(os.path.relpath(mods[x], root) for x in c)
-        print(f"{root}: circle: " + ' <-> '.join(names))
+        names = sorted(name(x) for x in c)
+        print(f"{root}: {what}: " + ' <-> '.join(names))
         for x in sorted(c):
-            print('   ', os.path.relpath(mods[x], root), '->', ', '.join(sorted(os.path.relpath(mods[y], root) for y in edges[x] if y in c)))
+            print('   ', name(x), '->', ', '.join(sorted(name(y) for y in edges[x] if y in c)))
     return 1 if comps else 0
 
 if __name__ == '__main__':

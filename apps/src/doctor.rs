@@ -7,7 +7,7 @@ use std::fmt;
 use serde::Serialize;
 use stack::xsk::{privileges, AddrMode, XskConfig};
 use xsk_io::socket::XskSocket;
-use xsk_io::tune::{self, Outcome, QueueLayout, TuneOptions};
+use xsk_device::tune::{self, Outcome, QueueLayout, TuneOptions};
 
 
 /// How a check turned out.
@@ -128,7 +128,7 @@ pub fn run(cfg: &XskConfig, threads: u16, user: Option<(u32, u32)>) -> Report {
         return Report { iface: ifname, checks };
     }
     device(cfg, threads, &mut checks);
-    if let Some((what, remedy)) = xsk_io::steer::attached(&ifname) {
+    if let Some((what, remedy)) = xsk_device::steer::attached(&ifname) {
         checks.push(Check::new("xdp program", Status::Fail, format!("already attached: {what}"), remedy));
     } else {
         checks.push(Check::new("xdp program", Status::Ok, "none attached", ""));
@@ -142,7 +142,7 @@ pub fn run(cfg: &XskConfig, threads: u16, user: Option<(u32, u32)>) -> Report {
 
 /// The interface exists, is not loopback, is up with a carrier. False: stop here.
 fn link(ifname: &str, out: &mut Vec<Check>) -> bool {
-    let flags = match xsk_io::ifaddr::flags(ifname) {
+    let flags = match xsk_device::ifaddr::flags(ifname) {
         Ok(f) => f,
         Err(e) => {
             out.push(Check::new(
@@ -166,7 +166,7 @@ fn link(ifname: &str, out: &mut Vec<Check>) -> bool {
     out.push(Check::new("interface", Status::Ok, format!("{ifname} exists"), ""));
     out.push(if flags & libc::IFF_UP == 0 {
         Check::new("link", Status::Fail, "down: no frame arrives", format!("ip link set {ifname} up"))
-    } else if xsk_io::ifaddr::carrier(ifname) == Some(false) {
+    } else if xsk_device::ifaddr::carrier(ifname) == Some(false) {
         Check::new("link", Status::Warn, "up, no carrier", "check the cable, the peer or the host side")
     } else {
         Check::new("link", Status::Ok, "up, carrier", "")
@@ -333,7 +333,7 @@ fn privileges(cfg: &XskConfig, ports: u64, user: Option<(u32, u32)>, out: &mut V
 /// Shared mode needs the interface's address; a dedicated one must not be the kernel's.
 fn address(ifname: &str, mode: &AddrMode, out: &mut Vec<Check>) {
     match mode {
-        AddrMode::Shared => out.push(match xsk_io::ifaddr::ipv4(ifname).ok().flatten() {
+        AddrMode::Shared => out.push(match xsk_device::ifaddr::ipv4(ifname).ok().flatten() {
             Some((a, p)) => Check::new("address", Status::Ok, format!("shared: {a}/{p}, the interface's"), ""),
             None => Check::new(
                 "address",
@@ -343,7 +343,7 @@ fn address(ifname: &str, mode: &AddrMode, out: &mut Vec<Check>) {
             ),
         }),
         AddrMode::Dedicated { addr, prefix_len } => {
-            let owners = xsk_io::ifaddr::owners_of(*addr);
+            let owners = xsk_device::ifaddr::owners_of(*addr);
             out.push(if owners.is_empty() {
                 Check::new("address", Status::Ok, format!("dedicated: {addr}/{prefix_len}, not the kernel's"), "")
             } else {

@@ -75,7 +75,7 @@ impl NetRx {
     /// processes (tgids). Needs CAP_BPF and CAP_PERFMON (root).
     pub fn attach(server: u32, client: u32) -> Result<NetRx, libbpf_rs::Error> {
         // libbpf prints its progress on stderr by default: to tracing, as xsk-io does.
-        xsk_io::steer::route_libbpf_logs();
+        xsk_device::steer::route_libbpf_logs();
         let obj = ObjectBuilder::default()
             .name("netrx")
             .and_then(|b| b.open_memory(&NETRX_OBJ.0))

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 use stack::xsk::{Addr6Mode, AddrMode, PartialCsum, XskConfig};
-use xsk_io::port::{BusyPoll, Knob};
+use xsk_io::port::{BusyPoll, Setting};
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
 use xsk_io::AttachMode;
@@ -209,11 +209,11 @@ pub struct XskOpts {
     /// XDP_MAX_TX_SKB_BUDGET: frames one TX kick may send. off, auto (= the TX ring size) or a
     /// number between 32 and the TX ring size (PortConfig.tx_budget).
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
-    pub tx_budget: Knob,
+    pub tx_budget: Setting,
     /// XDP_GENERIC_XMIT_BATCH: frames sent under one TX queue lock. off, auto (32, at most the
     /// budget) or a number (PortConfig.xmit_batch).
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
-    pub xmit_batch: Knob,
+    pub xmit_batch: Setting,
     /// Entries in the RX and TX rings (power of two); the fill ring gets twice as many, the
     /// completion ring as many (RingSizes::for_bursts) [default: the connection limit rounded
     /// up to a power of two, 4096 to 16384, so that a burst of one request per connection fits
@@ -234,7 +234,7 @@ pub struct XskOpts {
     /// a burst of new connections (each retried by its client a second later), which it cannot
     /// tell from a flood: off by default, for servers that expect floods (docs/2026-12-02-storms).
     #[arg(long, value_name = "off|auto|N", default_value = "off")]
-    pub syn_shed: Knob,
+    pub syn_shed: Setting,
     /// SO_BUSY_POLL_BUDGET (packets per busy-poll pass), used with --busy-poll.
     #[arg(long, value_name = "PACKETS", default_value_t = 128)]
     pub busy_budget: u32,

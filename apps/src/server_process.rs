@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use xsk_lab::lab::{self, Netns};
+use xsk_lab::signals;
+use xsk_lab::lab::Netns;
 
 /// Why a server did not start, get ready or stop. The messages carry the end of its output,
 /// which usually says why.
@@ -110,7 +111,7 @@ impl ServerProcess {
             if let Some(status) = self.try_wait()? {
                 return Err(ServerError::ExitedEarly { name: self.name.clone(), status, output: self.output_tail(ERROR_LINES) });
             }
-            if lab::interrupted() {
+            if signals::interrupted() {
                 return Err(ServerError::Interrupted);
             }
             if Instant::now() > deadline {

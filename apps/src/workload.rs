@@ -10,6 +10,7 @@ use stack::rr::{KvRequest, KvResponse, KvStatus};
 
 use crate::cpu::{pid_cpu, CpuSnapshot};
 use crate::netrx;
+use xsk_lab::signals;
 use crate::report::group_digits;
 
 /// Load for the `kv` service. Each connection owns `keys` keys: its first `keys` requests SET
@@ -184,7 +185,7 @@ impl<W: Workload> Progress<W> {
             group_digits(self.total),
             self.failed,
         );
-        if xsk_lab::lab::interrupted() && !self.said_interrupted {
+        if signals::interrupted() && !self.said_interrupted {
             self.said_interrupted = true;
             eprintln!("interrupted: this phase ends at its --duration; press Ctrl-C again to abort at once");
         }

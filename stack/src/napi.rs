@@ -88,7 +88,7 @@ impl Default for NapiSettings {
 
 /// What became of one sysfs setting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Knob {
+pub enum SettingChange {
     /// Not asked for.
     NotRequested,
     /// Written; `now` is read back after the write.
@@ -135,19 +135,19 @@ pub struct NapiReport {
     /// Its index.
     pub ifindex: u32,
     /// `napi_defer_hard_irqs`.
-    pub defer_hard_irqs: Knob,
+    pub defer_hard_irqs: SettingChange,
     /// `gro_flush_timeout`, nanoseconds.
-    pub gro_flush_timeout_ns: Knob,
+    pub gro_flush_timeout_ns: SettingChange,
     /// `irq-suspend-timeout`, nanoseconds.
     pub irq_suspend_timeout_ns: IrqSuspend,
 }
 
 impl fmt::Display for NapiReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let knob = |f: &mut fmt::Formatter<'_>, name: &str, k: &Knob, unit: &str| match k {
-            Knob::NotRequested => write!(f, "{name} unchanged"),
-            Knob::Applied { was, now } => write!(f, "{name} {was} -> {now}{unit}"),
-            Knob::Unsupported => write!(f, "{name} not in this kernel"),
+        let knob = |f: &mut fmt::Formatter<'_>, name: &str, k: &SettingChange, unit: &str| match k {
+            SettingChange::NotRequested => write!(f, "{name} unchanged"),
+            SettingChange::Applied { was, now } => write!(f, "{name} {was} -> {now}{unit}"),
+            SettingChange::Unsupported => write!(f, "{name} not in this kernel"),
         };
         write!(f, "{} (ifindex {}): ", self.iface, self.ifindex)?;
         knob(f, DEFER_HARD_IRQS, &self.defer_hard_irqs, "")?;
@@ -416,8 +416,8 @@ impl NapiTuning {
             report: NapiReport {
                 iface: iface.to_string(),
                 ifindex,
-                defer_hard_irqs: Knob::NotRequested,
-                gro_flush_timeout_ns: Knob::NotRequested,
+                defer_hard_irqs: SettingChange::NotRequested,
+                gro_flush_timeout_ns: SettingChange::NotRequested,
                 irq_suspend_timeout_ns: IrqSuspend::NotRequested,
             },
             sysfs_undo: Vec::new(),
@@ -445,13 +445,13 @@ impl NapiTuning {
         self.restore_all()
     }
 
-    fn apply_knob(&mut self, name: &'static str, value: Option<u64>) -> Result<Knob, NapiError> {
-        let Some(value) = value else { return Ok(Knob::NotRequested) };
-        let Some(was) = self.dir.read(name)? else { return Ok(Knob::Unsupported) };
+    fn apply_knob(&mut self, name: &'static str, value: Option<u64>) -> Result<SettingChange, NapiError> {
+        let Some(value) = value else { return Ok(SettingChange::NotRequested) };
+        let Some(was) = self.dir.read(name)? else { return Ok(SettingChange::Unsupported) };
         self.dir.write(name, value)?;
         self.sysfs_undo.push((name, was));
         let now = self.dir.read(name)?.unwrap_or(value);
-        Ok(Knob::Applied { was, now })
+        Ok(SettingChange::Applied { was, now })
     }
 
     fn apply_irq_suspend(&mut self, ifindex: u32, ns: u64) -> Result<IrqSuspend, NapiError> {

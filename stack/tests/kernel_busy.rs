@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use rr_load::{Client, ClientConfig, ClientReport, EchoWorkload, LoadMode};
 use stack::codec::LengthPrefixed;
 use stack::kernel::{BusyReport, EpollBusy, KernelBusyPoll, KernelConfig, KernelTransport};
-use stack::napi::{IrqSuspend, Knob, NapiInstances, NapiReport, NapiSettings, NapiState, NapiTuning};
+use stack::napi::{IrqSuspend, SettingChange, NapiInstances, NapiReport, NapiSettings, NapiState, NapiTuning};
 use stack::rr::{Echo, Server, ServerConfig};
 use xsk_lab::lab::{Lab, LabConfig};
 
@@ -106,8 +106,8 @@ fn check_common(s: &Served, c: &ClientReport, settings: &NapiSettings) {
     println!("client: {c}");
     let want_defer = u64::from(settings.defer_hard_irqs.unwrap());
     let want_gro = settings.gro_flush_timeout_ns.unwrap();
-    assert_eq!(s.report.defer_hard_irqs, Knob::Applied { was: s.before.defer_hard_irqs.unwrap(), now: want_defer });
-    assert_eq!(s.report.gro_flush_timeout_ns, Knob::Applied { was: s.before.gro_flush_timeout_ns.unwrap(), now: want_gro });
+    assert_eq!(s.report.defer_hard_irqs, SettingChange::Applied { was: s.before.defer_hard_irqs.unwrap(), now: want_defer });
+    assert_eq!(s.report.gro_flush_timeout_ns, SettingChange::Applied { was: s.before.gro_flush_timeout_ns.unwrap(), now: want_gro });
     assert_eq!((s.during.defer_hard_irqs, s.during.gro_flush_timeout_ns), (Some(want_defer), Some(want_gro)));
     assert_ne!(s.before.defer_hard_irqs, Some(want_defer), "the test must see a change");
     assert_eq!(s.after, s.before, "every value restored after the drop");

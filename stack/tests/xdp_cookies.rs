@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use stack::xsk::testing::{cookie_answer, frames};
-use xsk_io::steer::{SteerFlags, SteerRun, Verdict};
+use xsk_device::steer::{SteerFlags, SteerRun, Verdict};
 
 /// The engine's clock when the SYNs arrive: the middle of a 64-second
 /// cookie period, so the program, a moment later, is in the same one.

@@ -7,7 +7,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use stack::xsk::testing::frames::{icmp4, icmpv6, ipv6, neighbour_solicitation, tcp, tcp6, TcpSpec};
-use xsk_io::steer::{SteerFlags, SteerRun, Verdict};
+use xsk_device::steer::{SteerFlags, SteerRun, Verdict};
 
 const PORT: u16 = 7000;
 const US4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);

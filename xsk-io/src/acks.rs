@@ -1,5 +1,5 @@
 //! Deferred ACKs: the consumer side of the steering program's per-queue ack
-//! rings (see the comment at the top of `src/bpf/steer.bpf.c`).
+//! rings (see the comment at the top of `xsk-io/device/src/bpf/steer.bpf.c`).
 //!
 //! Kernel TCP takes a pure ACK in softirq and wakes nobody. A userspace
 //! stack that is woken for every frame pays a whole wake-up for it, and a
@@ -18,7 +18,7 @@
 //! once it has received that many frames from the RX ring.
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
@@ -30,16 +30,18 @@ use crate::mmap::{AtomicMap, Mmap};
 /// size): 64 KiB hold over 400 ACKs.
 pub const RING_BYTES: u32 = 64 * 1024;
 
-/// Size of one `struct ack_slot` in the program's `ack_state` map.
+/// Size of one `struct ack_slot` in the program's `ack_state` map (the
+/// program's loader and its test harness write slots too).
 /// The slot also carries the SYN-shedding words (see `crate::shed`) and
 /// the SYN-cookie switch and count (see `crate::syncookies`).
-pub(crate) const SLOT_BYTES: usize = 48;
+pub const SLOT_BYTES: usize = 48;
 const SLOT_WAIT: usize = 0;
 const SLOT_ACTIVE: usize = 4;
 pub(crate) const SLOT_STEERED: usize = 8;
 pub(crate) const SLOT_SHED_ON: usize = 16;
 pub(crate) const SLOT_SHED: usize = 24;
-pub(crate) const SLOT_COOKIES_ON: usize = 32;
+/// Offset of the SYN-cookie switch in a slot.
+pub const SLOT_COOKIES_ON: usize = 32;
 pub(crate) const SLOT_COOKIES_SENT: usize = 40;
 
 /// `struct ack_rec`: seq (u64), arrived (u64), len (u32), pad (u32), then the frame.
@@ -53,6 +55,28 @@ const REC_DATA_MAX: usize = 17 * 8;
 const BUSY_BIT: u32 = 1 << 31;
 const DISCARD_BIT: u32 = 1 << 30;
 const HDR_BYTES: u64 = 8;
+
+/// The steering program's per-queue slots (its `ack_state` map), mapped
+/// into this process: the deferred ACKs' switch and count, the SYN-shedding
+/// words ([`crate::shed`]) and the SYN-cookie switch ([`crate::syncookies`]).
+/// Shared by the slots of every queue of an interface.
+#[derive(Clone, Debug)]
+pub struct QueueState(Arc<AtomicMap>);
+
+impl QueueState {
+    /// Maps the program's `ack_state` array map (`fd`, `queues` slots).
+    ///
+    /// # Errors
+    /// The `mmap` failed (the map is not mmapable, or not that large).
+    pub fn map(fd: BorrowedFd<'_>, queues: u32) -> io::Result<QueueState> {
+        let len = (queues as usize * SLOT_BYTES).next_multiple_of(crate::sys::page_size());
+        Ok(QueueState(Arc::new(AtomicMap::new(Mmap::bpf_map(fd, len, 0, true)?))))
+    }
+
+    pub(crate) fn memory(&self) -> Arc<AtomicMap> {
+        self.0.clone()
+    }
+}
 
 /// One deferred ACK.
 #[derive(Debug)]
@@ -92,7 +116,11 @@ pub struct AckRing {
 impl AckRing {
     /// Creates the ring for `queue` and puts it into the program's
     /// `ack_rings` map (`rings`); `state` is the mapped `ack_state`.
-    pub(crate) fn new(queue: u32, rings: Arc<MapHandle>, state: Arc<AtomicMap>) -> io::Result<AckRing> {
+    ///
+    /// # Errors
+    /// Creating or mapping the ring buffer, or the map update, failed.
+    pub fn new(queue: u32, rings: Arc<MapHandle>, state: &QueueState) -> io::Result<AckRing> {
+        let state = state.memory();
         let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
             sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
             ..Default::default()

@@ -10,7 +10,7 @@
 //!
 //! This file has the port's state, its accessors and its books; the methods
 //! that move frames are split by direction (`rx.rs`, `tx.rs`, and
-//! [`TxHalf`] in `tx_half.rs`), and `open.rs` opens ports on an [`Iface`].
+//! [`TxHalf`] in `tx_half.rs`), and `bind.rs` binds a port to a queue.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
@@ -20,16 +20,14 @@ use std::time::Instant;
 
 use crate::ring::{Consumer, Producer};
 use crate::socket::{Rings, XskSocket};
-use crate::steer::Steer;
 use crate::sys::XdpDesc;
 use crate::umem::{FrameTable, Place, Umem};
 use crate::AttachMode;
 
-// pub(crate): iface.rs takes PortError from where it is defined, not through
-// this file, which uses Iface (no circle).
-pub(crate) mod error;
+mod bind;
+mod config;
+mod error;
 mod features;
-mod open;
 mod rx;
 mod stats;
 mod tx;
@@ -39,8 +37,7 @@ pub use error::PortError;
 pub use features::Features;
 pub use stats::{Accounting, Counters, PortStats, ShedCounters};
 pub use tx_half::TxHalf;
-pub use crate::config::{BusyPoll, Knob, PortConfig, SteerSpec};
-pub use crate::iface::Iface;
+pub use config::{BusyPoll, QueueConfig, Setting};
 
 /// What [`Port::wait`] woke for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,10 +56,10 @@ static SAID_FEATURES: AtomicBool = AtomicBool::new(false);
 /// Data plane only: [`recv`](Self::recv) and [`release`](Self::release) on
 /// the RX side; [`alloc`](Self::alloc), [`send`](Self::send),
 /// [`flush`](Self::flush) and [`reap`](Self::reap) on the TX side;
-/// [`audit`](Self::audit) to prove the books. The interface preparation
-/// (ownership, tuning, steering program) belongs to its [`Iface`], which the
-/// port keeps alive; once the last port of an interface (and any clone of
-/// [`iface`](Self::iface)) is dropped, the interface is put back.
+/// [`audit`](Self::audit) to prove the books. Preparing the interface
+/// (ownership, tuning, the XDP program that redirects into the socket) is
+/// someone else's: the `xsk-device` crate, whose handle a port may keep
+/// alive ([`keep_alive`](Self::keep_alive)), or the embedder's own setup.
 ///
 /// A port is `Send` but not shared: one thread drives it. It is a
 /// [`mio::event::Source`] (readable when the RX ring has frames).
@@ -76,8 +73,9 @@ pub struct Port {
     frames: FrameTable,
     /// Frames kept off the fill ring so that TX never starves.
     tx_reserve: u32,
-    /// SYN shedding in the steering program, if on.
-    shed: Option<crate::shed::ShedSlot>,
+    /// SYN shedding in the steering program, if on, and where its
+    /// counters are read.
+    shed: Option<(crate::shed::ShedSlot, ShedCounterSource)>,
     /// The fill ring was found empty: check the kernel's count (once in a
     /// while) and say once where the frames were.
     fill_watch: FillWatch,
@@ -85,16 +83,21 @@ pub struct Port {
     /// registered): allocated frames start this far into their UMEM frame.
     tx_md: u32,
     /// A kick failed with a transient error: retry on the next flush.
-    kick_pending: bool,
-    /// [`publish`](Port::publish) left the kick to the next wait or flush.
-    kick_owed: bool,
+    kick_retry: bool,
+    /// [`flush_before_wait`](Port::flush_before_wait) left the kick to the next wait or flush.
+    kick_deferred: bool,
     /// Since when the link is down (the last kick said ENETDOWN/ENXIO), and
     /// when the kick was last tried.
     link_down: Option<LinkDown>,
     counters: Counters,
     features: Features,
-    iface: Arc<Iface>,
+    /// Whatever must live as long as the port and be dropped after its
+    /// socket is closed (the prepared device): declared last, dropped last.
+    keep_alive: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
+
+/// Reads the steering program's shed counters (see [`Port::set_shed`]).
+pub type ShedCounterSource = Box<dyn Fn() -> ShedCounters + Send>;
 
 struct LinkDown {
     since: Instant,
@@ -125,7 +128,7 @@ impl FillWatch {
     }
 }
 
-/// What `open_queue` (`open.rs`) assembles a port from.
+/// What `open_queue` (`bind.rs`) assembles a port from.
 pub(crate) struct PortParts {
     pub sock: XskSocket,
     pub umem: Umem,
@@ -135,7 +138,6 @@ pub(crate) struct PortParts {
     /// TX metadata bytes registered with the UMEM (0: none).
     pub tx_md: u32,
     pub features: Features,
-    pub iface: Arc<Iface>,
 }
 
 impl Port {
@@ -153,18 +155,21 @@ impl Port {
             shed: None,
             fill_watch: FillWatch::default(),
             tx_md: p.tx_md,
-            kick_pending: false,
-            kick_owed: false,
+            kick_retry: false,
+            kick_deferred: false,
             link_down: None,
             counters: Counters::default(),
             features: p.features,
-            iface: p.iface,
+            keep_alive: None,
         };
         port.refill();
         port
     }
 
-    pub(crate) fn set_shed(&mut self, slot: crate::shed::ShedSlot) {
+    /// Turns on SYN shedding with `slot` (see [`crate::shed`]): every `recv`
+    /// then tells the steering program how many frames may still arrive.
+    /// `counters` reads what the program shed, for [`stats`](Self::stats).
+    pub fn set_shed(&mut self, slot: crate::shed::ShedSlot, counters: ShedCounterSource) {
         tracing::info!(
             "{}:{}: SYN shedding on: new connections' SYNs are dropped in XDP (counted) once fewer than {} RX/fill ring places \
              are left, or {} frames wait after the RX ring has not been empty for {:?}",
@@ -174,13 +179,13 @@ impl Port {
             slot.standing,
             slot.behind_after
         );
-        self.shed = Some(slot);
+        self.shed = Some((slot, counters));
         self.update_shed();
     }
 
     /// Whether SYN shedding is on, and the places it keeps.
     pub fn shed_keep(&self) -> Option<u32> {
-        self.shed.as_ref().map(|s| s.keep)
+        self.shed.as_ref().map(|(s, _)| s.keep)
     }
 
     /// The TX reserve: frames kept off the fill ring for sending.
@@ -200,20 +205,26 @@ impl Port {
 
     #[inline(never)]
     fn publish_shed(&mut self) {
-        let Some(s) = &mut self.shed else { return };
+        let Some((s, _)) = &mut self.shed else { return };
         let steered = s.steered();
         let queued = self.rx.pending();
         let b = s.budget(Instant::now(), self.features.rings.rx, queued, self.fill.in_flight());
         s.publish(steered, b);
     }
 
-    pub(crate) fn set_attach(&mut self, mode: AttachMode) {
-        self.features.attach = Some(mode);
+    /// Records what the device setup knows and the socket cannot: the
+    /// interface's driver and where its XDP program runs, for
+    /// [`features`](Self::features) and [`log_features`](Self::log_features).
+    pub fn set_device(&mut self, driver: String, attach: Option<AttachMode>) {
+        self.features.driver = driver;
+        self.features.attach = attach;
     }
 
-    /// The interface this port belongs to (tuning, program, sysctls).
-    pub fn iface(&self) -> &Arc<Iface> {
-        &self.iface
+    /// Keeps `owner` alive as long as the port, and drops it after the
+    /// socket is closed: a prepared device is put back only once no socket
+    /// is bound to it.
+    pub fn keep_alive(&mut self, owner: Arc<dyn std::any::Any + Send + Sync>) {
+        self.keep_alive = Some(owner);
     }
 
     /// Logs the features line, once per process.
@@ -233,26 +244,10 @@ impl Port {
         &self.umem
     }
 
-    /// The interface's steering program (to add or remove TCP ports, read its
-    /// counters); None if the port was opened without `steer`.
-    pub fn steer(&self) -> Option<&Steer> {
-        self.iface.steer()
-    }
-
     /// The port's counters and the socket's kernel counters (one
     /// `getsockopt`).
     pub fn stats(&self) -> PortStats {
-        let shed = match (&self.shed, self.iface.steer()) {
-            (Some(_), Some(steer)) => steer
-                .counters()
-                .map(|c| ShedCounters {
-                    syn_dropped_rx_backlog: c.shed_rx,
-                    syn_dropped_fill_low: c.shed_fill,
-                    syn_dropped_standing_queue: c.shed_standing,
-                })
-                .unwrap_or_default(),
-            _ => ShedCounters::default(),
-        };
+        let shed = self.shed.as_ref().map(|(_, read)| read()).unwrap_or_default();
         PortStats { port: self.counters, xdp: self.sock.statistics().unwrap_or_default(), shed }
     }
 

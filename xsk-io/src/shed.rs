@@ -1,5 +1,5 @@
 //! SYN shedding: the port's side of the steering program's overload policy
-//! (see the comment at the top of `src/bpf/steer.bpf.c`).
+//! (see the comment at the top of `xsk-io/device/src/bpf/steer.bpf.c`).
 //!
 //! When the stack falls behind, received frames wait in the RX ring and the
 //! fill ring empties; once either is exhausted the kernel drops whatever
@@ -7,8 +7,8 @@
 //! SYNs of a flood, and everything that gets in waits behind the whole ring.
 //! With shedding on, the port tells the program after every receive batch
 //! how many more frames may arrive, and the program drops pure SYNs beyond
-//! that budget, counted by reason ([`crate::steer::SteerCounters`]
-//! `shed_rx`, `shed_fill`, `shed_standing`). The budget is the smallest of:
+//! that budget, counted by reason (the program's counters `shed_rx`,
+//! `shed_fill`, `shed_standing`). The budget is the smallest of:
 //!
 //! - the free RX ring slots, less `keep` places for open connections' frames;
 //! - the frames in the fill ring, less `keep`;
@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::acks::{SLOT_BYTES, SLOT_SHED, SLOT_SHED_ON, SLOT_STEERED};
+use crate::acks::{QueueState, SLOT_BYTES, SLOT_SHED, SLOT_SHED_ON, SLOT_STEERED};
 use crate::mmap::AtomicMap;
 
 /// The budget field is 30 bits (bits 32-61 of the `shed` word).
@@ -134,7 +134,10 @@ impl QueueWatch {
 }
 
 impl ShedSlot {
-    pub(crate) fn new(state: Arc<AtomicMap>, queue: u32, keep: u32) -> ShedSlot {
+    /// Turns shedding on for `queue` in the program's slots `state`,
+    /// keeping `keep` places for open connections.
+    pub fn new(state: &QueueState, queue: u32, keep: u32) -> ShedSlot {
+        let state = state.memory();
         let slot = queue as usize * SLOT_BYTES;
         // A budget as large as it gets until the first batch says otherwise.
         let steered = state.u64(slot + SLOT_STEERED).load(Ordering::Acquire);

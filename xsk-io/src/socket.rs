@@ -1,5 +1,5 @@
 //! The AF_XDP socket: creation, UMEM registration, ring setup, copy-mode
-//! bind, and the kernel knobs (probed once, reported).
+//! bind, and the kernel's socket options (probed once, reported).
 //!
 //! A [`crate::port::Port`] is built from these pieces by
 //! [`crate::iface::Iface`]; what is public here is what a user needs to name
@@ -141,7 +141,7 @@ pub struct Rings {
 }
 
 /// An AF_XDP socket (closed on drop). The crate takes it through
-/// [`new`](Self::new), [`setup`](Self::setup) (UMEM and rings), the knobs, and
+/// [`new`](Self::new), [`setup`](Self::setup) (UMEM and rings), the socket options, and
 /// a copy-mode bind; outside the crate it serves to probe the kernel's
 /// `SOL_XDP` options on an unbound socket.
 #[derive(Debug)]
@@ -460,14 +460,14 @@ mod sizing_tests {
             assert_eq!(fill_empty_drops(rings, frames, 256, rx, false), 0, "rx {rx}");
             assert_eq!(fill_empty_drops(rings, frames, 256, 3 * rx, false), 0, "rx {rx}");
         }
-        // The sizing before issue 22 (rings all r, frames 2r, the whole
-        // reserve kept whatever TX had in flight): the same burst finds the
-        // fill ring empty long before the RX ring is full.
+        // A naive sizing (rings all r, frames 2r, the whole reserve kept
+        // whatever TX has in flight): the same burst finds the fill ring
+        // empty long before the RX ring is full.
         let old = RingSizes { fill: 16384, comp: 16384, rx: 16384, tx: 16384 };
         let lost = fill_empty_drops(old, 2 * 16384, 256, 16384, true);
-        assert!(lost > 0, "the old sizing loses frames ({lost})");
-        // The new refill alone (frames in flight count towards the reserve)
-        // already helps the old sizing, but does not make it whole.
+        assert!(lost > 0, "the naive sizing loses frames ({lost})");
+        // The refill's rule alone (frames in flight count towards the
+        // reserve) helps the naive sizing, but does not make it whole.
         assert!(fill_empty_drops(old, 2 * 16384, 256, 16384, false) < lost);
     }
 }

@@ -1,5 +1,5 @@
 //! SYN cookies answered by the steering program: the port's side (see the
-//! comment at the top of `src/bpf/steer.bpf.c`).
+//! comment at the top of `xsk-io/device/src/bpf/steer.bpf.c`).
 //!
 //! Under a SYN flood every SYN that reaches the AF_XDP socket takes a frame
 //! of the fill ring, a slot of the RX ring and the stack's time, however
@@ -28,7 +28,7 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::acks::{SLOT_BYTES, SLOT_COOKIES_ON, SLOT_COOKIES_SENT};
+use crate::acks::{QueueState, SLOT_BYTES, SLOT_COOKIES_ON, SLOT_COOKIES_SENT};
 use crate::mmap::AtomicMap;
 
 /// What the program needs to answer a SYN exactly as the stack would
@@ -63,10 +63,11 @@ pub struct CookieParams {
 }
 
 /// Bytes of `struct cookie_cfg`.
-pub(crate) const PARAMS_BYTES: usize = 64;
+pub const PARAMS_BYTES: usize = 64;
 
 impl CookieParams {
-    pub(crate) fn encode(&self) -> [u8; PARAMS_BYTES] {
+    /// `struct cookie_cfg` as the program's `syn_cookies` map holds it.
+    pub fn encode(&self) -> [u8; PARAMS_BYTES] {
         let mut v = [0u8; PARAMS_BYTES];
         v[0..8].copy_from_slice(&self.k0.to_ne_bytes());
         v[8..16].copy_from_slice(&self.k1.to_ne_bytes());
@@ -83,32 +84,14 @@ impl CookieParams {
     }
 }
 
-/// The device's XDP_TX error counters (those `ethtool -S` names ending in
-/// `xdp_tx_errors` or `xdp_tx_drops`: veth, virtio_net).
-#[derive(Debug)]
-pub struct TxErrors {
-    ifname: String,
-    idx: Vec<usize>,
-}
-
-impl TxErrors {
-    /// The counters of `ifname`; `None` if it has none.
-    pub fn new(ifname: &str) -> io::Result<Option<TxErrors>> {
-        let names = crate::tune::ethtool::stat_names(ifname)?;
-        let idx: Vec<usize> = names
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.ends_with("xdp_tx_errors") || n.ends_with("xdp_tx_drops"))
-            .map(|(i, _)| i)
-            .collect();
-        Ok((!idx.is_empty()).then(|| TxErrors { ifname: ifname.to_owned(), idx }))
-    }
-
-    /// Their sum now.
-    pub fn read(&self) -> io::Result<u64> {
-        let v = crate::tune::ethtool::stat_values(&self.ifname)?;
-        Ok(self.idx.iter().filter_map(|&i| v.get(i)).sum())
-    }
+/// The device's count of frames XDP_TX failed to send (on veth and
+/// virtio_net, the `ethtool -S` counters ending in `xdp_tx_errors` or
+/// `xdp_tx_drops`; the `xsk-device` crate reads them).
+pub trait TxErrorCount: Send + std::fmt::Debug {
+    /// The count now.
+    fn read(&self) -> io::Result<u64>;
+    /// The device's name, for messages.
+    fn device(&self) -> &str;
 }
 
 /// How often the XDP_TX error counters are read while the switch is on:
@@ -133,7 +116,7 @@ pub struct CookieSlot {
     /// The device's XDP_TX error counters (None: it has none, or the program
     /// runs in skb mode, whose XDP_TX goes through the device's ordinary
     /// transmit path).
-    errors: Option<TxErrors>,
+    errors: Option<Box<dyn TxErrorCount>>,
     /// Errors and SYN-ACKs sent at the last look, and when to look next.
     seen: (u64, u64),
     next_check: u64,
@@ -146,7 +129,12 @@ pub struct CookieSlot {
 }
 
 impl CookieSlot {
-    pub(crate) fn new(state: Arc<AtomicMap>, queue: u32, errors: Option<TxErrors>) -> CookieSlot {
+    /// The switch of `queue` in the program's slots `state`, off;
+    /// `errors` reads the device's XDP_TX failures (None: it has no such
+    /// counter, or the program runs in skb mode, whose XDP_TX goes through
+    /// the device's ordinary transmit path).
+    pub fn new(state: &QueueState, queue: u32, errors: Option<Box<dyn TxErrorCount>>) -> CookieSlot {
+        let state = state.memory();
         let slot = queue as usize * SLOT_BYTES;
         state.u32(slot + SLOT_COOKIES_ON).store(0, Ordering::SeqCst);
         CookieSlot {
@@ -200,7 +188,7 @@ impl CookieSlot {
                         "{}: the XDP program's SYN-ACKs were not sent ({failed} XDP_TX errors for {made} SYN-ACKs); \
                          SYN cookies are answered by the stack from now on. On veth the peer must run an XDP \
                          program for XDP_TX to reach it",
-                        errors.ifname,
+                        errors.device(),
                     );
                     self.broken = true;
                     self.set_on(false);

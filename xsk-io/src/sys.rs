@@ -234,7 +234,7 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// The page size from the aux vector (`AT_PAGESZ`), without `unsafe`.
-pub(crate) fn page_size() -> usize {
+pub fn page_size() -> usize {
     const AT_PAGESZ: u64 = 6;
     if let Ok(auxv) = std::fs::read("/proc/self/auxv") {
         for pair in auxv.chunks_exact(16) {

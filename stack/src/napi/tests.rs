@@ -43,8 +43,8 @@ fn apply_reports_and_restores_on_drop() {
     let t = NapiTuning::apply_in(&sys.0, "eth9", &NapiSettings::deferral_only()).unwrap();
     let r = t.report();
     assert_eq!(r.ifindex, 9);
-    assert_eq!(r.defer_hard_irqs, Knob::Applied { was: 0, now: 100 });
-    assert_eq!(r.gro_flush_timeout_ns, Knob::Applied { was: 20000, now: 50000 });
+    assert_eq!(r.defer_hard_irqs, SettingChange::Applied { was: 0, now: 100 });
+    assert_eq!(r.gro_flush_timeout_ns, SettingChange::Applied { was: 20000, now: 50000 });
     assert_eq!(r.irq_suspend_timeout_ns, IrqSuspend::NotRequested);
     assert_eq!(sys.file("eth9", DEFER_HARD_IRQS), "100\n");
     assert_eq!(sys.file("eth9", GRO_FLUSH_TIMEOUT), "50000\n");
@@ -61,7 +61,7 @@ fn explicit_restore_and_untouched_knobs() {
     let sys = FakeSys::new("eth9", 9, &both_knobs());
     let only_gro = NapiSettings { defer_hard_irqs: None, gro_flush_timeout_ns: Some(7), irq_suspend_timeout_ns: None };
     let t = NapiTuning::apply_in(&sys.0, "eth9", &only_gro).unwrap();
-    assert_eq!(t.report().defer_hard_irqs, Knob::NotRequested);
+    assert_eq!(t.report().defer_hard_irqs, SettingChange::NotRequested);
     assert_eq!(sys.file("eth9", GRO_FLUSH_TIMEOUT), "7\n");
     t.restore().unwrap();
     assert_eq!(sys.file("eth9", GRO_FLUSH_TIMEOUT), "20000\n");
@@ -73,8 +73,8 @@ fn a_missing_file_is_reported_as_unsupported() {
     // A kernel before 5.7 has gro_flush_timeout but no napi_defer_hard_irqs.
     let sys = FakeSys::new("eth9", 9, &[(GRO_FLUSH_TIMEOUT, "0\n")]);
     let t = NapiTuning::apply_in(&sys.0, "eth9", &NapiSettings::deferral_only()).unwrap();
-    assert_eq!(t.report().defer_hard_irqs, Knob::Unsupported);
-    assert_eq!(t.report().gro_flush_timeout_ns, Knob::Applied { was: 0, now: 50000 });
+    assert_eq!(t.report().defer_hard_irqs, SettingChange::Unsupported);
+    assert_eq!(t.report().gro_flush_timeout_ns, SettingChange::Applied { was: 0, now: 50000 });
     assert!(t.report().to_string().contains("napi_defer_hard_irqs not in this kernel"));
     drop(t);
     assert_eq!(sys.file("eth9", GRO_FLUSH_TIMEOUT), "0\n");
@@ -125,7 +125,7 @@ fn irq_suspend_without_napi_instances_is_reported() {
         IrqSuspend::Unsupported(why) => eprintln!("kernel lacks it: {why}"),
         other => panic!("loopback has no NAPI instance, got {other:?}"),
     }
-    assert_eq!(t.report().defer_hard_irqs, Knob::Applied { was: 0, now: 100 });
+    assert_eq!(t.report().defer_hard_irqs, SettingChange::Applied { was: 0, now: 100 });
 }
 
 #[test]

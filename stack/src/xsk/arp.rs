@@ -258,7 +258,7 @@ fn parse_proc_arp(text: &str, ifname: &str) -> HashMap<Ipv4Addr, [u8; 6]> {
         if flags & 0x2 == 0 {
             continue; // not ATF_COM: incomplete
         }
-        let (Ok(ip), Ok(mac)) = (f[0].parse::<Ipv4Addr>(), xsk_io::ifaddr::parse_mac(f[3])) else { continue };
+        let (Ok(ip), Ok(mac)) = (f[0].parse::<Ipv4Addr>(), xsk_device::ifaddr::parse_mac(f[3])) else { continue };
         m.insert(ip, mac);
     }
     m

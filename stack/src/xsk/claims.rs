@@ -17,7 +17,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use xsk_io::steer::Steer;
+use xsk_device::steer::Steer;
 
 pub(crate) struct Claims {
     addr: Ipv4Addr,

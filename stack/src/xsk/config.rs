@@ -2,7 +2,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use xsk_io::port::{PortConfig, PortError};
+use xsk_device::{DeviceError, PortConfig};
 
 use stack_engine::EngineConfig;
 use stack_engine::Faults;
@@ -156,7 +156,7 @@ impl XskConfig {
         // second later): with engine SYN cookies in place, storm-1000 ran at
         // 0.11x kernel TCP's connection rate with it and 1.13x without,
         // rr-10000 at 0.46x and 1.10x (docs/2026-12-02-storms).
-        port.syn_shed = xsk_io::port::Knob::Off;
+        port.syn_shed = xsk_io::port::Setting::Off;
         XskConfig {
             port,
             addr,
@@ -177,9 +177,9 @@ impl XskConfig {
 /// Why an [`XskTransport`](super::XskTransport) could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
-    /// The AF_XDP port (socket, UMEM, XDP program, steering).
+    /// The AF_XDP port (socket, UMEM, XDP program, steering, device tuning).
     #[error(transparent)]
-    Port(#[from] PortError),
+    Port(#[from] DeviceError),
     /// The interface: missing, or without what the mode needs (name, reason).
     #[error("interface {0}: {1}")]
     Iface(String, String),

@@ -17,6 +17,9 @@
 use stack_engine::smoltcp::phy;
 use stack_engine::faults::{FaultState, Faulty};
 use stack_engine::{Link, RxFrames};
+use std::sync::Arc;
+
+use xsk_device::Iface;
 use xsk_io::port::{Port, TxHalf};
 use xsk_io::umem::{Frame, Umem};
 
@@ -29,6 +32,9 @@ pub(crate) type DevLink<'a> = Faulty<'a, Intercept<'a, PortLink<'a>>>;
 /// The port and everything between it and the engine. See the module docs.
 pub(crate) struct Device {
     pub(crate) port: Port,
+    /// The prepared interface: its steering program (ports to claim, ack
+    /// rings, cookies). Declared after the port: dropped after it.
+    pub(crate) iface: Arc<Iface>,
     state: DevState,
     /// Shared-address mode's ARP (interception and the kernel's table).
     pub(crate) arp: SharedArp,
@@ -45,6 +51,7 @@ pub(crate) struct Device {
 impl Device {
     pub(crate) fn new(
         port: Port,
+        iface: Arc<Iface>,
         mtu: usize,
         arp: SharedArp,
         faults: Option<FaultState<Frame>>,
@@ -52,7 +59,7 @@ impl Device {
         batch_max: usize,
     ) -> Device {
         let state = DevState { scratch: vec![0u8; 64 * 1024], stats: DeviceStats::default(), mtu };
-        Device { port, state, arp, faults, acks, batch: Vec::with_capacity(batch_max), batch_max }
+        Device { port, iface, state, arp, faults, acks, batch: Vec::with_capacity(batch_max), batch_max }
     }
 
     /// The engine's link for one call.

@@ -125,7 +125,7 @@ impl XskTransport {
         self.release_ports();
         // The kick is left to the wait that follows, or made before poll
         // returns (see `poll`).
-        self.dev.port.publish().map_err(backend_err)
+        self.dev.port.flush_before_wait().map_err(backend_err)
     }
 
     /// Ports of finished connections go back to the kernel.
@@ -133,7 +133,7 @@ impl XskTransport {
         if !self.engine.has_port_changes() {
             return; // nearly every egress: no connection finished
         }
-        let steer = self.dev.port.steer();
+        let steer = self.dev.iface.steer();
         for PortChange::Released(p) in self.engine.port_changes() {
             if let Some(c) = &self.claims {
                 c.release(p, steer);
@@ -234,7 +234,7 @@ impl Transport for XskTransport {
     fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
         if port != 0 {
             if let Some(c) = &self.claims {
-                c.claim(port, self.dev.port.steer()).map_err(|e| match e.kind() {
+                c.claim(port, self.dev.iface.steer()).map_err(|e| match e.kind() {
                     std::io::ErrorKind::AddrInUse => TransportError::AddrInUse(port),
                     _ => TransportError::Io(e),
                 })?;
@@ -244,7 +244,7 @@ impl Transport for XskTransport {
             Ok(l) => l,
             Err(e) => {
                 if let (Some(c), true) = (&self.claims, port != 0) {
-                    c.release(port, self.dev.port.steer());
+                    c.release(port, self.dev.iface.steer());
                 }
                 return Err(e);
             }
@@ -252,7 +252,7 @@ impl Transport for XskTransport {
         let port = self.engine.local_addr(lid).map(|a| a.port()).unwrap_or(port);
         // Steered (shared mode: claimed above) and marked as listening, so the
         // XDP program may answer its SYNs with cookies.
-        if let Some(steer) = self.dev.port.steer() {
+        if let Some(steer) = self.dev.iface.steer() {
             steer.add_tcp_listener(port).map_err(backend_err)?;
         }
         Ok(lid)
@@ -271,7 +271,7 @@ impl Transport for XskTransport {
     /// Over IPv6 too, when the stack has an IPv6 address: in shared mode the kernel's
     /// neighbour table resolves the peer (or the gateway), as for IPv4 (`arp.rs`).
     fn connect_ip(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
-        let (claims, steer) = (self.claims.as_deref(), self.dev.port.steer());
+        let (claims, steer) = (self.claims.as_deref(), self.dev.iface.steer());
         let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
         self.engine.connect(addr, &mut usable)
     }

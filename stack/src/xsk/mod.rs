@@ -47,9 +47,9 @@ pub use stages::StageTimes;
 
 pub use driver::XskTransport;
 /// What the xsk backend needs of the process, and dropping the rest after setup.
-pub use xsk_io::privileges;
+pub use xsk_device::privileges;
 /// The directory of the crash-safe device records (`/run/xsk-io` by default).
-pub use xsk_io::state::{set_state_dir, state_dir};
+pub use xsk_device::state::{set_state_dir, state_dir};
 
 use xsk_io::port::PortStats;
 

@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use stack_engine::smoltcp::time::Instant as SmolInstant;
-use xsk_io::port::{Port, PortError, SteerSpec};
-use xsk_io::steer::SteerFlags;
+use xsk_device::steer::SteerFlags;
+use xsk_device::{DeviceError, Iface, SteerSpec};
+use xsk_io::port::Port;
 
 use super::acks::DeferredAcks;
 use super::claims::Claims;
@@ -22,7 +23,7 @@ use super::{Addr6Mode, AddrMode, XskConfig, XskError, XskTransport};
 /// interface (refused: no client's frames pass its XDP hook), an interface that is down
 /// or has no carrier, and a dedicated address the kernel has too (warnings).
 fn startup_checks(ifname: &str, addr: &AddrMode) -> Result<(), XskError> {
-    let flags = xsk_io::ifaddr::flags(ifname).map_err(|e| XskError::Iface(ifname.to_string(), e.to_string()))?;
+    let flags = xsk_device::ifaddr::flags(ifname).map_err(|e| XskError::Iface(ifname.to_string(), e.to_string()))?;
     if flags & libc::IFF_LOOPBACK != 0 {
         return Err(XskError::Iface(
             ifname.to_string(),
@@ -33,11 +34,11 @@ fn startup_checks(ifname: &str, addr: &AddrMode) -> Result<(), XskError> {
     }
     if flags & libc::IFF_UP == 0 {
         tracing::warn!("{ifname} is down: no frame arrives until `ip link set {ifname} up`");
-    } else if xsk_io::ifaddr::carrier(ifname) == Some(false) {
+    } else if xsk_device::ifaddr::carrier(ifname) == Some(false) {
         tracing::warn!("{ifname} is up but has no carrier (cable, peer or host side down): no frame arrives until it has");
     }
     if let AddrMode::Dedicated { addr, .. } = addr {
-        let owners = xsk_io::ifaddr::owners_of(*addr);
+        let owners = xsk_device::ifaddr::owners_of(*addr);
         if !owners.is_empty() {
             tracing::warn!(
                 "dedicated address {addr} is also the kernel's (on {}): the stack takes its ARP, ping and TCP on {ifname}, \
@@ -69,11 +70,11 @@ impl XskTransport {
     fn open(cfg: XskConfig, all_queues: bool) -> Result<Vec<XskTransport>, XskError> {
         let ifname = cfg.port.ifname.clone();
         let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
-        let mac = xsk_io::ifaddr::mac(&ifname).map_err(iferr)?;
-        let mtu = xsk_io::ifaddr::mtu(&ifname).map_err(iferr)? as usize;
+        let mac = xsk_device::ifaddr::mac(&ifname).map_err(iferr)?;
+        let mtu = xsk_device::ifaddr::mtu(&ifname).map_err(iferr)? as usize;
         let (addr, prefix_len, flags) = match &cfg.addr {
             AddrMode::Shared => {
-                let (a, p) = xsk_io::ifaddr::ipv4(&ifname).map_err(iferr)?.ok_or_else(|| {
+                let (a, p) = xsk_device::ifaddr::ipv4(&ifname).map_err(iferr)?.ok_or_else(|| {
                     XskError::Iface(ifname.clone(), "has no IPv4 address to share (use a dedicated address)".into())
                 })?;
                 (a, p, SteerFlags::NONE)
@@ -83,7 +84,7 @@ impl XskTransport {
         startup_checks(&ifname, &cfg.addr)?;
         let addr6 = match (&cfg.addr, &cfg.addr6) {
             (_, Addr6Mode::Off) | (AddrMode::Dedicated { .. }, Addr6Mode::Auto) => None,
-            (AddrMode::Shared, Addr6Mode::Auto) => xsk_io::ifaddr::ipv6(&ifname).map_err(iferr)?,
+            (AddrMode::Shared, Addr6Mode::Auto) => xsk_device::ifaddr::ipv6(&ifname).map_err(iferr)?,
             (AddrMode::Dedicated { .. }, Addr6Mode::Dedicated { addr, prefix_len }) => Some((*addr, *prefix_len)),
             (AddrMode::Shared, Addr6Mode::Dedicated { .. }) => {
                 return Err(XskError::Iface(
@@ -99,7 +100,11 @@ impl XskTransport {
         }
         let mut pcfg = cfg.port.clone();
         pcfg.steer = Some(SteerSpec::new(addr).with_flags(flags).with_addr6(addr6.map(|(a, _)| a)));
-        let ports = if all_queues { Port::open_all(&pcfg)? } else { vec![Port::open(&pcfg)?] };
+        let (iface, ports) = if all_queues {
+            Iface::open_all(&pcfg)?
+        } else {
+            Iface::open(&pcfg).map(|(iface, port)| (iface, vec![port]))?
+        };
         ports[0].log_features();
         {
             let (r, u) = (&cfg.port.rings, &cfg.port.umem);
@@ -132,8 +137,8 @@ impl XskTransport {
             AddrMode::Shared => Some(Claims::new(addr, addr6.map(|(a, _)| a))),
             // Nobody else has the address: steer the whole ephemeral range.
             AddrMode::Dedicated { .. } => {
-                if let Some(steer) = ports[0].steer() {
-                    steer.add_tcp_port_range(cfg.engine.ephemeral.clone()).map_err(PortError::from)?;
+                if let Some(steer) = iface.steer() {
+                    steer.add_tcp_port_range(cfg.engine.ephemeral.clone()).map_err(DeviceError::from)?;
                 }
                 None
             }
@@ -181,7 +186,7 @@ impl XskTransport {
         };
         ports
             .into_iter()
-            .map(|port| Self::with_port(cfg.clone(), ecfg.clone(), port, mtu, claims.clone()))
+            .map(|port| Self::with_port(cfg.clone(), ecfg.clone(), port, iface.clone(), mtu, claims.clone()))
             .collect()
     }
 
@@ -189,6 +194,7 @@ impl XskTransport {
         cfg: XskConfig,
         mut ecfg: EngineSetup,
         mut port: Port,
+        iface: Arc<Iface>,
         mtu: usize,
         claims: Option<Arc<Claims>>,
     ) -> Result<XskTransport, XskError> {
@@ -200,7 +206,7 @@ impl XskTransport {
         let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
         let queue = port.features().queue;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
-            program_part(port.steer().map(|s| s.ack_ring(queue)), &ifname, "deferred ACKs")
+            program_part(iface.steer().map(|s| s.ack_ring(queue)), &ifname, "deferred ACKs")
                 .map(|ring| DeferredAcks::new(ring, port.rx_ready(), port.rx_lost()))
         } else {
             None
@@ -210,19 +216,19 @@ impl XskTransport {
         // shards, an ARP exchange may land on another shard's queue).
         let arp = SharedArp::new(&ifname, shared, ecfg.addr6.is_some());
         let faults = cfg.faults.any().then(|| FaultState::new(cfg.faults));
-        let mut dev = Device::new(port, mtu, arp, faults, acks, cfg.rx_batch);
+        let mut dev = Device::new(port, iface, mtu, arp, faults, acks, cfg.rx_batch);
         let mut engine = Engine::new(ecfg, SmolInstant::from_micros(0), &mut dev.link());
         if deferring {
             engine.track_acks();
         }
         let port = &dev.port;
-        let native = port.steer().is_some_and(|s| s.mode() == xsk_io::AttachMode::Drv);
+        let native = dev.iface.steer().is_some_and(|s| s.mode() == xsk_io::AttachMode::Drv);
         let xdp_cookies = if cfg.xdp_syn_cookies.use_on(&port.features().driver, native)
             && cfg.engine.syn_cookies != super::SynCookies::Off
             && !cfg.faults.any()
         {
             let params = cookie_params(&engine, mtu, epoch_ns);
-            program_part(port.steer().map(|s| s.cookie_slot(queue, &params)), &ifname, "SYN cookies in XDP")
+            program_part(dev.iface.steer().map(|s| s.cookie_slot(queue, &params)), &ifname, "SYN cookies in XDP")
         } else {
             None
         };
@@ -284,7 +290,7 @@ pub(crate) fn cookie_params(engine: &Engine, mtu: usize, epoch_ns: u64) -> xsk_i
 /// A part of the steering program set up for a queue: `None` without a
 /// program, or with one that lacks the part (an older kernel: attach said
 /// why), or when setting it up failed (said here, once per port).
-fn program_part<T>(r: Option<Result<Option<T>, xsk_io::steer::SteerError>>, ifname: &str, what: &str) -> Option<T> {
+fn program_part<T>(r: Option<Result<Option<T>, xsk_device::steer::SteerError>>, ifname: &str, what: &str) -> Option<T> {
     match r {
         Some(Ok(part)) => part,
         None => None,

@@ -177,7 +177,7 @@ impl Park {
 /// inlined (twice per request; nearly always nothing to do), the kick is not.
 #[inline]
 fn end_pass(dev: &mut Device, sleeps: bool, stages: &mut Option<Stages>) -> Result<(), TransportError> {
-    if sleeps || !dev.port.kick_owed() {
+    if sleeps || !dev.port.kick_deferred() {
         return Ok(());
     }
     kick_now(dev, stages)

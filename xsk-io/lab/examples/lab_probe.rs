@@ -9,11 +9,12 @@
 
 use std::time::{Duration, Instant};
 
+use xsk_lab::signals;
 use xsk_lab::lab::{self, Lab, LabConfig};
 
 fn main() {
     let stubborn = std::env::args().any(|a| a == "--stubborn");
-    lab::install_signal_handlers();
+    signals::install_signal_handlers();
     let swept = lab::sweep_stale("lp");
     if swept > 0 {
         println!("swept {swept} stale namespace(s)");
@@ -32,10 +33,10 @@ fn main() {
 
     let wait = if stubborn { Duration::from_secs(30) } else { Duration::from_secs(2) };
     let start = Instant::now();
-    while start.elapsed() < wait && (stubborn || !lab::interrupted()) {
+    while start.elapsed() < wait && (stubborn || !signals::interrupted()) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let why = if lab::interrupted() { "interrupted" } else { "timeout" };
+    let why = if signals::interrupted() { "interrupted" } else { "timeout" };
     drop(lab);
     println!("lab_probe: {why}, cleaned up");
 }

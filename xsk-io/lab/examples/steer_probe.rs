@@ -19,7 +19,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-use xsk_io::steer::{Steer, SteerFlags};
+use xsk_device::steer::{Steer, SteerFlags};
 use xsk_io::AttachMode;
 
 fn main() {

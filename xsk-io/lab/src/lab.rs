@@ -275,11 +275,11 @@ impl Lab {
     /// program (its NAPI is not scheduled for them otherwise), so this is
     /// how a lab lets the XDP program on `if_a` answer SYNs itself. Detached
     /// when the returned value is dropped (or the lab removed).
-    pub fn peer_xdp_pass(&self) -> Result<xsk_io::steer::Steer, LabError> {
+    pub fn peer_xdp_pass(&self) -> Result<xsk_device::steer::Steer, LabError> {
         let ifname = self.if_b.clone();
         let name = ifname.clone();
         self.ns_b
-            .run_in(move || xsk_io::steer::Steer::attach(&name, xsk_io::AttachMode::Drv))?
+            .run_in(move || xsk_device::steer::Steer::attach(&name, xsk_device::AttachMode::Drv))?
             .map_err(|source| LabError::Xdp { ifname, source })
     }
 
@@ -361,9 +361,6 @@ impl Drop for Lab {
         }
     }
 }
-
-// Signals: see crate::signals (re-exported here for the binaries that use both).
-pub use crate::signals::{install_signal_handlers, interrupted};
 
 #[cfg(test)]
 mod tests;

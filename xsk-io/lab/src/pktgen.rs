@@ -120,7 +120,7 @@ pub fn build(spec: &FrameSpec, buf: &mut [u8]) -> usize {
     size
 }
 
-pub use xsk_io::ifaddr::{format_mac, parse_mac};
+pub use xsk_device::ifaddr::{format_mac, parse_mac};
 
 #[cfg(test)]
 mod tests {

@@ -1,4 +1,4 @@
-//! Crash-safe restore of device tuning (issue 9 item 6), with `xsk-bench` as
+//! Crash-safe restore of device tuning, with `xsk-bench` as
 //! the process that tunes, on a veth lab set up the way a user might have it
 //! (GRO on, two queues). Needs root.
 
@@ -163,7 +163,7 @@ fn a_sysctl_set_through_the_record_is_restored_after_a_crash() {
     let ifa = lab.if_a.clone();
     lab.ns_a
         .run_in(move || {
-            use xsk_io::state::{read_sysctl, Owner};
+            use xsk_device::state::{read_sysctl, Owner};
             const K: &str = "net/ipv4/ip_local_reserved_ports";
             let original = read_sysctl(K).unwrap();
             let (mut owner, _) = Owner::acquire(&ifa).unwrap();

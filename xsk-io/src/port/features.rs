@@ -1,6 +1,6 @@
 //! What a port got from the kernel and the device, probed at bind.
 
-use crate::config::BusyPoll;
+use super::config::BusyPoll;
 use crate::socket::RingSizes;
 use crate::AttachMode;
 
@@ -13,9 +13,11 @@ pub struct Features {
     pub ifname: String,
     /// The queue the socket is bound to.
     pub queue: u32,
-    /// The driver (`ETHTOOL_GDRVINFO`), `"unknown"` if it could not be read.
+    /// The driver, as the device setup reported it
+    /// ([`Port::set_device`](super::Port::set_device)); empty if none did.
     pub driver: String,
-    /// Where the steering program runs (None: no program attached).
+    /// Where the steering program runs (None: no program attached, or the
+    /// device setup did not say).
     pub attach: Option<AttachMode>,
     /// Always false: a zero-copy bind is refused ([`PortError::ZeroCopy`](super::PortError::ZeroCopy)).
     pub zerocopy: bool,
@@ -31,7 +33,7 @@ pub struct Features {
     /// Busy polling, if configured.
     pub busy_poll: Option<BusyPoll>,
     /// TX checksum offload through AF_XDP TX metadata
-    /// ([`TxHalf::send_csum`](super::TxHalf::send_csum)): asked for ([`PortConfig::tx_csum`](super::PortConfig::tx_csum)) and
+    /// ([`TxHalf::send_csum`](super::TxHalf::send_csum)): asked for ([`QueueConfig::tx_csum`](super::QueueConfig::tx_csum)) and
     /// taken by the kernel (Linux 6.8+).
     pub tx_csum: bool,
     /// The ring sizes.

@@ -21,7 +21,7 @@ pub struct Counters {
     pub kicks: u64,
     /// TX wake-ups made by [`Port::wait`](super::Port::wait)'s poll(2) instead of a sendto
     /// (copy mode: the kernel transmits before it sleeps).
-    pub folded_kicks: u64,
+    pub kicks_in_wait: u64,
     /// sendto answered EAGAIN/ENOBUFS, or EBUSY: the descriptors not yet
     /// taken stay queued and are retried on the next flush.
     pub kick_retries: u64,
@@ -67,7 +67,7 @@ pub struct PortStats {
 }
 
 /// SYNs the steering program dropped under overload, by reason (see
-/// [`crate::shed`]).
+/// [`crate::shed`]), as the device setup reads them ([`Port::set_shed`](super::Port::set_shed)).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 #[non_exhaustive]
 pub struct ShedCounters {
@@ -78,6 +78,17 @@ pub struct ShedCounters {
     /// The RX ring had not been empty for a while and the frames waiting
     /// reached the standing limit.
     pub syn_dropped_standing_queue: u64,
+}
+
+impl ShedCounters {
+    /// The three counts, in field order.
+    pub fn new(rx_backlog: u64, fill_low: u64, standing_queue: u64) -> ShedCounters {
+        ShedCounters {
+            syn_dropped_rx_backlog: rx_backlog,
+            syn_dropped_fill_low: fill_low,
+            syn_dropped_standing_queue: standing_queue,
+        }
+    }
 }
 
 /// Where the frames are, with the kernel-side places split by ring; the

@@ -13,16 +13,16 @@ use super::tx_half::TxHalf;
 use super::{LinkDown, Port, Ready};
 
 /// At most this many frames in flight (handed to TX, not yet completed)
-/// let [`Port::publish`] leave the kick to the wait: the smallest TX budget
+/// let [`Port::flush_before_wait`] leave the kick to the wait: the smallest TX budget
 /// (copy mode before `XDP_MAX_TX_SKB_BUDGET`: 32 per call), so one poll(2)
 /// sends them all, and few enough that the socket's send buffer cannot be
 /// full (the kernel would leave frames in the ring, and nothing wakes a
 /// sleeper for that).
-const FOLD_MAX: u32 = 32;
+const DEFER_KICK_MAX: u32 = 32;
 
-/// [`Port::publish`] reaps completions once this many frames are out for TX (half of
-/// [`FOLD_MAX`], so completed frames left unreaped never make a small batch look large).
-const REAP_BATCH: u32 = FOLD_MAX / 2;
+/// [`Port::flush_before_wait`] reaps completions once this many frames are out for TX (half of
+/// [`DEFER_KICK_MAX`], so completed frames left unreaped never make a small batch look large).
+const REAP_BATCH: u32 = DEFER_KICK_MAX / 2;
 
 /// How often a port whose link is down tries the kick again.
 const LINK_RETRY: Duration = Duration::from_millis(10);
@@ -81,7 +81,7 @@ impl Port {
         if published > 0 {
             self.counters.tx_batches += 1;
         }
-        if (published > 0 || self.kick_pending || self.kick_owed) && self.tx.needs_wakeup() {
+        if (published > 0 || self.kick_retry || self.kick_deferred) && self.tx.needs_wakeup() {
             self.kick()?;
         }
         self.reap();
@@ -91,7 +91,7 @@ impl Port {
 
     /// As [`flush`](Self::flush), but the kick is left to the next
     /// [`wait`](Self::wait), which makes it inside its poll(2), or to the
-    /// next `flush` (whichever comes first; [`kick_owed`](Self::kick_owed)
+    /// next `flush` (whichever comes first; [`kick_deferred`](Self::kick_deferred)
     /// says one is due), when at most 32 frames are in flight (more, or a
     /// down link: kicked here, as `flush` does). For a loop that sleeps once it has sent: one
     /// syscall instead of a sendto and a wait, and the peer the frames wake
@@ -102,47 +102,47 @@ impl Port {
     ///
     /// # Errors
     /// As [`flush`](Self::flush) while the link is down; otherwise none.
-    pub fn publish(&mut self) -> Result<(), PortError> {
+    pub fn flush_before_wait(&mut self) -> Result<(), PortError> {
         let published = self.tx.publish();
         if published > 0 {
             self.counters.tx_batches += 1;
         }
-        // Completions are taken in batches here: at light load every publish sends one
+        // Completions are taken in batches here: at light load every such flush sends one
         // frame, and reading the completion ring for it cost more than building it.
         // Fewer than REAP_BATCH frames wait, so the count below still tells a burst.
         // (`flush` takes them all: `drain_tx` waits for that.)
         if self.frames.count(Place::Tx) >= REAP_BATCH {
             self.reap();
         }
-        if (published > 0 || self.kick_pending) && self.tx.needs_wakeup() {
+        if (published > 0 || self.kick_retry) && self.tx.needs_wakeup() {
             // One poll(2) transmits at most one TX budget (32 before 6.17),
             // and what it leaves would wait out the sleep: many frames in
             // flight are kicked now (sendto retries leftovers soon), as is
             // a down link (rate-limited).
-            if self.link_down.is_some() || self.frames.count(Place::Tx) > FOLD_MAX {
+            if self.link_down.is_some() || self.frames.count(Place::Tx) > DEFER_KICK_MAX {
                 self.kick()?;
             } else {
-                self.kick_owed = true;
+                self.kick_deferred = true;
             }
         }
         self.refill();
         Ok(())
     }
 
-    /// Whether [`publish`](Self::publish) left a kick that no wait or flush
+    /// Whether [`flush_before_wait`](Self::flush_before_wait) left a kick that no wait or flush
     /// has made yet.
-    pub fn kick_owed(&self) -> bool {
-        self.kick_owed
+    pub fn kick_deferred(&self) -> bool {
+        self.kick_deferred
     }
 
-    /// The kick policy of a loop that publishes with [`publish`](Self::publish),
-    /// called once at the end of each pass: the kick the pass owes is made
+    /// The kick policy of a loop that publishes with [`flush_before_wait`](Self::flush_before_wait),
+    /// called once at the end of each pass: the kick the pass deferred is made
     /// now, with a sendto, unless `sleeps` (the loop's next step is
     /// [`wait`](Self::wait), whose poll(2) makes it). True if it kicked. A
     /// loop that returns to its caller, goes round again without sleeping,
     /// or sleeps elsewhere (epoll) passes false.
     pub fn end_pass(&mut self, sleeps: bool) -> Result<bool, PortError> {
-        if sleeps || !self.kick_owed {
+        if sleeps || !self.kick_deferred {
             return Ok(false);
         }
         self.flush()?;
@@ -159,31 +159,31 @@ impl Port {
 
     /// Sleeps until the RX ring has frames, `extra` (e.g. a timerfd) is
     /// readable, or `timeout` (rounded up to whole milliseconds; None: no
-    /// limit), and makes an owed kick on the way: in copy mode with
+    /// limit), and makes a deferred kick on the way: in copy mode with
     /// need_wakeup the kernel's poll transmits the TX ring before it sleeps
     /// (`xsk_poll`: "Poll needs to drive Tx also in copy mode"). A kick is
-    /// owed only when the TX ring asked for a wake-up, so only then.
+    /// deferred only when the TX ring asked for a wake-up, so only then.
     ///
     /// # Errors
-    /// The OS error of poll(2) (`Interrupted` for a signal); an owed kick
+    /// The OS error of poll(2) (`Interrupted` for a signal); a deferred kick
     /// that the kernel did not finish stays due (the next flush makes it).
     pub fn wait(&mut self, extra: Option<BorrowedFd<'_>>, timeout: Option<Duration>) -> io::Result<Ready> {
         let ms = timeout.map_or(-1, poll_ms);
-        let folded = std::mem::take(&mut self.kick_owed);
+        let deferred = std::mem::take(&mut self.kick_deferred);
         let r = self.sock.wait_readable(extra, ms);
-        if folded {
-            self.counters.folded_kicks += 1;
+        if deferred {
+            self.counters.kicks_in_wait += 1;
             // A link that went down meanwhile sends nothing: what is left
-            // is kicked by the next flush (after this wait; `publish` keeps
-            // the fold to loads one poll sends whole).
-            self.kick_pending = self.tx.in_flight() > 0;
+            // is kicked by the next flush (after this wait; `flush_before_wait` keeps
+            // deferring to loads one poll sends whole).
+            self.kick_retry = self.tx.in_flight() > 0;
         }
         let (rx, extra) = r?;
         Ok(Ready { rx, extra })
     }
 
     fn kick(&mut self) -> Result<(), PortError> {
-        self.kick_owed = false;
+        self.kick_deferred = false;
         if let Some(d) = &self.link_down {
             // Waiting for the link: try again now and then, not on every flush.
             if d.last_try.elapsed() < LINK_RETRY {
@@ -198,13 +198,13 @@ impl Port {
                 }
                 // Copy mode sends at most the budget per call: if descriptors
                 // are left, the next flush must kick again.
-                self.kick_pending = self.tx.in_flight() > 0;
+                self.kick_retry = self.tx.in_flight() > 0;
                 Ok(())
             }
             Err(e) => match e.raw_os_error() {
                 Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
                     self.counters.kick_retries += 1;
-                    self.kick_pending = true;
+                    self.kick_retry = true;
                     Ok(())
                 }
                 // __xsk_generic_xmit: the driver dropped the frame it was
@@ -214,14 +214,14 @@ impl Port {
                 Some(libc::EBUSY) => {
                     self.counters.kick_retries += 1;
                     self.counters.tx_dropped += 1;
-                    self.kick_pending = true;
+                    self.kick_retry = true;
                     Ok(())
                 }
                 // xsk_check_common: the device is down (ENETDOWN) or the
                 // socket lost it (ENXIO). Nothing was taken from the TX ring;
                 // wait for the link with the descriptors queued.
                 Some(libc::ENETDOWN) | Some(libc::ENXIO) => {
-                    self.kick_pending = true;
+                    self.kick_retry = true;
                     let now = Instant::now();
                     match &mut self.link_down {
                         Some(d) => d.last_try = now,
@@ -238,7 +238,7 @@ impl Port {
                     Ok(())
                 }
                 _ => {
-                    self.kick_pending = true;
+                    self.kick_retry = true;
                     Err(PortError::Kick(e))
                 }
             },
@@ -248,7 +248,7 @@ impl Port {
     /// Whether a flush is needed to make progress on TX. False while the
     /// link is down: the next flush retries, whenever the caller does one.
     pub fn tx_pending(&self) -> bool {
-        (self.kick_pending && self.link_down.is_none()) || self.tx.unpublished() > 0
+        (self.kick_retry && self.link_down.is_none()) || self.tx.unpublished() > 0
     }
 
     /// Whether the last kick found the link down (see [`Counters::link_downs`](super::Counters::link_downs)).
@@ -281,7 +281,7 @@ impl Port {
             if Instant::now() >= end {
                 return Ok(false);
             }
-            if !self.kick_pending && self.tx.needs_wakeup() {
+            if !self.kick_retry && self.tx.needs_wakeup() {
                 self.kick()?;
             }
             std::thread::sleep(Duration::from_micros(50));

@@ -4,13 +4,13 @@
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use xsk_io::port::{Port, PortConfig, SteerSpec};
+use xsk_device::{PortConfig, SteerSpec};
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
 use xsk_io::AttachMode;
 use xsk_lab::pktgen::{self, Proto};
 
-use super::{lab, spec, stamp};
+use super::{lab, open, spec, stamp};
 
 /// A million frames through two ports with rings small enough to be full
 /// most of the time; afterwards every frame of both UMEMs is accounted for.
@@ -34,7 +34,7 @@ fn frame_accounting_survives_a_million_frames_with_full_rings() {
             cfg.umem = umem;
             cfg.attach = AttachMode::Skb;
             cfg.steer = Some(SteerSpec::new(addr_b).with_tcp_ports(vec![7006]));
-            let mut b = Port::open(&cfg).unwrap();
+            let mut b = open(&cfg).unwrap();
             let mut v = Vec::with_capacity(32);
             while !stop_b.load(std::sync::atomic::Ordering::Relaxed) {
                 b.recv(&mut v, 32);
@@ -73,7 +73,7 @@ fn frame_accounting_survives_a_million_frames_with_full_rings() {
     cfg.attach = AttachMode::Skb;
     // A's traffic to B uses dst port 7006; B swaps ports so replies come to 40000.
     cfg.steer = Some(SteerSpec::new(lab.addr_a).with_tcp_ports(vec![40000]));
-    let mut a = Port::open(&cfg).unwrap();
+    let mut a = open(&cfg).unwrap();
     let s = spec(&lab, true, Proto::Tcp, 7006, 128);
     let (mut sent, mut got, mut bad) = (0u32, 0u32, 0u32);
     let mut v = Vec::with_capacity(64);

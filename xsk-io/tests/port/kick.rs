@@ -1,25 +1,26 @@
 //! The TX kick: the kernel options for it (present or not), and the kick
-//! that publish leaves to the wait.
+//! that flush_before_wait leaves to the wait.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use xsk_io::port::{BusyPoll, Knob, Port, PortConfig};
+use xsk_device::{BusyPoll, PortConfig, Setting};
+use xsk_io::port::Port;
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
 use xsk_io::AttachMode;
 use xsk_lab::pktgen::{self, Proto};
 use xsk_lab::rawsock::RawSocket;
 
-use super::{lab, recv_one, spec, stamp, steered_cfg};
+use super::{lab, open, recv_one, spec, stamp, steered_cfg};
 
 #[test]
-fn missing_kernel_knobs_are_detected_and_the_port_runs() {
+fn missing_kernel_options_are_detected_and_the_port_runs() {
     let lab = lab("tpf");
     let _in_a = lab.ns_a.enter().unwrap();
     let mut cfg = PortConfig::new(&lab.if_a);
     cfg.rings = RingSizes { fill: 512, comp: 512, rx: 512, tx: 512 };
-    let mut port = Port::open(&cfg).unwrap();
+    let mut port = open(&cfg).unwrap();
     let f = port.features().clone();
     // Probe option 10 on a separate socket to know what this kernel has.
     let probe = xsk_io::socket::XskSocket::new().unwrap();
@@ -51,26 +52,26 @@ fn missing_kernel_knobs_are_detected_and_the_port_runs() {
     port.audit().unwrap();
     // A second port on the interface in the same process is refused: it
     // would record the first one's tuning as the original state.
-    let e = Port::open(&cfg).err().expect("a second owner of the interface must be refused").to_string();
+    let e = open(&cfg).err().expect("a second owner of the interface must be refused").to_string();
     assert!(e.contains("in use by another xsk-io port (this process"), "{e}");
     drop(port);
-    // Explicit knobs: a budget above the ring is refused with a clear error.
+    // Explicit settings: a budget above the ring is refused with a clear error.
     if has9 {
         let mut bad = cfg.clone();
-        bad.tx_budget = Knob::Value(4096);
-        let e = Port::open(&bad).err().expect("budget above the TX ring must fail").to_string();
+        bad.tx_budget = Setting::Value(4096);
+        let e = open(&bad).err().expect("budget above the TX ring must fail").to_string();
         assert!(e.contains("XDP_MAX_TX_SKB_BUDGET"), "{e}");
     }
 }
 
-/// `publish` leaves the TX kick owed and sends nothing by itself; `wait`
+/// `flush_before_wait` leaves the TX kick deferred and sends nothing by itself; `wait`
 /// makes it inside its poll(2) (no sendto), and wakes for RX frames and for
 /// the extra descriptor.
 #[test]
-fn the_wait_makes_the_kick_publish_left() {
+fn the_wait_makes_the_kick_flush_before_wait_left() {
     let lab = lab("tpw");
     let _in_a = lab.ns_a.enter().unwrap();
-    let mut port = Port::open(&steered_cfg(&lab, AttachMode::Drv, 7002)).unwrap();
+    let mut port = open(&steered_cfg(&lab, AttachMode::Drv, 7002)).unwrap();
     assert!(port.features().need_wakeup, "copy mode on veth binds with need_wakeup");
     let raw = lab.ns_b.run_in({
         let ifb = lab.if_b.clone();
@@ -101,18 +102,18 @@ fn the_wait_makes_the_kick_publish_left() {
         f.set_len(n);
         port.send(f).unwrap();
     }
-    port.publish().unwrap();
-    assert!(port.kick_owed());
+    port.flush_before_wait().unwrap();
+    assert!(port.kick_deferred());
     assert_eq!(ours(Duration::from_millis(200)), 0, "published frames went out without a kick");
 
     let t0 = Instant::now();
     let ready = port.wait(None, Some(Duration::from_millis(50))).unwrap();
     assert!(!ready.rx && !ready.extra, "nothing to read: {ready:?}");
     assert!(t0.elapsed() >= Duration::from_millis(40), "the wait did not sleep");
-    assert!(!port.kick_owed());
+    assert!(!port.kick_deferred());
     assert_eq!(ours(Duration::from_secs(2)), 3, "the wait did not transmit the TX ring");
     let c = port.stats().port;
-    assert_eq!((c.kicks, c.folded_kicks), (0, 1), "{c:?}");
+    assert_eq!((c.kicks, c.kicks_in_wait), (0, 1), "{c:?}");
     assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
 
     // More frames in flight than one poll(2) may send (32 per call before
@@ -125,8 +126,8 @@ fn the_wait_makes_the_kick_publish_left() {
         f.set_len(n);
         port.send(f).unwrap();
     }
-    port.publish().unwrap();
-    assert!(!port.kick_owed(), "64 frames in flight left to the wait");
+    port.flush_before_wait().unwrap();
+    assert!(!port.kick_deferred(), "64 frames in flight left to the wait");
     assert_eq!(port.stats().port.kicks, 1);
     assert_eq!(ours(Duration::from_secs(2)), 64, "a burst was not sent whole");
     assert!(port.drain_tx(Duration::from_secs(2)).unwrap());
@@ -180,7 +181,7 @@ fn busy_polling_sets_its_socket_options_and_0_only_spins() {
         let lab = lab(tag);
         let _in_a = lab.ns_a.enter().unwrap();
         let cfg = PortConfig::new(&lab.if_a).with_busy_poll(Some(BusyPoll { usecs, budget: 16 }));
-        let mut port = Port::open(&cfg).unwrap();
+        let mut port = open(&cfg).unwrap();
         let got = (
             opt(&port, libc::SO_BUSY_POLL),
             opt(&port, libc::SO_PREFER_BUSY_POLL),

@@ -3,12 +3,11 @@
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use xsk_io::port::Port;
 use xsk_io::AttachMode;
 use xsk_lab::pktgen::{self, Proto};
 use xsk_lab::rawsock::RawSocket;
 
-use super::{lab, spec, steered_cfg};
+use super::{lab, open, spec, steered_cfg};
 
 /// Issue 9 item 7: `ip link set dev IF down; up` under traffic in both
 /// directions. The port must not fail (sendto says ENETDOWN while the device
@@ -50,7 +49,7 @@ fn link_flap_under_traffic_is_survived_and_counted() {
         })
     };
     let _in_a = lab.ns_a.enter().unwrap();
-    let mut port = Port::open(&steered_cfg(&lab, AttachMode::Skb, 7030)).unwrap();
+    let mut port = open(&steered_cfg(&lab, AttachMode::Skb, 7030)).unwrap();
     let s = spec(&lab, true, Proto::Udp, 9030, 100);
     let mut v = Vec::with_capacity(64);
     let start = Instant::now();

@@ -3,17 +3,25 @@
 
 use std::time::{Duration, Instant};
 
-use xsk_io::port::{Port, PortConfig, SteerSpec};
+use xsk_device::{DeviceError, Iface, PortConfig, SteerSpec};
+use xsk_io::port::Port;
 use xsk_io::umem::Frame;
 use xsk_io::AttachMode;
 use xsk_lab::lab::{Lab, LabConfig};
 use xsk_lab::pktgen::{self, FrameSpec, Proto};
 
 mod books;
+mod embed;
 mod kick;
 mod link;
 mod shed;
 mod traffic;
+
+/// Prepares the interface and opens one port, which keeps the interface
+/// prepared until it is dropped.
+fn open(cfg: &PortConfig) -> Result<Port, DeviceError> {
+    Iface::open(cfg).map(|(_, port)| port)
+}
 
 fn require_root() {
     // SAFETY: geteuid has no preconditions.

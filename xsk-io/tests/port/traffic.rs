@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use xsk_io::port::Port;
+use xsk_device::Iface;
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::UmemConfig;
 use xsk_io::AttachMode;
@@ -13,14 +13,14 @@ use xsk_lab::lab::{Lab, LabConfig};
 use xsk_lab::pktgen::{self, Proto};
 use xsk_lab::rawsock::RawSocket;
 
-use super::{lab, recv_one, require_root, spec, stamp, steered_cfg};
+use super::{lab, open, recv_one, require_root, spec, stamp, steered_cfg};
 
 #[test]
 fn frames_cross_byte_exact_both_ways() {
     let lab = lab("tpx");
     for mode in [AttachMode::Skb, AttachMode::Drv] {
         let _in_a = lab.ns_a.enter().unwrap();
-        let mut port = Port::open(&steered_cfg(&lab, mode, 7001)).unwrap();
+        let mut port = open(&steered_cfg(&lab, mode, 7001)).unwrap();
         assert_eq!(port.features().attach, Some(mode));
         let raw = lab.ns_b.run_in({
             let ifb = lab.if_b.clone();
@@ -70,7 +70,7 @@ fn frames_cross_byte_exact_both_ways() {
 fn only_the_steered_port_reaches_the_socket() {
     let lab = lab("tps");
     let _in_a = lab.ns_a.enter().unwrap();
-    let mut port = Port::open(&steered_cfg(&lab, AttachMode::Skb, 7002)).unwrap();
+    let (iface, mut port) = Iface::open(&steered_cfg(&lab, AttachMode::Skb, 7002)).unwrap();
     // A kernel listener on another port keeps working.
     let listener = TcpListener::bind(SocketAddrV4::new(lab.addr_a, 7003)).unwrap();
     let addr_a = lab.addr_a;
@@ -128,7 +128,7 @@ fn only_the_steered_port_reaches_the_socket() {
     assert_eq!(u16::from_be_bytes([port.umem().data(&f)[36], port.umem().data(&f)[37]]), 7002);
     port.release(f);
     assert!(recv_one(&mut port, Duration::from_millis(300)).is_none(), "port 7004 must stay with the kernel");
-    let c = port.steer().unwrap().counters().unwrap();
+    let c = iface.steer().unwrap().counters().unwrap();
     assert!(c.steered >= 1 && c.passed >= 1, "{c:?}");
     port.audit().unwrap();
 }
@@ -146,7 +146,7 @@ fn one_port_per_queue() {
     let mut cfg = steered_cfg(&lab, AttachMode::Drv, 7007);
     cfg.rings = RingSizes { fill: 256, comp: 256, rx: 256, tx: 256 };
     cfg.umem = UmemConfig::default().with_frame_count(1024);
-    let mut ports = Port::open_all(&cfg).unwrap();
+    let mut ports = Iface::open_all(&cfg).unwrap().1;
     assert_eq!(ports.len(), 2);
     assert_eq!(ports[0].features().queue, 0);
     assert_eq!(ports[1].features().queue, 1);
@@ -238,7 +238,7 @@ fn the_queue_is_bound_again_right_after_its_port_closes() {
     let mut waited = Duration::ZERO;
     let result = (0..30).try_for_each(|i| {
         let t = Instant::now();
-        let port = Port::open(&cfg).map_err(|e| format!("open {i}: {e}"))?;
+        let port = open(&cfg).map_err(|e| format!("open {i}: {e}"))?;
         waited = waited.max(t.elapsed());
         drop(port);
         Ok::<_, String>(())

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use serde::Serialize;
 use serde_json::Value;
-use xsk_lab::lab::{self, Lab, LabConfig};
+use xsk_lab::signals;
+use xsk_lab::lab::{Lab, LabConfig};
 
 use crate::{Args, Case, LAB_TAG, PORT, XSK_HOST};
 use crate::echo::{fresh_connections, measure, Fresh};
@@ -129,7 +130,7 @@ pub(crate) fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u6
     if progress {
         eprintln!("   {idle_opened} open after {idle_open_s:.1} s");
     }
-    ensure!(!lab::interrupted(), "interrupted");
+    ensure!(!signals::interrupted(), "interrupted");
     let est = join(spawn_in(&lab.ns_b, "est-open", move || {
         let s = TcpStream::connect_timeout(&SocketAddr::V4(to), Duration::from_secs(5))?;
         s.set_nodelay(true)?;
@@ -178,7 +179,7 @@ pub(crate) fn run_case(args: &Args, case: Case, exe: &Path, dir: &Path, seed: u6
     let mut next = t0;
     let mut aborted = None;
     while t0.elapsed() < args.duration {
-        if lab::interrupted() {
+        if signals::interrupted() {
             aborted = Some("interrupted");
             break;
         }

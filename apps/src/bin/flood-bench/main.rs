@@ -18,6 +18,7 @@ use anyhow::{bail, ensure, Context, Result};
 use clap::{ArgMatches, Parser, ValueEnum};
 use serde::Serialize;
 use apps::parse_duration;
+use xsk_lab::signals;
 use xsk_lab::lab;
 
 mod bound;
@@ -200,7 +201,7 @@ pub(crate) fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
         None => std::env::current_exe()?.with_file_name("rr-server"),
     };
     ensure!(server.is_file(), "rr-server not found at {} (build it, or pass --server)", server.display());
-    lab::install_signal_handlers();
+    signals::install_signal_handlers();
     lab::sweep_stale(LAB_TAG);
     let seed = args.seed.unwrap_or_else(|| {
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -221,7 +222,7 @@ pub(crate) fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
     let mut results = Vec::new();
     let mut failed = false;
     for (i, &case) in args.cases.iter().enumerate() {
-        if lab::interrupted() {
+        if signals::interrupted() {
             bail!("interrupted");
         }
         let dir = scratch.join(case.name());
@@ -233,7 +234,7 @@ pub(crate) fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
                 results.push(r);
             }
             Err(e) => {
-                if lab::interrupted() {
+                if signals::interrupted() {
                     if !args.keep {
                         let _ = std::fs::remove_dir_all(&scratch);
                     }

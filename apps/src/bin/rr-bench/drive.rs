@@ -13,7 +13,7 @@ use stack::codec::{Codec, LengthPrefixed, Stream};
 use apps::resp::RespWorkload;
 use rr_load::{Churn, ChurnConfig, ChurnPattern, Client, ClientConfig, ClientReport, EchoWorkload, Workload};
 use stack::transport::Transport;
-use xsk_lab::lab;
+use xsk_lab::signals;
 
 use crate::{Args, Pattern};
 use crate::plan::Plan;
@@ -78,7 +78,7 @@ fn drive_with<T: Transport, C: Codec + Clone, W: Workload>(
             tracing::warn!("the warm-up had {} errors", report.errors);
         }
         warmup_requests = report.requests;
-        ensure!(!lab::interrupted(), "interrupted during the warm-up");
+        ensure!(!signals::interrupted(), "interrupted during the warm-up");
     }
 
     // Threads start measuring together, so the process-wide CPU counters cover every run.

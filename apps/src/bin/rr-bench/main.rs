@@ -20,7 +20,7 @@ use apps::{
     parse_bytes, parse_connect, parse_duration, warn_ignored, Backend,
     BenchResult, Service, UsageError, XskOpts,
 };
-use xsk_lab::lab;
+use xsk_lab::signals;
 use stack::kernel::{KernelBusyPoll, KernelConfig, KernelTransport};
 use stack::uring::{UringBusyPoll, UringConfig, UringTransport};
 use stack::xsk::XskTransport;
@@ -202,7 +202,7 @@ fn main() -> ExitCode {
 }
 
 pub(crate) fn run(args: &Args, matches: &ArgMatches) -> Result<ExitCode> {
-    lab::install_signal_handlers();
+    signals::install_signal_handlers();
     let plan = Plan::new(args)?;
     if args.backend == Backend::Xsk {
         // Before a --lab is built: the client's stack is configured only inside it.

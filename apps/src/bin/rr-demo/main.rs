@@ -15,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use apps::{parse_duration, usage_bail, usage_ensure};
 use clap::{ArgMatches, Parser};
 use xsk_io::AttachMode;
+use xsk_lab::signals;
 use xsk_lab::lab;
 
 use crate::cases::{cases, label, OUTAGE_MS, OUTAGE_ONE_IN, parse_kernels, round_order, runs_redis, selected, Case, Kernel, Kernels};
@@ -234,7 +235,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
     for note in skip_notes(&args.kernels.0, &cases, runs_redis(args) && redis::selected(args.only.as_deref())) {
         println!("note: {note}");
     }
-    lab::install_signal_handlers();
+    signals::install_signal_handlers();
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let logs = args.out.join("logs");
     // Only this tool writes there: logs of an earlier run would mix with this one's.
@@ -276,7 +277,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
         for round in 0..rounds as usize {
             // Rotate which backend goes first, so drift hits all alike.
             for backend in round_order(&args.kernels.0, case, round) {
-                if lab::interrupted() {
+                if signals::interrupted() {
                     break 'outer;
                 }
                 n += 1;
@@ -308,11 +309,11 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
             }
         }
     }
-    if !lab::interrupted() && runs_redis(args) {
+    if !signals::interrupted() && runs_redis(args) {
         println!();
         failures += redis::run(&env, args, rounds as usize)?;
     }
-    if lab::interrupted() {
+    if signals::interrupted() {
         println!("interrupted: partial results");
     }
     drop(env_mq);

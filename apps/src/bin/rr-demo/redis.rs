@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use apps::server_process::ServerProcess;
 use serde::Serialize;
-use xsk_lab::lab;
+use xsk_lab::signals;
 
 use crate::Args;
 use crate::cases::only_matches;
@@ -244,7 +244,7 @@ pub(super) fn run(env: &Env, args: &Args, rounds: usize) -> Result<usize> {
             // Rotate the order each round so drift hits every server alike.
             for k in 0..servers.len() {
                 let server = servers[(k + round) % servers.len()];
-                if lab::interrupted() {
+                if signals::interrupted() {
                     break;
                 }
                 match run_one(env, server, *case, round, n) {

@@ -52,7 +52,7 @@ pub enum LabError {
         ifname: String,
         /// Why.
         #[source]
-        source: xsk_io::steer::SteerError,
+        source: xsk_device::steer::SteerError,
     },
 }
 

@@ -93,7 +93,7 @@ pub(super) fn destroy_namespaces(names: &[String]) -> usize {
     }
     // Device-state records of killed ports in these namespaces die with them.
     for &(_, ino) in &ids {
-        xsk_io::state::forget_netns(ino);
+        xsk_device::state::forget_netns(ino);
     }
     let lines: Vec<String> = present.iter().map(|n| format!("netns del {n}")).collect();
     if let Err(e) = ip_batch(None, true, &lines) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use serde::Serialize;
 
-use xsk_io::port::Knob;
+use xsk_io::port::Setting;
 use xsk_io::AttachMode;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -64,10 +64,10 @@ pub(crate) struct Args {
     pub(crate) attach: AttachMode,
     /// XDP_MAX_TX_SKB_BUDGET: off, auto (= TX ring size) or a number (32..TX ring size).
     #[arg(long, default_value = "auto")]
-    pub(crate) tx_budget: Knob,
+    pub(crate) tx_budget: Setting,
     /// XDP_GENERIC_XMIT_BATCH: off, auto (32, capped by the budget) or a number.
     #[arg(long, default_value = "auto")]
-    pub(crate) xmit_batch: Knob,
+    pub(crate) xmit_batch: Setting,
     /// Entries in each of the four rings (power of two).
     #[arg(long, default_value_t = 2048)]
     pub(crate) ring_size: u32,

@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use xsk_io::port::{BusyPoll, Port, PortConfig, SteerSpec};
+use xsk_device::{BusyPoll, Iface, PortConfig, SteerSpec};
+use xsk_io::port::Port;
 use xsk_io::socket::RingSizes;
 use xsk_io::umem::{Frame, UmemConfig};
-use xsk_lab::lab;
+use xsk_lab::signals;
 use xsk_lab::pktgen::{self, FrameSpec, Proto};
 
 use crate::args::{Args, Mode};
@@ -41,7 +42,7 @@ pub(crate) fn bench(args: &Args, ifname: &str) -> Result<()> {
         }
         _ => cfg.steer = Some(SteerSpec::new(args.src_ip).with_tcp_ports(vec![args.port])),
     }
-    let mut port = Port::open(&cfg).with_context(|| format!("opening {ifname} queue {}", args.queue))?;
+    let (_iface, mut port) = Iface::open(&cfg).with_context(|| format!("opening {ifname} queue {}", args.queue))?;
     port.log_features();
 
     let my_mac = iface_mac(ifname).unwrap_or([2, 0, 0, 0, 0, 1]);
@@ -82,7 +83,7 @@ pub(crate) fn bench(args: &Args, ifname: &str) -> Result<()> {
     let mut rtts: Vec<u32> = Vec::new();
     let mut lost = 0u64;
     let mut seq = 0u64;
-    while !lab::interrupted() {
+    while !signals::interrupted() {
         match args.mode {
             Mode::Txonly => {
                 let room = port.tx_space(batch as u32).min(batch as u32);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use xsk_io::port::Knob;
+use xsk_io::port::Setting;
 use xsk_lab::lab::{self, Lab, LabConfig};
 use xsk_lab::pktgen;
 
@@ -77,7 +77,7 @@ pub(crate) fn in_lab(args: &Args) -> Result<()> {
     c.args(["--iface", &lab.if_a, "--queue", &args.queue.to_string()]);
     c.args(["--size", &args.size.to_string(), "--batch", &args.batch.to_string()]);
     c.args(["--attach", &args.attach.to_string()]);
-    c.args(["--tx-budget", &knob_arg(args.tx_budget), "--xmit-batch", &knob_arg(args.xmit_batch)]);
+    c.args(["--tx-budget", &setting_arg(args.tx_budget), "--xmit-batch", &setting_arg(args.xmit_batch)]);
     c.args(["--ring-size", &args.ring_size.to_string(), "--frame-size", &args.frame_size.to_string()]);
     if let Some(f) = args.frames {
         c.args(["--frames", &f.to_string()]);
@@ -146,10 +146,10 @@ fn read_counter(lab: &Lab, name: &str) -> Option<u64> {
         .and_then(|s| s.trim().parse().ok())
 }
 
-fn knob_arg(k: Knob) -> String {
+fn setting_arg(k: Setting) -> String {
     match k {
-        Knob::Off => "off".into(),
-        Knob::Auto => "auto".into(),
-        Knob::Value(v) => v.to_string(),
+        Setting::Off => "off".into(),
+        Setting::Auto => "auto".into(),
+        Setting::Value(v) => v.to_string(),
     }
 }

@@ -10,7 +10,7 @@
 use anyhow::Result;
 use clap::Parser;
 
-use xsk_lab::lab;
+use xsk_lab::signals;
 
 mod args;
 mod bench;
@@ -46,7 +46,7 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<()> {
-    lab::install_signal_handlers();
+    signals::install_signal_handlers();
     match args.iface.clone() {
         Some(ifname) => bench(&args, &ifname),
         None => in_lab(&args),

@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use xsk_io::port::Port;
 use xsk_io::umem::Frame;
-use xsk_lab::lab;
+use xsk_lab::signals;
 use xsk_lab::pktgen::{self, FrameSpec};
 
 /// The source port of pingpong's frames, steered back to its socket.
@@ -68,7 +68,7 @@ pub(crate) fn ping(port: &mut Port, spec: &FrameSpec, rx: &mut Vec<Frame>, tx_cs
                 return Ok(Ping::Back(rtt));
             }
         }
-        if lab::interrupted() || Instant::now() > deadline {
+        if signals::interrupted() || Instant::now() > deadline {
             return Ok(Ping::Lost);
         }
         std::hint::spin_loop();

@@ -19,7 +19,7 @@ pub(crate) struct RestoreArgs {
 }
 
 pub(crate) fn restore(args: RestoreArgs) -> Result<()> {
-    let r = xsk_io::state::restore(&args.ifname)?;
+    let r = xsk_device::state::restore(&args.ifname)?;
     match r.pid {
         None if xsk_io::sys::if_nametoindex(&args.ifname).is_err() => {
             println!("{}: no state recorded, and no such interface in this network namespace", args.ifname)
