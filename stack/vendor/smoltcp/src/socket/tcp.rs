@@ -971,10 +971,13 @@ impl<'a> Socket<'a> {
     }
 
     /// [xsk-stack patch: probe-rto] The retransmission timer after a tail-loss probe
-    /// waits at least `d` (default 0: the RTO, as RFC 8985 7.3). The probe already
-    /// recovers a lone loss; the timeout after it is for a lost probe, or for a peer
-    /// whose ACKs come later than the RTO, which would otherwise draw a second
-    /// retransmission (and back off the timer, cut the window) for each answer.
+    /// waits at least `d` (default 0: the RTO, as RFC 8985 7.3) once the peer is known
+    /// to hold its ACKs (the probe's allowance raised to `ack_delay_max`, by spurious
+    /// probes or [`set_tail_loss_probe_ack_delay`](Self::set_tail_loss_probe_ack_delay)).
+    /// The probe already recovers a lone loss; the timeout after it is for a lost
+    /// probe, or for a peer whose ACKs come later than the RTO, which would otherwise
+    /// draw a second retransmission (and back off the timer, cut the window) for each
+    /// answer. A peer that ACKs at once gets the RTO: its lost probe is a loss.
     pub fn set_rto_after_probe(&mut self, d: Duration) {
         self.rto_after_probe = d;
     }
@@ -3643,8 +3646,12 @@ impl<'a> Socket<'a> {
                 // Karn: no RTT sample from a segment sent twice.
                 self.rtte.on_retransmit();
                 let rto = self.rtte.retransmission_timeout();
-                // [xsk-stack patch: probe-rto]
-                self.timer.set_for_retransmit(cx.now(), rto.max(self.rto_after_probe));
+                // [xsk-stack patch: probe-rto] Only once the peer is known to hold its
+                // ACKs (the allowance raised to `ack_delay_max`): for a peer that ACKs at
+                // once, the timeout after a probe is for a lost probe, and the RTO is right.
+                let holds_acks = self.tail_probe.is_some_and(|p| self.tlp_ack_delay >= p.ack_delay_max);
+                let floor = if holds_acks { self.rto_after_probe } else { Duration::ZERO };
+                self.timer.set_for_retransmit(cx.now(), rto.max(floor));
             }
         } else if self.timer.should_retransmit(cx.now()) {
             if let Timer::Retransmit { .. } = self.timer {

@@ -316,7 +316,9 @@ fn test_seed_rtt_sets_the_rto_from_the_seed() {
 // [xsk-stack patch: probe-rto]
 #[test]
 fn test_rto_after_probe_waits_at_least_the_setting() {
-    for (after, rto_at) in [(0, 100), (200, 250)] {
+    // (setting, peer known to hold its ACKs, when the RTO fires): the floor holds only
+    // for a peer whose allowance was raised; one that ACKs at once gets the RTO.
+    for (after, holds_acks, rto_at) in [(0, false, 100), (200, false, 100), (200, true, 250)] {
         let mut s = socket_established();
         s.set_rto_config(RtoConfig {
             min: Duration::from_millis(50),
@@ -328,6 +330,9 @@ fn test_rto_after_probe_waits_at_least_the_setting() {
             ack_delay_max: Duration::from_millis(200),
         }));
         s.set_rto_after_probe(Duration::from_millis(after));
+        if holds_acks {
+            s.set_tail_loss_probe_ack_delay(Duration::from_millis(200));
+        }
         s.rtte.sample(5_000);
         s.send_slice(b"abc").unwrap();
         recv!(s, time 0, Ok(TcpRepr {
@@ -352,6 +357,6 @@ fn test_rto_after_probe_waits_at_least_the_setting() {
             payload: &b"abc"[..],
             ..RECV_TEMPL
         }));
-        assert_eq!(s.recovery_stats().rto_retransmits, 1, "after {after}");
+        assert_eq!(s.recovery_stats().rto_retransmits, 1, "after {after}, holds ACKs {holds_acks}");
     }
 }
