@@ -23,9 +23,9 @@ const PSH: u8 = 0x08;
 
 fn server(cookies: SynCookies) -> MemTransport {
     let mut c = config(Pair::A);
-    c.syn_cookies = cookies;
+    c.tcp.syn_cookies = cookies;
     // 256 KiB: a window scale of 3, which the cookie's SYN-ACK offers and the socket must use.
-    c.rx_buffer = 256 * 1024;
+    c.tcp.rx_buffer = 256 * 1024;
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
     t
@@ -129,7 +129,7 @@ fn the_cookie_carries_mss_sack_and_window_scale_into_the_socket() {
 #[test]
 fn a_real_client_connects_through_cookies_and_exchanges_data() {
     let mut a = config(Pair::A);
-    a.syn_cookies = SynCookies::Always;
+    a.tcp.syn_cookies = SynCookies::Always;
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
@@ -258,11 +258,11 @@ fn a_retransmitted_syn_gets_the_same_cookie() {
 #[test]
 fn syn_flood_of_100k_with_cookies_then_a_real_client_at_first_try() {
     let mut a = config(Pair::A);
-    a.rx_buffer = 4096;
-    a.tx_buffer = 4096;
-    a.half_open_bytes = 64 * 8192; // 64 half-open connections
-    a.max_conns = 100_000;
-    assert_eq!(a.syn_cookies, SynCookies::Auto);
+    a.tcp.rx_buffer = 4096;
+    a.tcp.tx_buffer = 4096;
+    a.tcp.half_open_bytes = 64 * 8192; // 64 half-open connections
+    a.tcp.max_conns = 100_000;
+    assert_eq!(a.tcp.syn_cookies, SynCookies::Auto);
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let mut ev = Vec::new();
@@ -296,8 +296,8 @@ fn syn_flood_of_100k_with_cookies_then_a_real_client_at_first_try() {
 #[test]
 fn a_full_half_open_table_gives_cookies_until_connections_fill_the_limit() {
     let mut c = config(Pair::A);
-    c.max_conns = 4;
-    c.half_open_bytes = 2 * 8192; // two half-open connections at their initial buffers
+    c.tcp.max_conns = 4;
+    c.tcp.half_open_bytes = 2 * 8192; // two half-open connections at their initial buffers
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
     let syn = |i: u16| tcp(&TcpSpec { sport: 5000 + i, seq: 100 * i as u32, ..spec(0, 0, 0x02, &LINUX_OPTS, b"") });
@@ -333,8 +333,8 @@ fn a_full_half_open_table_gives_cookies_until_connections_fill_the_limit() {
 #[test]
 fn a_flood_from_many_sources_does_not_evict_a_real_peers_neighbour_entry() {
     let mut c = config(Pair::A);
-    c.half_open_bytes = 2 * 8192; // two half-open connections, then cookies
-    c.rx_buffer = 256 * 1024; // as `server`, whose SYN-ACK `cookie_syn_ack` checks
+    c.tcp.half_open_bytes = 2 * 8192; // two half-open connections, then cookies
+    c.tcp.rx_buffer = 256 * 1024; // as `server`, whose SYN-ACK `cookie_syn_ack` checks
     c.prefix_len = 16; // room on the link for more sources than the cache holds
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
@@ -387,7 +387,7 @@ fn an_ack_of_a_cookie_replaces_a_half_open_connection_of_the_same_tuple() {
     assert_eq!(t.engine.stats().half_open, 2);
     // The program takes over the SYNs (the engine then checks ACKs for cookies) and answers
     // the first client's SYN, sent again, with the engine's own cookie.
-    t.engine.cfg.syn_cookies = SynCookies::Always;
+    t.engine.cfg.tcp.syn_cookies = SynCookies::Always;
     assert!(t.engine.cookies_ahead(t.now, 0));
     let tuple = super::cookies::Tuple { src: PEER.into(), dst: Pair::A.into(), sport: 40000, dport: PORT };
     let d = super::cookies::segment(&syn(40000, 1000)).unwrap().opts;

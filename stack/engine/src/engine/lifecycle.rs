@@ -17,7 +17,7 @@ use crate::drops::DropReason;
 impl Engine {
     /// What a socket's receive and send buffers start at.
     pub(super) fn initial_buffers(&self) -> (usize, usize) {
-        self.cfg.initial_buffers()
+        self.cfg.tcp.initial_buffers()
     }
 
     pub(super) fn new_socket(&mut self) -> tcp::Socket<'static> {
@@ -27,30 +27,30 @@ impl Engine {
         let (rx, tx) = self.initial_buffers();
         let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; rx]), tcp::SocketBuffer::new(vec![0u8; tx]));
         // The window scale covers the largest the receive buffer grows to.
-        s.set_rx_capacity_max(self.cfg.rx_buffer);
+        s.set_rx_capacity_max(self.cfg.tcp.rx_buffer);
         // Request/response defaults: no Nagle (a response goes out at once),
         // no delayed ACK (the ACK rides on the response anyway, and a lone
         // request segment is never held back).
         s.set_nagle_enabled(false);
         s.set_ack_delay(None);
-        s.set_keep_alive(self.cfg.keepalive.map(Into::into));
+        s.set_keep_alive(self.cfg.tcp.keepalive.map(Into::into));
         // smoltcp's timeout also aborts a connection whose peer merely sent
         // nothing for that long (checked whenever the socket is polled, which
         // a busy bucket does often): an idle connection would die after 60 s,
         // which kernel TCP never does. With keep-alive the peer answers, so
         // smoltcp's semantics are right; without it the sweep below applies
         // the timeout to what it is meant for.
-        s.set_timeout(self.cfg.keepalive.and(self.cfg.timeout).map(Into::into));
-        s.set_congestion_control(match self.cfg.congestion {
+        s.set_timeout(self.cfg.tcp.keepalive.and(self.cfg.tcp.timeout).map(Into::into));
+        s.set_congestion_control(match self.cfg.tcp.congestion {
             Congestion::None => tcp::CongestionControl::None,
             Congestion::Reno => tcp::CongestionControl::Reno,
             Congestion::Cubic => tcp::CongestionControl::Cubic,
         });
         // Kept by smoltcp across reuse, so pooled sockets have them too.
-        s.set_rto_config(self.cfg.recovery.rto_config());
-        s.set_tail_loss_probe(self.cfg.recovery.tail_loss_probe());
-        s.set_timestamps_micros(self.cfg.recovery.timestamps);
-        s.set_rto_after_probe(self.cfg.recovery.rto_after_probe().into());
+        s.set_rto_config(self.cfg.tcp.recovery.rto_config());
+        s.set_tail_loss_probe(self.cfg.tcp.recovery.tail_loss_probe());
+        s.set_timestamps_micros(self.cfg.tcp.recovery.timestamps);
+        s.set_rto_after_probe(self.cfg.tcp.recovery.rto_after_probe().into());
         s
     }
 
@@ -58,7 +58,7 @@ impl Engine {
     /// (see `delayers`).
     pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
         if self.delayers.delays(ip) {
-            s.set_tail_loss_probe_ack_delay(self.cfg.recovery.ack_delay_max.into());
+            s.set_tail_loss_probe_ack_delay(self.cfg.tcp.recovery.ack_delay_max.into());
         }
     }
 
@@ -82,7 +82,7 @@ impl Engine {
     /// application closes it, and when it is recycled.
     pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
         if let (Some(remote), Some(d)) = (s.remote_endpoint(), s.tail_loss_probe_ack_delay()) {
-            if d > cfg.recovery.ack_delay.into() {
+            if d > cfg.tcp.recovery.ack_delay.into() {
                 delayers.remember(remote.addr.into());
             }
         }
@@ -96,7 +96,7 @@ impl Engine {
         // Spare sockets for the next burst, as many as the connection limit, only at their
         // initial size: a grown one is freed (the pool holds little memory).
         let small = (s.recv_capacity(), s.send_capacity()) == self.initial_buffers();
-        if small && self.pool.len() < self.cfg.pool_max() {
+        if small && self.pool.len() < self.cfg.tcp.pool_max() {
             self.pool.push(s);
         }
     }
@@ -111,7 +111,7 @@ impl Engine {
 
     /// See [`EngineConfig::half_open_limit`](super::EngineConfig::half_open_limit).
     pub(super) fn half_open_limit(&self) -> usize {
-        self.cfg.half_open_limit()
+        self.cfg.tcp.half_open_limit()
     }
 
     /// Listeners that got a SYN become half-open connections and a fresh listener takes
@@ -198,11 +198,11 @@ impl Engine {
                     self.half_open -= 1;
                     if let Some(remote) = self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint() {
                         if self.delayers.delays(remote.addr.into()) {
-                            let d = self.cfg.recovery.ack_delay_max.into();
+                            let d = self.cfg.tcp.recovery.ack_delay_max.into();
                             self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }
                     }
-                    if self.conns.len() >= self.cfg.max_conns {
+                    if self.conns.len() >= self.cfg.tcp.max_conns {
                         // Half-open ones may outnumber the room left (cookies): refuse.
                         self.buckets[b].sockets.get_mut::<tcp::Socket>(h).abort();
                         let s = self.buckets[b].take(h);
@@ -311,16 +311,16 @@ impl Engine {
     }
 
     pub(super) fn needs_sweep(&self) -> bool {
-        let timers = self.cfg.idle_timeout.is_some() || self.cfg.timeout.is_some();
+        let timers = self.cfg.tcp.idle_timeout.is_some() || self.cfg.tcp.timeout.is_some();
         (timers && (!self.conns.is_empty() || self.half_open > 0)) || self.closing > 0
     }
 
     /// Idle connections and closes the peer never finishes: both would hold
     /// a socket (and its buffers) for as long as a peer likes.
     pub(super) fn sweep(&mut self, now: Instant) {
-        let idle: Option<smoltcp::time::Duration> = self.cfg.idle_timeout.map(Into::into);
+        let idle: Option<smoltcp::time::Duration> = self.cfg.tcp.idle_timeout.map(Into::into);
         let stall: Option<smoltcp::time::Duration> =
-            if self.cfg.keepalive.is_none() { self.cfg.timeout.map(Into::into) } else { None };
+            if self.cfg.tcp.keepalive.is_none() { self.cfg.tcp.timeout.map(Into::into) } else { None };
         let mut expired = Vec::new();
         for (id, c) in self.conns.iter_mut() {
             if c.closed_reported {
@@ -370,7 +370,7 @@ impl Engine {
                 }
             }
         }
-        let fin: smoltcp::time::Duration = self.cfg.fin_timeout.into();
+        let fin: smoltcp::time::Duration = self.cfg.tcp.fin_timeout.into();
         for b in 0..self.buckets.len() {
             let mut aborted = false;
             let bucket = &mut self.buckets[b];
@@ -389,7 +389,7 @@ impl Engine {
 
     /// Whether a SYN for a listener gets a cookie instead of a socket.
     pub(super) fn wants_cookie(&self) -> bool {
-        match self.cfg.syn_cookies {
+        match self.cfg.tcp.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
             SynCookies::Auto => self.half_open >= self.half_open_limit(),
@@ -406,7 +406,7 @@ impl Engine {
             mss: mtu.saturating_sub(40).min(u16::MAX as usize) as u16,
             // A fresh socket's receive buffer, as smoltcp's SYN-ACK would say.
             window: self.initial_buffers().0.min(u16::MAX as usize) as u16,
-            window_shift: window_shift(self.cfg.rx_buffer),
+            window_shift: window_shift(self.cfg.tcp.rx_buffer),
             mac: self.rules.mac,
             addr: self.rules.addr,
             prefix_len: self.rules.prefix_len,
@@ -424,7 +424,7 @@ impl Engine {
     /// this turns on again). Meanwhile ACKs that match no connection are
     /// checked for cookies. Cheap: call it once per pass.
     pub fn cookies_ahead(&mut self, now: Instant, answered: u64) -> bool {
-        let on = match self.cfg.syn_cookies {
+        let on = match self.cfg.tcp.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
             SynCookies::Auto if !self.ahead.on => self.wants_cookie(),
@@ -523,7 +523,7 @@ impl Engine {
         let Some(lid) = self.listeners.iter().position(|p| *p == Some(t.dport)) else { return false };
         // A completed handshake is worth more than a half-open connection of a flood: only
         // established connections refuse it (the half-open table has its own bound).
-        if self.conns.len() >= self.cfg.max_conns {
+        if self.conns.len() >= self.cfg.tcp.max_conns {
             self.stats.drops.count(DropReason::ConnLimit);
             return false;
         }
@@ -536,7 +536,7 @@ impl Engine {
             TcpSeqNumber(peer_isn as i32),
             d.mss,
             d.window_scale,
-            window_shift(self.cfg.rx_buffer),
+            window_shift(self.cfg.tcp.rx_buffer),
             d.sack,
         );
         if rebuilt.is_err() {

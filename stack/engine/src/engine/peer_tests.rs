@@ -18,9 +18,9 @@ const PORT: u16 = 7;
 
 fn pair(timestamps: bool) -> Pair {
     let mut a = config(Pair::A);
-    a.recovery = Recovery::default().with_timestamps(timestamps);
+    a.tcp.recovery = Recovery::default().with_timestamps(timestamps);
     let mut b = config(Pair::B);
-    b.recovery = Recovery::default().with_timestamps(timestamps);
+    b.tcp.recovery = Recovery::default().with_timestamps(timestamps);
     let mut p = Pair::with(a, b);
     p.a.listen(PORT).unwrap();
     p
