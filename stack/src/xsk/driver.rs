@@ -205,7 +205,7 @@ impl XskTransport {
     /// The XDP program's SYN cookies: switched on while the engine answers with cookies.
     fn drive_cookies(&mut self, now: SmolInstant, wall: u64) {
         if let Some(c) = &mut self.park.cookies {
-            let want = self.engine.cookies_ahead(now, c.sent());
+            let want = self.engine.steering_answers_syns(now, c.sent());
             if let Err(why) = c.drive(want, wall) {
                 tracing::warn!("{why}");
             }

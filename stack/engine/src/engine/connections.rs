@@ -174,7 +174,7 @@ impl Engine {
             };
         }
         if self.cfg.tcp.recovery.timestamps {
-            Self::share_rtt(&mut self.delayers, s);
+            Self::share_rtt(&mut self.peer_memory, s);
         }
         let mut n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
         let cap = s.send_capacity();
@@ -226,7 +226,7 @@ impl Engine {
         let Some(c) = self.conns.remove(conn) else { return };
         let b = c.bucket as usize;
         let bucket = &mut self.buckets[b];
-        Self::note_delayer(&mut self.delayers, &self.cfg, bucket.sockets.get::<tcp::Socket>(c.handle));
+        Self::remember_ack_delay(&mut self.peer_memory, &self.cfg, bucket.sockets.get::<tcp::Socket>(c.handle));
         if let Some(i) = bucket.members.iter().position(|m| *m == conn) {
             bucket.members.swap_remove(i);
         }

@@ -8,7 +8,7 @@ use smoltcp::phy::TxToken;
 use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 
 use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
-use super::delayers::Delayers;
+use super::peer_memory::PeerMemory;
 use super::{Conn, Engine, EngineSetup, Link};
 use crate::conn::{Event, ListenerId};
 use super::Congestion;
@@ -55,24 +55,24 @@ impl Engine {
     }
 
     /// A connection to `ip` starts with the allowance an earlier one learned
-    /// (see `delayers`).
+    /// (see `peer_memory`).
     pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
-        if self.delayers.delays(ip) {
+        if self.peer_memory.delays_acks(ip) {
             s.set_tail_loss_probe_ack_delay(self.cfg.tcp.recovery.ack_delay_max.into());
         }
     }
 
     /// With `Recovery::timestamps`, before the connection sends: its latest RTT
     /// sample joins its peer's average, and its estimate is raised to that
-    /// average if below it (see `delayers`), so that what goes out now is timed
+    /// average if below it (see `peer_memory`), so that what goes out now is timed
     /// by what all of the peer's connections measured.
-    pub(super) fn share_rtt(delayers: &mut Delayers, s: &mut tcp::Socket<'static>) {
+    pub(super) fn share_rtt(peers: &mut PeerMemory, s: &mut tcp::Socket<'static>) {
         let Some(remote) = s.remote_endpoint() else { return };
         let ip = remote.addr.into();
         if let Some(r) = s.take_rtt_sample() {
-            delayers.sample_rtt(ip, r.into());
+            peers.sample_rtt(ip, r.into());
         }
-        if let Some((srtt, rttvar)) = delayers.rtt(ip) {
+        if let Some((srtt, rttvar)) = peers.rtt(ip) {
             s.seed_rtt(srtt.into(), rttvar.into());
         }
     }
@@ -80,16 +80,16 @@ impl Engine {
     /// Remembers the peer of `s` if the connection learned that it delays
     /// its ACKs. Called while the socket still knows its peer: when the
     /// application closes it, and when it is recycled.
-    pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
+    pub(super) fn remember_ack_delay(peers: &mut PeerMemory, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
         if let (Some(remote), Some(d)) = (s.remote_endpoint(), s.tail_loss_probe_ack_delay()) {
             if d > cfg.tcp.recovery.ack_delay.into() {
-                delayers.remember(remote.addr.into());
+                peers.remember_delays_acks(remote.addr.into());
             }
         }
     }
 
     pub(super) fn recycle(&mut self, mut s: tcp::Socket<'static>) {
-        Self::note_delayer(&mut self.delayers, &self.cfg, &s);
+        Self::remember_ack_delay(&mut self.peer_memory, &self.cfg, &s);
         self.stats.recovery.add(s.take_recovery_stats());
         s.abort();
         self.stats.recycled += 1;
@@ -197,7 +197,7 @@ impl Engine {
                     self.buckets[b].half_open.swap_remove(k);
                     self.half_open -= 1;
                     if let Some(remote) = self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint() {
-                        if self.delayers.delays(remote.addr.into()) {
+                        if self.peer_memory.delays_acks(remote.addr.into()) {
                             let d = self.cfg.tcp.recovery.ack_delay_max.into();
                             self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }
@@ -398,7 +398,7 @@ impl Engine {
 
     /// What the engine's cookie SYN-ACKs say over a link of `mtu`, and the key.
     pub fn cookie_template(&self, mtu: usize) -> CookieTemplate {
-        let (k0, k1) = self.jar.key();
+        let (k0, k1) = self.cookie_codec.key();
         CookieTemplate {
             k0,
             k1,
@@ -423,23 +423,23 @@ impl Engine {
     /// of that table (the flood is over; if not, the table fills again and
     /// this turns on again). Meanwhile ACKs that match no connection are
     /// checked for cookies. Cheap: call it once per pass.
-    pub fn cookies_ahead(&mut self, now: Instant, answered: u64) -> bool {
+    pub fn steering_answers_syns(&mut self, now: Instant, answered: u64) -> bool {
         let on = match self.cfg.tcp.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
-            SynCookies::Auto if !self.ahead.on => self.wants_cookie(),
-            SynCookies::Auto => match self.ahead.checked {
+            SynCookies::Auto if !self.steering_cookies.on => self.wants_cookie(),
+            SynCookies::Auto => match self.steering_cookies.checked {
                 Some((at, n)) if now >= at + smoltcp::time::Duration::from_secs(1) => {
-                    self.ahead.checked = Some((now, answered));
+                    self.steering_cookies.checked = Some((now, answered));
                     answered.wrapping_sub(n) >= (self.half_open_limit() / 8).max(1) as u64
                 }
                 _ => true,
             },
         };
-        if on && !self.ahead.on {
-            self.ahead.checked = Some((now, answered));
+        if on && !self.steering_cookies.on {
+            self.steering_cookies.checked = Some((now, answered));
         }
-        self.ahead.on = on;
+        self.steering_cookies.on = on;
         if on {
             self.cookies_until = now + smoltcp::time::Duration::from_secs(128);
         }
@@ -457,7 +457,7 @@ impl Engine {
             our_mac: self.cfg.mac,
             // The SYN's sender: the peer, or the router it came through.
             peer_mac,
-            cookie: self.jar.make(now, &syn.tuple, syn.seq, syn.opts),
+            cookie: self.cookie_codec.make(now, &syn.tuple, syn.seq, syn.opts),
             // The IPv6 header is 20 bytes longer than the template's IPv4 one.
             mss: if syn.tuple.src.is_ipv6() { t.mss.saturating_sub(20) } else { t.mss },
             window: t.window,
@@ -502,7 +502,7 @@ impl Engine {
                 _ => return false,
             },
         };
-        let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
+        let Some(d) = self.cookie_codec.check(now, &t, peer_isn, cookie) else {
             if found.is_none() {
                 // Without data smoltcp finds no socket and answers with RST, as Linux does.
                 self.stats.drops.count(DropReason::BadCookie);

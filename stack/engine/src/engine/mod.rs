@@ -8,7 +8,7 @@ mod bucket;
 mod config;
 mod connections;
 mod cookies;
-mod delayers;
+mod peer_memory;
 mod due;
 mod egress;
 mod ingest;
@@ -79,14 +79,14 @@ pub struct Engine {
     /// egressed bucket's sockets, which nobody else needs.
     track_acks: bool,
     /// Peers known to delay their ACKs (tail-loss probe allowance).
-    delayers: delayers::Delayers,
-    /// SYN cookies' key.
-    jar: cookies::CookieJar,
+    peer_memory: peer_memory::PeerMemory,
+    /// Makes and checks SYN cookies (holds their key).
+    cookie_codec: cookies::CookieCodec,
     /// Until when an ACK that matches no connection may return a cookie
     /// (two periods after the last one sent; checking costs a hash).
     cookies_until: Instant,
-    /// SYNs answered with cookies before they reach the engine.
-    ahead: cookies::Ahead,
+    /// Whether the steering program answers SYNs with cookies (`steering_answers_syns`).
+    steering_cookies: cookies::SteeringCookies,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -142,10 +142,10 @@ impl Engine {
             neighbours: neighbours::Learned::default(),
             buckets_wanting_acks: 0,
             track_acks: false,
-            delayers: delayers::Delayers::default(),
-            jar: cookies::CookieJar::new(cfg.seed),
+            peer_memory: peer_memory::PeerMemory::default(),
+            cookie_codec: cookies::CookieCodec::new(cfg.seed),
             cookies_until: now,
-            ahead: cookies::Ahead::default(),
+            steering_cookies: cookies::SteeringCookies::default(),
             cfg,
         }
     }

@@ -1,5 +1,5 @@
 //! What one connection learns of its peer's round trip, shared with the
-//! peer's other connections (`Recovery::timestamps`; see `delayers`): a
+//! peer's other connections (`Recovery::timestamps`; see `peer_memory`): a
 //! client that answers late draws spurious retransmissions on its first
 //! connections only, and a lost segment on one connection does not slow the
 //! recovery of the others.
