@@ -1,4 +1,4 @@
-//! Real loss against an untuned kernel peer (issue #21): an echo server on
+//! Real loss against an untuned kernel peer: an echo server on
 //! the AF_XDP stack in one namespace, plain `std::net::TcpStream` clients
 //! (default socket options, veth with its default offloads) in the other,
 //! and nftables in the client's namespace dropping a share of the frames

@@ -149,9 +149,9 @@ fn checksum_offload_puts_the_same_frames_on_the_wire() {
 
 /// What the application writes before a flush leaves with that flush, in full segments:
 /// smoltcp sends one segment per socket per egress, and the engine gives a socket that can
-/// send more at once another round in the same egress (issue #45, item 4). Several answers
-/// written in one pass (a pipeline's) leave as few segments as their bytes need, as far as
-/// the peer's window and the congestion window allow (2,048 bytes for a new connection here).
+/// send more at once another round in the same egress. Several answers written in one pass
+/// (a pipeline's) leave as few segments as their bytes need, as far as the peer's window
+/// and the congestion window allow (2,048 bytes for a new connection here).
 #[test]
 fn everything_written_before_a_flush_leaves_with_it_in_full_segments() {
     let mut p = Pair::new();

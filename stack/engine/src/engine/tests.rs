@@ -492,9 +492,9 @@ fn shutdown_write_half_closes() {
 /// More on-link peers than smoltcp's stock neighbour cache held (64), their
 /// requests interleaved in one batch as a busy server takes them: every
 /// answer goes out in the pass that took its request, and none waits for
-/// ARP. With the stock cache each new source evicted another peer's entry,
-/// and the evicted peers' answers waited for an ARP round trip that
-/// smoltcp sends once a second for the whole cache (400-800 ms stalls).
+/// ARP. With upstream smoltcp's cache each new source evicts another peer's
+/// entry, and the evicted peers' answers wait for an ARP round trip that
+/// smoltcp sends once a second for the whole cache (stalls of up to a second).
 #[test]
 fn two_hundred_on_link_peers_are_answered_in_the_same_pass() {
     answered_in_the_same_pass(200, 200);
@@ -558,10 +558,11 @@ fn answered_in_the_same_pass(n: usize, batch: usize) {
 }
 
 /// A client connecting to on-link servers it has never heard from: each needs ARP. Five of
-/// them never answer; the sixth does. smoltcp limited ARP to one request a second for the
-/// whole cache, so the unreachable ones' requests held the answering one's back (smoltcp
-/// issue 1101: starved for good when an unreachable address always asks first). RFC 1122
-/// limits the rate per destination: all six are asked at once, and the sixth connects.
+/// them never answer; the sixth does. Upstream smoltcp limits ARP to one request a second
+/// for the whole cache, so the unreachable ones' requests would hold the answering one's
+/// back (<https://github.com/smoltcp-rs/smoltcp/issues/1101>: starved for good when an
+/// unreachable address always asks first). RFC 1122 limits the rate per destination, as
+/// the patch `neighbor-rate` does: all six are asked at once, and the sixth connects.
 #[test]
 fn unreachable_on_link_servers_do_not_hold_back_arp_for_another() {
     let a = Pair::A;
