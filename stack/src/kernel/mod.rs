@@ -185,7 +185,7 @@ pub struct KernelStats {
 }
 
 impl KernelTransport {
-    /// An epoll instance with its wait timer ([`WaitTimer`]); no sockets yet. Needs no privileges.
+    /// An epoll instance with its wait timer (a timerfd); no sockets yet. Needs no privileges.
     /// Fails with [`TransportError::Io`] if epoll or timerfd cannot be created (e.g. out of
     /// file descriptors). With [`KernelConfig::busy`] it sets the epoll instance's busy-poll
     /// parameters; a kernel that refuses them is not an error (see [`Self::busy_report`]).
