@@ -364,7 +364,7 @@ fn an_idle_server_sleeps_until_a_signal_ends_it() {
             std::thread::sleep(Duration::from_millis(10));
         }
         // Idle: no connection, no deadline within the second. A loop that checked for a stop
-        // on a timeout (it was 10 ms) would wake about 100 times.
+        // on a 10 ms timeout would wake about 100 times.
         std::thread::sleep(Duration::from_millis(200));
         let before = wakeups(child.id());
         std::thread::sleep(Duration::from_secs(1));

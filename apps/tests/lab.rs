@@ -193,9 +193,9 @@ fn uring_server_kernel_and_uring_clients() {
     let k = run_bench(&lab, &dir, "kernel-client", &args);
     assert_good(&k);
     let sys = k.syscalls_per_req_server.expect("the accountant counts the server's system calls");
-    // One enter per pass, and a pass serves every connection that has a request: about 0.3
-    // here, against the epoll server's recv and send per two requests; a second system call
-    // per pass (the gettid each poll once made) takes it past 0.45.
+    // One enter per pass, and a pass serves every connection that has a request: well under
+    // one per request here, against the epoll server's recv and send per two requests; a
+    // second system call per pass (a gettid on each poll, say) takes it past 0.45.
     assert!(sys > 0.0 && sys < 0.45, "io_uring server: {sys} system calls per request: {k:?}");
 
     let bind = lab.addr_b.to_string();

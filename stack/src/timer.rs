@@ -10,12 +10,12 @@
 //!   latency.
 //! - A wait's own timeout starts and cancels a kernel timer on every sleep.
 //!   A loop that only waits for a stop flag (the request/response server
-//!   with a [`Waker`]) then sleeps with no timer at all: the kernel
-//!   backend's server took 600-800 fewer guest instructions per request
-//!   at light load (`docs/2026-12-04-sleep/`). The xsk driver always has a
-//!   deadline while data is in flight (the tail-loss probe, the
-//!   retransmission timer); for it the timerfd in the poll set cost about
-//!   what the timer per sleep did.
+//!   with a [`Waker`]) then sleeps with no timer at all, which saves the
+//!   kernel backend's server that work on every request at light load
+//!   (`docs/2026-12-04-sleep/`). The xsk driver always has a deadline while
+//!   data is in flight (the tail-loss probe, the retransmission timer); for
+//!   it the timerfd in the poll set costs about what the timer per sleep
+//!   would.
 //!
 //! The timerfd is armed only when a wait must end earlier than the expiry
 //! already set (or none is), or when that expiry would end it in its first
@@ -23,15 +23,14 @@
 //! retransmission timer's, 50 ms or more out) then costs one
 //! timerfd_settime per several requests and no wake-up; an expiry left to
 //! fire early would wake the loop once per deadline length instead, which
-//! measured the same in a guest's instructions but is a timer interrupt
-//! from idle each time (a VM exit on KVM).
+//! is a timer interrupt from idle each time (a VM exit on KVM).
 //!
 //! The same timerfd carries a [`Waker`]'s wakes ([`crate::wake`]).
 //!
-//! The xsk driver's sleeps once ended on a POSIX timer that signalled its thread, so that
-//! its poll(2) held the XSK socket alone; its gain (about 350 guest instructions per request
-//! at light load) was never resolved by a measurement, and it was removed with its
-//! process-wide signal (`docs/2026-12-06-one-park/`).
+//! The timer is a descriptor in the sleep's poll(2), not a signal: a timer
+//! that signals the thread would keep the XSK socket alone in the poll, but
+//! it takes a process-wide signal, and a measurement could not tell its gain
+//! from noise (`docs/2026-12-06-one-park/`).
 
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -40,7 +39,9 @@ use std::time::Duration;
 
 use crate::wake::{Core, Waker};
 
-pub struct PreciseTimer {
+/// The one-shot timerfd that ends a transport's waits (to the microsecond, where epoll and
+/// poll(2) take milliseconds) and carries a [`Waker`]'s wakes.
+pub struct WaitTimer {
     core: Arc<Core>,
     /// The timerfd's armed expiry in CLOCK_MONOTONIC nanoseconds, if one is armed and not
     /// yet consumed.
@@ -81,13 +82,13 @@ fn nanos(d: Duration) -> u64 {
     d.as_secs().saturating_mul(1_000_000_000).saturating_add(u64::from(d.subsec_nanos()))
 }
 
-impl PreciseTimer {
-    pub fn new() -> std::io::Result<PreciseTimer> {
-        Ok(PreciseTimer::with_core(Core::new()?))
+impl WaitTimer {
+    pub fn new() -> std::io::Result<WaitTimer> {
+        Ok(WaitTimer::with_core(Core::new()?))
     }
 
-    fn with_core(core: Arc<Core>) -> PreciseTimer {
-        PreciseTimer { core, armed: Cell::new(None), wanted: Cell::new(false), waking: Cell::new(false) }
+    fn with_core(core: Arc<Core>) -> WaitTimer {
+        WaitTimer { core, armed: Cell::new(None), wanted: Cell::new(false), waking: Cell::new(false) }
     }
 
     pub fn register(&self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
@@ -144,7 +145,8 @@ impl PreciseTimer {
 
     /// [`prepare`](Self::prepare) for a caller that has just read the clock
     /// (`now_ns`, CLOCK_MONOTONIC): the wait ends at `now_ns + timeout`. Always inlined:
-    /// out of line in the xsk driver's loop it cost about 40 more instructions per sleep.
+    /// it runs before every sleep of the xsk driver's loop, and its common case (the
+    /// expiry armed is kept) is a few comparisons, less than a call.
     #[inline(always)]
     pub fn prepare_at(&self, now_ns: Option<u64>, timeout: Option<Duration>) -> Option<Duration> {
         match timeout {

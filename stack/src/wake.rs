@@ -1,15 +1,15 @@
 //! Ending a transport's sleep from elsewhere: another thread, or a signal handler.
 //!
-//! A loop that must notice a stop flag used to sleep with a timeout (rr-server: 10 ms), and a
-//! finite timeout costs a kernel timer started and cancelled on every sleep, busy or idle. With a
-//! [`Waker`] the loop sleeps without one, and whoever sets the flag wakes it.
+//! A loop that must notice a stop flag could sleep with a timeout, but a finite timeout costs a
+//! kernel timer started and cancelled on every sleep, busy or idle. With a [`Waker`] the loop
+//! sleeps without one, and whoever sets the flag wakes it.
 //!
 //! The wake goes through the timer the transport already sleeps on for its own deadlines
 //! (`crate::timer`, a timerfd): a waker marks a wake pending and sets the timer to expire now. A
 //! descriptor of its own (a socket pair, as signal-hook's self-pipe) would be one more in every
-//! sleep's poll(2): in a guest at light load that cost 900-1,400 instructions per request,
-//! more than the timer it replaced (`docs/2026-12-04-sleep/`). The transport's own arming
-//! cannot hide a wake: it looks for a pending one after arming, before it sleeps.
+//! sleep's poll(2), which costs at least as much as the timer a waker saves
+//! (`docs/2026-12-04-sleep/`). The transport's own arming cannot hide a wake: it looks for a
+//! pending one after arming, before it sleeps.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};

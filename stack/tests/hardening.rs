@@ -67,10 +67,11 @@ fn a_syn_from_0_0_0_0_is_dropped_and_offloading_peers_are_served() {
 }
 
 #[test]
-fn a_kernel_connection_on_a_port_in_the_old_ephemeral_range_keeps_running() {
+fn a_kernel_connection_on_a_port_in_the_stacks_ephemeral_range_keeps_running() {
     let lab = lab("hzk");
     // A kernel sink in ns_b, and a kernel sender in ns_a bound to local port
-    // 45000 (inside the range the stack once steered wholesale).
+    // 45000 (inside the stack's ephemeral range, which shared mode does not
+    // steer wholesale).
     let sink_addr = SocketAddrV4::new(lab.addr_b, 9100);
     let (ltx, lrx) = mpsc::channel();
     let sink = {

@@ -292,7 +292,7 @@ fn graceful_shutdown(lab: &Lab, s: Server) {
     std::thread::sleep(Duration::from_millis(100));
     let addr = s.addr;
     // While it drains, a new connection is refused (curl: 7, could not connect), as with
-    // tokio's own listener; it used to be accepted and closed at once (curl: 52, empty reply).
+    // tokio's own listener, not accepted and closed at once (curl: 52, empty reply).
     let url = format!("http://{addr}/");
     let (status, lines) = s.stop_with(Duration::from_secs(15), || {
         std::thread::sleep(Duration::from_millis(200));

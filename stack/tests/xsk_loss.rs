@@ -1,4 +1,4 @@
-//! Real loss against an untuned kernel peer (issue #21): an echo server on
+//! Real loss against an untuned kernel peer: an echo server on
 //! the AF_XDP stack in one namespace, plain `std::net::TcpStream` clients
 //! (default socket options, veth with its default offloads) in the other,
 //! and nftables in the client's namespace dropping a share of the frames
@@ -34,7 +34,7 @@ const LOSS_PERCENT: u32 = 5;
 /// 50 ms (the probe, or the 50 ms RTO floor), a lost retransmission 50 ms
 /// more, then 100 ms, 200 ms (backoff): four sends lost in a row cost about
 /// 400 ms. 500 ms leaves room for a busy 2-core machine and is half of what
-/// a single lost response cost before (smoltcp's 1 s floor).
+/// a single lost response costs with smoltcp's own recovery (its 1 s floor).
 const RECOVERED_BOUND: Duration = Duration::from_millis(500);
 
 /// What the control (smoltcp's recovery) must show: a lost response waits
@@ -221,10 +221,10 @@ fn run(tag: &str, port: u16, recovery: Recovery, conns: usize, per_conn: usize, 
 }
 
 /// With the default recovery every lost response comes back far sooner than
-/// smoltcp's 1 s floor allowed, the tail-loss probe doing the work (about
+/// smoltcp's 1 s floor allows, the tail-loss probe doing the work (about
 /// 50 ms: PTO = 2 SRTT + 50 ms, capped at the 50 ms RTO floor).
 #[test]
-fn lost_responses_recovered_well_under_the_old_floor() {
+fn lost_responses_recovered_well_under_smoltcps_floor() {
     let o = run("sxl", 7120, Recovery::default(), 4, 100, None);
     o.report("default recovery");
     assert_eq!(o.times.len(), 400);

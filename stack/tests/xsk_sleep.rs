@@ -35,7 +35,7 @@ fn an_idle_server_sleeps_until_woken() {
         let before = wakeups(srv.tid);
         std::thread::sleep(Duration::from_secs(1));
         let woke = wakeups(srv.tid) - before;
-        // A loop that checked for a stop on a timeout (it was 10 ms) would wake about 100 times.
+        // A loop that checked for a stop on a 10 ms timeout would wake about 100 times.
         assert!(woke <= 5, "{what}: the idle server woke {woke} times in a second");
     };
     std::thread::sleep(Duration::from_millis(200));

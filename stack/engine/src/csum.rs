@@ -3,13 +3,13 @@
 //! Every received TCP segment is verified once, in `demux::inspect`, before
 //! smoltcp sees it (smoltcp is told not to verify again), and every TCP
 //! segment smoltcp writes gets its checksum here ([`fill_tcp`], called by
-//! the engine's TX token; smoltcp is told not to compute it). With smoltcp's
-//! `checksum` functions (two 16-bit words a step; a pseudo-header summed
-//! through three small slices) the two cost about 400 of the ~6,100
-//! user-space instructions per request at light load (callgrind, by the
-//! difference each step made), about 110 here (callgrind, measured). The sum is order-independent (RFC 1071, 2.B): native-endian
-//! 64-bit words are added with the end-around carry, folded, and
-//! byte-swapped once.
+//! the engine's TX token; smoltcp is told not to compute it). smoltcp's
+//! `checksum` functions take two 16-bit words a step and sum a pseudo-header
+//! through three small slices, which makes the two sums a large share of a
+//! request's user-space work at light load; this one takes eight bytes a
+//! step (`docs/2026-12-01-light-load.md`). The sum is order-independent
+//! (RFC 1071, 2.B): native-endian 64-bit words are added with the end-around
+//! carry, folded, and byte-swapped once.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 

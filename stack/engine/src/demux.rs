@@ -155,8 +155,8 @@ pub fn inspect(frame: &[u8], rules: &RxRules) -> Result<Inspected, DropReason> {
 /// (and the rules accept one): a peer sends either kind all the time, so the
 /// caller passes what the last segment had. A veth peer with default
 /// offloads leaves every checksum partial, and summing the whole segment
-/// before looking for that cost about 70 instructions per segment (callgrind:
-/// the engine's receive path, one connection). Only the
+/// before looking for that would sum every such segment for nothing
+/// (`docs/2026-12-04-light-cuts/`). Only the
 /// order of the checks changes, with one exception: a segment whose full
 /// checksum is right and whose field also equals the pseudo-header sum (one
 /// in 65,536) is accepted as partial rather than as valid.

@@ -1,7 +1,8 @@
 //! Every frame the stack does not hand to a socket, counted by reason.
 //!
 //! A frame that vanishes without a trace is the worst kind of bug to chase
-//! (a peer with checksum offload on was once black-holed this way), so each
+//! (a peer with checksum offload on is black-holed that way if partial
+//! checksums are dropped silently), so each
 //! reason has a counter in the statistics and the first drop of each reason
 //! is logged once, with its cause and, where one exists, the fix.
 

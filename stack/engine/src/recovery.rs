@@ -52,7 +52,7 @@ pub struct Recovery {
     /// RFC 3522): the retransmission counts as spurious and its congestion
     /// response and timer backoff are undone. With it, the connections to a
     /// peer also pool their RTT samples, and each starts from the pool when
-    /// its own estimate is lower (see the engine's `delayers`): a new
+    /// its own estimate is lower (see the engine's `peer_memory`): a new
     /// connection to a client that answers late does not retransmit into its
     /// first answers; and the timeout after a tail-loss probe waits at least
     /// `ack_delay_max` ([`rto_after_probe`](Self::rto_after_probe)). Costs 12

@@ -15,8 +15,8 @@
 //! (ENOTTY: no such ioctl before 6.9; EPERM: budget above 64 without CAP_NET_ADMIN; EINVAL: a
 //! value out of range) the transport falls back to the socket options alone and warns once per
 //! process. Socket options are then the only busy polling left, so a socket option the kernel
-//! refuses is an error (as the plain [`KernelConfig::busy_poll`](super::KernelConfig::busy_poll)
-//! always was). While the epoll parameters are in force, a refused socket option is recorded
+//! refuses is an error (as with the plain
+//! [`KernelConfig::busy_poll`](super::KernelConfig::busy_poll)). While the epoll parameters are in force, a refused socket option is recorded
 //! in the report, warned about once, and not tried again (an unprivileged process gets epoll
 //! busy polling but not the socket options). An option the kernel does not know
 //! (ENOPROTOOPT, before 5.11) is recorded and skipped either way.
@@ -209,7 +209,7 @@ pub enum SocketBusy {
     /// Every option is set on every socket so far.
     Applied,
     /// The kernel refused `option` with `errno` (EPERM: raising it needs CAP_NET_ADMIN;
-    /// ENOPROTOOPT: it does not know it). It is no longer set; the other options still are.
+    /// ENOPROTOOPT: it does not know it). Later sockets do not get it; they get the other options.
     Refused {
         /// The option's name, e.g. `"SO_PREFER_BUSY_POLL"`.
         option: &'static str,

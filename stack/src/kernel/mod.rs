@@ -24,7 +24,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::sockets::{self, sockaddr_in};
-use crate::timer::PreciseTimer;
+use crate::timer::WaitTimer;
 use crate::wake::Waker;
 use crate::transport::{ConnId, ConnSlab, Event, ListenerId, Transport, TransportError};
 
@@ -37,7 +37,7 @@ use busy::BusyState;
 /// Listener tokens live above every possible `ConnId` (which is a u32) so one `Token` space
 /// serves both.
 const LISTENER_TOKEN_BASE: usize = 1 << 40;
-/// The precise-timeout timerfd.
+/// The wait timer's timerfd ([`WaitTimer`]).
 const TIMER_TOKEN: usize = usize::MAX - 1;
 /// Minimum free space offered to `read()`. Smaller reads would make large messages cost many
 /// syscalls. Larger ones waste memory per idle connection.
@@ -168,7 +168,7 @@ pub struct KernelTransport {
     pending: Vec<Event>,
     /// Ends epoll's wait for every timeout, and carries a [`Waker`]'s wakes (see
     /// [`crate::timer`]).
-    timer: PreciseTimer,
+    timer: WaitTimer,
     /// Outgoing connections made so far: the next one's source is `bind` plus this modulo `sources`.
     connects: u32,
     /// Busy polling: what was applied, and the options each new socket gets.
@@ -185,13 +185,13 @@ pub struct KernelStats {
 }
 
 impl KernelTransport {
-    /// An epoll instance with its precise-timeout timer; no sockets yet. Needs no privileges.
+    /// An epoll instance with its wait timer (a timerfd); no sockets yet. Needs no privileges.
     /// Fails with [`TransportError::Io`] if epoll or timerfd cannot be created (e.g. out of
     /// file descriptors). With [`KernelConfig::busy`] it sets the epoll instance's busy-poll
     /// parameters; a kernel that refuses them is not an error (see [`Self::busy_report`]).
     pub fn new(cfg: KernelConfig) -> Result<Self, TransportError> {
         let poll = Poll::new()?;
-        let timer = PreciseTimer::new()?;
+        let timer = WaitTimer::new()?;
         timer.register(poll.registry(), Token(TIMER_TOKEN))?;
         let busy = BusyState::new(poll.as_raw_fd(), cfg.busy, cfg.busy_poll);
         Ok(KernelTransport {

@@ -9,9 +9,9 @@ fn wait(poll: &mut mio::Poll, events: &mut mio::Events, to: Option<Duration>) {
 }
 
 /// A timerfd timer registered with a fresh mio poll as token 7.
-fn registered() -> (mio::Poll, mio::Events, PreciseTimer) {
+fn registered() -> (mio::Poll, mio::Events, WaitTimer) {
     let poll = mio::Poll::new().unwrap();
-    let t = PreciseTimer::new().unwrap();
+    let t = WaitTimer::new().unwrap();
     t.register(poll.registry(), mio::Token(7)).unwrap();
     (poll, mio::Events::with_capacity(4), t)
 }
@@ -35,7 +35,7 @@ fn wakes_epoll_on_time_without_a_timeout_of_its_own() {
 
 #[test]
 fn zero_and_no_limit_need_no_timer() {
-    let t = PreciseTimer::new().unwrap();
+    let t = WaitTimer::new().unwrap();
     assert_eq!(t.prepare(None), None);
     assert!(t.wanted_fd().is_none());
     assert_eq!(t.prepare(Some(Duration::ZERO)), Some(Duration::ZERO));
@@ -101,7 +101,7 @@ fn a_waker_makes_every_sleep_wait_on_the_timer() {
 fn the_same_deadline_asked_again_does_not_re_arm() {
     // A caller with a fixed deadline asks for what is left of it on every sleep; its clock
     // readings differ by a little each time.
-    let t = PreciseTimer::new().unwrap();
+    let t = WaitTimer::new().unwrap();
     let now = monotonic_ns();
     let deadline = now + 60_000_000_000;
     t.prepare_at(Some(now), Some(Duration::from_nanos(deadline - now)));

@@ -2,7 +2,7 @@
 //! unmodified tokio servers (hyper, axum, tonic) run on the AF_XDP stack or, for comparison,
 //! on the kernel backend. Feature `tokio` (and `axum` / `tonic` for those frameworks' traits).
 //!
-//! tokio cannot take a custom reactor (tokio issue 1887), so the transport is run by a
+//! tokio cannot take a custom reactor (<https://github.com/tokio-rs/tokio/issues/1887>), so the transport is run by a
 //! [`Driver`] task next to the application's tasks, in a current-thread runtime (one per
 //! queue: [`serve_per_queue`]). Each pass of the driver takes in I/O with a zero-timeout
 //! `poll`, wakes the connections that have events, flushes what the tasks wrote (and makes

@@ -204,8 +204,8 @@ fn one_runtime_per_queue() {
 }
 
 /// A transport with no I/O whose only work is a timer that is due at once: the driver must
-/// poll it on the pass after `next_wake` said so (it once woke itself without polling, and
-/// spun until a frame arrived).
+/// poll it on the pass after `next_wake` said so (a driver that woke itself without polling
+/// would spin until a frame arrived).
 #[test]
 fn a_due_timer_gets_polled() {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

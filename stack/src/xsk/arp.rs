@@ -54,9 +54,10 @@ fn solicitation_target(f: &[u8]) -> Option<Ipv6Addr> {
     ns.then(|| Ipv6Addr::from(<[u8; 16]>::try_from(&f[62..78]).unwrap_or_default()))
 }
 
-/// What smoltcp asked for since the driver last looked.
+/// The ARP requests and neighbour solicitations smoltcp sent since the driver last looked:
+/// their targets, and how many were kept off the wire.
 #[derive(Debug, Default)]
-struct Wishes {
+struct InterceptedRequests {
     targets: Vec<IpAddr>,
     /// ARP frames and neighbour solicitations kept off the wire.
     intercepted: u64,
@@ -71,7 +72,7 @@ pub(crate) struct SharedArp {
     /// Whether its neighbour solicitations may be too (the engine has an IPv6
     /// address): only then are frames of their length looked at.
     v6: bool,
-    wishes: Wishes,
+    requests: InterceptedRequests,
     ifname: String,
     /// Targets the kernel has not resolved yet, since when.
     pending: Vec<(IpAddr, Instant)>,
@@ -87,7 +88,7 @@ impl SharedArp {
         SharedArp {
             intercept,
             v6,
-            wishes: Wishes { targets: Vec::with_capacity(MAX_PENDING), intercepted: 0 },
+            requests: InterceptedRequests { targets: Vec::with_capacity(MAX_PENDING), intercepted: 0 },
             ifname: ifname.to_string(),
             pending: Vec::new(),
             resolve_socket: UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok(),
@@ -98,12 +99,12 @@ impl SharedArp {
     /// The engine's link with smoltcp's ARP kept off the wire (shared mode);
     /// a pass-through otherwise.
     pub(crate) fn wrap<L: Link>(&mut self, inner: L) -> Intercept<'_, L> {
-        Intercept { inner, wishes: self.intercept.then_some(&mut self.wishes), v6: self.v6 }
+        Intercept { inner, requests: self.intercept.then_some(&mut self.requests), v6: self.v6 }
     }
 
     /// ARP frames and neighbour solicitations kept off the wire so far.
     pub(crate) fn intercepted(&self) -> u64 {
-        self.wishes.intercepted
+        self.requests.intercepted
     }
 
     /// Whether the kernel is still resolving a target.
@@ -114,20 +115,20 @@ impl SharedArp {
     /// Nothing to resolve and nothing waiting: [`resolve`](Self::resolve)
     /// would do nothing (the driver then reads no clock for it).
     pub(crate) fn idle(&self) -> bool {
-        self.wishes.targets.is_empty() && self.pending.is_empty()
+        self.requests.targets.is_empty() && self.pending.is_empty()
     }
 
-    /// Passes smoltcp's new wishes to the kernel, and puts into `found` the
+    /// Passes the targets of smoltcp's new requests to the kernel, and puts into `found` the
     /// targets the kernel's table now has (with their MACs).
     pub(crate) fn resolve(&mut self, now: Instant, found: &mut Vec<(IpAddr, [u8; 6])>) {
-        if self.wishes.targets.is_empty() && self.pending.is_empty() {
+        if self.requests.targets.is_empty() && self.pending.is_empty() {
             return; // the common case: called once per loop iteration
         }
-        let mut targets = std::mem::take(&mut self.wishes.targets);
+        let mut targets = std::mem::take(&mut self.requests.targets);
         for ip in targets.drain(..) {
             self.want(ip, now);
         }
-        self.wishes.targets = targets;
+        self.requests.targets = targets;
         if self.pending.is_empty() {
             return;
         }
@@ -171,7 +172,7 @@ impl SharedArp {
 /// The engine's link with smoltcp's ARP frames taken out (shared mode).
 pub(crate) struct Intercept<'a, L> {
     inner: L,
-    wishes: Option<&'a mut Wishes>,
+    requests: Option<&'a mut InterceptedRequests>,
     v6: bool,
 }
 
@@ -182,7 +183,7 @@ impl<L: Link> Link for Intercept<'_, L> {
         Self: 't;
 
     fn tx(&mut self) -> Self::Tx<'_> {
-        InterceptTx { inner: self.inner.tx(), wishes: self.wishes.as_deref_mut(), v6: self.v6 }
+        InterceptTx { inner: self.inner.tx(), requests: self.requests.as_deref_mut(), v6: self.v6 }
     }
 
     fn tx_ready(&mut self) -> bool {
@@ -208,7 +209,7 @@ impl<L: RxFrames> RxFrames for Intercept<'_, L> {
 /// A frame on its way out: an ARP frame or a neighbour solicitation stops here.
 pub(crate) struct InterceptTx<'a, T> {
     inner: T,
-    wishes: Option<&'a mut Wishes>,
+    requests: Option<&'a mut InterceptedRequests>,
     v6: bool,
 }
 
@@ -218,7 +219,7 @@ impl<T: phy::TxToken> phy::TxToken for InterceptTx<'_, T> {
         // solicitation's a solicitation (an IPv6 pure ACK with timestamps has its length
         // too): built on the stack first, it reaches the link only if it is not. Without
         // an IPv6 address smoltcp solicits nothing, and such frames go straight out.
-        let Some(w) = self.wishes.filter(|_| len == FRAME_LEN || (self.v6 && len == NS_FRAME_LEN)) else {
+        let Some(requests) = self.requests.filter(|_| len == FRAME_LEN || (self.v6 && len == NS_FRAME_LEN)) else {
             return self.inner.consume(len, f);
         };
         let mut buf = [0u8; NS_FRAME_LEN];
@@ -230,11 +231,11 @@ impl<T: phy::TxToken> phy::TxToken for InterceptTx<'_, T> {
             return r;
         };
         if let Some(ip) = target {
-            if w.targets.len() < MAX_PENDING {
-                w.targets.push(ip);
+            if requests.targets.len() < MAX_PENDING {
+                requests.targets.push(ip);
             }
         }
-        w.intercepted += 1;
+        requests.intercepted += 1;
         r
     }
 }
@@ -371,7 +372,7 @@ mod tests {
             if intercept {
                 assert_eq!(on_wire, [FRAME_LEN, 60]);
                 assert!(mem.out[0] == icmp, "the non-ARP frame reaches the link unchanged");
-                assert_eq!((arp.intercepted(), arp.wishes.targets.clone()), (1, vec![IpAddr::V4(peer)]));
+                assert_eq!((arp.intercepted(), arp.requests.targets.clone()), (1, vec![IpAddr::V4(peer)]));
             } else {
                 assert_eq!(on_wire, [FRAME_LEN, FRAME_LEN, 60]);
                 assert_eq!(arp.intercepted(), 0);
@@ -399,7 +400,7 @@ mod tests {
         send(&mut link, &ns);
         send(&mut link, &ack);
         assert_eq!(mem.out, vec![ack.clone()]);
-        assert_eq!((arp.intercepted(), arp.wishes.targets.clone()), (1, vec![IpAddr::V6(Pair::B6)]));
+        assert_eq!((arp.intercepted(), arp.requests.targets.clone()), (1, vec![IpAddr::V6(Pair::B6)]));
         // Without an IPv6 address no frame of that length is looked at.
         let mut arp = SharedArp::new("lo", true, false);
         let mut mem = MemLink::new();

@@ -150,12 +150,11 @@ impl XskConfig {
         port.rings = xsk_io::socket::RingSizes::for_bursts(4096, 2048);
         port.umem.frame_count = port.rings.frames_needed(256);
         // SYN shedding in XDP (xsk_io::shed) is opt-in: under a SYN flood at
-        // a raw socket's full rate it bounds an open connection's wait (p99
-        // 25 ms against 4 s without), but it cannot tell a flood from a
-        // burst of real clients, whose SYNs it then sheds (each retried a
-        // second later): with engine SYN cookies in place, storm-1000 ran at
-        // 0.11x kernel TCP's connection rate with it and 1.13x without,
-        // rr-10000 at 0.46x and 1.10x (docs/2026-12-02-storms).
+        // a raw socket's full rate it bounds an open connection's wait, but
+        // it cannot tell a flood from a burst of real clients, whose SYNs it
+        // then sheds (each retried a second later); with engine SYN cookies
+        // in place, connection storms of real clients ran far slower with it
+        // than without (docs/2026-12-02-storms).
         port.syn_shed = xsk_io::port::Setting::Off;
         XskConfig {
             port,

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use stack_engine::smoltcp::time::Instant as SmolInstant;
 use xsk_io::port::Port;
 
-use super::claims::Claims;
+use super::port_placeholders::PortPlaceholders;
 use super::device::Device;
 use stack_engine::{Engine, PortChange};
 use super::park::{min_wait, Park, Then, Until};
@@ -32,7 +32,7 @@ pub struct XskTransport {
     /// program dates deferred ACKs with.
     pub(super) epoch_ns: u64,
     /// Shared-address mode: the ports held from the kernel.
-    pub(super) claims: Option<Arc<Claims>>,
+    pub(super) port_placeholders: Option<Arc<PortPlaceholders>>,
     /// The kick policy and the sleep, with the timer and the XDP program's SYN cookies.
     pub(super) park: Park,
     /// Where a request's time goes (`XskConfig::stage_times`; None: off).
@@ -92,7 +92,7 @@ impl XskTransport {
         });
     }
 
-    /// Shared mode: answers smoltcp's ARP and neighbour solicitation wishes from the
+    /// Shared mode: answers smoltcp's ARP and neighbour solicitations from the
     /// kernel's tables (see `arp.rs`).
     fn neighbours(&mut self, now: SmolInstant) {
         if self.dev.arp.idle() {
@@ -135,7 +135,7 @@ impl XskTransport {
         }
         let steer = self.dev.iface.steer();
         for PortChange::Released(p) in self.engine.port_changes() {
-            if let Some(c) = &self.claims {
+            if let Some(c) = &self.port_placeholders {
                 c.release(p, steer);
             }
         }
@@ -205,7 +205,7 @@ impl XskTransport {
     /// The XDP program's SYN cookies: switched on while the engine answers with cookies.
     fn drive_cookies(&mut self, now: SmolInstant, wall: u64) {
         if let Some(c) = &mut self.park.cookies {
-            let want = self.engine.cookies_ahead(now, c.sent());
+            let want = self.engine.steering_answers_syns(now, c.sent());
             if let Err(why) = c.drive(want, wall) {
                 tracing::warn!("{why}");
             }
@@ -233,7 +233,7 @@ fn ack_time(epoch: u64, arrived: u64, now: SmolInstant, seen: SmolInstant) -> Sm
 impl Transport for XskTransport {
     fn listen(&mut self, port: u16) -> Result<ListenerId, TransportError> {
         if port != 0 {
-            if let Some(c) = &self.claims {
+            if let Some(c) = &self.port_placeholders {
                 c.claim(port, self.dev.iface.steer()).map_err(|e| match e.kind() {
                     std::io::ErrorKind::AddrInUse => TransportError::AddrInUse(port),
                     _ => TransportError::Io(e),
@@ -243,7 +243,7 @@ impl Transport for XskTransport {
         let lid = match self.engine.listen(port) {
             Ok(l) => l,
             Err(e) => {
-                if let (Some(c), true) = (&self.claims, port != 0) {
+                if let (Some(c), true) = (&self.port_placeholders, port != 0) {
                     c.release(port, self.dev.iface.steer());
                 }
                 return Err(e);
@@ -271,8 +271,8 @@ impl Transport for XskTransport {
     /// Over IPv6 too, when the stack has an IPv6 address: in shared mode the kernel's
     /// neighbour table resolves the peer (or the gateway), as for IPv4 (`arp.rs`).
     fn connect_ip(&mut self, addr: SocketAddr) -> Result<ConnId, TransportError> {
-        let (claims, steer) = (self.claims.as_deref(), self.dev.iface.steer());
-        let mut usable = |p: u16| claims.is_none_or(|c| c.claim(p, steer).is_ok());
+        let (placeholders, steer) = (self.port_placeholders.as_deref(), self.dev.iface.steer());
+        let mut usable = |p: u16| placeholders.is_none_or(|c| c.claim(p, steer).is_ok());
         self.engine.connect(addr, &mut usable)
     }
 
@@ -377,6 +377,6 @@ impl Drop for XskTransport {
         self.engine.abort_all(now, &mut self.dev.link());
         let _ = self.dev.port.flush();
         let _ = self.dev.port.drain_tx(Duration::from_millis(100));
-        // Placeholders close with `claims` (dropped after this).
+        // Placeholders close with `port_placeholders` (dropped after this).
     }
 }

@@ -22,11 +22,11 @@
 //! TX kick) and `flush` are in `driver.rs`; opening (interface, ports,
 //! steering, engine configuration, timerfd) in `open.rs`; configuration in
 //! `config.rs`; the ports held in the kernel in shared-address mode in
-//! `claims.rs`.
+//! `port_placeholders.rs`.
 
 mod acks;
 mod arp;
-mod claims;
+mod port_placeholders;
 mod config;
 mod device;
 mod driver;

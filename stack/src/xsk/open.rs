@@ -10,7 +10,7 @@ use xsk_device::{DeviceError, Iface, SteerSpec};
 use xsk_io::port::Port;
 
 use super::acks::DeferredAcks;
-use super::claims::Claims;
+use super::port_placeholders::PortPlaceholders;
 use super::device::Device;
 use stack_engine::{Engine, EngineSetup};
 use stack_engine::faults::FaultState;
@@ -132,9 +132,9 @@ impl XskTransport {
                 (ports.len() as u64 * (umem + r.ring_bytes())) >> 20,
             );
         }
-        let claims = match cfg.addr {
+        let port_placeholders = match cfg.addr {
             // The kernel has the address too: take ports one by one.
-            AddrMode::Shared => Some(Claims::new(addr, addr6.map(|(a, _)| a))),
+            AddrMode::Shared => Some(PortPlaceholders::new(addr, addr6.map(|(a, _)| a))),
             // Nobody else has the address: steer the whole ephemeral range.
             AddrMode::Dedicated { .. } => {
                 if let Some(steer) = iface.steer() {
@@ -186,7 +186,7 @@ impl XskTransport {
         };
         ports
             .into_iter()
-            .map(|port| Self::with_port(cfg.clone(), ecfg.clone(), port, iface.clone(), mtu, claims.clone()))
+            .map(|port| Self::with_port(cfg.clone(), ecfg.clone(), port, iface.clone(), mtu, port_placeholders.clone()))
             .collect()
     }
 
@@ -196,14 +196,14 @@ impl XskTransport {
         mut port: Port,
         iface: Arc<Iface>,
         mtu: usize,
-        claims: Option<Arc<Claims>>,
+        port_placeholders: Option<Arc<PortPlaceholders>>,
     ) -> Result<XskTransport, XskError> {
         let ifname = cfg.port.ifname.clone();
         let iferr = |e: std::io::Error| XskError::Iface(ifname.clone(), e.to_string());
         let shared = cfg.addr == AddrMode::Shared;
         ecfg.seed ^= port.features().queue as u64;
         let epoch_ns = xsk_io::sys::monotonic_ns();
-        let timer = crate::timer::PreciseTimer::new().map_err(iferr)?;
+        let timer = crate::timer::WaitTimer::new().map_err(iferr)?;
         let queue = port.features().queue;
         let acks = if cfg.defer_acks && !cfg.faults.any() {
             program_part(iface.steer().map(|s| s.ack_ring(queue)), &ifname, "deferred ACKs")
@@ -250,7 +250,7 @@ impl XskTransport {
             engine,
             resolved: Vec::new(),
             epoch_ns,
-            claims,
+            port_placeholders,
             park: Park::new(timer, xdp_cookies, &dev),
             dev,
             stages: cfg.stage_times.then(Stages::default),

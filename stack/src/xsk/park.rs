@@ -18,7 +18,7 @@
 //! **The sleep** lasts until the RX ring has frames, the earliest deadline (the engine's
 //! timers, the caller's timeout, the XDP program's SYN-cookie check) or a
 //! [`Waker`](crate::Waker)'s wake, bounded while deferred ACKs wait in their ring
-//! (`acks.rs`); the deadlines and wakes reach it through [`PreciseTimer`]'s timerfd, in the
+//! (`acks.rs`); the deadlines and wakes reach it through [`WaitTimer`]'s timerfd, in the
 //! poll(2) beside the XSK socket only when one may end the sleep.
 
 use std::time::Duration;
@@ -28,7 +28,7 @@ use xsk_io::syncookies::CookieSlot;
 use super::backend_err;
 use super::device::Device;
 use super::stages::Stages;
-use crate::timer::PreciseTimer;
+use crate::timer::WaitTimer;
 use crate::transport::TransportError;
 
 /// How soon to try again while TX is left in the ring (the kernel's budget)
@@ -56,7 +56,7 @@ pub(crate) enum Then {
 pub(crate) struct Park {
     /// Ends the port's wait for every deadline, and carries a [`Waker`](crate::Waker)'s
     /// wakes (see [`crate::timer`]).
-    pub(crate) timer: PreciseTimer,
+    pub(crate) timer: WaitTimer,
     /// The XDP program's SYN cookies for this queue (None: off or unavailable): checked on a
     /// pass of the loop, and the SYNs they answer wake nobody, so their check is a deadline.
     pub(crate) cookies: Option<CookieSlot>,
@@ -68,7 +68,7 @@ pub(crate) struct Park {
 }
 
 impl Park {
-    pub(crate) fn new(timer: PreciseTimer, cookies: Option<CookieSlot>, dev: &Device) -> Park {
+    pub(crate) fn new(timer: WaitTimer, cookies: Option<CookieSlot>, dev: &Device) -> Park {
         Park { timer, cookies, busy: dev.port.features().busy_poll.is_some(), sleeps: 0, timer_wakes: 0 }
     }
 

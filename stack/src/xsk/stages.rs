@@ -1,5 +1,5 @@
 //! Where a request's time goes inside the transport (`XskConfig::stage_times`): the
-//! instrument behind the busy-poll breakdown (issue #24, item 4).
+//! instrument behind the studies' per-stage breakdowns (e.g. `docs/2026-12-03-egress/`).
 //!
 //! A request/response exchange through [`XskTransport`](super::XskTransport) is a
 //! *cycle*: a loop pass takes frames from the RX ring (`rx`), the engine takes them in

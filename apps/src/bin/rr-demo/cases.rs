@@ -26,7 +26,7 @@ impl Kernel {
     }
 
     /// The rr-server/rr-bench --backend, and the `backend` of its rows in results.json
-    /// ("kernel" for epoll, as before there were several).
+    /// ("kernel" for epoll: the name its rows have in results.json).
     pub(super) fn backend(self) -> &'static str {
         match self {
             Kernel::Epoll => "kernel",

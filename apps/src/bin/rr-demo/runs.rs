@@ -146,8 +146,8 @@ pub(super) fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> 
     let mut c = ServerProcess::command(&env.lab.ns_a, &env.server_exe);
     // Sized for the case, as an operator would: the ring and UMEM sizes follow
     // --max-conns. A full fill ring cycles every frame through it, so rings
-    // far larger than the load touch cold frames (in an alternating run,
-    // 16384-entry rings cost busy-same-1 about 0.2 us of its p50).
+    // far larger than the load touch cold frames, which shows in a busy
+    // case's p50.
     let max_conns = (case.conns * 2).max(1024);
     c.args(["--backend", backend, "--service", "echo", "--port", "7000", "--max-conns", &max_conns.to_string()]);
     if case.conns > 1000 {

@@ -35,8 +35,8 @@ pub(super) struct Bucket {
     pub(super) sockets: SocketSet<'static>,
     /// The 4-tuple each socket of `sockets` was added with (see [`key`]): a SYN looks here
     /// for a live connection instead of in the sockets themselves, several hundred bytes
-    /// apart and each a cache miss (under a SYN flood that search was most of the engine's
-    /// time per SYN). A socket's tuple never changes while it is in the set, but smoltcp
+    /// apart and each a cache miss (under a SYN flood that search would be most of the
+    /// engine's time per SYN). A socket's tuple never changes while it is in the set, but smoltcp
     /// forgets it when the socket closes, so a match is confirmed on the socket.
     keys: Vec<(u64, SocketHandle)>,
     /// Listening sockets, one or more per listening port, in a set of their

@@ -16,9 +16,9 @@ fn capacities(t: &MemTransport, c: crate::conn::ConnId) -> (usize, usize) {
 #[test]
 fn buffers_start_small_grow_for_a_large_request_and_response_and_the_pool_keeps_only_small_ones() {
     let mut a = config(Pair::A);
-    (a.rx_buffer, a.tx_buffer, a.initial_buffer) = (256 * 1024, 256 * 1024, 4096);
+    (a.tcp.rx_buffer, a.tcp.tx_buffer, a.tcp.initial_buffer) = (256 * 1024, 256 * 1024, 4096);
     let mut b = config(Pair::B);
-    (b.rx_buffer, b.tx_buffer) = (256 * 1024, 256 * 1024);
+    (b.tcp.rx_buffer, b.tcp.tx_buffer) = (256 * 1024, 256 * 1024);
     let mut p = Pair::with(a, b);
     let (ca, cb) = connected(&mut p);
     assert_eq!(capacities(&p.a, ca), (4096, 4096));
@@ -66,7 +66,7 @@ fn buffers_start_small_grow_for_a_large_request_and_response_and_the_pool_keeps_
 #[test]
 fn out_of_order_data_survives_the_receive_buffer_growing() {
     let mut a = config(Pair::A);
-    (a.rx_buffer, a.initial_buffer) = (64 * 1024, 4096);
+    (a.tcp.rx_buffer, a.tcp.initial_buffer) = (64 * 1024, 4096);
     let mut p = Pair::with(a, config(Pair::B));
     let (ca, cb) = connected(&mut p);
     // Every third frame of a batch delivered after the rest: segments wait in the
@@ -149,9 +149,9 @@ fn checksum_offload_puts_the_same_frames_on_the_wire() {
 
 /// What the application writes before a flush leaves with that flush, in full segments:
 /// smoltcp sends one segment per socket per egress, and the engine gives a socket that can
-/// send more at once another round in the same egress (issue #45, item 4). Several answers
-/// written in one pass (a pipeline's) leave as few segments as their bytes need, as far as
-/// the peer's window and the congestion window allow (2,048 bytes for a new connection here).
+/// send more at once another round in the same egress. Several answers written in one pass
+/// (a pipeline's) leave as few segments as their bytes need, as far as the peer's window
+/// and the congestion window allow (2,048 bytes for a new connection here).
 #[test]
 fn everything_written_before_a_flush_leaves_with_it_in_full_segments() {
     let mut p = Pair::new();

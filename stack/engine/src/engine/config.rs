@@ -241,9 +241,8 @@ impl Default for EngineConfig {
     }
 }
 
-/// What an engine runs with: its [`EngineConfig`] and where it sits on the link, which the
-/// transport finds out when it opens. It reads the settings as its own fields (`Deref`), so
-/// the engine's code says `cfg.max_conns` whichever struct holds it.
+/// What an engine runs with: its TCP settings ([`EngineConfig`], in `tcp`) and where it sits
+/// on the link, which the transport finds out when it opens.
 #[derive(Clone, Debug)]
 pub struct EngineSetup {
     /// The TCP settings.
@@ -267,19 +266,6 @@ pub struct EngineSetup {
     pub accept_partial_csum: bool,
     /// Seeds smoltcp's initial sequence numbers and the SYN-cookie key.
     pub seed: u64,
-}
-
-impl std::ops::Deref for EngineSetup {
-    type Target = EngineConfig;
-    fn deref(&self) -> &EngineConfig {
-        &self.tcp
-    }
-}
-
-impl std::ops::DerefMut for EngineSetup {
-    fn deref_mut(&mut self) -> &mut EngineConfig {
-        &mut self.tcp
-    }
 }
 
 /// Counters of the engine.

@@ -19,7 +19,7 @@ impl Engine {
             return Err(TransportError::AddrInUse(port));
         }
         let lid = ListenerId(self.listeners.len() as u32);
-        let per_bucket = self.cfg.listeners_per_bucket();
+        let per_bucket = self.cfg.tcp.listeners_per_bucket();
         for b in 0..self.buckets.len() {
             for _ in 0..per_bucket {
                 let mut s = self.new_socket();
@@ -132,8 +132,8 @@ impl Engine {
         // Half the buffer or more in one read: the peer sends faster than the buffer (and
         // the window it allows) can hold between reads.
         let cap = s.recv_capacity();
-        if total * 2 >= cap && cap < self.cfg.rx_buffer {
-            let _ = s.grow_rx_buffer(tcp::SocketBuffer::new(vec![0u8; grown(cap, 0, self.cfg.rx_buffer)]));
+        if total * 2 >= cap && cap < self.cfg.tcp.rx_buffer {
+            let _ = s.grow_rx_buffer(tcp::SocketBuffer::new(vec![0u8; grown(cap, 0, self.cfg.tcp.rx_buffer)]));
         }
         let may_recv = s.may_recv();
         let eof = !may_recv && !s.can_recv();
@@ -173,14 +173,14 @@ impl Engine {
                 _ => Err(TransportError::ConnectionClosed(conn)),
             };
         }
-        if self.cfg.recovery.timestamps {
-            Self::share_rtt(&mut self.delayers, s);
+        if self.cfg.tcp.recovery.timestamps {
+            Self::share_rtt(&mut self.peer_memory, s);
         }
         let mut n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
         let cap = s.send_capacity();
-        if n < data.len() && cap < self.cfg.tx_buffer {
+        if n < data.len() && cap < self.cfg.tcp.tx_buffer {
             let want = s.send_queue() + data.len() - n;
-            if s.grow_tx_buffer(tcp::SocketBuffer::new(vec![0u8; grown(cap, want, self.cfg.tx_buffer)])).is_ok() {
+            if s.grow_tx_buffer(tcp::SocketBuffer::new(vec![0u8; grown(cap, want, self.cfg.tcp.tx_buffer)])).is_ok() {
                 n += s.send_slice(&data[n..]).map_err(|_| TransportError::ConnectionClosed(conn))?;
             }
         }
@@ -226,7 +226,7 @@ impl Engine {
         let Some(c) = self.conns.remove(conn) else { return };
         let b = c.bucket as usize;
         let bucket = &mut self.buckets[b];
-        Self::note_delayer(&mut self.delayers, &self.cfg, bucket.sockets.get::<tcp::Socket>(c.handle));
+        Self::remember_ack_delay(&mut self.peer_memory, &self.cfg, bucket.sockets.get::<tcp::Socket>(c.handle));
         if let Some(i) = bucket.members.iter().position(|m| *m == conn) {
             bucket.members.swap_remove(i);
         }

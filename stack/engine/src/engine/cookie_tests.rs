@@ -23,9 +23,9 @@ const PSH: u8 = 0x08;
 
 fn server(cookies: SynCookies) -> MemTransport {
     let mut c = config(Pair::A);
-    c.syn_cookies = cookies;
+    c.tcp.syn_cookies = cookies;
     // 256 KiB: a window scale of 3, which the cookie's SYN-ACK offers and the socket must use.
-    c.rx_buffer = 256 * 1024;
+    c.tcp.rx_buffer = 256 * 1024;
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
     t
@@ -129,7 +129,7 @@ fn the_cookie_carries_mss_sack_and_window_scale_into_the_socket() {
 #[test]
 fn a_real_client_connects_through_cookies_and_exchanges_data() {
     let mut a = config(Pair::A);
-    a.syn_cookies = SynCookies::Always;
+    a.tcp.syn_cookies = SynCookies::Always;
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let cb = p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap();
@@ -258,11 +258,11 @@ fn a_retransmitted_syn_gets_the_same_cookie() {
 #[test]
 fn syn_flood_of_100k_with_cookies_then_a_real_client_at_first_try() {
     let mut a = config(Pair::A);
-    a.rx_buffer = 4096;
-    a.tx_buffer = 4096;
-    a.half_open_bytes = 64 * 8192; // 64 half-open connections
-    a.max_conns = 100_000;
-    assert_eq!(a.syn_cookies, SynCookies::Auto);
+    a.tcp.rx_buffer = 4096;
+    a.tcp.tx_buffer = 4096;
+    a.tcp.half_open_bytes = 64 * 8192; // 64 half-open connections
+    a.tcp.max_conns = 100_000;
+    assert_eq!(a.tcp.syn_cookies, SynCookies::Auto);
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let mut ev = Vec::new();
@@ -296,8 +296,8 @@ fn syn_flood_of_100k_with_cookies_then_a_real_client_at_first_try() {
 #[test]
 fn a_full_half_open_table_gives_cookies_until_connections_fill_the_limit() {
     let mut c = config(Pair::A);
-    c.max_conns = 4;
-    c.half_open_bytes = 2 * 8192; // two half-open connections at their initial buffers
+    c.tcp.max_conns = 4;
+    c.tcp.half_open_bytes = 2 * 8192; // two half-open connections at their initial buffers
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
     let syn = |i: u16| tcp(&TcpSpec { sport: 5000 + i, seq: 100 * i as u32, ..spec(0, 0, 0x02, &LINUX_OPTS, b"") });
@@ -333,8 +333,8 @@ fn a_full_half_open_table_gives_cookies_until_connections_fill_the_limit() {
 #[test]
 fn a_flood_from_many_sources_does_not_evict_a_real_peers_neighbour_entry() {
     let mut c = config(Pair::A);
-    c.half_open_bytes = 2 * 8192; // two half-open connections, then cookies
-    c.rx_buffer = 256 * 1024; // as `server`, whose SYN-ACK `cookie_syn_ack` checks
+    c.tcp.half_open_bytes = 2 * 8192; // two half-open connections, then cookies
+    c.tcp.rx_buffer = 256 * 1024; // as `server`, whose SYN-ACK `cookie_syn_ack` checks
     c.prefix_len = 16; // room on the link for more sources than the cache holds
     let mut t = MemTransport::new(c);
     t.listen(PORT).unwrap();
@@ -387,11 +387,11 @@ fn an_ack_of_a_cookie_replaces_a_half_open_connection_of_the_same_tuple() {
     assert_eq!(t.engine.stats().half_open, 2);
     // The program takes over the SYNs (the engine then checks ACKs for cookies) and answers
     // the first client's SYN, sent again, with the engine's own cookie.
-    t.engine.cfg.syn_cookies = SynCookies::Always;
-    assert!(t.engine.cookies_ahead(t.now, 0));
+    t.engine.cfg.tcp.syn_cookies = SynCookies::Always;
+    assert!(t.engine.steering_answers_syns(t.now, 0));
     let tuple = super::cookies::Tuple { src: PEER.into(), dst: Pair::A.into(), sport: 40000, dport: PORT };
     let d = super::cookies::segment(&syn(40000, 1000)).unwrap().opts;
-    let cookie = t.engine.jar.make(t.now, &tuple, 1000, d);
+    let cookie = t.engine.cookie_codec.make(t.now, &tuple, 1000, d);
     t.inbox.push_back(tcp(&spec(1001, cookie.wrapping_add(1), ACK | PSH, b"", b"hi")));
     let (ev, segs) = pump(&mut t);
     assert!(segs.iter().all(|s| !s.rst()), "a reset went out: {segs:?}");
@@ -412,20 +412,20 @@ fn an_ack_of_a_cookie_replaces_a_half_open_connection_of_the_same_tuple() {
     assert_eq!((s.half_open, s.connections, s.syn_cookies_accepted), (0, 2, 1), "{s:?}");
 }
 
-/// When SYNs are answered ahead of the engine: never with `Off`, always with `Always`; with
-/// `Auto` from when the half-open table is full until a second in which fewer SYNs came
-/// than an eighth of it.
+/// When the steering program answers SYNs before they reach the engine: never with `Off`,
+/// always with `Always`; with `Auto` from when the half-open table is full until a second in
+/// which fewer SYNs came than an eighth of it.
 #[test]
-fn cookies_ahead_follow_the_half_open_table_and_the_syn_rate() {
+fn steering_answers_syns_by_the_half_open_table_and_the_syn_rate() {
     let sec = smoltcp::time::Duration::from_secs(1);
     let mut t = server(SynCookies::Off);
-    assert!(!t.engine.cookies_ahead(t.now, 0));
+    assert!(!t.engine.steering_answers_syns(t.now, 0));
     let mut t = server(SynCookies::Always);
-    assert!(t.engine.cookies_ahead(t.now, 0));
+    assert!(t.engine.steering_answers_syns(t.now, 0));
     assert!(t.engine.cookies_until > t.now, "ACKs are checked for cookies");
     let mut t = server(SynCookies::Auto);
     let limit = t.engine.half_open_limit();
-    assert!(!t.engine.cookies_ahead(t.now, 0), "an empty table");
+    assert!(!t.engine.steering_answers_syns(t.now, 0), "an empty table");
     for i in 0..limit as u32 {
         let mut s = spec(i, 0, 0x02, &LINUX_OPTS, b"");
         s.src = Ipv4Addr::new(198, 18, 0, 100 + (i % 100) as u8);
@@ -436,20 +436,20 @@ fn cookies_ahead_follow_the_half_open_table_and_the_syn_rate() {
     pump(&mut t);
     assert_eq!(t.engine.stats().half_open, limit);
     let mut now = t.now;
-    assert!(t.engine.cookies_ahead(now, 0), "the table is full");
+    assert!(t.engine.steering_answers_syns(now, 0), "the table is full");
     // The program answers a flood: stays on, whatever the table does meanwhile.
     let mut answered = 0u64;
     for _ in 0..3 {
         now += sec;
         answered += limit as u64;
-        assert!(t.engine.cookies_ahead(now, answered));
+        assert!(t.engine.steering_answers_syns(now, answered));
     }
     // Within the second, no decision.
-    assert!(t.engine.cookies_ahead(now + smoltcp::time::Duration::from_millis(500), answered));
+    assert!(t.engine.steering_answers_syns(now + smoltcp::time::Duration::from_millis(500), answered));
     // A second with too few SYNs: off (the table is full, but that takes a new SYN to see).
     now += sec;
     answered += (limit / 8) as u64 - 1;
-    assert!(!t.engine.cookies_ahead(now, answered));
+    assert!(!t.engine.steering_answers_syns(now, answered));
     let until = t.engine.cookies_until;
     assert!(until >= now + smoltcp::time::Duration::from_secs(127), "cookies out are still checked");
 }

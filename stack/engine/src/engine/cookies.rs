@@ -68,18 +68,19 @@ pub struct Tuple {
     pub dport: u16,
 }
 
-/// The keyed hash behind the cookies.
+/// The keyed hash behind the cookies: makes a SYN's cookie and checks the one an ACK
+/// returns.
 #[derive(Clone)]
-pub struct CookieJar {
+pub struct CookieCodec {
     k0: u64,
     k1: u64,
 }
 
-impl CookieJar {
-    /// A jar keyed from `seed` (the engine's random seed).
-    pub fn new(seed: u64) -> CookieJar {
+impl CookieCodec {
+    /// A codec keyed from `seed` (the engine's random seed).
+    pub fn new(seed: u64) -> CookieCodec {
         let k0 = splitmix(seed ^ 0x636f_6f6b_6965_7321);
-        CookieJar { k0, k1: splitmix(k0) }
+        CookieCodec { k0, k1: splitmix(k0) }
     }
 
     /// The SipHash key (for the steering program, which makes the same cookies).
@@ -117,7 +118,7 @@ impl CookieJar {
         self.hash(t, peer_isn, counter, low) << 9 | low
     }
 
-    /// What `cookie` carries if it is one this jar made for `t` and
+    /// What `cookie` carries if it is one this codec made for `t` and
     /// `peer_isn` in this period or the one before.
     pub fn check(&self, now: Instant, t: &Tuple, peer_isn: u32, cookie: u32) -> Option<CookieData> {
         let low = cookie & 0x1ff;
@@ -257,10 +258,10 @@ pub struct CookieTemplate {
     pub addr6: Option<std::net::Ipv6Addr>,
 }
 
-/// Whether SYNs are answered ahead of the engine (by the steering program),
-/// and what that decision last looked at.
+/// Whether the steering program answers SYNs with cookies before they reach the
+/// engine, and what that decision last looked at.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Ahead {
+pub struct SteeringCookies {
     pub on: bool,
     /// When the program's count was last looked at, and the count then.
     pub checked: Option<(Instant, u64)>,
@@ -359,13 +360,13 @@ mod tests {
 
     #[test]
     fn a_cookie_round_trip_decodes_mss_sack_and_window_scale() {
-        let jar = CookieJar::new(7);
+        let codec = CookieCodec::new(7);
         for (mss, want) in [(1460, 1460), (1500, 1460), (1448, 1440), (1300, 1300), (1000, 536), (0, 536), (100, 536)] {
             for sack in [false, true] {
                 for ws in [None, Some(0), Some(7), Some(14)] {
                     let d = CookieData { mss, sack, window_scale: ws };
-                    let c = jar.make(at(1000), &tuple(), 12345, d);
-                    let got = jar.check(at(1000), &tuple(), 12345, c).expect("valid");
+                    let c = codec.make(at(1000), &tuple(), 12345, d);
+                    let got = codec.check(at(1000), &tuple(), 12345, c).expect("valid");
                     assert_eq!(got, CookieData { mss: want, sack, window_scale: ws });
                 }
             }
@@ -374,43 +375,43 @@ mod tests {
 
     #[test]
     fn a_cookie_lives_one_to_two_periods() {
-        let jar = CookieJar::new(7);
+        let codec = CookieCodec::new(7);
         let d = CookieData { mss: 1460, sack: true, window_scale: Some(7) };
         // Made at the start of a period: valid to the end of the next (128 s).
-        let c = jar.make(at(64 * 10), &tuple(), 1, d);
-        assert!(jar.check(at(64 * 10 + 127), &tuple(), 1, c).is_some());
-        assert!(jar.check(at(64 * 12), &tuple(), 1, c).is_none(), "expired");
+        let c = codec.make(at(64 * 10), &tuple(), 1, d);
+        assert!(codec.check(at(64 * 10 + 127), &tuple(), 1, c).is_some());
+        assert!(codec.check(at(64 * 12), &tuple(), 1, c).is_none(), "expired");
         // Made at a period's end: still 64 s.
-        let c = jar.make(at(64 * 11 - 1), &tuple(), 1, d);
-        assert!(jar.check(at(64 * 12 - 1), &tuple(), 1, c).is_some());
-        assert!(jar.check(at(64 * 12), &tuple(), 1, c).is_none(), "expired");
+        let c = codec.make(at(64 * 11 - 1), &tuple(), 1, d);
+        assert!(codec.check(at(64 * 12 - 1), &tuple(), 1, c).is_some());
+        assert!(codec.check(at(64 * 12), &tuple(), 1, c).is_none(), "expired");
         // Four periods later the counter's two bits match again: the hash must refuse it.
-        let c = jar.make(at(64 * 10), &tuple(), 1, d);
-        assert!(jar.check(at(64 * 14), &tuple(), 1, c).is_none());
+        let c = codec.make(at(64 * 10), &tuple(), 1, d);
+        assert!(codec.check(at(64 * 14), &tuple(), 1, c).is_none());
         // A cookie from the future (a clock that went back) is refused.
-        let c = jar.make(at(64 * 11), &tuple(), 1, d);
-        assert!(jar.check(at(64 * 10), &tuple(), 1, c).is_none());
+        let c = codec.make(at(64 * 11), &tuple(), 1, d);
+        assert!(codec.check(at(64 * 10), &tuple(), 1, c).is_none());
     }
 
     #[test]
     fn a_wrong_cookie_is_refused() {
-        let jar = CookieJar::new(7);
+        let codec = CookieCodec::new(7);
         let d = CookieData { mss: 1460, sack: true, window_scale: Some(7) };
-        let c = jar.make(at(100), &tuple(), 99, d);
+        let c = codec.make(at(100), &tuple(), 99, d);
         // Another peer ISN, port, address, key, or any flipped bit.
-        assert!(jar.check(at(100), &tuple(), 100, c).is_none());
-        assert!(jar.check(at(100), &Tuple { sport: 40001, ..tuple() }, 99, c).is_none());
-        assert!(jar.check(at(100), &Tuple { src: Ipv4Addr::new(198, 18, 0, 9).into(), ..tuple() }, 99, c).is_none());
-        assert!(CookieJar::new(8).check(at(100), &tuple(), 99, c).is_none());
+        assert!(codec.check(at(100), &tuple(), 100, c).is_none());
+        assert!(codec.check(at(100), &Tuple { sport: 40001, ..tuple() }, 99, c).is_none());
+        assert!(codec.check(at(100), &Tuple { src: Ipv4Addr::new(198, 18, 0, 9).into(), ..tuple() }, 99, c).is_none());
+        assert!(CookieCodec::new(8).check(at(100), &tuple(), 99, c).is_none());
         for bit in 0..32 {
-            assert!(jar.check(at(100), &tuple(), 99, c ^ (1 << bit)).is_none(), "bit {bit}");
+            assert!(codec.check(at(100), &tuple(), 99, c ^ (1 << bit)).is_none(), "bit {bit}");
         }
         // Random guesses: about one in 2^23 may pass.
         let mut x = 1u64;
         let passed = (0..200_000)
             .filter(|_| {
                 x = splitmix(x);
-                jar.check(at(100), &tuple(), 99, x as u32).is_some()
+                codec.check(at(100), &tuple(), 99, x as u32).is_some()
             })
             .count();
         assert!(passed <= 2, "{passed} of 200,000 random cookies passed");

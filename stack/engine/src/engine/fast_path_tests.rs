@@ -71,7 +71,7 @@ impl Twin {
             .into_iter()
             .map(|fast| {
                 let mut c = config(SRV);
-                c.fast_path = fast;
+                c.tcp.fast_path = fast;
                 tweak(&mut c);
                 let mut t = MemTransport::new(c);
                 let now = t.now;
@@ -270,7 +270,7 @@ fn the_fast_path_equals_the_general_path_on_every_edge_with_timestamps() {
 /// Twin servers (with timestamps offered when the peer sends them) and their peer.
 fn twin(v6: bool, ts: Option<TsLayout>, tweak: impl Fn(&mut EngineSetup)) -> Twin {
     let t = Twin::of_family(v6, |c| {
-        c.recovery.timestamps = ts.is_some();
+        c.tcp.recovery.timestamps = ts.is_some();
         tweak(c);
     });
     match ts {
@@ -459,11 +459,11 @@ fn random_near_the_edges(v6: impl Fn(u64) -> bool, ts: impl Fn(u64) -> Option<Ts
     for seed in 1..=12u64 {
         let mut rng = Rng(seed);
         let mut t = twin(v6(seed), ts(seed), |c| {
-            c.rx_buffer = 8192;
-            c.initial_buffer = 2048;
+            c.tcp.rx_buffer = 8192;
+            c.tcp.initial_buffer = 2048;
             // Every third run with keep-alives: each segment sent rewinds the timer.
             if seed % 3 == 0 {
-                c.keepalive = Some(Duration::from_millis(500));
+                c.tcp.keepalive = Some(Duration::from_millis(500));
             }
         });
         if seed % 2 == 0 && t.ts.is_none() {

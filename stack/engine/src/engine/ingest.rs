@@ -39,10 +39,10 @@ impl Engine {
                 // Only a SYN to a listener can be refused: the rest (nearly every frame)
                 // skips the arithmetic.
                 let refuse_syn = syn && listening && {
-                    let full = self.half_open + self.conns.len() >= self.cfg.max_conns;
+                    let full = self.half_open + self.conns.len() >= self.cfg.tcp.max_conns;
                     let flooded =
-                        self.cfg.syn_cookies != SynCookies::Off && self.half_open >= self.half_open_limit();
-                    full && (!flooded || self.conns.len() >= self.cfg.max_conns)
+                        self.cfg.tcp.syn_cookies != SynCookies::Off && self.half_open >= self.half_open_limit();
+                    full && (!flooded || self.conns.len() >= self.cfg.tcp.max_conns)
                 };
                 let refuse = if refuse_syn {
                     Some(DropReason::ConnLimit)
@@ -71,7 +71,7 @@ impl Engine {
                     // Counted there.
                     return Err(DropReason::BadCookie);
                 }
-                if !syn && self.cfg.fast_path && self.ingest_fast(now, b, frame, (src, sport, dport), info.src_mac) {
+                if !syn && self.cfg.tcp.fast_path && self.ingest_fast(now, b, frame, (src, sport, dport), info.src_mac) {
                     self.mark_dirty(b as u32);
                     return Ok(info);
                 }

@@ -100,7 +100,7 @@ fn ipv6_over_checksum_offload() {
 #[test]
 fn syn_cookies_over_ipv6() {
     let mut a = config(Pair::A);
-    a.syn_cookies = SynCookies::Always;
+    a.tcp.syn_cookies = SynCookies::Always;
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
     let c = p.b.connect(v6(PORT)).unwrap();

@@ -8,7 +8,7 @@ use smoltcp::phy::TxToken;
 use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 
 use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
-use super::delayers::Delayers;
+use super::peer_memory::PeerMemory;
 use super::{Conn, Engine, EngineSetup, Link};
 use crate::conn::{Event, ListenerId};
 use super::Congestion;
@@ -17,7 +17,7 @@ use crate::drops::DropReason;
 impl Engine {
     /// What a socket's receive and send buffers start at.
     pub(super) fn initial_buffers(&self) -> (usize, usize) {
-        self.cfg.initial_buffers()
+        self.cfg.tcp.initial_buffers()
     }
 
     pub(super) fn new_socket(&mut self) -> tcp::Socket<'static> {
@@ -27,52 +27,52 @@ impl Engine {
         let (rx, tx) = self.initial_buffers();
         let mut s = tcp::Socket::new(tcp::SocketBuffer::new(vec![0u8; rx]), tcp::SocketBuffer::new(vec![0u8; tx]));
         // The window scale covers the largest the receive buffer grows to.
-        s.set_rx_capacity_max(self.cfg.rx_buffer);
+        s.set_rx_capacity_max(self.cfg.tcp.rx_buffer);
         // Request/response defaults: no Nagle (a response goes out at once),
         // no delayed ACK (the ACK rides on the response anyway, and a lone
         // request segment is never held back).
         s.set_nagle_enabled(false);
         s.set_ack_delay(None);
-        s.set_keep_alive(self.cfg.keepalive.map(Into::into));
+        s.set_keep_alive(self.cfg.tcp.keepalive.map(Into::into));
         // smoltcp's timeout also aborts a connection whose peer merely sent
         // nothing for that long (checked whenever the socket is polled, which
         // a busy bucket does often): an idle connection would die after 60 s,
         // which kernel TCP never does. With keep-alive the peer answers, so
         // smoltcp's semantics are right; without it the sweep below applies
         // the timeout to what it is meant for.
-        s.set_timeout(self.cfg.keepalive.and(self.cfg.timeout).map(Into::into));
-        s.set_congestion_control(match self.cfg.congestion {
+        s.set_timeout(self.cfg.tcp.keepalive.and(self.cfg.tcp.timeout).map(Into::into));
+        s.set_congestion_control(match self.cfg.tcp.congestion {
             Congestion::None => tcp::CongestionControl::None,
             Congestion::Reno => tcp::CongestionControl::Reno,
             Congestion::Cubic => tcp::CongestionControl::Cubic,
         });
         // Kept by smoltcp across reuse, so pooled sockets have them too.
-        s.set_rto_config(self.cfg.recovery.rto_config());
-        s.set_tail_loss_probe(self.cfg.recovery.tail_loss_probe());
-        s.set_timestamps_micros(self.cfg.recovery.timestamps);
-        s.set_rto_after_probe(self.cfg.recovery.rto_after_probe().into());
+        s.set_rto_config(self.cfg.tcp.recovery.rto_config());
+        s.set_tail_loss_probe(self.cfg.tcp.recovery.tail_loss_probe());
+        s.set_timestamps_micros(self.cfg.tcp.recovery.timestamps);
+        s.set_rto_after_probe(self.cfg.tcp.recovery.rto_after_probe().into());
         s
     }
 
     /// A connection to `ip` starts with the allowance an earlier one learned
-    /// (see `delayers`).
+    /// (see `peer_memory`).
     pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
-        if self.delayers.delays(ip) {
-            s.set_tail_loss_probe_ack_delay(self.cfg.recovery.ack_delay_max.into());
+        if self.peer_memory.delays_acks(ip) {
+            s.set_tail_loss_probe_ack_delay(self.cfg.tcp.recovery.ack_delay_max.into());
         }
     }
 
     /// With `Recovery::timestamps`, before the connection sends: its latest RTT
     /// sample joins its peer's average, and its estimate is raised to that
-    /// average if below it (see `delayers`), so that what goes out now is timed
+    /// average if below it (see `peer_memory`), so that what goes out now is timed
     /// by what all of the peer's connections measured.
-    pub(super) fn share_rtt(delayers: &mut Delayers, s: &mut tcp::Socket<'static>) {
+    pub(super) fn share_rtt(peers: &mut PeerMemory, s: &mut tcp::Socket<'static>) {
         let Some(remote) = s.remote_endpoint() else { return };
         let ip = remote.addr.into();
         if let Some(r) = s.take_rtt_sample() {
-            delayers.sample_rtt(ip, r.into());
+            peers.sample_rtt(ip, r.into());
         }
-        if let Some((srtt, rttvar)) = delayers.rtt(ip) {
+        if let Some((srtt, rttvar)) = peers.rtt(ip) {
             s.seed_rtt(srtt.into(), rttvar.into());
         }
     }
@@ -80,23 +80,23 @@ impl Engine {
     /// Remembers the peer of `s` if the connection learned that it delays
     /// its ACKs. Called while the socket still knows its peer: when the
     /// application closes it, and when it is recycled.
-    pub(super) fn note_delayer(delayers: &mut Delayers, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
+    pub(super) fn remember_ack_delay(peers: &mut PeerMemory, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
         if let (Some(remote), Some(d)) = (s.remote_endpoint(), s.tail_loss_probe_ack_delay()) {
-            if d > cfg.recovery.ack_delay.into() {
-                delayers.remember(remote.addr.into());
+            if d > cfg.tcp.recovery.ack_delay.into() {
+                peers.remember_delays_acks(remote.addr.into());
             }
         }
     }
 
     pub(super) fn recycle(&mut self, mut s: tcp::Socket<'static>) {
-        Self::note_delayer(&mut self.delayers, &self.cfg, &s);
+        Self::remember_ack_delay(&mut self.peer_memory, &self.cfg, &s);
         self.stats.recovery.add(s.take_recovery_stats());
         s.abort();
         self.stats.recycled += 1;
         // Spare sockets for the next burst, as many as the connection limit, only at their
         // initial size: a grown one is freed (the pool holds little memory).
         let small = (s.recv_capacity(), s.send_capacity()) == self.initial_buffers();
-        if small && self.pool.len() < self.cfg.pool_max() {
+        if small && self.pool.len() < self.cfg.tcp.pool_max() {
             self.pool.push(s);
         }
     }
@@ -111,7 +111,7 @@ impl Engine {
 
     /// See [`EngineConfig::half_open_limit`](super::EngineConfig::half_open_limit).
     pub(super) fn half_open_limit(&self) -> usize {
-        self.cfg.half_open_limit()
+        self.cfg.tcp.half_open_limit()
     }
 
     /// Listeners that got a SYN become half-open connections and a fresh listener takes
@@ -197,12 +197,12 @@ impl Engine {
                     self.buckets[b].half_open.swap_remove(k);
                     self.half_open -= 1;
                     if let Some(remote) = self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint() {
-                        if self.delayers.delays(remote.addr.into()) {
-                            let d = self.cfg.recovery.ack_delay_max.into();
+                        if self.peer_memory.delays_acks(remote.addr.into()) {
+                            let d = self.cfg.tcp.recovery.ack_delay_max.into();
                             self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }
                     }
-                    if self.conns.len() >= self.cfg.max_conns {
+                    if self.conns.len() >= self.cfg.tcp.max_conns {
                         // Half-open ones may outnumber the room left (cookies): refuse.
                         self.buckets[b].sockets.get_mut::<tcp::Socket>(h).abort();
                         let s = self.buckets[b].take(h);
@@ -311,16 +311,16 @@ impl Engine {
     }
 
     pub(super) fn needs_sweep(&self) -> bool {
-        let timers = self.cfg.idle_timeout.is_some() || self.cfg.timeout.is_some();
+        let timers = self.cfg.tcp.idle_timeout.is_some() || self.cfg.tcp.timeout.is_some();
         (timers && (!self.conns.is_empty() || self.half_open > 0)) || self.closing > 0
     }
 
     /// Idle connections and closes the peer never finishes: both would hold
     /// a socket (and its buffers) for as long as a peer likes.
     pub(super) fn sweep(&mut self, now: Instant) {
-        let idle: Option<smoltcp::time::Duration> = self.cfg.idle_timeout.map(Into::into);
+        let idle: Option<smoltcp::time::Duration> = self.cfg.tcp.idle_timeout.map(Into::into);
         let stall: Option<smoltcp::time::Duration> =
-            if self.cfg.keepalive.is_none() { self.cfg.timeout.map(Into::into) } else { None };
+            if self.cfg.tcp.keepalive.is_none() { self.cfg.tcp.timeout.map(Into::into) } else { None };
         let mut expired = Vec::new();
         for (id, c) in self.conns.iter_mut() {
             if c.closed_reported {
@@ -370,7 +370,7 @@ impl Engine {
                 }
             }
         }
-        let fin: smoltcp::time::Duration = self.cfg.fin_timeout.into();
+        let fin: smoltcp::time::Duration = self.cfg.tcp.fin_timeout.into();
         for b in 0..self.buckets.len() {
             let mut aborted = false;
             let bucket = &mut self.buckets[b];
@@ -389,7 +389,7 @@ impl Engine {
 
     /// Whether a SYN for a listener gets a cookie instead of a socket.
     pub(super) fn wants_cookie(&self) -> bool {
-        match self.cfg.syn_cookies {
+        match self.cfg.tcp.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
             SynCookies::Auto => self.half_open >= self.half_open_limit(),
@@ -398,7 +398,7 @@ impl Engine {
 
     /// What the engine's cookie SYN-ACKs say over a link of `mtu`, and the key.
     pub fn cookie_template(&self, mtu: usize) -> CookieTemplate {
-        let (k0, k1) = self.jar.key();
+        let (k0, k1) = self.cookie_codec.key();
         CookieTemplate {
             k0,
             k1,
@@ -406,7 +406,7 @@ impl Engine {
             mss: mtu.saturating_sub(40).min(u16::MAX as usize) as u16,
             // A fresh socket's receive buffer, as smoltcp's SYN-ACK would say.
             window: self.initial_buffers().0.min(u16::MAX as usize) as u16,
-            window_shift: window_shift(self.cfg.rx_buffer),
+            window_shift: window_shift(self.cfg.tcp.rx_buffer),
             mac: self.rules.mac,
             addr: self.rules.addr,
             prefix_len: self.rules.prefix_len,
@@ -423,23 +423,23 @@ impl Engine {
     /// of that table (the flood is over; if not, the table fills again and
     /// this turns on again). Meanwhile ACKs that match no connection are
     /// checked for cookies. Cheap: call it once per pass.
-    pub fn cookies_ahead(&mut self, now: Instant, answered: u64) -> bool {
-        let on = match self.cfg.syn_cookies {
+    pub fn steering_answers_syns(&mut self, now: Instant, answered: u64) -> bool {
+        let on = match self.cfg.tcp.syn_cookies {
             SynCookies::Off => false,
             SynCookies::Always => true,
-            SynCookies::Auto if !self.ahead.on => self.wants_cookie(),
-            SynCookies::Auto => match self.ahead.checked {
+            SynCookies::Auto if !self.steering_cookies.on => self.wants_cookie(),
+            SynCookies::Auto => match self.steering_cookies.checked {
                 Some((at, n)) if now >= at + smoltcp::time::Duration::from_secs(1) => {
-                    self.ahead.checked = Some((now, answered));
+                    self.steering_cookies.checked = Some((now, answered));
                     answered.wrapping_sub(n) >= (self.half_open_limit() / 8).max(1) as u64
                 }
                 _ => true,
             },
         };
-        if on && !self.ahead.on {
-            self.ahead.checked = Some((now, answered));
+        if on && !self.steering_cookies.on {
+            self.steering_cookies.checked = Some((now, answered));
         }
-        self.ahead.on = on;
+        self.steering_cookies.on = on;
         if on {
             self.cookies_until = now + smoltcp::time::Duration::from_secs(128);
         }
@@ -457,7 +457,7 @@ impl Engine {
             our_mac: self.cfg.mac,
             // The SYN's sender: the peer, or the router it came through.
             peer_mac,
-            cookie: self.jar.make(now, &syn.tuple, syn.seq, syn.opts),
+            cookie: self.cookie_codec.make(now, &syn.tuple, syn.seq, syn.opts),
             // The IPv6 header is 20 bytes longer than the template's IPv4 one.
             mss: if syn.tuple.src.is_ipv6() { t.mss.saturating_sub(20) } else { t.mss },
             window: t.window,
@@ -502,7 +502,7 @@ impl Engine {
                 _ => return false,
             },
         };
-        let Some(d) = self.jar.check(now, &t, peer_isn, cookie) else {
+        let Some(d) = self.cookie_codec.check(now, &t, peer_isn, cookie) else {
             if found.is_none() {
                 // Without data smoltcp finds no socket and answers with RST, as Linux does.
                 self.stats.drops.count(DropReason::BadCookie);
@@ -523,7 +523,7 @@ impl Engine {
         let Some(lid) = self.listeners.iter().position(|p| *p == Some(t.dport)) else { return false };
         // A completed handshake is worth more than a half-open connection of a flood: only
         // established connections refuse it (the half-open table has its own bound).
-        if self.conns.len() >= self.cfg.max_conns {
+        if self.conns.len() >= self.cfg.tcp.max_conns {
             self.stats.drops.count(DropReason::ConnLimit);
             return false;
         }
@@ -536,7 +536,7 @@ impl Engine {
             TcpSeqNumber(peer_isn as i32),
             d.mss,
             d.window_scale,
-            window_shift(self.cfg.rx_buffer),
+            window_shift(self.cfg.tcp.rx_buffer),
             d.sack,
         );
         if rebuilt.is_err() {

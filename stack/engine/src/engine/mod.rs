@@ -8,7 +8,7 @@ mod bucket;
 mod config;
 mod connections;
 mod cookies;
-mod delayers;
+mod peer_memory;
 mod due;
 mod egress;
 mod ingest;
@@ -79,14 +79,14 @@ pub struct Engine {
     /// egressed bucket's sockets, which nobody else needs.
     track_acks: bool,
     /// Peers known to delay their ACKs (tail-loss probe allowance).
-    delayers: delayers::Delayers,
-    /// SYN cookies' key.
-    jar: cookies::CookieJar,
+    peer_memory: peer_memory::PeerMemory,
+    /// Makes and checks SYN cookies (holds their key).
+    cookie_codec: cookies::CookieCodec,
     /// Until when an ACK that matches no connection may return a cookie
     /// (two periods after the last one sent; checking costs a hash).
     cookies_until: Instant,
-    /// SYNs answered with cookies before they reach the engine.
-    ahead: cookies::Ahead,
+    /// Whether the steering program answers SYNs with cookies (`steering_answers_syns`).
+    steering_cookies: cookies::SteeringCookies,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -94,7 +94,7 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 impl Engine {
     /// A new engine; `link` gives the MTU.
     pub fn new<L: Link>(cfg: EngineSetup, now: Instant, link: &mut L) -> Engine {
-        let nb = cfg.bucket_count();
+        let nb = cfg.tcp.bucket_count();
         let mut icfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.mac)));
         icfg.random_seed = cfg.seed;
         let mut dev = SmolDev { rx: None, link };
@@ -111,7 +111,7 @@ impl Engine {
         if let Some(gw) = cfg.gateway6 {
             let _ = iface.routes_mut().add_default_ipv6_route(gw);
         }
-        iface.set_fast_send(cfg.fast_path);
+        iface.set_fast_send(cfg.tcp.fast_path);
         let rules = RxRules {
             mac: cfg.mac,
             addr: cfg.addr,
@@ -124,12 +124,12 @@ impl Engine {
             iface,
             buckets: (0..nb).map(|_| Bucket::new()).collect(),
             dirty: Vec::with_capacity(nb),
-            conns: ConnSlab::with_capacity(cfg.max_conns),
+            conns: ConnSlab::with_capacity(cfg.tcp.max_conns),
             listeners: Vec::new(),
             pending: Vec::new(),
             stats: EngineStats::default(),
             pool: Vec::new(),
-            ports: PortTable::new(cfg.ephemeral.clone()),
+            ports: PortTable::new(cfg.tcp.ephemeral.clone()),
             rules,
             partial_csum_seen: false,
             half_open: 0,
@@ -142,10 +142,10 @@ impl Engine {
             neighbours: neighbours::Learned::default(),
             buckets_wanting_acks: 0,
             track_acks: false,
-            delayers: delayers::Delayers::default(),
-            jar: cookies::CookieJar::new(cfg.seed),
+            peer_memory: peer_memory::PeerMemory::default(),
+            cookie_codec: cookies::CookieCodec::new(cfg.seed),
             cookies_until: now,
-            ahead: cookies::Ahead::default(),
+            steering_cookies: cookies::SteeringCookies::default(),
             cfg,
         }
     }

@@ -1,5 +1,5 @@
 //! What one connection learns of its peer's round trip, shared with the
-//! peer's other connections (`Recovery::timestamps`; see `delayers`): a
+//! peer's other connections (`Recovery::timestamps`; see `peer_memory`): a
 //! client that answers late draws spurious retransmissions on its first
 //! connections only, and a lost segment on one connection does not slow the
 //! recovery of the others.
@@ -18,9 +18,9 @@ const PORT: u16 = 7;
 
 fn pair(timestamps: bool) -> Pair {
     let mut a = config(Pair::A);
-    a.recovery = Recovery::default().with_timestamps(timestamps);
+    a.tcp.recovery = Recovery::default().with_timestamps(timestamps);
     let mut b = config(Pair::B);
-    b.recovery = Recovery::default().with_timestamps(timestamps);
+    b.tcp.recovery = Recovery::default().with_timestamps(timestamps);
     let mut p = Pair::with(a, b);
     p.a.listen(PORT).unwrap();
     p

@@ -18,7 +18,7 @@ const PORT: u16 = 7;
 
 fn pair(server: Recovery) -> Pair {
     let mut a = config(Pair::A);
-    a.recovery = server;
+    a.tcp.recovery = server;
     Pair::with(a, config(Pair::B))
 }
 
@@ -471,9 +471,9 @@ fn a_d_sack_after_the_held_ack_of_the_original_still_marks_the_probe_spurious() 
 /// Both ends offer microsecond timestamps; the server recovers as `server`.
 fn warmed_ts(server: Recovery, rtt: Duration) -> (Pair, ConnId, ConnId) {
     let mut a = config(Pair::A);
-    a.recovery = server.with_timestamps(true);
+    a.tcp.recovery = server.with_timestamps(true);
     let mut b = config(Pair::B);
-    b.recovery = Recovery::default().with_timestamps(true);
+    b.tcp.recovery = Recovery::default().with_timestamps(true);
     let mut p = Pair::with(a, b);
     let (ca, cb) = connect(&mut p);
     for _ in 0..16 {
@@ -579,7 +579,7 @@ fn a_peer_without_timestamps_keeps_the_fast_path() {
     // The server offers timestamps, the client does not: none are used, and the
     // segments take the fast path as before.
     let mut a = config(Pair::A);
-    a.recovery = Recovery::default().with_timestamps(true);
+    a.tcp.recovery = Recovery::default().with_timestamps(true);
     let mut p = Pair::with(a, config(Pair::B));
     let (ca, cb) = connect(&mut p);
     assert!(!ts_on(&p, ca));

@@ -153,9 +153,9 @@ fn syn_from_unspecified_source_is_dropped_without_answer() {
 #[test]
 fn syn_beyond_the_connection_limit_gets_rst() {
     let mut cfg = config(Pair::A);
-    cfg.max_conns = 4;
+    cfg.tcp.max_conns = 4;
     // Without cookies: half-open connections count too (with them, see cookie_tests).
-    cfg.syn_cookies = crate::SynCookies::Off;
+    cfg.tcp.syn_cookies = crate::SynCookies::Off;
     let mut t = MemTransport::new(cfg);
     t.listen(PORT).unwrap();
     for i in 0..6u16 {
@@ -187,12 +187,12 @@ fn syn_flood_of_20k_from_2000_sources_then_a_real_client() {
 
 fn flood_then_connect(flood: u32, min_evicted: u64) {
     let mut a = config(Pair::A);
-    a.rx_buffer = 4096;
-    a.tx_buffer = 4096;
-    a.half_open_bytes = 64 * 8192; // 64 half-open connections
-    a.max_conns = 100_000;
+    a.tcp.rx_buffer = 4096;
+    a.tcp.tx_buffer = 4096;
+    a.tcp.half_open_bytes = 64 * 8192; // 64 half-open connections
+    a.tcp.max_conns = 100_000;
     // Eviction, the policy without cookies (see cookie_tests for the default).
-    a.syn_cookies = crate::SynCookies::Off;
+    a.tcp.syn_cookies = crate::SynCookies::Off;
     a.prefix_len = 16; // room on the link for more sources than the cache holds
     let mut p = Pair::with(a, config(Pair::B));
     p.a.listen(PORT).unwrap();
@@ -239,7 +239,7 @@ fn a_syn_for_a_live_connection_makes_no_second_socket() {
 #[test]
 fn idle_connections_are_closed_once() {
     let mut a = config(Pair::A);
-    a.idle_timeout = Some(Duration::from_secs(5));
+    a.tcp.idle_timeout = Some(Duration::from_secs(5));
     let mut p = Pair::with(a, config(Pair::B));
     let (ca, _cb) = connected(&mut p);
     let mut all = Vec::new();
@@ -258,7 +258,7 @@ fn idle_connections_are_closed_once() {
 #[test]
 fn a_peer_that_never_finishes_the_close_is_timed_out() {
     let mut a = config(Pair::A);
-    a.fin_timeout = Duration::from_secs(3);
+    a.tcp.fin_timeout = Duration::from_secs(3);
     let mut p = Pair::with(a, config(Pair::B));
     let (ca, _cb) = connected(&mut p);
     // From now on the peer is gone: nothing reaches it.
@@ -317,7 +317,7 @@ fn an_idle_connection_lives_as_long_as_the_peer_is_there() {
 #[test]
 fn a_peer_that_stops_acknowledging_is_timed_out() {
     let mut a = config(Pair::A);
-    a.timeout = Some(Duration::from_secs(5));
+    a.tcp.timeout = Some(Duration::from_secs(5));
     let mut p = Pair::with(a, config(Pair::B));
     let (ca, _cb) = connected(&mut p);
     p.filter = Some(Box::new(|_| Vec::new())); // the peer is gone
@@ -334,7 +334,7 @@ fn a_peer_that_stops_acknowledging_is_timed_out() {
 #[test]
 fn half_open_connections_that_never_complete_go_away() {
     let mut cfg = config(Pair::A);
-    cfg.timeout = Some(Duration::from_secs(5));
+    cfg.tcp.timeout = Some(Duration::from_secs(5));
     let mut t = MemTransport::new(cfg);
     t.listen(PORT).unwrap();
     for i in 0..10u16 {
@@ -492,9 +492,9 @@ fn shutdown_write_half_closes() {
 /// More on-link peers than smoltcp's stock neighbour cache held (64), their
 /// requests interleaved in one batch as a busy server takes them: every
 /// answer goes out in the pass that took its request, and none waits for
-/// ARP. With the stock cache each new source evicted another peer's entry,
-/// and the evicted peers' answers waited for an ARP round trip that
-/// smoltcp sends once a second for the whole cache (400-800 ms stalls).
+/// ARP. With upstream smoltcp's cache each new source evicts another peer's
+/// entry, and the evicted peers' answers wait for an ARP round trip that
+/// smoltcp sends once a second for the whole cache (stalls of up to a second).
 #[test]
 fn two_hundred_on_link_peers_are_answered_in_the_same_pass() {
     answered_in_the_same_pass(200, 200);
@@ -558,10 +558,11 @@ fn answered_in_the_same_pass(n: usize, batch: usize) {
 }
 
 /// A client connecting to on-link servers it has never heard from: each needs ARP. Five of
-/// them never answer; the sixth does. smoltcp limited ARP to one request a second for the
-/// whole cache, so the unreachable ones' requests held the answering one's back (smoltcp
-/// issue 1101: starved for good when an unreachable address always asks first). RFC 1122
-/// limits the rate per destination: all six are asked at once, and the sixth connects.
+/// them never answer; the sixth does. Upstream smoltcp limits ARP to one request a second
+/// for the whole cache, so the unreachable ones' requests would hold the answering one's
+/// back (<https://github.com/smoltcp-rs/smoltcp/issues/1101>: starved for good when an
+/// unreachable address always asks first). RFC 1122 limits the rate per destination, as
+/// the patch `neighbor-rate` does: all six are asked at once, and the sixth connects.
 #[test]
 fn unreachable_on_link_servers_do_not_hold_back_arp_for_another() {
     let a = Pair::A;

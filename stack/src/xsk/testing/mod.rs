@@ -85,7 +85,7 @@ impl Transport for MemTransport {
 /// the XDP program on the same SYNs.
 pub fn cookie_answer(syn: &[u8], at: Duration, accept_partial: bool) -> (Option<Vec<u8>>, xsk_io::syncookies::CookieParams) {
     let mut cfg = config(Ipv4Addr::new(198, 18, 0, 1));
-    cfg.syn_cookies = stack_engine::SynCookies::Always;
+    cfg.tcp.syn_cookies = stack_engine::SynCookies::Always;
     cfg.accept_partial_csum = accept_partial;
     let mut t = MemTransport::new(cfg);
     if let Some(s) = frames::parse_tcp(syn).or_else(|| frames::parse_tcp6(syn).map(|(_, _, s)| s)) {

@@ -157,7 +157,7 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
     let mut server = new_server(cfg, true).map_err(|e| (e, FuzzReport::default()))?;
     let mut twin = if cfg.twin { Some(new_server(cfg, false).map_err(|e| (e, FuzzReport::default()))?) } else { None };
     let mut hcfg = config(HONEST);
-    hcfg.recovery.timestamps = cfg.timestamps;
+    hcfg.tcp.recovery.timestamps = cfg.timestamps;
     let mut honest = MemTransport::new(hcfg);
     let now = server.transport().now;
     honest.engine.add_neighbour(now, SERVER, mac_of(SERVER));
@@ -273,20 +273,20 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
 /// The echo server under test, knowing the honest client as the shared-mode driver would.
 fn new_server(cfg: &FuzzConfig, fast_path: bool) -> Result<EchoServer, String> {
     let mut scfg = config(SERVER);
-    scfg.max_conns = cfg.max_conns;
-    scfg.backlog = 32;
-    scfg.rx_buffer = 4096;
-    scfg.tx_buffer = 4096;
+    scfg.tcp.max_conns = cfg.max_conns;
+    scfg.tcp.backlog = 32;
+    scfg.tcp.rx_buffer = 4096;
+    scfg.tcp.tx_buffer = 4096;
     // Bounds that make every hostile connection go away in the end.
-    scfg.idle_timeout = Some(Duration::from_secs(30));
-    scfg.fin_timeout = Duration::from_secs(10);
-    scfg.timeout = Some(Duration::from_secs(20));
-    scfg.half_open_bytes = 128 * 8192;
+    scfg.tcp.idle_timeout = Some(Duration::from_secs(30));
+    scfg.tcp.fin_timeout = Duration::from_secs(10);
+    scfg.tcp.timeout = Some(Duration::from_secs(20));
+    scfg.tcp.half_open_bytes = 128 * 8192;
     scfg.accept_partial_csum = true;
     scfg.seed = cfg.seed;
-    scfg.syn_cookies = cfg.syn_cookies;
-    scfg.recovery.timestamps = cfg.timestamps;
-    scfg.fast_path = fast_path;
+    scfg.tcp.syn_cookies = cfg.syn_cookies;
+    scfg.tcp.recovery.timestamps = cfg.timestamps;
+    scfg.tcp.fast_path = fast_path;
     let srv_t = MemTransport::new(scfg);
     let scfg = ServerConfig { port: PORT, write_high_water: 64 << 10, poll_timeout: Some(Duration::ZERO) };
     let mut server: EchoServer = Server::new(srv_t, LengthPrefixed::new(1024), Echo, scfg).map_err(|e| e.to_string())?;

@@ -17,9 +17,9 @@
 //! quantile of them (about the 80th percentile: up a half, at least 250 us,
 //! for a sample above it, down a tenth for one below), not their mean. A lossy peer's
 //! samples are its round trip but for the few that include a loss's
-//! recovery; a mean took those at full weight and raised every connection's
-//! timers, which slowed the recoveries that made the next such samples (both
-//! ends of a stack-to-stack test fed each other so). A slow peer's samples
+//! recovery; a mean would take those at full weight and raise every connection's
+//! timers, which slows the recoveries that make the next such samples (two
+//! stacks talking to each other would feed each other so). A slow peer's samples
 //! all run high, and the quantile follows them up by a half a sample.
 //!
 //! Direct-mapped and fixed in size: a peer that collides is forgotten, which
@@ -45,18 +45,19 @@ struct PeerRtt {
     rttvar: u32,
 }
 
-pub(super) struct Delayers {
-    slots: Box<[Option<IpAddr>; SLOTS]>,
+pub(super) struct PeerMemory {
+    /// Peers known to delay their ACKs.
+    delayed_ack_peers: Box<[Option<IpAddr>; SLOTS]>,
     rtt: Box<[Option<PeerRtt>; SLOTS]>,
 }
 
-impl Default for Delayers {
+impl Default for PeerMemory {
     fn default() -> Self {
-        Delayers { slots: Box::new([None; SLOTS]), rtt: Box::new([None; SLOTS]) }
+        PeerMemory { delayed_ack_peers: Box::new([None; SLOTS]), rtt: Box::new([None; SLOTS]) }
     }
 }
 
-impl Delayers {
+impl PeerMemory {
     fn slot(ip: IpAddr) -> usize {
         let a = match ip {
             IpAddr::V4(a) => u32::from(a),
@@ -66,12 +67,12 @@ impl Delayers {
         (a.wrapping_mul(0x9E37_79B9) >> 24) as usize
     }
 
-    pub(super) fn remember(&mut self, ip: IpAddr) {
-        self.slots[Self::slot(ip)] = Some(ip);
+    pub(super) fn remember_delays_acks(&mut self, ip: IpAddr) {
+        self.delayed_ack_peers[Self::slot(ip)] = Some(ip);
     }
 
-    pub(super) fn delays(&self, ip: IpAddr) -> bool {
-        self.slots[Self::slot(ip)] == Some(ip)
+    pub(super) fn delays_acks(&self, ip: IpAddr) -> bool {
+        self.delayed_ack_peers[Self::slot(ip)] == Some(ip)
     }
 
     /// Adds one RTT sample of a connection to `ip` to the peer's pool (the
@@ -110,37 +111,37 @@ mod tests {
 
     #[test]
     fn remembers_forgets_and_collides_without_growing() {
-        let mut d = Delayers::default();
+        let mut d = PeerMemory::default();
         let a = IpAddr::from(Ipv4Addr::new(198, 18, 0, 2));
-        assert!(!d.delays(a));
-        d.remember(a);
-        assert!(d.delays(a));
-        assert!(!d.delays(Ipv4Addr::new(198, 18, 0, 3).into()));
+        assert!(!d.delays_acks(a));
+        d.remember_delays_acks(a);
+        assert!(d.delays_acks(a));
+        assert!(!d.delays_acks(Ipv4Addr::new(198, 18, 0, 3).into()));
         let a6: IpAddr = "2001:2::2".parse().unwrap();
-        d.remember(a6);
-        assert!(d.delays(a6) && d.delays(a));
-        assert!(!d.delays("2001:2::3".parse().unwrap()));
+        d.remember_delays_acks(a6);
+        assert!(d.delays_acks(a6) && d.delays_acks(a));
+        assert!(!d.delays_acks("2001:2::3".parse().unwrap()));
         // Many addresses: at most SLOTS remembered, the first one likely gone.
         for i in 0..10_000u32 {
-            d.remember(Ipv4Addr::from(0xC612_0000 + i).into());
+            d.remember_delays_acks(Ipv4Addr::from(0xC612_0000 + i).into());
             d.sample_rtt(Ipv4Addr::from(0xC612_0000 + i).into(), Duration::from_millis(1));
         }
-        assert!(d.slots.iter().filter(|s| s.is_some()).count() <= SLOTS);
+        assert!(d.delayed_ack_peers.iter().filter(|s| s.is_some()).count() <= SLOTS);
         assert!(d.rtt.iter().filter(|s| s.is_some()).count() <= SLOTS);
-        d.remember(a);
-        assert!(d.delays(a));
+        d.remember_delays_acks(a);
+        assert!(d.delays_acks(a));
     }
 
     #[test]
     fn a_peers_rtt_is_averaged_over_its_samples() {
-        let mut d = Delayers::default();
+        let mut d = PeerMemory::default();
         let (a, b): (IpAddr, IpAddr) = (Ipv4Addr::new(198, 18, 0, 2).into(), "2001:2::3".parse().unwrap());
         assert_eq!(d.rtt(a), None);
         d.sample_rtt(a, Duration::from_millis(200));
         assert_eq!(d.rtt(a), Some((Duration::from_millis(200), Duration::from_millis(100))));
         // An outlier (a loss's recovery in one sample) moves it up a step; the rest
         // bring it back.
-        let mut d = Delayers::default();
+        let mut d = PeerMemory::default();
         for _ in 0..50 {
             d.sample_rtt(b, Duration::from_micros(100));
         }

@@ -8,8 +8,8 @@
 //! listening: no kernel program can take the port while the stack has it,
 //! and a port a kernel program already has is refused to the stack (bind
 //! fails) instead of being stolen from under a running connection. Shards
-//! share one `Claims`, so a listening port held by all of them is released
-//! when the last lets go.
+//! share one `PortPlaceholders`, so a listening port held by all of them is
+//! released when the last lets go.
 
 use std::collections::HashMap;
 use std::io;
@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex};
 
 use xsk_device::steer::Steer;
 
-pub(crate) struct Claims {
+/// The ports the stack holds in the kernel, each with its placeholder sockets.
+pub(crate) struct PortPlaceholders {
     addr: Ipv4Addr,
     addr6: Option<Ipv6Addr>,
     held: Mutex<HashMap<u16, Held>>,
@@ -33,9 +34,9 @@ struct Held {
     shards: u32,
 }
 
-impl Claims {
-    pub(crate) fn new(addr: Ipv4Addr, addr6: Option<Ipv6Addr>) -> Arc<Claims> {
-        Arc::new(Claims { addr, addr6, held: Mutex::new(HashMap::new()) })
+impl PortPlaceholders {
+    pub(crate) fn new(addr: Ipv4Addr, addr6: Option<Ipv6Addr>) -> Arc<PortPlaceholders> {
+        Arc::new(PortPlaceholders { addr, addr6, held: Mutex::new(HashMap::new()) })
     }
 
     /// Takes `port` from the kernel and steers it to the stack. Fails with
@@ -165,7 +166,7 @@ mod tests {
         // Loopback needs no root: a kernel listener takes a port ...
         let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let taken = l.local_addr().unwrap().port();
-        let c = Claims::new(Ipv4Addr::LOCALHOST, None);
+        let c = PortPlaceholders::new(Ipv4Addr::LOCALHOST, None);
         let e = c.claim(taken, None).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
         drop(l);
