@@ -39,7 +39,7 @@ struct Cli {
     #[arg(long, value_name = "auto|always|off", default_value = "auto")]
     syn_cookies: apps::SynCookiesArg,
     /// Run a twin server without the fast path and compare answers and socket states after
-    /// every batch (about 3x slower).
+    /// every batch (slower: every frame is handled twice and the states compared).
     #[arg(long)]
     twin: bool,
     /// The server and the honest client offer microsecond TCP timestamps, and the hostile
