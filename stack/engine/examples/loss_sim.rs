@@ -6,11 +6,12 @@
 //! client's fault injector drops `loss` of the frames each way (rr-demo's
 //! loss1-same-16). Every step of the clock both engines run one pass
 //! (receive, answer, egress) and the frames sent cross the wire, arriving one
-//! step later. Prints requests per virtual second, latency percentiles and
+//! step later (or, with JITTER, 1 to 1 + JITTER steps later, in order each way).
+//! Prints requests per virtual second, latency percentiles and
 //! what recovery did, once per recovery setting asked for.
 //!
 //! ```text
-//! cargo run --release -p stack-engine --features testing --example loss_sim -- [CONNS] [LOSS] [SECONDS] [SEED]
+//! cargo run --release -p stack-engine --features testing --example loss_sim -- [CONNS] [LOSS] [SECONDS] [SEED] [JITTER]
 //! ```
 
 use std::net::SocketAddrV4;
@@ -31,7 +32,7 @@ struct Outcome {
     client: RecoveryStats,
 }
 
-fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64) -> Outcome {
+fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64, jitter: u64) -> Outcome {
     let (mut a, mut b) = (config(Pair::A), config(Pair::B));
     a.tcp.recovery = recovery;
     b.tcp.recovery = recovery;
@@ -51,7 +52,16 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64) -> 
     let mut latencies_us = Vec::new();
     let mut requests = 0u64;
     let step_us = STEP.as_micros() as u64;
-    let req = [b'q'; REQ];
+    let mut req = [b'q'; REQ];
+    let mut port_of: std::collections::HashMap<u64, u16> = Default::default();
+    let mut rng = stack_engine::testing::Rng(seed ^ 0x5eed);
+    let trace: Option<(u16, u64, u64)> = std::env::var("LOSS_SIM_TRACE").ok().map(|v| {
+        let x: Vec<u64> = v.split(':').map(|n| n.parse().expect("PORT:FROM_US:TO_US")).collect();
+        (x[0] as u16, x[1], x[2])
+    });
+    let show_slow = std::env::var_os("LOSS_SIM_SLOW").is_some() && recovery.timestamps;
+    let (mut to_a, mut to_b) = (std::collections::VecDeque::new(), std::collections::VecDeque::new());
+    let (mut last_a, mut last_b) = (0u64, 0u64);
     for step in 0..steps {
         let now_us = step * step_us;
         ea.clear();
@@ -62,6 +72,10 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64) -> 
             if let Event::Readable(c) | Event::Accepted { conn: c, .. } = *e {
                 buf.clear();
                 while p.a.recv(c, &mut buf).unwrap_or(0) > 0 {}
+                if buf.len() >= 8 {
+                    let idx = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                    port_of.insert(idx, p.a.peer_addr(c).map_or(0, |a| a.port()));
+                }
                 if !buf.is_empty() {
                     // Echo what came: a response per request.
                     let n = p.a.send(c, &buf).unwrap();
@@ -72,6 +86,7 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64) -> 
         for e in &eb {
             match *e {
                 Event::Connected(c) => {
+                    req[..8].copy_from_slice(&u64::from(c.0).to_le_bytes());
                     p.b.send(c, &req).unwrap();
                     sent_at.insert(c, now_us);
                 }
@@ -84,6 +99,10 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64) -> 
                         *got -= REQ;
                         requests += 1;
                         latencies_us.push(now_us - sent_at[&c]);
+                        if show_slow && now_us - sent_at[&c] > 20_000 {
+                            println!("slow: port {} sent {} us, took {} us", port_of.get(&u64::from(c.0)).copied().unwrap_or(0), sent_at[&c], now_us - sent_at[&c]);
+                        }
+                        req[..8].copy_from_slice(&u64::from(c.0).to_le_bytes());
                         p.b.send(c, &req).unwrap();
                         sent_at.insert(c, now_us);
                     }
@@ -93,8 +112,61 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64) -> 
         }
         let _ = p.a.flush();
         let _ = p.b.flush();
-        p.exchange();
+        if let Some((port, from, to)) = trace {
+            if now_us >= from && now_us <= to {
+                for (who, frames) in [("S->", &p.a.link.out), ("C->", &p.b.link.out)] {
+                    for f in frames.iter() {
+                        if let Some(g) = stack_engine::testing::frames::parse_tcp(f) {
+                            if g.sport == port || g.dport == port {
+                                println!("{now_us:>9} {who} seq {:>10} ack {:>10} fl {:02x} len {:>3} opts {:02x?}", g.seq, g.ack, g.flags, g.payload.len(), &f[54..(54 + ((f[46] >> 4) as usize * 4 - 20)).min(f.len())]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((port, from, to)) = trace {
+            if recovery.timestamps && now_us >= from && now_us <= to && (now_us % 1000 == 0 || !p.a.link.out.is_empty()) {
+                let mut out = String::new();
+                let all: Vec<usize> = (0..p.a.engine.buckets()).collect();
+                p.a.engine.dump_state(&all, false, &mut out);
+                for line in out.lines().filter(|l| l.contains(&format!("port: {port}"))) {
+                    let pick = |k: &str| line.find(k).map(|i| &line[i..(i + 60).min(line.len())]).unwrap_or("-");
+                    println!("{now_us:>9} server: {} | {} | {} | {}", pick("timer:"), pick("tlp_at:"), pick("tlp_high:"), pick("resent:"));
+                }
+            }
+        }
+        // The wire: one step, or with jitter 1 to 1 + jitter steps, in order each way.
+        for (frames, wire, last) in [(p.a.take_sent(), &mut to_b, &mut last_b), (p.b.take_sent(), &mut to_a, &mut last_a)] {
+            for f in frames {
+                if f.len() > 13 && f[12..14] == [0x08, 0x06] {
+                    continue; // ARP: the neighbours are known
+                }
+                let due = (step + 1 + if jitter > 0 { rng.below(jitter + 1) } else { 0 }).max(*last);
+                *last = due;
+                wire.push_back((due, f));
+            }
+        }
+        while to_b.front().is_some_and(|(due, _)| *due <= step + 1) {
+            p.b.inbox.push_back(to_b.pop_front().unwrap().1);
+        }
+        while to_a.front().is_some_and(|(due, _)| *due <= step + 1) {
+            p.a.inbox.push_back(to_a.pop_front().unwrap().1);
+        }
         p.advance(STEP);
+    }
+    if std::env::var_os("LOSS_SIM_RAISED").is_some() {
+        for (who, t) in [("server", &p.a), ("client", &p.b)] {
+            let mut out = String::new();
+            let all: Vec<usize> = (0..t.engine.buckets()).collect();
+            t.engine.dump_state(&all, false, &mut out);
+            let delays: Vec<&str> = out
+                .lines()
+                .filter_map(|l| l.find("tlp_ack_delay: ").map(|i| &l[i + 15..(i + 40).min(l.len())]))
+                .map(|d| d.split(',').next().unwrap_or(d))
+                .collect();
+            println!("    {who} allowances: {delays:?}");
+        }
     }
     latencies_us.sort_unstable();
     Outcome { requests, latencies_us, server: p.a.engine.stats().recovery, client: p.b.engine.stats().recovery }
@@ -113,11 +185,12 @@ fn main() {
     let loss: f64 = args.get(1).map_or(0.01, |s| s.parse().expect("LOSS"));
     let seconds: u64 = args.get(2).map_or(2, |s| s.parse().expect("SECONDS"));
     let seed: u64 = args.get(3).map_or(1, |s| s.parse().expect("SEED"));
+    let jitter: u64 = args.get(4).map_or(0, |s| s.parse().expect("JITTER"));
     let base = Recovery::default().with_ack_delay(Duration::from_millis(5));
     println!("{conns} connections, {:.1}% loss each way at the client, {seconds} s of virtual time, seed {seed}", loss * 100.0);
     println!("{:<14} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}  server: probes spurious rto | client: probes spurious rto", "recovery", "req/s", "p50 us", "p99 us", "p99.9", "max us", "mean us");
     for (name, r) in [("default", base), ("timestamps", base.with_timestamps(true))] {
-        let o = run(r, conns, loss, seconds, seed);
+        let o = run(r, conns, loss, seconds, seed, jitter);
         let mean = o.latencies_us.iter().sum::<u64>() as f64 / o.latencies_us.len().max(1) as f64;
         println!(
             "{:<14} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9.0}  {:>6} {:>8} {:>3} | {:>6} {:>8} {:>3}",

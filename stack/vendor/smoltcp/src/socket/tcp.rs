@@ -2110,8 +2110,17 @@ impl<'a> Socket<'a> {
         }
         if resent.probe {
             self.recovery_stats.spurious_probes += 1;
+            // [xsk-stack patch: eifel] An echo's verdict on a segment with data and no
+            // D-SACK is no lesson about the peer's ACKs: the data may be the peer's own
+            // retransmission, sent before our probe reached it, whose first copy
+            // carried the ACK and was lost (both ends of a lossy link probe at about the
+            // same time). A peer that holds its ACKs shows it with a D-SACK for the probe
+            // (it answers a duplicate at once) or with an ACK alone.
+            let no_lesson = eifel && !dsack && !repr.payload.is_empty();
             // One verdict alone may be a lost ACK too: learn from a streak.
-            self.tlp_spurious_streak = if hole { 0 } else { self.tlp_spurious_streak.saturating_add(1) };
+            if !no_lesson {
+                self.tlp_spurious_streak = if hole { 0 } else { self.tlp_spurious_streak.saturating_add(1) };
+            }
             if let (Some(p), true) = (self.tail_probe, self.tlp_spurious_streak >= TLP_SPURIOUS_TO_LEARN) {
                 self.tlp_ack_delay = self.tlp_ack_delay.max(p.ack_delay_max);
             }

@@ -360,3 +360,63 @@ fn test_rto_after_probe_waits_at_least_the_setting() {
         assert_eq!(s.recovery_stats().rto_retransmits, 1, "after {after}, holds ACKs {holds_acks}");
     }
 }
+
+// [xsk-stack patch: eifel]
+#[test]
+fn test_ts_probe_verdict_on_the_peers_own_data_teaches_no_ack_delay() {
+    // Three probes in a row shown spurious by an echo of the original. By ACKs alone,
+    // the peer holds its ACKs: the allowance goes up. By segments with data and no
+    // D-SACK, the data may be the peer's own retransmission (the first copy, with
+    // the ACK, lost), sent before the probe reached it: no lesson.
+    for with_data in [false, true] {
+        let mut s = socket_ts();
+        s.set_ack_delay(None);
+        s.set_rto_config(RtoConfig {
+            min: Duration::from_millis(50),
+            max: Duration::from_secs(60),
+            initial: Duration::from_secs(1),
+        });
+        s.set_tail_loss_probe(Some(TailLossProbe {
+            ack_delay: Duration::from_millis(5),
+            ack_delay_max: Duration::from_millis(200),
+        }));
+        s.rtte.sample(1_000);
+        let (mut seq, mut rseq) = (LOCAL_SEQ + 1, REMOTE_SEQ + 1);
+        for round in 0..3i64 {
+            let t = round * 100_000;
+            s.send_slice(b"abc").unwrap();
+            // The answer, then its probe at 2 SRTT + 5 ms.
+            let pto = (s.smoothed_rtt().unwrap() * 2 + Duration::from_millis(5)).total_micros() as i64;
+            for at in [t, t + pto] {
+                if at > t {
+                    recv_nothing(&mut s, Instant::from_micros(at - 1));
+                }
+                recv(&mut s, Instant::from_micros(at), |r| {
+                    let r = r.unwrap();
+                    assert_eq!((r.seq_number, r.payload), (seq, &b"abc"[..]), "with data {with_data}, round {round}");
+                });
+            }
+            let payload: &[u8] = if with_data { b"req" } else { b"" };
+            let repr = TcpRepr {
+                seq_number: rseq,
+                ack_number: Some(seq + 3),
+                window_len: 2000,
+                timestamp: ts(7, t as u32),
+                payload,
+                ..SEND_TEMPL
+            };
+            let then = Instant::from_micros(t + pto + 1000);
+            assert_eq!(send(&mut s, then, &repr), None);
+            seq += 3;
+            if with_data {
+                rseq += 3;
+                recv(&mut s, then, |r| assert_eq!(r.unwrap().ack_number, Some(rseq)));
+                let mut buf = [0u8; 3];
+                assert_eq!(s.recv_slice(&mut buf), Ok(3));
+            }
+        }
+        assert_eq!(s.recovery_stats().spurious_probes, 3, "with data {with_data}");
+        let want = if with_data { 5 } else { 200 };
+        assert_eq!(s.tail_loss_probe_ack_delay(), Some(Duration::from_millis(want)), "with data {with_data}");
+    }
+}
