@@ -1,0 +1,22 @@
+"""Appends the xsk and kernel rows of scripts/study/abba-rr-demo output folders to
+results.jsonl, one JSON line per run: collect.py SET OUT_DIR [NAME=BUILD ...]."""
+import json, pathlib, sys
+
+set_name, out = sys.argv[1], pathlib.Path(sys.argv[2])
+builds = dict(a.split("=", 1) for a in sys.argv[3:])
+with open(pathlib.Path(__file__).parent / "results.jsonl", "a") as f:
+    for run in sorted(p for p in out.iterdir() if p.is_dir()):
+        d = json.load(open(run / "results.json"))
+        x = next(r for r in d["runs"] if r["backend"] == "xsk")
+        k = next(r for r in d["runs"] if r["backend"] != "xsk")
+        variant, slot = run.name.rsplit("-", 1)
+        f.write(json.dumps({
+            "set": set_name, "variant": variant, "build": builds.get(variant, ""), "slot": int(slot),
+            "case": x["case"], "rps": round(x["rps"]), "kernel_rps": round(k["rps"]),
+            "p99_us": round(x["p99_us"]), "p999_us": round(x["p999_us"]),
+            "setup_s": round(x["setup_s"], 2), "kernel_setup_s": round(k["setup_s"], 2),
+            "requests": x["server_requests"], "tail_probes": x["server_tail_probes"],
+            "spurious_probes": x["server_spurious_probes"],
+            "spurious_retransmits": x["server_spurious_retransmits"],
+            "rto_retransmits": x["server_rto_retransmits"],
+        }) + "\n")
