@@ -83,13 +83,31 @@ pub const TCP_CSUM_OFFSET: u16 = 16;
 /// Ethernet/IPv6/TCP frame into its checksum field, as a CHECKSUM_PARTIAL sender does,
 /// and returns where the TCP header starts (the offload's `csum_start`; the field is
 /// [`TCP_CSUM_OFFSET`] after it). Any other frame is left as it is (None).
+///
+/// The IPv4 arm comes first, written out: it runs for every IPv4 frame sent with
+/// offload, and the shared [`tcp_range`] would match on the family a second time.
+#[inline]
 pub fn fill_tcp_pseudo(frame: &mut [u8]) -> Option<u16> {
+    if frame.len() >= 14 + 20 && frame[12..14] == [0x08, 0x00] {
+        let ip = &frame[14..];
+        let ihl = (ip[0] & 0x0f) as usize * 4;
+        let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+        if ip[0] >> 4 != 4 || ip[9] != 6 || ihl < 20 || total < ihl + 20 || total > ip.len() {
+            return None;
+        }
+        let pseudo = tcp_v4_pseudo(v4_at(ip, 12), v4_at(ip, 16), total - ihl);
+        frame[14 + ihl + 16..14 + ihl + 18].copy_from_slice(&pseudo.to_be_bytes());
+        return Some((14 + ihl) as u16);
+    }
+    fill_tcp_pseudo_v6(frame)
+}
+
+/// [`fill_tcp_pseudo`] of an Ethernet/IPv6/TCP frame.
+fn fill_tcp_pseudo_v6(frame: &mut [u8]) -> Option<u16> {
     let r = tcp_range(frame)?;
+    let Family::V6 = r.family else { return None };
     let ip = &frame[14..];
-    let pseudo = match r.family {
-        Family::V4 => tcp_v4_pseudo(v4_at(ip, 12), v4_at(ip, 16), r.end - r.start),
-        Family::V6 => tcp_v6_pseudo(v6_at(ip, 8), v6_at(ip, 24), r.end - r.start),
-    };
+    let pseudo = tcp_v6_pseudo(v6_at(ip, 8), v6_at(ip, 24), r.end - r.start);
     let at = 14 + r.start + 16;
     frame[at..at + 2].copy_from_slice(&pseudo.to_be_bytes());
     Some((14 + r.start) as u16)

@@ -212,7 +212,19 @@ pub fn inspect_expecting(frame: &[u8], rules: &RxRules, partial_first: bool) -> 
     let payload = &ip[ihl..];
     match ip[9] {
         6 => {
-            let (sport, dport, syn) = tcp_header(payload)?;
+            // `tcp_header`, written out: through its `Result` every segment paid for
+            // building and matching one.
+            if payload.len() < 20 {
+                return Err(DropReason::Malformed);
+            }
+            let doff = (payload[12] >> 4) as usize * 4;
+            let sport = u16::from_be_bytes([payload[0], payload[1]]);
+            let dport = u16::from_be_bytes([payload[2], payload[3]]);
+            if doff < 20 || doff > payload.len() || sport == 0 || dport == 0 {
+                return Err(DropReason::Malformed);
+            }
+            let flags = payload[13];
+            let syn = flags & 0x02 != 0 && flags & 0x10 == 0;
             let partial_csum = match tcp_checksum(src, dst, payload, rules.accept_partial, partial_first) {
                 Csum::Valid => false,
                 Csum::Partial => true,
@@ -231,7 +243,7 @@ pub fn inspect_expecting(frame: &[u8], rules: &RxRules, partial_first: bool) -> 
 }
 
 /// The ports of a TCP segment and whether it is a SYN without ACK, if its header is
-/// whole and its ports are not zero.
+/// whole and its ports are not zero (the IPv4 path has its own copy in `inspect_expecting`).
 #[inline]
 fn tcp_header(seg: &[u8]) -> Result<(u16, u16, bool), DropReason> {
     if seg.len() < 20 {

@@ -76,6 +76,7 @@ pub(super) struct Bucket {
 
 /// A connection's peer address (an IPv6 one folded to 32 bits), peer port and local
 /// port in one word.
+#[inline]
 fn key(src: IpAddr, sport: u16, dport: u16) -> u64 {
     let a = match src {
         IpAddr::V4(a) => u32::from(a),
@@ -93,9 +94,22 @@ fn key_of(s: &tcp::Socket) -> Option<u64> {
 }
 
 /// Whether socket `s` has this tuple (a key may stand for several IPv6 peers).
+#[inline]
 fn has_tuple(s: &tcp::Socket, src: IpAddr, sport: u16, dport: u16) -> bool {
     match (s.remote_endpoint(), s.local_endpoint()) {
-        (Some(r), Some(l)) => r.port == sport && l.port == dport && r.addr == IpAddress::from(src),
+        (Some(r), Some(l)) => r.port == sport && l.port == dport && same_addr(r.addr, src),
+        _ => false,
+    }
+}
+
+/// `a == IpAddress::from(b)`, compared within the family: the derived comparison of
+/// smoltcp's address enum (discriminant, then all of its bytes) is the dearer one on
+/// the path of every segment in.
+#[inline]
+fn same_addr(a: IpAddress, b: IpAddr) -> bool {
+    match (a, b) {
+        (IpAddress::Ipv4(a), IpAddr::V4(b)) => a == b,
+        (IpAddress::Ipv6(a), IpAddr::V6(b)) => a == b,
         _ => false,
     }
 }
@@ -106,7 +120,9 @@ impl Bucket {
         self.find_conn(src, sport, dport).is_some()
     }
 
-    /// The connection socket (not a listener) with this peer and port.
+    /// The connection socket (not a listener) with this peer and port. Always inlined:
+    /// the fast path in asks for every segment.
+    #[inline(always)]
     pub(super) fn find_conn(&self, src: IpAddr, sport: u16, dport: u16) -> Option<SocketHandle> {
         let want = key(src, sport, dport);
         self.keys

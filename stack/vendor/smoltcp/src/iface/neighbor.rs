@@ -126,6 +126,8 @@ impl Cache {
     /// The slot holding `protocol_addr`. Slots are only ever emptied all at
     /// once (`flush`), and a fill takes the first empty slot of the window,
     /// so an address is never found past an empty slot: the search stops there.
+    // [xsk-stack patch: ipv4-cost] Inlined: every segment in refreshes its sender here.
+    #[inline(always)]
     fn find(&self, protocol_addr: &IpAddress) -> Option<usize> {
         for s in Self::window(protocol_addr) {
             match &self.storage[s] {
@@ -137,6 +139,9 @@ impl Cache {
         None
     }
 
+    // [xsk-stack patch: ipv4-cost] Inlined into the fast path in, which calls it for
+    // every segment.
+    #[inline(always)]
     pub fn reset_expiry_if_existing(
         &mut self,
         protocol_addr: IpAddress,

@@ -653,29 +653,14 @@ pub struct FastSegment<'a> {
 /// `Socket::dispatch_fast` will send.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FastSendPlan {
-    /// The socket's addresses, of one family.
-    pub(crate) src: IpAddress,
+    /// The socket's remote address.
     pub(crate) dst: IpAddress,
     /// The IP payload: the TCP header and the data.
     pub(crate) payload_len: usize,
+    /// [xsk-stack patch: ipv4-cost] The IP header's length (no IPv4 options, no IPv6
+    /// extension headers), found where the family is matched on once.
+    pub(crate) ip_header_len: usize,
     pub(crate) hop_limit: u8,
-}
-
-impl FastSendPlan {
-    /// The IP header's length (no IPv4 options, no IPv6 extension headers).
-    pub(crate) fn ip_header_len(&self) -> usize {
-        ip_header_len(&self.dst)
-    }
-}
-
-/// [xsk-stack patch: fast-send] The header `dispatch` puts before a segment to `addr`.
-fn ip_header_len(addr: &IpAddress) -> usize {
-    match addr {
-        #[cfg(feature = "proto-ipv4")]
-        IpAddress::Ipv4(_) => crate::wire::IPV4_HEADER_LEN,
-        #[cfg(feature = "proto-ipv6")]
-        IpAddress::Ipv6(_) => crate::wire::IPV6_HEADER_LEN,
-    }
 }
 
 /// A Transmission Control Protocol socket.
@@ -3251,6 +3236,8 @@ impl<'a> Socket<'a> {
         }
     }
 
+    // [xsk-stack patch: ipv4-cost] Inlined into `poll_at` and the egress.
+    #[inline]
     fn seq_to_transmit(&self, cx: &mut Context) -> bool {
         // Fast retransmits should always send, even if later congestion checks would disallow
         if self.pending_fast_retransmit && !self.tx_buffer.is_empty() {
@@ -3387,6 +3374,8 @@ impl<'a> Socket<'a> {
     /// more data can be sent. According to the Linux kernel implementation, "significant" means
     /// doubling the receive window. The Linux kernel implementation can be found at
     /// <https://elixir.bootlin.com/linux/v6.9.9/source/net/ipv4/tcp.c#L1472>.
+    // [xsk-stack patch: ipv4-cost]
+    #[inline]
     fn window_to_update(&self) -> bool {
         match self.state {
             State::SynSent
@@ -3487,7 +3476,9 @@ impl<'a> Socket<'a> {
         if self.tx_buffer.is_empty() {
             return None;
         }
-        let tuple = self.tuple?;
+        // [xsk-stack patch: ipv4-cost] Borrowed: both endpoints with IPv6 in the build
+        // are 40 bytes to copy.
+        let tuple = self.tuple.as_ref()?;
         if !matches!(self.state, State::Established | State::CloseWait)
             || self.remote_last_seq != self.local_seq_no
             || self.pending_fast_retransmit
@@ -3510,20 +3501,34 @@ impl<'a> Socket<'a> {
         {
             return None;
         }
-        let (src, dst) = (tuple.local.addr, tuple.remote.addr);
-        // `dispatch`'s MSS less the timestamp option if any; the ring's contiguous part.
         let options_len = if self.tsval_generator.is_some() { 12 } else { 0 };
-        let local_mss = cx.ip_mtu() - ip_header_len(&dst) - TCP_HEADER_LEN;
+        let payload_len = TCP_HEADER_LEN + options_len + len;
+        // [xsk-stack patch: ipv4-cost] The family matched on once: the header's length
+        // and whether the local address is still ours (`dispatch` asks).
+        let (ip_header_len, ours) = match (&tuple.local.addr, &tuple.remote.addr) {
+            #[cfg(feature = "proto-ipv4")]
+            (IpAddress::Ipv4(src), IpAddress::Ipv4(_)) => {
+                (crate::wire::IPV4_HEADER_LEN, cx.has_ipv4_addr(*src))
+            }
+            #[cfg(feature = "proto-ipv6")]
+            (IpAddress::Ipv6(src), IpAddress::Ipv6(_)) => {
+                (crate::wire::IPV6_HEADER_LEN, cx.has_ipv6_addr(*src))
+            }
+            #[allow(unreachable_patterns)]
+            _ => return None,
+        };
+        // `dispatch`'s MSS less the timestamp option if any; the ring's contiguous part.
+        let local_mss = cx.ip_mtu() - ip_header_len - TCP_HEADER_LEN;
         if len > local_mss.min(self.remote_mss).saturating_sub(options_len)
             || self.tx_buffer.get_allocated(0, len).len() != len
-            || !cx.has_ip_addr(tuple.local.addr)
+            || !ours
         {
             return None;
         }
         Some(FastSendPlan {
-            src,
-            dst,
-            payload_len: TCP_HEADER_LEN + options_len + len,
+            dst: tuple.remote.addr,
+            payload_len,
+            ip_header_len,
             hop_limit: self.hop_limit.unwrap_or(64),
         })
     }
@@ -3551,10 +3556,11 @@ impl<'a> Socket<'a> {
         plan: &FastSendPlan,
         emit: impl FnOnce(&IpRepr, &TcpRepr) -> R,
     ) -> R {
-        let tuple = self.tuple.unwrap();
+        let tuple = self.tuple.as_ref().unwrap();
+        let (src_port, dst_port) = (tuple.local.port, tuple.remote.port);
         let ip = IpRepr::new(
-            plan.src,
-            plan.dst,
+            tuple.local.addr,
+            tuple.remote.addr,
             IpProtocol::Tcp,
             plan.payload_len,
             plan.hop_limit,
@@ -3563,8 +3569,8 @@ impl<'a> Socket<'a> {
         let tsval = self.tsval(cx.now());
         let header_len = TCP_HEADER_LEN + if tsval.is_some() { 12 } else { 0 };
         let repr = TcpRepr {
-            src_port: tuple.local.port,
-            dst_port: tuple.remote.port,
+            src_port,
+            dst_port,
             control: TcpControl::Psh,
             seq_number: self.remote_last_seq,
             ack_number: Some(self.remote_seq_no + self.rx_buffer.len()),
@@ -4053,6 +4059,8 @@ impl<'a> Socket<'a> {
     }
 
     #[allow(clippy::if_same_then_else)]
+    // [xsk-stack patch: ipv4-cost] Inlined into the egress, which asks every socket.
+    #[inline(always)]
     pub(crate) fn poll_at(&self, cx: &mut Context) -> PollAt {
         // The logic here mirrors the beginning of dispatch() closely.
         if self.tuple.is_none() {

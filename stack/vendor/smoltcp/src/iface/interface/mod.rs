@@ -1022,7 +1022,7 @@ impl InterfaceInner {
         }
         let src_mac = self.hardware_addr.ethernet_or_panic();
         let caps = self.caps.checksum.clone();
-        let total = EthernetFrame::<&[u8]>::buffer_len(plan.ip_header_len() + plan.payload_len);
+        let total = EthernetFrame::<&[u8]>::buffer_len(plan.ip_header_len + plan.payload_len);
         socket.dispatch_fast(self, &plan, |ip, tcp| {
             token.consume(total, |buf| {
                 super::fast_emit::emit(buf, src_mac, dst_mac, ip, tcp, &caps)
@@ -1144,6 +1144,28 @@ impl InterfaceInner {
                 panic!("IP address {} is not unicast", cidr.address())
             }
         }
+    }
+
+    /// [xsk-stack patch: ipv4-cost] `has_ip_addr` of an IPv4 address.
+    #[cfg(feature = "proto-ipv4")]
+    #[inline]
+    pub(crate) fn has_ipv4_addr(&self, addr: Ipv4Address) -> bool {
+        self.any_ip
+            || self
+                .ip_addrs
+                .iter()
+                .any(|c| matches!(c, IpCidr::Ipv4(c) if c.address() == addr))
+    }
+
+    /// [xsk-stack patch: ipv4-cost] `has_ip_addr` of an IPv6 address.
+    #[cfg(feature = "proto-ipv6")]
+    #[inline]
+    pub(crate) fn has_ipv6_addr(&self, addr: Ipv6Address) -> bool {
+        self.any_ip
+            || self
+                .ip_addrs
+                .iter()
+                .any(|c| matches!(c, IpCidr::Ipv6(c) if c.address() == addr))
     }
 
     /// Check whether the interface has the given IP address assigned.
