@@ -54,7 +54,10 @@ pub struct Recovery {
     /// peer also pool their RTT samples, and each starts from the pool when
     /// its own estimate is lower (see the engine's `peer_memory`): a new
     /// connection to a client that answers late does not retransmit into its
-    /// first answers; and the timeout after a tail-loss probe waits at least
+    /// first answers; a connection that learns that the peer holds its ACKs
+    /// passes the lesson to the peer's live connections at their next send
+    /// (their probe allowance and RTO floor go to `ack_delay_max`); and, for
+    /// such a peer, the timeout after a tail-loss probe waits at least
     /// `ack_delay_max` ([`rto_after_probe`](Self::rto_after_probe)). Costs 12
     /// bytes a segment; segments whose only option is the timestamp still take
     /// the engine's fast path in and the fast send out. Timestamps only with
@@ -168,11 +171,13 @@ impl Recovery {
         }
     }
 
-    /// The least retransmission timeout after a tail-loss probe: with
-    /// timestamps, `ack_delay_max` (the probe recovers a lone loss; the timeout
-    /// after it is for a lost probe or for a peer whose ACKs come later than the
-    /// RTO, which would otherwise draw a second retransmission per answer);
-    /// without, none (RFC 8985: the RTO).
+    /// The least retransmission timeout after a tail-loss probe to a peer known
+    /// to hold its ACKs: with timestamps, `ack_delay_max` (the probe recovers a
+    /// lone loss; the timeout after it is for a lost probe or for a peer whose
+    /// ACKs come later than the RTO, which would otherwise draw a second
+    /// retransmission per answer); without, none (RFC 8985: the RTO). A peer
+    /// that ACKs at once gets the RTO either way (smoltcp applies the floor
+    /// only once the probe's allowance is raised).
     pub fn rto_after_probe(&self) -> Duration {
         if self.timestamps && self.tail_probe {
             self.ack_delay_max
