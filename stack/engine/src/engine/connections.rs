@@ -174,7 +174,7 @@ impl Engine {
             };
         }
         if self.cfg.tcp.recovery.timestamps {
-            Self::share_with_peer(&mut self.peer_memory, &self.cfg.tcp.recovery, s);
+            Self::share_rtt(&mut self.peer_memory, s);
         }
         let mut n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
         let cap = s.send_capacity();

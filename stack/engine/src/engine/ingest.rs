@@ -83,8 +83,6 @@ impl Engine {
                 // look (each is a cold cache line at light load).
                 if to_listener {
                     self.replenish_listeners(b);
-                } else if self.cfg.tcp.recovery.timestamps {
-                    self.learn_ack_delay(b, (src, sport, dport));
                 }
                 self.mark_dirty(b as u32);
                 return Ok(info);
@@ -121,24 +119,6 @@ impl Engine {
         self.iface.poll_ingress_single(now, &mut dev, &mut self.buckets[b].sockets);
         self.mark_dirty(b as u32);
         Ok(info)
-    }
-
-    /// With `Recovery::timestamps`, after the general path took a segment: if it
-    /// taught its connection that the peer holds its ACKs (a spurious probe's
-    /// verdict, which the fast path never gives), its timers follow
-    /// (`expect_held_acks`) and the peer's other connections learn it too, at their
-    /// next send (see `share_with_peer`).
-    fn learn_ack_delay(&mut self, b: usize, (src, sport, dport): (IpAddr, u16, u16)) {
-        let r = &self.cfg.tcp.recovery;
-        if r.ack_delay >= r.ack_delay_max {
-            return;
-        }
-        let Some(h) = self.buckets[b].find_conn(src, sport, dport) else { return };
-        let s = self.buckets[b].sockets.get_mut::<tcp::Socket>(h);
-        if s.tail_loss_probe_ack_delay().is_some_and(|d| d >= r.ack_delay_max.into()) {
-            Self::expect_held_acks(r, s);
-            self.peer_memory.remember_delays_acks(src);
-        }
     }
 
     /// Header prediction: an in-order ACK or ACK|PSH segment without options (or with a

@@ -9,7 +9,6 @@ use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 
 use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
 use super::peer_memory::PeerMemory;
-use crate::recovery::Recovery;
 use super::{Conn, Engine, EngineSetup, Link};
 use crate::conn::{Event, ListenerId};
 use super::Congestion;
@@ -59,30 +58,15 @@ impl Engine {
     /// (see `peer_memory`).
     pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
         if self.peer_memory.delays_acks(ip) {
-            Self::expect_held_acks(&self.cfg.tcp.recovery, s);
+            s.set_tail_loss_probe_ack_delay(self.cfg.tcp.recovery.ack_delay_max.into());
         }
-    }
-
-    /// The timers of a connection whose peer holds its ACKs: the probe's allowance
-    /// and the retransmission timeout's floor both at `ack_delay_max`. The probe
-    /// never waits longer than the RTO, so the allowance alone still drew a
-    /// retransmission at the RTO's 50 ms floor for every answer the peer
-    /// acknowledged later than that; Linux's floor is 200 ms for every peer.
-    /// Undone when the socket is recycled.
-    pub(super) fn expect_held_acks(recovery: &Recovery, s: &mut tcp::Socket<'static>) {
-        s.set_tail_loss_probe_ack_delay(recovery.ack_delay_max.into());
-        s.set_rto_config(recovery.with_rto_min(recovery.rto_min.max(recovery.ack_delay_max).min(recovery.rto_max)).rto_config());
     }
 
     /// With `Recovery::timestamps`, before the connection sends: its latest RTT
     /// sample joins its peer's average, and its estimate is raised to that
     /// average if below it (see `peer_memory`), so that what goes out now is timed
-    /// by what all of the peer's connections measured. The same for the lesson
-    /// that the peer holds its ACKs: a connection that learned it teaches it to
-    /// the peer's other connections at once, live ones at their next send, not
-    /// only once it closes (ten thousand connections of one slow client would
-    /// otherwise each draw its own spurious probes first).
-    pub(super) fn share_with_peer(peers: &mut PeerMemory, recovery: &Recovery, s: &mut tcp::Socket<'static>) {
+    /// by what all of the peer's connections measured.
+    pub(super) fn share_rtt(peers: &mut PeerMemory, s: &mut tcp::Socket<'static>) {
         let Some(remote) = s.remote_endpoint() else { return };
         let ip = remote.addr.into();
         if let Some(r) = s.take_rtt_sample() {
@@ -90,16 +74,6 @@ impl Engine {
         }
         if let Some((srtt, rttvar)) = peers.rtt(ip) {
             s.seed_rtt(srtt.into(), rttvar.into());
-        }
-        if let Some(d) = s.tail_loss_probe_ack_delay() {
-            let max = recovery.ack_delay_max.into();
-            if d < max {
-                if peers.delays_acks(ip) {
-                    Self::expect_held_acks(recovery, s);
-                }
-            } else if recovery.ack_delay < recovery.ack_delay_max {
-                peers.remember_delays_acks(ip);
-            }
         }
     }
 
@@ -116,8 +90,6 @@ impl Engine {
 
     pub(super) fn recycle(&mut self, mut s: tcp::Socket<'static>) {
         Self::remember_ack_delay(&mut self.peer_memory, &self.cfg, &s);
-        // Kept by smoltcp across reuse: the next peer starts from the defaults.
-        s.set_rto_config(self.cfg.tcp.recovery.rto_config());
         self.stats.recovery.add(s.take_recovery_stats());
         s.abort();
         self.stats.recycled += 1;
@@ -226,8 +198,8 @@ impl Engine {
                     self.half_open -= 1;
                     if let Some(remote) = self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint() {
                         if self.peer_memory.delays_acks(remote.addr.into()) {
-                            let s = self.buckets[b].sockets.get_mut::<tcp::Socket>(h);
-                            Self::expect_held_acks(&self.cfg.tcp.recovery, s);
+                            let d = self.cfg.tcp.recovery.ack_delay_max.into();
+                            self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
                         }
                     }
                     if self.conns.len() >= self.cfg.tcp.max_conns {

@@ -100,18 +100,3 @@ fn a_late_peer_draws_spurious_retransmissions_on_its_first_connections_only() {
     let alone = sixteen_connections(false, Duration::from_millis(150));
     assert!(alone[8..].iter().all(|&n| n > 0), "{alone:?}");
 }
-
-#[test]
-fn a_peer_that_holds_its_acks_is_known_to_its_live_connections_at_once() {
-    // Four connections open at once; the first learns from three late ACKs
-    // (spurious probes) that the peer holds them. The others, still open, take the
-    // lesson at their next send, not only once the first one closes.
-    let mut p = pair(true);
-    let conns: Vec<_> = (0..4).map(|_| connect(&mut p)).collect();
-    let delay = Duration::from_millis(150);
-    let (ca, cb) = conns[0];
-    let first: usize = (0..3).map(|_| late_ack_exchange(&mut p, ca, cb, delay)).sum();
-    assert!(first >= 3, "the first connection learns from its own spurious probes: {first}");
-    let others: Vec<usize> = conns[1..].iter().map(|&(ca, cb)| late_ack_exchange(&mut p, ca, cb, delay)).collect();
-    assert!(others.iter().all(|&n| n == 0), "{others:?}");
-}
