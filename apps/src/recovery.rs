@@ -129,9 +129,8 @@ pub struct RecoveryOpts {
                 sample, retransmitted segments' too, and an ACK that echoes the original of a \
                 retransmission shows it was late, not lost (Eifel), which undoes the retransmission's \
                 congestion response; and a peer's connections pool their RTT samples, each starting from \
-                the pool (a client that answers late draws no retransmissions on new connections), and \
-                a lesson that the peer holds its ACKs reaches its live connections too. 12 bytes a \
-                segment. Off in both presets (see the README's Limits)."
+                the pool (a client that answers late draws no retransmissions on new connections). 12 \
+                bytes a segment. Off in both presets (see the README's Limits)."
     )]
     pub timestamps: bool,
 }

@@ -29,3 +29,8 @@ for r in (r for r in rows if r["set"] == "rr-10000"):
     bad = r["spurious_probes"] + r["spurious_retransmits"] + r["rto_retransmits"]
     print(f"{r['variant']}-{r['slot']:<3} {r['rps']:>7} {r['kernel_rps']:>7} {r['p99_us'] / 1000:>7.0f} {r['tail_probes']:>7.0f} "
           f"{r['spurious_probes'] + r['spurious_retransmits']:>8.0f} {r['rto_retransmits']:>6.0f} {100 * bad / r['requests']:>6.2f}")
+
+print()
+print("loss1-16 (kernel client, default recovery), one run each: P = a5fdab4, C = c6cb2f3 (live sharing), F = f3ed7c3 (reverted)")
+for r in (r for r in rows if r["set"] == "loss1-16"):
+    print(f"  {r['variant']}-{r['slot']}: {r['rps']} req/s, p99 {r['p99_us'] / 1000:.1f} ms")

@@ -54,10 +54,8 @@ pub struct Recovery {
     /// peer also pool their RTT samples, and each starts from the pool when
     /// its own estimate is lower (see the engine's `peer_memory`): a new
     /// connection to a client that answers late does not retransmit into its
-    /// first answers; a connection that learns that the peer holds its ACKs
-    /// passes the lesson to the peer's live connections at their next send
-    /// (their probe allowance and RTO floor go to `ack_delay_max`); and, for
-    /// such a peer, the timeout after a tail-loss probe waits at least
+    /// first answers; and, for a peer known to hold its ACKs, the timeout after
+    /// a tail-loss probe waits at least
     /// `ack_delay_max` ([`rto_after_probe`](Self::rto_after_probe)). Costs 12
     /// bytes a segment; segments whose only option is the timestamp still take
     /// the engine's fast path in and the fast send out. Timestamps only with
