@@ -2,7 +2,7 @@
 //! bind, and the kernel's socket options (probed once, reported).
 //!
 //! A [`crate::port::Port`] is built from these pieces by
-//! [`crate::iface::Iface`]; what is public here is what a user needs to name
+//! [`Port::bind`](crate::port::Port::bind); what is public here is what a user needs to name
 //! ([`RingSizes`], [`SocketError`]) and enough of [`XskSocket`] to probe which
 //! `SOL_XDP` options the running kernel has, without binding anything.
 

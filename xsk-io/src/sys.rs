@@ -86,7 +86,7 @@ pub(crate) const XDP_OPTIONS: libc::c_int = 8;
 /// `SOL_XDP` option 9 (Linux 6.17+), a `u32`: how many TX descriptors one
 /// `sendto` may turn into skbs in copy mode (the kernel's default is 32; it
 /// accepts 32 up to the TX ring size). Older kernels answer `ENOPROTOOPT`.
-/// The port sets it ([`crate::port::PortConfig::tx_budget`]) and reports it in
+/// The port sets it ([`crate::port::QueueConfig::tx_budget`]) and reports it in
 /// [`crate::port::Features::tx_budget`].
 pub const XDP_MAX_TX_SKB_BUDGET: libc::c_int = 9;
 /// `SOL_XDP` option 10, a `u32`: batched copy-mode (generic) xmit, building

@@ -85,7 +85,7 @@ pub const TCP_CSUM_OFFSET: u16 = 16;
 /// [`TCP_CSUM_OFFSET`] after it). Any other frame is left as it is (None).
 ///
 /// The IPv4 arm comes first, written out: it runs for every IPv4 frame sent with
-/// offload, and the shared [`tcp_range`] would match on the family a second time.
+/// offload, and the shared `tcp_range` would match on the family a second time.
 #[inline]
 pub fn fill_tcp_pseudo(frame: &mut [u8]) -> Option<u16> {
     if frame.len() >= 14 + 20 && frame[12..14] == [0x08, 0x00] {

@@ -4,7 +4,7 @@
 //! connections comes out as [`Event`]s. It opens no socket, reads no clock
 //! and spawns nothing (it depends on smoltcp, not on the OS), so the same
 //! engine runs under the AF_XDP driver in `stack::xsk`, in memory in tests
-//! ([`testing`], feature `testing`), and in the fuzzer.
+//! (`testing`, with the feature `testing`), and in the fuzzer.
 //!
 //! Scaling to many connections: smoltcp scans every socket of a set for each
 //! packet and each egress pass, so sockets live in many small sets (buckets)

@@ -1,6 +1,6 @@
 //! How a port is opened and its interface prepared: [`PortConfig`] and its
 //! parts. Its own module, so that the interface ([`crate::iface`]) and the
-//! opening ([`crate::open`]) both read it and neither imports the other for it.
+//! opening (`open.rs`) both read it and neither imports the other for it.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
