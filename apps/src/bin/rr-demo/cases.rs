@@ -148,6 +148,9 @@ pub(super) struct Case {
     pub(super) pattern: &'static str,
     /// The client connects over IPv6 (the lab's ends get addresses in 2001:2::/48).
     pub(super) v6: bool,
+    /// The kv service with values of this size (rr-bench --resp-size: GETs of that many
+    /// bytes), instead of echoing 64-byte requests: answers of many segments.
+    pub(super) kv_value: Option<&'static str>,
 }
 
 /// `--only`: whether `name` is selected by the comma-separated `only`. An
@@ -198,6 +201,7 @@ pub(super) fn cases() -> Vec<Case> {
         xsk_args: &[],
         pattern: "rr",
         v6: false,
+        kv_value: None,
     };
     // The headline: throughput at moderate and high connection counts, stack to stack, the
     // busy-polled latency floor, light load, and loss.
@@ -228,6 +232,13 @@ pub(super) fn cases() -> Vec<Case> {
             ..c("loss1-same-16", 16, true, false, None)
         },
         Case { loss: Some(LossKind::Outages), ..c("lossburst-16", 16, false, false, None) },
+        // Answers of many segments under loss (64 KiB values from the kv service, 45 segments
+        // each): a window can lose more than one segment, which one probe does not repair.
+        Case {
+            loss: Some(LossKind::Random1),
+            kv_value: Some("64k"),
+            ..c("loss1-64k-16", 16, false, false, None)
+        },
         Case { full_only: true, ..c("rr-1000", 1000, false, false, None) },
         Case { full_only: true, ..c("rr-10000", 10000, false, false, None) },
         // Connection rate: connect, one request, close, 16 at a time; and waves of 1,000

@@ -76,6 +76,8 @@ with nftables; loss1-same-16: the same against same- clients (nftables cannot se
 frames, so the stack client drops its 1% with its own fault injector, rr-bench
 --fault-rx-drop --fault-tx-drop; both ends --ack-delay 5ms, as both ACK at once); lossburst-16: outages, one in {} TCP frames at the
 client starts a {OUTAGE_MS} ms outage in which nftables drops every TCP frame either way;
+loss1-64k-16: loss1-16 with 64 KiB answers (the kv service's GETs), whose
+windows can lose more than one segment;
 rr-1000 and rr-10000 (not with --quick); churn-16 (connect, one request, close; 16 at a
 time) and storm-1000 (waves of 1,000 connections opened at once): requests/s are
 connections/s there. The loss cases need nft. After them, the

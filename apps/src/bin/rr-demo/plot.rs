@@ -100,8 +100,11 @@ pub(super) fn plot_text(cases: &[Case], meta: &serde_json::Value) -> PlotText {
         legend.push(line);
     }
     let mut loss = Vec::new();
-    if has(&|c| c.loss == Some(LossKind::Random1) && !c.same_client) {
+    if has(&|c| c.loss == Some(LossKind::Random1) && !c.same_client && c.kv_value.is_none()) {
         loss.push("loss1-16: 1% of the frames dropped each way at the client (nftables)".to_string());
+    }
+    if has(&|c| c.loss == Some(LossKind::Random1) && c.kv_value.is_some()) {
+        loss.push("loss1-64k-16: the same with 64 KiB answers (the kv service's GETs)".to_string());
     }
     if has(&|c| c.loss == Some(LossKind::Random1) && c.same_client) {
         loss.push("loss1-same-16: the same, same- clients (the stack client's own fault injector: nftables cannot see AF_XDP frames)".into());

@@ -149,7 +149,8 @@ pub(super) fn start_server(env: &Env, backend: &str, case: &Case, tag: &str) -> 
     // far larger than the load touch cold frames, which shows in a busy
     // case's p50.
     let max_conns = (case.conns * 2).max(1024);
-    c.args(["--backend", backend, "--service", "echo", "--port", "7000", "--max-conns", &max_conns.to_string()]);
+    let service = if case.kv_value.is_some() { "kv" } else { "echo" };
+    c.args(["--backend", backend, "--service", service, "--port", "7000", "--max-conns", &max_conns.to_string()]);
     if case.conns > 1000 {
         // 10,000 connections with the default 64 KiB buffers would be 1.3 GB.
         c.args(["--buffer", "8192"]);
@@ -238,7 +239,11 @@ pub(super) fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur:
     } else if !case.v6 {
         c.args(["--bind", &env.lab.addr_b.to_string()]);
     }
-    c.args(["--conns", &case.conns.to_string(), "--depth", &case.depth.to_string(), "--req-size", "64"]);
+    c.args(["--conns", &case.conns.to_string(), "--depth", &case.depth.to_string()]);
+    match case.kv_value {
+        Some(v) => c.args(["--service", "kv", "--resp-size", v]),
+        None => c.args(["--req-size", "64"]),
+    };
     c.args(["--pattern", case.pattern]);
     if case.client_threads > 1 && client_backend == "kernel" {
         c.args(["--threads", &case.client_threads.to_string()]);

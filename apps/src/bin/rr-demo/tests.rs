@@ -64,7 +64,7 @@ fn loss_and_idle_cases() {
     assert!(all.iter().filter(|c| c.loss.is_some()).all(|c| !c.full_only && !c.busy_poll), "CI runs them");
     let names = case_names();
     let picked = |o: &str| names.iter().copied().filter(|n| only_matches(o, n, &names)).collect::<Vec<_>>();
-    assert_eq!(picked("loss"), vec!["loss1-16", "loss1-same-16", "lossburst-16"]);
+    assert_eq!(picked("loss"), vec!["loss1-16", "loss1-same-16", "lossburst-16", "loss1-64k-16"]);
     assert_eq!(picked("loss1-16"), vec!["loss1-16"]);
     assert_eq!(picked("loss1-same-16,idle-100"), vec!["idle-100", "loss1-same-16"]);
 }
@@ -79,7 +79,7 @@ fn help_and_legend_name_every_case() {
     assert!(help.contains(&format!("{OUTAGE_MS} ms outage")), "{help}");
     let m = metadata(&Args::try_parse_from(["rr-demo"]).unwrap(), 1, Duration::from_secs(1));
     let legend = plot_text(&cases(), &m).case_legend.join("\n");
-    for name in ["idle-100", "open-5k", "loss1-16", "loss1-same-16", "lossburst-16"] {
+    for name in ["idle-100", "open-5k", "loss1-16", "loss1-same-16", "lossburst-16", "loss1-64k-16"] {
         assert!(legend.contains(name), "{name} not in the legend:\n{legend}");
     }
     assert!(legend.contains("fault injector") && legend.contains("delayed ACK"), "{legend}");
