@@ -34,3 +34,10 @@ print()
 print("loss1-16 (kernel client, default recovery), one run each: P = a5fdab4, C = c6cb2f3 (live sharing), F = f3ed7c3 (reverted)")
 for r in (r for r in rows if r["set"] == "loss1-16"):
     print(f"  {r['variant']}-{r['slot']}: {r['rps']} req/s, p99 {r['p99_us'] / 1000:.1f} ms")
+
+print()
+print("loss1-64k-16 (64 KiB answers, 1% loss each way at a kernel client), three invocations of 74d6f9d")
+for r in (r for r in rows if r["set"] == "loss1-64k-16"):
+    print(f"  run {r['slot']}: req/s {r['rps']} (kernel {r['kernel_rps']}); p99 {r['p99_us'] / 1000:.0f} ms ({r['kernel_p99_us'] / 1000:.0f}), "
+          f"p99.9 {r['p999_us'] / 1000:.0f} ms ({r['kernel_p999_us'] / 1000:.0f}); CPU own {r['cpu_own_us']} us/req ({r['kernel_cpu_own_us']}); "
+          f"probes {r['tail_probes']:.0f}, RTOs {r['rto_retransmits']:.0f} of {r['requests']} answers")
