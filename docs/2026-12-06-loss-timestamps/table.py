@@ -41,3 +41,9 @@ for r in (r for r in rows if r["set"] == "loss1-64k-16"):
     print(f"  run {r['slot']}: req/s {r['rps']} (kernel {r['kernel_rps']}); p99 {r['p99_us'] / 1000:.0f} ms ({r['kernel_p99_us'] / 1000:.0f}), "
           f"p99.9 {r['p999_us'] / 1000:.0f} ms ({r['kernel_p999_us'] / 1000:.0f}); CPU own {r['cpu_own_us']} us/req ({r['kernel_cpu_own_us']}); "
           f"probes {r['tail_probes']:.0f}, RTOs {r['rto_retransmits']:.0f} of {r['requests']} answers")
+
+print()
+print("loss1-64k-16, one invocation of 68d4de7, 3 rounds against epoll and io_uring (kernel = the round's best)")
+for r in (r for r in rows if r["set"] == "loss1-64k-16-rounds"):
+    print(f"  round {r['round']}: req/s {r['rps']} ({r['kernel']} {r['kernel_rps']}); p99.9 {r['p999_us'] / 1000:.0f} ms "
+          f"({r['kernel_p999_us'] / 1000:.0f}); CPU own {r['cpu_own_us']} us/req ({r['kernel_cpu_own_us']})")
