@@ -370,6 +370,8 @@ impl XskOpts {
         "rto_max",
         "rto_initial",
         "no_tail_probe",
+        "no_sack_recovery",
+        "timestamps",
         "ack_delay",
         "ack_delay_max",
         "fault_rx_drop",

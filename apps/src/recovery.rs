@@ -14,11 +14,11 @@ use crate::values::{parse_duration, parse_fraction};
 /// `--recovery`: where the loss-recovery settings start from, before the individual options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum RecoveryPreset {
-    /// Tuned for request/response at microsecond round trips: a low RTO floor and a tail-loss
-    /// probe, so a lost response costs milliseconds, not a second.
+    /// Tuned for request/response at microsecond round trips: a low RTO floor, a tail-loss
+    /// probe and the SACK recovery, so a lost response costs milliseconds, not a second.
     Default,
-    /// smoltcp 0.14 as released: RTO in [1s, 60s] starting at 1s, no tail-loss probe (for
-    /// comparisons).
+    /// smoltcp 0.14 as released: RTO in [1s, 60s] starting at 1s, no tail-loss probe, one fast
+    /// retransmit per window (for comparisons).
     Smoltcp,
 }
 
@@ -101,6 +101,14 @@ pub struct RecoveryOpts {
     pub no_tail_probe: bool,
     #[arg(
         long,
+        help = "No SACK recovery: only the first loss of a window is sent again at the third duplicate \
+                ACK (smoltcp's own behaviour), a second waits for the timeout. By default the stack \
+                keeps a scoreboard of what the peer's SACK blocks report and resends every hole once, \
+                and the segment after a partial ACK. The smoltcp preset has none."
+    )]
+    pub no_sack_recovery: bool,
+    #[arg(
+        long,
         value_name = "DURATION",
         value_parser = parse_duration,
         help = format!(
@@ -152,6 +160,9 @@ impl RecoveryOpts {
         if self.no_tail_probe {
             r.tail_probe = false;
         }
+        if self.no_sack_recovery {
+            r.sack = false;
+        }
         if self.timestamps {
             r.timestamps = true;
         }
@@ -174,7 +185,8 @@ pub fn describe_recovery(r: &Recovery) -> String {
         "no tail-loss probe".to_string()
     };
     let ts = if r.timestamps { ", microsecond timestamps" } else { "" };
-    format!("RTO {}..{} (initial {}), {probe}{ts}", f(r.rto_min), f(r.rto_max), f(r.rto_initial))
+    let sack = if r.sack { ", SACK recovery" } else { "" };
+    format!("RTO {}..{} (initial {}), {probe}{ts}{sack}", f(r.rto_min), f(r.rto_max), f(r.rto_initial))
 }
 
 /// Fault injection in the userspace stack (`XskConfig.faults`): frames dropped at random as they
@@ -216,6 +228,8 @@ pub struct RecoveryCounts {
     pub spurious_retransmits: u64,
     /// Probes the peer showed were not needed.
     pub spurious_probes: u64,
+    /// Retransmissions in a fast recovery after its first (SACK holes, partial ACKs).
+    pub hole_retransmits: u64,
 }
 
 impl From<RecoveryStats> for RecoveryCounts {
@@ -226,6 +240,7 @@ impl From<RecoveryStats> for RecoveryCounts {
             tail_probes: s.tail_probes,
             spurious_retransmits: s.spurious_retransmits,
             spurious_probes: s.spurious_probes,
+            hole_retransmits: s.hole_retransmits,
         }
     }
 }
@@ -238,18 +253,25 @@ impl RecoveryCounts {
         self.tail_probes += o.tail_probes;
         self.spurious_retransmits += o.spurious_retransmits;
         self.spurious_probes += o.spurious_probes;
+        self.hole_retransmits += o.hole_retransmits;
     }
 
-    /// Everything sent again: timeouts, fast retransmits and probes.
+    /// Everything sent again: timeouts, fast retransmits (with the holes after the
+    /// first) and probes.
     pub fn resent(&self) -> u64 {
-        self.rto_retransmits + self.fast_retransmits + self.tail_probes
+        self.rto_retransmits + self.fast_retransmits + self.hole_retransmits + self.tail_probes
     }
 
-    /// `RTO retransmits 1, fast retransmits 0, tail probes 5 (2 spurious), spurious retransmits 0`.
+    /// `RTO retransmits 1, fast retransmits 0 (+0 holes), tail probes 5 (2 spurious), spurious retransmits 0`.
     pub fn line(&self) -> String {
         format!(
-            "RTO retransmits {}, fast retransmits {}, tail probes {} ({} spurious), spurious retransmits {}",
-            self.rto_retransmits, self.fast_retransmits, self.tail_probes, self.spurious_probes, self.spurious_retransmits
+            "RTO retransmits {}, fast retransmits {} (+{} holes), tail probes {} ({} spurious), spurious retransmits {}",
+            self.rto_retransmits,
+            self.fast_retransmits,
+            self.hole_retransmits,
+            self.tail_probes,
+            self.spurious_probes,
+            self.spurious_retransmits
         )
     }
 }
@@ -260,6 +282,7 @@ mod tests {
 
     #[test]
     fn recovery_described() {
+        assert!(describe_recovery(&Recovery::default()).ends_with(", SACK recovery"));
         let d = describe_recovery(&Recovery::smoltcp());
         assert_eq!(d, "RTO 1s..1m (initial 1s), no tail-loss probe");
         let r = Recovery::smoltcp()
@@ -296,15 +319,16 @@ mod tests {
     fn recovery_counts() {
         let mut s = RecoveryStats::default();
         (s.rto_retransmits, s.fast_retransmits, s.tail_probes, s.spurious_retransmits, s.spurious_probes) = (1, 2, 3, 4, 5);
+        s.hole_retransmits = 6;
         let mut c = RecoveryCounts::from(s);
         // Field for field the stack's struct, under the same JSON names.
         assert_eq!(serde_json::to_value(c).unwrap(), serde_json::to_value(s).unwrap());
-        assert_eq!(c.resent(), 6);
+        assert_eq!(c.resent(), 12);
         c.add(&RecoveryCounts::from(s));
         assert_eq!((c.tail_probes, c.spurious_probes), (6, 10));
         assert_eq!(
             RecoveryCounts::from(s).line(),
-            "RTO retransmits 1, fast retransmits 2, tail probes 3 (5 spurious), spurious retransmits 4"
+            "RTO retransmits 1, fast retransmits 2 (+6 holes), tail probes 3 (5 spurious), spurious retransmits 4"
         );
         // Read back leniently: missing counters are zero.
         let back: RecoveryCounts = serde_json::from_str(r#"{"tail_probes": 7}"#).unwrap();

@@ -117,7 +117,7 @@ pub fn interval_line(prev: &Snapshot, cur: &Snapshot) -> String {
         let keys: Vec<&String> = cur.values.keys().filter(|k| suffixes.iter().any(|s| k.ends_with(s))).collect();
         (!keys.is_empty()).then(|| keys.iter().filter_map(|k| delta(k)).sum::<f64>())
     };
-    let retx = moved_by(&["recovery_rto_retransmits", "recovery_fast_retransmits"]);
+    let retx = moved_by(&["recovery_rto_retransmits", "recovery_fast_retransmits", "recovery_hole_retransmits"]);
     let probes = moved_by(&["recovery_tail_probes"]);
     if let (Some(retx), Some(probes)) = (retx, probes) {
         let spurious = |n: Option<f64>| match n {

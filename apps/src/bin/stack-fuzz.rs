@@ -96,6 +96,11 @@ fn main() -> ExitCode {
         "  server: accepted {}, requests {}, answers {} ({} TCP segments to IPv6 peers), honest echoes {}",
         rep.accepted, rep.requests, rep.answers, rep.answers6, rep.honest_echoes
     );
+    let r = &rep.recovery;
+    println!(
+        "  recovery: {} fast retransmits (+{} holes), {} RTO retransmits, {} tail probes",
+        r.fast_retransmits, r.hole_retransmits, r.rto_retransmits, r.tail_probes
+    );
     if cli.twin {
         println!(
             "  fast path: {} segments in, {} out ({} bucket egresses without a scan); twin without it: the same answers after every batch, the same state in {} bucket looks",

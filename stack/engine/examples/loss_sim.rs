@@ -10,6 +10,12 @@
 //! Prints requests per virtual second, latency percentiles and
 //! what recovery did, once per recovery setting asked for.
 //!
+//! `LOSS_SIM_RECOVERY=default,no-sack,...` picks the recovery settings to run
+//! (default, timestamps, no-sack, ts-no-sack; default: default,timestamps).
+//! `LOSS_SIM_RESPONSE=BYTES` answers each request with that many bytes instead of
+//! an echo (rr-demo's loss1-64k-16 is `LOSS_SIM_RESPONSE=65536`): multi-segment
+//! flights, where a window can hold more than one loss.
+//!
 //! ```text
 //! cargo run --release -p stack-engine --features testing --example loss_sim -- [CONNS] [LOSS] [SECONDS] [SEED] [JITTER]
 //! ```
@@ -59,7 +65,13 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64, jit
         let x: Vec<u64> = v.split(':').map(|n| n.parse().expect("PORT:FROM_US:TO_US")).collect();
         (x[0] as u16, x[1], x[2])
     });
-    let show_slow = std::env::var_os("LOSS_SIM_SLOW").is_some() && recovery.timestamps;
+    let show_slow = std::env::var_os("LOSS_SIM_SLOW").is_some() && (recovery.timestamps || std::env::var_os("LOSS_SIM_SLOW_ALL").is_some());
+    let response: Option<usize> = std::env::var("LOSS_SIM_RESPONSE").ok().map(|v| v.parse().expect("LOSS_SIM_RESPONSE: bytes"));
+    let answer = vec![b'a'; 16 * 1024];
+    // Bytes the server still owes each connection (LOSS_SIM_RESPONSE), and requests' bytes
+    // it has read towards the next one.
+    let mut owed: std::collections::HashMap<ConnId, (usize, usize)> = Default::default();
+    let resp_len = response.unwrap_or(REQ);
     let (mut to_a, mut to_b) = (std::collections::VecDeque::new(), std::collections::VecDeque::new());
     let (mut last_a, mut last_b) = (0u64, 0u64);
     for step in 0..steps {
@@ -69,6 +81,26 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64, jit
         let _ = p.a.poll(&mut ea, None);
         let _ = p.b.poll(&mut eb, None);
         for e in &ea {
+            if let (Some(len), Event::Readable(c) | Event::Accepted { conn: c, .. } | Event::Writable(c)) = (response, *e) {
+                buf.clear();
+                while p.a.recv(c, &mut buf).unwrap_or(0) > 0 {}
+                if buf.len() >= 8 {
+                    let idx = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                    port_of.insert(idx, p.a.peer_addr(c).map_or(0, |a| a.port()));
+                }
+                let (debt, partial) = owed.entry(c).or_default();
+                *partial += buf.len();
+                *debt += *partial / REQ * len;
+                *partial %= REQ;
+                while *debt > 0 {
+                    let n = p.a.send(c, &answer[..(*debt).min(answer.len())]).unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    *debt -= n;
+                }
+                continue;
+            }
             if let Event::Readable(c) | Event::Accepted { conn: c, .. } = *e {
                 buf.clear();
                 while p.a.recv(c, &mut buf).unwrap_or(0) > 0 {}
@@ -95,8 +127,8 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64, jit
                     while p.b.recv(c, &mut buf).unwrap_or(0) > 0 {}
                     let got = pending.entry(c).or_default();
                     *got += buf.len();
-                    if *got >= REQ {
-                        *got -= REQ;
+                    if *got >= resp_len {
+                        *got -= resp_len;
                         requests += 1;
                         latencies_us.push(now_us - sent_at[&c]);
                         if show_slow && now_us - sent_at[&c] > 20_000 {
@@ -187,9 +219,21 @@ fn main() {
     let seed: u64 = args.get(3).map_or(1, |s| s.parse().expect("SEED"));
     let jitter: u64 = args.get(4).map_or(0, |s| s.parse().expect("JITTER"));
     let base = Recovery::default().with_ack_delay(Duration::from_millis(5));
-    println!("{conns} connections, {:.1}% loss each way at the client, {seconds} s of virtual time, seed {seed}", loss * 100.0);
+    println!("{conns} connections, {:.1}% loss each way at the client, {seconds} s of virtual time, seed {seed}, answers of {} bytes", loss * 100.0, std::env::var("LOSS_SIM_RESPONSE").unwrap_or_else(|_| REQ.to_string()));
     println!("{:<14} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9}  server: probes spurious rto | client: probes spurious rto", "recovery", "req/s", "p50 us", "p99 us", "p99.9", "max us", "mean us");
-    for (name, r) in [("default", base), ("timestamps", base.with_timestamps(true))] {
+    // LOSS_SIM_RECOVERY=NAME,...: which of these to run (default: default,timestamps).
+    let known = [
+        ("default", base),
+        ("timestamps", base.with_timestamps(true)),
+        ("no-sack", base.with_sack(false)),
+        ("ts-no-sack", base.with_timestamps(true).with_sack(false)),
+    ];
+    let wanted = std::env::var("LOSS_SIM_RECOVERY").unwrap_or_else(|_| "default,timestamps".into());
+    let runs: Vec<(&str, Recovery)> = wanted
+        .split(',')
+        .map(|w| *known.iter().find(|(n, _)| *n == w).unwrap_or_else(|| panic!("LOSS_SIM_RECOVERY: {w}? one of default, timestamps, no-sack, ts-no-sack")))
+        .collect();
+    for (name, r) in runs {
         let o = run(r, conns, loss, seconds, seed, jitter);
         let mean = o.latencies_us.iter().sum::<u64>() as f64 / o.latencies_us.len().max(1) as f64;
         println!(

@@ -57,7 +57,7 @@ pub(super) struct Metrics {
     pub(super) server_retrans: f64,
     /// Everything either end sent again over the same span: kernel TCP's RetransSegs in both
     /// namespaces (tail-loss probes included) plus a stack client's and a stack server's RTO
-    /// retransmits, fast retransmits and tail-loss probes (the stack counts events, the kernel
+    /// retransmits, fast retransmits (holes included) and tail-loss probes (the stack counts events, the kernel
     /// segments: the same for one-segment responses).
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub(super) retrans_total: f64,
@@ -67,6 +67,9 @@ pub(super) struct Metrics {
     pub(super) server_rto_retransmits: f64,
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub(super) server_fast_retransmits: f64,
+    /// Retransmissions in a fast recovery after its first (SACK holes, partial ACKs).
+    #[serde(default = "nan", deserialize_with = "nan_if_null")]
+    pub(super) server_hole_retransmits: f64,
     #[serde(default = "nan", deserialize_with = "nan_if_null")]
     pub(super) server_tail_probes: f64,
     /// Retransmissions and probes the client showed were not needed (D-SACK, or an ACK too early).
@@ -112,6 +115,7 @@ impl Metrics {
             retrans_total: m(|r| r.retrans_total),
             server_rto_retransmits: m(|r| r.server_rto_retransmits),
             server_fast_retransmits: m(|r| r.server_fast_retransmits),
+            server_hole_retransmits: m(|r| r.server_hole_retransmits),
             server_tail_probes: m(|r| r.server_tail_probes),
             server_spurious_retransmits: m(|r| r.server_spurious_retransmits),
             server_spurious_probes: m(|r| r.server_spurious_probes),

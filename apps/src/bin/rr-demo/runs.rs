@@ -294,7 +294,7 @@ pub(super) fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur:
     let server_retrans =
         if backend != "xsk" { server_tcp.get("RetransSegs").copied().unwrap_or(f64::NAN) } else { f64::NAN };
     // Both ends: kernel TCP's segments where it runs, the stack's own counts where it does.
-    let stack_server = ["rto_retransmits", "fast_retransmits", "tail_probes"].iter().map(|n| server_rec(n));
+    let stack_server = ["rto_retransmits", "fast_retransmits", "hole_retransmits", "tail_probes"].iter().map(|n| server_rec(n));
     let retrans_total = [client_retrans, server_retrans]
         .into_iter()
         .chain(stack_server)
@@ -339,6 +339,7 @@ pub(super) fn run_case(env: &Env, backend: &str, case: &Case, round: usize, dur:
             retrans_total,
             server_rto_retransmits: server_rec("rto_retransmits"),
             server_fast_retransmits: server_rec("fast_retransmits"),
+            server_hole_retransmits: server_rec("hole_retransmits"),
             server_tail_probes: server_rec("tail_probes"),
             server_spurious_retransmits: server_rec("spurious_retransmits"),
             server_spurious_probes: server_rec("spurious_probes"),

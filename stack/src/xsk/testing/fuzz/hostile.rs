@@ -14,6 +14,9 @@ pub(super) struct Peer {
     pub(super) seq: u32,
     /// The server's next sequence number, once seen.
     pub(super) srv: Option<u32>,
+    /// A segment of the server's this peer plays lost: its ACKs stay there (duplicate
+    /// ACKs, some with SACK blocks for later data) until it gives up, one frame in ten.
+    pub(super) una: Option<u32>,
     /// Sends a timestamp option when no random options.
     pub(super) ts: bool,
 }
@@ -36,6 +39,10 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         payload[..4].copy_from_slice(&n.to_be_bytes());
     }
     let mut opts = [0u8; 40];
+    let mut sack_opts = [0u8; 36];
+    // A SYN's plain options; one in four with a small MSS, so that an echo is a flight
+    // of several segments (room for holes).
+    let mut plain_syn = [2, 4, 5, 0xb4, 1, 3, 3, 7, 4, 2, 1, 1];
     let olen = if rng.chance(200) {
         random_options(rng, &mut opts)
     } else if p.ts {
@@ -47,6 +54,19 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
     let mut syn_opts = [2, 4, 5, 0xb4, 1, 3, 3, 7, 4, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
     syn_opts[12..].copy_from_slice(&opts[..12]);
     let srv = p.srv.unwrap_or_else(|| rng.next() as u32);
+    let ack = match p.una {
+        Some(una) if !rng.chance(100) => una,
+        // Giving up: all of it, or now and then a partial ACK that leaves the rest lost.
+        Some(una) if rng.chance(300) => {
+            let partial = una.wrapping_add(rng.below(u64::from(srv.wrapping_sub(una)) + 1) as u32);
+            p.una = Some(partial);
+            partial
+        }
+        _ => {
+            p.una = None;
+            srv
+        }
+    };
     let (v4, v6) = match p.ip {
         IpAddr::V4(a) => (a, None),
         IpAddr::V6(a) => (Ipv4Addr::UNSPECIFIED, Some(a)),
@@ -63,7 +83,7 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         sport: p.port,
         dport: PORT,
         seq: p.seq,
-        ack: srv,
+        ack,
         flags: 0x10,
         window: 65535,
         options: &opts[..olen],
@@ -72,7 +92,8 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         ttl: 64,
         frag: 0x4000,
     };
-    let pick = rng.below(20);
+    // A peer playing a segment lost mostly sends duplicate ACKs.
+    let pick = if p.una.is_some() && rng.chance(500) { 2 } else { rng.below(20) };
     // What only IPv6 has, instead of IPv4's fragments, sources, junk, ARP and ICMP.
     if let (Some(a), 14..=16 | 18..) = (v6, pick) {
         s.payload = &payload[..plen];
@@ -84,19 +105,44 @@ pub(super) fn generate(rng: &mut Rng, p: &mut Peer, last_valid: &[u8], out: &mut
         0 | 1 => {
             p.seq = rng.next() as u32;
             p.srv = None;
+            p.una = None;
             s.seq = p.seq;
             s.flags = 0x02;
             s.ack = 0;
             if olen == 0 {
-                s.options = &[2, 4, 5, 0xb4, 1, 3, 3, 7, 4, 2, 1, 1];
+                if rng.chance(250) {
+                    plain_syn[2..4].copy_from_slice(&(64 + rng.below(200) as u16).to_be_bytes());
+                }
+                s.options = &plain_syn;
             } else if p.ts && olen == 12 {
                 s.options = &syn_opts;
             }
         }
-        // Completes the handshake / acknowledges.
+        // Completes the handshake / acknowledges; now and then short of what the server
+        // sent, with SACK blocks in and around its flight (the scoreboard, and a fast
+        // recovery's holes).
         2 | 3 => {
-            if p.srv.is_some() {
-                p.seq = p.seq.wrapping_add(0);
+            if p.srv.is_some() && (p.una.is_some() || rng.chance(300)) {
+                if p.una.is_none() {
+                    s.ack = srv.wrapping_sub(rng.below(3000) as u32);
+                }
+                let k = 1 + rng.below(4) as usize;
+                sack_opts[..4].copy_from_slice(&[1, 1, 5, 2 + 8 * k as u8]);
+                // While a segment is played lost, mostly inside the flight after it.
+                let flight = u64::from(srv.wrapping_sub(s.ack));
+                let inside = p.una.is_some() && flight > 1 && rng.chance(800);
+                for b in sack_opts[4..4 + 8 * k].chunks_exact_mut(8) {
+                    let (left, right) = if inside {
+                        let left = s.ack.wrapping_add(1 + rng.below(flight - 1) as u32);
+                        (left, left.wrapping_add(1 + rng.below(u64::from(srv.wrapping_sub(left))) as u32))
+                    } else {
+                        let left = s.ack.wrapping_add(rng.below(4000) as u32).wrapping_sub(500);
+                        (left, left.wrapping_add(rng.below(3000) as u32))
+                    };
+                    b[..4].copy_from_slice(&left.to_be_bytes());
+                    b[4..].copy_from_slice(&right.to_be_bytes());
+                }
+                s.options = &sack_opts[..4 + 8 * k];
             }
         }
         // Data in the window.

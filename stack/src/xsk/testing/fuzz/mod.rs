@@ -143,6 +143,9 @@ pub struct FuzzReport {
     /// Buckets whose sockets' states were compared with the twin's (0: no twin); the
     /// answers are compared after every batch.
     pub twin_checks: u64,
+    /// What the server's loss recovery did (the peers' ACKs short of what it sent, with
+    /// SACK blocks, draw fast retransmits and the recovery's holes).
+    pub recovery: stack_engine::RecoveryStats,
 }
 
 
@@ -171,7 +174,7 @@ pub fn run(cfg: &FuzzConfig, mut progress: impl FnMut(&FuzzReport)) -> Result<Fu
             } else {
                 IpAddr::V4(Ipv4Addr::new(198, 18, 0, host))
             };
-            Peer { ip, port: 1024 + i as u16, seq: rng.next() as u32, srv: None, ts: cfg.timestamps }
+            Peer { ip, port: 1024 + i as u16, seq: rng.next() as u32, srv: None, una: None, ts: cfg.timestamps }
         })
         .collect();
     let mut rep = FuzzReport { seed: cfg.seed, ..FuzzReport::default() };
@@ -333,6 +336,7 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.fast_path = s.fast_path;
     rep.fast_send = s.fast_send;
     rep.fast_egress = s.fast_egress;
+    rep.recovery = s.recovery;
     rep.end_live_sockets = s.live_sockets;
     rep.end_listening = s.listening;
     rep.end_connections = s.connections;
@@ -383,7 +387,19 @@ fn route(server: &mut EchoServer, mut twin: Option<&mut EchoServer>, honest: &mu
         if let Some(p) = peers.get_mut(idx) {
             if p.ip == dst {
                 let len = seg.payload.len() as u32 + seg.syn() as u32 + seg.fin() as u32;
-                p.srv = Some(seg.seq.wrapping_add(len));
+                // The segment played lost comes again: half the time the peer now plays
+                // the one after it lost too (a partial ACK), if it was sent.
+                if p.una == Some(seg.seq) && len > 0 {
+                    let next = seg.seq.wrapping_add(len);
+                    let sent = p.srv.map_or(0, |srv| srv.wrapping_sub(seg.seq));
+                    p.una = (seg.seq % 2 == 0 && sent > len).then_some(next);
+                }
+                p.srv = Some(p.srv.filter(|srv| srv.wrapping_sub(seg.seq) as i32 > len as i32).unwrap_or(seg.seq.wrapping_add(len)));
+                // One data segment in eight is played lost (by its sequence number: the
+                // generator's sequence stays the same).
+                if !seg.payload.is_empty() && p.una.is_none() && seg.seq % 8 == 0 {
+                    p.una = Some(seg.seq);
+                }
                 if seg.syn() && seg.ack_set() {
                     p.seq = seg.ack;
                 }

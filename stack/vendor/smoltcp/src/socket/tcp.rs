@@ -213,6 +213,11 @@ pub struct TailLossProbe {
 /// spurious too, and one such verdict must not slow every later recovery.
 const TLP_SPURIOUS_TO_LEARN: u8 = 3;
 
+/// [xsk-stack patch: sack-recovery] Ranges the SACK scoreboard keeps: a peer reports at
+/// most four per ACK (three beside a timestamp), most recent first, so four hold every
+/// hole of a window with up to four losses.
+const SACK_SCOREBOARD: usize = 4;
+
 /// PTO allowance when more than one segment is in flight (RFC 8985: 2 ms).
 const TLP_MULTI_SEGMENT_ALLOWANCE: Duration = Duration::from_millis(2);
 
@@ -239,6 +244,10 @@ pub struct RecoveryStats {
     pub spurious_retransmits: u32,
     /// Tail-loss probes the peer showed were not needed, likewise.
     pub spurious_probes: u32,
+    /// [xsk-stack patch: sack-recovery] Retransmissions in a fast recovery after its
+    /// first: holes the peer's SACK blocks showed, or the next segment after a partial
+    /// ACK (RFC 6582).
+    pub hole_retransmits: u32,
 }
 
 /// A retransmitted range and when it was sent, kept to tell later whether it was
@@ -726,6 +735,22 @@ pub struct Socket<'a> {
     local_rx_dup_acks: u8,
     /// If a fast retransmit needs to occur
     pending_fast_retransmit: bool,
+    /// [xsk-stack patch: sack-recovery] `set_sack_recovery` (kept across `reset`).
+    sack_recovery: bool,
+    /// [xsk-stack patch: sack-recovery] Where the pending fast retransmit starts:
+    /// `local_seq_no`, or a hole the peer's SACK blocks or a partial ACK showed.
+    rexmit_seq: TcpSeqNumber,
+    /// In fast recovery: the highest sequence number sent when it began (RFC 6582's
+    /// `recover`). It ends when an ACK reaches that, or at a timeout.
+    recover: Option<TcpSeqNumber>,
+    /// The highest sequence number retransmitted in this recovery (RFC 6675 HighRxt):
+    /// each hole goes again once per recovery; a lost retransmission is the timer's.
+    high_rxt: TcpSeqNumber,
+    /// The SACK scoreboard (RFC 6675): ranges above `local_seq_no` the peer reported
+    /// holding, ascending and disjoint. Bounded: a range beyond the last slot is
+    /// forgotten (its data may be sent again); cleared at a timeout, as a peer may
+    /// renege (RFC 2018 8).
+    sacked: [Option<(TcpSeqNumber, TcpSeqNumber)>; SACK_SCOREBOARD],
 
     /// [xsk-stack patch: grow-buffers] The receive buffer's largest capacity (what the
     /// window scale is chosen for), kept across `reset`; 0 = its capacity.
@@ -852,6 +877,11 @@ impl<'a> Socket<'a> {
             local_rx_last_seq: None,
             local_rx_dup_acks: 0,
             pending_fast_retransmit: false,
+            sack_recovery: false,
+            rexmit_seq: TcpSeqNumber::default(),
+            recover: None,
+            high_rxt: TcpSeqNumber::default(),
+            sacked: [None; SACK_SCOREBOARD],
             rx_capacity_max: 0,
             rto_config: RtoConfig::default(),
             rto_after_probe: Duration::ZERO,
@@ -1021,6 +1051,22 @@ impl<'a> Socket<'a> {
     /// Return whether TCP Timestamp is enabled.
     pub fn timestamp_enabled(&self) -> bool {
         self.tsval_generator.is_some()
+    }
+
+    /// [xsk-stack patch: sack-recovery] Keep a SACK scoreboard of what the peer reports
+    /// holding, and let a fast recovery send every hole once: the first segment at the
+    /// third duplicate ACK (as upstream), then each hole with more than two segments'
+    /// worth held above it (RFC 6675), the segment after a partial ACK (RFC 6582, also
+    /// for peers without SACK), and a hole a tail-loss probe's answer shows. Upstream
+    /// sends only the first and leaves a second loss in the window to three more
+    /// duplicate ACKs or the timeout. Kept across `reset`; off by default.
+    pub fn set_sack_recovery(&mut self, on: bool) {
+        self.sack_recovery = on;
+    }
+
+    /// [xsk-stack patch: sack-recovery] Whether `set_sack_recovery` is on.
+    pub fn sack_recovery(&self) -> bool {
+        self.sack_recovery
     }
 
     /// [xsk-stack patch: ts-rtt] Offer TCP timestamps (RFC 7323) whose TSval is this
@@ -1372,6 +1418,11 @@ impl<'a> Socket<'a> {
         self.tlp_high = None;
         self.resent = None;
         self.tlp_spurious_streak = 0;
+        // [xsk-stack patch: sack-recovery] No recovery carried into the next connection.
+        self.pending_fast_retransmit = false;
+        self.local_rx_dup_acks = 0;
+        self.recover = None;
+        self.sacked = [None; SACK_SCOREBOARD];
         // [xsk-stack patch: ts-rtt] A peer that declined timestamps turned them off.
         if self.ts_micros {
             self.set_timestamps_micros(true);
@@ -2080,6 +2131,10 @@ impl<'a> Socket<'a> {
         // request), which then shows as a hole before this segment; only without
         // one is it the peer's delay.
         let hole = repr.seq_number > self.remote_seq_no + self.rx_buffer.len();
+        // [xsk-stack patch: sack-recovery] Nor is a verdict whose ACK stops short of the
+        // resent range: data before it is missing at the peer, so the peer's ACK was not
+        // late; the probe revealed a loss (which the scoreboard now repairs).
+        let hole = hole || (self.sack_recovery && ack_number < resent.start);
         // [xsk-stack patch: spurious-rtt] Karn's rule keeps no sample of a segment
         // sent twice; if every segment is resent before its late ACK comes, the RTT
         // never learns the delay and every segment goes twice for good. A delay shown
@@ -2123,6 +2178,112 @@ impl<'a> Socket<'a> {
         let inside_second = repr.sack_ranges[1]
             .is_some_and(|(l2, r2)| TcpSeqNumber(l2 as i32) <= left && right <= TcpSeqNumber(r2 as i32));
         (below_ack || inside_second).then_some((left, right))
+    }
+
+    /// [xsk-stack patch: sack-recovery] Takes an ACK's SACK blocks (a D-SACK block
+    /// aside) into the scoreboard and drops what the ACK covers. A block is clipped to
+    /// what is in flight (a peer cannot hold what was never sent); an empty or inverted
+    /// one is ignored.
+    fn update_scoreboard(&mut self, ack_number: TcpSeqNumber, repr: &TcpRepr) {
+        let skip = usize::from(Self::dsack_block(ack_number, repr).is_some());
+        let reported = repr.sack_ranges[skip..]
+            .iter()
+            .flatten()
+            .map(|&(l, r)| (TcpSeqNumber(l as i32), TcpSeqNumber(r as i32)));
+        // Kept and new ranges, clipped, in order of their left edges.
+        let mut all = [None; SACK_SCOREBOARD + 3];
+        let mut n = 0;
+        for (left, right) in self.sacked.iter().flatten().copied().chain(reported) {
+            let (left, right) = (left.max(ack_number), right.min(self.remote_last_seq));
+            if left >= right || n == all.len() {
+                continue;
+            }
+            let mut i = n;
+            while i > 0 && all[i - 1].is_some_and(|(l, _): (TcpSeqNumber, TcpSeqNumber)| l > left) {
+                all[i] = all[i - 1];
+                i -= 1;
+            }
+            all[i] = Some((left, right));
+            n += 1;
+        }
+        // Merged where they touch; the lowest kept, as the holes that matter first are
+        // the lowest.
+        self.sacked = [None; SACK_SCOREBOARD];
+        let mut k: usize = 0;
+        for (left, right) in all.iter().flatten().copied() {
+            if let Some(Some((_, last_right))) = k.checked_sub(1).map(|j| &mut self.sacked[j]) {
+                if left <= *last_right {
+                    *last_right = (*last_right).max(right);
+                    continue;
+                }
+            }
+            if k == SACK_SCOREBOARD {
+                break;
+            }
+            self.sacked[k] = Some((left, right));
+            k += 1;
+        }
+    }
+
+    /// [xsk-stack patch: sack-recovery] Octets the scoreboard holds at or above `seq`.
+    fn sacked_above(&self, seq: TcpSeqNumber) -> usize {
+        self.sacked
+            .iter()
+            .flatten()
+            .map(|&(left, right)| {
+                let left = left.max(seq);
+                if right > left { right - left } else { 0 }
+            })
+            .sum()
+    }
+
+    /// [xsk-stack patch: sack-recovery] After an ACK: ends a recovery the ACK completes,
+    /// or picks what the recovery sends again next; outside one, begins one when the
+    /// scoreboard shows a loss that duplicate ACKs did not count.
+    fn recovery_after_ack(&mut self, cx: &mut Context, partial: bool) {
+        let mss = self.effective_mss(cx);
+        let Some(recover) = self.recover else {
+            // RFC 6675 IsLost(SND.UNA): more than DupThresh - 1 segments held above it
+            // (a duplicate ACK that carried data or a window update was not counted).
+            // Or a tail-loss probe is out: it went a PTO after the flight, so the ACKs
+            // of what went before it are in, and data held above SND.UNA shows a loss
+            // (the probe's ACK reveals it, RFC 8985 7.4), where duplicate ACKs would be
+            // too few.
+            if self.sacked[0].is_some()
+                && !matches!(self.timer, Timer::FastRetransmit)
+                && (self.tlp_high.is_some() || self.sacked_above(self.local_seq_no) > 2 * mss)
+            {
+                self.timer.set_for_fast_retransmit();
+            }
+            return;
+        };
+        if self.local_seq_no >= recover {
+            self.recover = None;
+            return;
+        }
+        if self.pending_fast_retransmit {
+            return;
+        }
+        // The next candidate: past what this recovery sent again and what the peer holds.
+        let mut start = self.local_seq_no.max(self.high_rxt);
+        for &(left, right) in self.sacked.iter().flatten() {
+            if left <= start && start < right {
+                start = right;
+            }
+        }
+        if start >= self.remote_last_seq {
+            return;
+        }
+        // NewReno (RFC 6582): a partial ACK shows the segment at SND.UNA lost too. With
+        // SACK, a hole with more than DupThresh - 1 segments held above it (RFC 6675).
+        let newreno = partial && start == self.local_seq_no;
+        if newreno || self.sacked_above(start) > 2 * mss {
+            self.rexmit_seq = start;
+            self.pending_fast_retransmit = true;
+            self.recovery_stats.hole_retransmits += 1;
+            // Karn: the sample in progress may time the segment sent again.
+            self.rtte.on_retransmit();
+        }
     }
 
     /// [xsk-stack patch: ts-rtt] The RTT sample an ACK's echo gives, if any. Not from an
@@ -2885,6 +3046,14 @@ impl<'a> Socket<'a> {
                 self.undo_cc = None;
             }
 
+            // [xsk-stack patch: sack-recovery] What the peer holds beyond the ACK.
+            if self.sack_recovery
+                && self.remote_has_sack
+                && (repr.sack_ranges[0].is_some() || self.sacked[0].is_some())
+            {
+                self.update_scoreboard(ack_number, repr);
+            }
+
             // TODO: When flow control is implemented,
             // refractor the following block within that implementation
 
@@ -2912,7 +3081,10 @@ impl<'a> Socket<'a> {
                         }
                     );
 
-                    if self.local_rx_dup_acks == 3 {
+                    // [xsk-stack patch: sack-recovery] Not again inside a recovery: it
+                    // sends its holes itself (below), and a second entry would halve
+                    // the window again for the same loss event.
+                    if self.local_rx_dup_acks == 3 && self.recover.is_none() {
                         self.timer.set_for_fast_retransmit();
                         net_debug!("started fast retransmit");
                     }
@@ -2963,6 +3135,11 @@ impl<'a> Socket<'a> {
             // deallocated from the buffer.
             if self.remote_last_seq < self.local_seq_no {
                 self.remote_last_seq = self.local_seq_no
+            }
+
+            // [xsk-stack patch: sack-recovery]
+            if self.sack_recovery {
+                self.recovery_after_ack(cx, ack_len > 0);
             }
         }
 
@@ -3126,7 +3303,13 @@ impl<'a> Socket<'a> {
     pub(crate) fn process_fast(&mut self, cx: &mut Context, seg: &FastSegment) -> bool {
         // `resent`: an ACK may judge a retransmission spurious (`check_spurious`);
         // assembler: out-of-order data is waiting, so this segment fills a hole.
-        if self.state != State::Established || self.resent.is_some() || !self.assembler.is_empty() {
+        // [xsk-stack patch: sack-recovery] recovery or scoreboard: an ACK moves them.
+        if self.state != State::Established
+            || self.resent.is_some()
+            || !self.assembler.is_empty()
+            || self.recover.is_some()
+            || self.sacked[0].is_some()
+        {
             return false;
         }
         let ack_number = seg.ack_number;
@@ -3697,6 +3880,11 @@ impl<'a> Socket<'a> {
                 });
                 self.tlp_at = None;
                 self.tlp_high = None;
+                // [xsk-stack patch: sack-recovery] A timeout ends a recovery and forgets
+                // the scoreboard: the rewind sends everything again, and a peer may renege.
+                self.recover = None;
+                self.sacked = [None; SACK_SCOREBOARD];
+                self.pending_fast_retransmit = false;
 
                 // Rewind "last sequence number sent", as if we never
                 // had sent them. This will cause all data in the queue
@@ -3718,6 +3906,11 @@ impl<'a> Socket<'a> {
                     .on_loss(cx.now(), in_flight);
 
                 self.pending_fast_retransmit = true;
+                // [xsk-stack patch: sack-recovery] The recovery begins: it ends when an
+                // ACK reaches what was sent by now; it starts at SND.UNA.
+                self.recover = self.sack_recovery.then_some(self.remote_last_seq);
+                self.rexmit_seq = self.local_seq_no;
+                self.high_rxt = self.local_seq_no;
 
                 // [xsk-stack patch: recovery-stats]
                 self.recovery_stats.fast_retransmits += 1;
@@ -3865,13 +4058,25 @@ impl<'a> Socket<'a> {
                 let effective_mss = local_mss.min(self.remote_mss).saturating_sub(options_len);
 
                 let offset = if self.pending_fast_retransmit {
-                    let size = effective_mss.min(self.tx_buffer.len());
-                    repr.seq_number = self.local_seq_no;
-                    repr.payload = self.tx_buffer.get_allocated(0, size);
+                    // [xsk-stack patch: sack-recovery] From `rexmit_seq` (an ACK since may
+                    // have covered it), up to the next range the peer holds.
+                    let seq = self.rexmit_seq.max(self.local_seq_no);
+                    let offset = (seq - self.local_seq_no).min(self.tx_buffer.len());
+                    let seq = self.local_seq_no + offset;
+                    let held = self
+                        .sacked
+                        .iter()
+                        .flatten()
+                        .find(|&&(left, _)| left > seq)
+                        .map_or(usize::MAX, |&(left, _)| left - seq);
+                    let size = effective_mss.min(self.tx_buffer.len() - offset).min(held);
+                    repr.seq_number = seq;
+                    repr.payload = self.tx_buffer.get_allocated(offset, size);
+                    self.high_rxt = self.high_rxt.max(seq + size);
 
                     self.pending_fast_retransmit = false;
 
-                    0
+                    offset
                 } else {
                     // Right edge of window, ie the max sequence number we're allowed to send.
                     let win_right_edge = self.local_seq_no + self.remote_win_len;
@@ -11284,4 +11489,7 @@ mod test {
 
     // [xsk-stack patch: ts-rtt] Timestamp RTT samples and the Eifel verdict.
     mod timestamps;
+
+    // [xsk-stack patch: sack-recovery] The SACK scoreboard and fast recovery's holes.
+    mod sack;
 }
