@@ -263,6 +263,8 @@ fn body(
                     ..NetemRun::default()
                 };
                 let mut ps = Vec::new();
+                let spec = if backend == "xsk" { &xs } else { &ks };
+                let resent_before = server::resent(sg, spec)?;
                 match load::rr_bench_in_guest(cg, &b, &format!("netem-{i}")) {
                     Ok(l) => {
                         if let Some(short) = l.shortfall(o.requests) {
@@ -273,6 +275,9 @@ fn body(
                     Err(e) => ps.push(format!("rr-bench: {e:#}")),
                 }
                 // Counters of this run alone: after minus before.
+                n.server_resent = resent_before
+                    .zip(server::resent(sg, spec)?)
+                    .map(|(b, a)| a.saturating_sub(b));
                 for d in ["eth0", "ifb0"] {
                     if let Some(mut after) = netem::stats(cg, d)? {
                         if let Some(b) = before.iter().find(|b| b.dev == d) {
@@ -288,8 +293,11 @@ fn body(
                 }
                 netem::finish(&mut n, ps);
                 eprintln!(
-                    "vm-tests: g2g ({}) netem, {backend} server: {} {}",
-                    r.kernel, n.outcome, n.detail
+                    "vm-tests: g2g ({}) netem, {backend} server: {} {} (resent {})",
+                    r.kernel,
+                    n.outcome,
+                    n.detail,
+                    n.server_resent.map_or("?".into(), |x| x.to_string())
                 );
                 r.netem.push(n);
             }

@@ -81,6 +81,10 @@ pub struct NetemRun {
     /// Whether the stack's traffic went through netem (dropped > 0 or as many packets as
     /// the stack sent).
     pub impaired: bool,
+    /// Segments the server sent again during the run (g2g: `server::resent` before and
+    /// after; the stack counts its RTOs, fast and hole retransmits and probes, kernel TCP
+    /// its RetransSegs).
+    pub server_resent: Option<u64>,
     pub server_exit: Option<i32>,
     /// ok | FAIL
     pub outcome: String,
@@ -334,9 +338,13 @@ pub fn run(args: &NetemArgs) -> Result<bool> {
 pub fn grid(runs: &[NetemRun]) -> String {
     let mut g = Grid::new(&[
         "kernel", "topology", "server", "netem at", "outcome", "requests", "req/s", "p99us",
-        "p99.9us", "impaired", "detail",
+        "p99.9us", "resent/100req", "impaired", "detail",
     ]);
     for r in runs {
+        let resent = match (r.server_resent, &r.load) {
+            (Some(n), Some(l)) if l.requests > 0 => format!("{:.2}", 100.0 * n as f64 / l.requests as f64),
+            _ => "-".into(),
+        };
         let (reqs, rps, p99, p999) = match &r.load {
             Some(l) => (
                 format!("{}/{}", l.requests, r.requests),
@@ -356,6 +364,7 @@ pub fn grid(runs: &[NetemRun]) -> String {
             rps,
             p99,
             p999,
+            resent,
             if r.impaired { "yes" } else { "no" }.into(),
             r.detail.clone(),
         ]);

@@ -224,6 +224,63 @@ pub fn stop(g: &mut Guest, s: &ServerSpec) -> Result<Stopped> {
     })
 }
 
+/// Segments a running server has sent again so far: for xsk its own loss recovery (RTO, fast
+/// and hole retransmits and tail-loss probes, read from a SIGUSR1 dump of its counters), for
+/// kernel TCP the guest's `RetransSegs` (/proc/net/snmp; the server guest runs no other TCP
+/// sender). Compare two readings around a run.
+pub fn resent(g: &mut Guest, s: &ServerSpec) -> Result<Option<u64>> {
+    if s.backend == "xsk" {
+        let pv = s.pid_var();
+        let log = g.exec_ok(
+            &format!("kill -USR1 ${pv}; sleep 1; cat /tmp/{}.log", s.tag),
+            Duration::from_secs(20),
+        )?;
+        Ok(usr1_resent(&strip_ansi(&log)))
+    } else {
+        Ok(snmp_retrans_segs(&g.exec_ok("cat /proc/net/snmp", Duration::from_secs(10))?))
+    }
+}
+
+/// The stack's segments sent again, from the last SIGUSR1 dump in an rr-server log.
+pub fn usr1_resent(log: &str) -> Option<u64> {
+    let at = log.rfind("counters (SIGUSR1):")?;
+    let mut sum = None;
+    for l in log[at..].lines().skip(1).take_while(|l| l.starts_with("  ")) {
+        let mut w = l.split_whitespace();
+        let (Some(k), Some(v)) = (w.next(), w.next()) else { continue };
+        let counted = ["rto_retransmits", "fast_retransmits", "hole_retransmits", "tail_probes"]
+            .iter()
+            .any(|c| k == format!("xsk_recovery_{c}"));
+        if counted {
+            *sum.get_or_insert(0) += v.parse::<f64>().ok()? as u64;
+        }
+    }
+    sum
+}
+
+/// `Tcp: ... RetransSegs ...` from /proc/net/snmp.
+pub fn snmp_retrans_segs(snmp: &str) -> Option<u64> {
+    let mut tcp = snmp.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next()?, tcp.next()?);
+    let i = names.split_whitespace().position(|n| n == "RetransSegs")?;
+    values.split_whitespace().nth(i)?.parse().ok()
+}
+
+#[cfg(test)]
+mod resent_tests {
+    #[test]
+    fn the_stacks_and_the_kernels_retransmissions_are_read() {
+        let log = "counters (SIGUSR1):\n  xsk_recovery_fast_retransmits 1\n  xsk_recovery_tail_probes 9\n\
+                   rr-server: ...\ncounters (SIGUSR1):\n  requests 5\n  xsk_recovery_fast_retransmits 2\n\
+                   \x20 xsk_recovery_hole_retransmits 3\n  xsk_recovery_rto_retransmits 4\n  xsk_recovery_spurious_probes 7\n\
+                   \x20 xsk_recovery_tail_probes 10\nlater\n";
+        assert_eq!(super::usr1_resent(log), Some(19));
+        assert_eq!(super::usr1_resent("no dump"), None);
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 2 64\nTcp: RtoAlgorithm RtoMin ActiveOpens RetransSegs InErrs\nTcp: 1 200 3 42 0\n";
+        assert_eq!(super::snmp_retrans_segs(snmp), Some(42));
+    }
+}
+
 /// A field of the `xsk device: {...}` line (JSON) of an rr-server log.
 pub fn device_field(log: &str, key: &str) -> Option<serde_json::Value> {
     let l = log.lines().find_map(|l| l.strip_prefix("xsk device: "))?;

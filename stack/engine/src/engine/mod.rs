@@ -281,6 +281,8 @@ mod listener_tests;
 #[cfg(test)]
 mod recovery_tests;
 #[cfg(test)]
+mod sack_tests;
+#[cfg(test)]
 mod path_mtu_tests;
 #[cfg(test)]
 mod peer_tests;
