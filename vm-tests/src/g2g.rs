@@ -52,6 +52,11 @@ pub struct G2gOpts {
     /// netem parameters in the client guest (egress and, via ifb0, ingress); "off" skips it.
     #[arg(long, value_name = "SPEC", default_value = DEFAULT_NETEM)]
     pub netem: String,
+    /// Request (and echoed response) size under netem: above one MSS (e.g. 16384) each is a
+    /// flight of several segments, where a loss or a reordered segment leaves a hole that SACK
+    /// reports.
+    #[arg(long, value_name = "BYTES", default_value_t = 64)]
+    pub netem_size: usize,
     /// Extra arguments for the xsk rr-server, split on whitespace (for example
     /// "--recovery smoltcp" to compare loss recovery within one build).
     #[arg(long, value_name = "ARGS", default_value = "", allow_hyphen_values = true)]
@@ -246,18 +251,17 @@ fn body(
                     .iter()
                     .filter_map(|d| netem::stats(cg, d).ok().flatten())
                     .collect();
-                let b = BenchArgs::checked(
-                    SocketAddrV4::new(server_ip, port),
-                    o.requests,
-                    Duration::from_secs(120),
-                )
+                let b = BenchArgs {
+                    req_size: o.netem_size,
+                    ..BenchArgs::checked(SocketAddrV4::new(server_ip, port), o.requests, Duration::from_secs(120))
+                }
                 .under_netem();
                 let mut n = NetemRun {
                     topology: "guest -> guest".into(),
                     kernel: r.kernel.clone(),
                     attach: o.attach.clone(),
                     backend: backend.into(),
-                    placement: "client guest: eth0 egress + ingress (ifb0)".into(),
+                    placement: format!("client guest: eth0 egress + ingress (ifb0), {} B echoes", o.netem_size),
                     netem: o.netem.clone(),
                     requests: o.requests,
                     ..NetemRun::default()

@@ -213,6 +213,7 @@ fn body(env: &Env, args: &MatrixArgs, rep: &mut MatrixReport) -> Result<()> {
                 run_secs: args.run_secs,
                 attach: "drv".into(),
                 netem: args.netem_spec.clone(),
+                netem_size: 64,
                 xsk_args: String::new(),
             };
             match g2g::scenario(env, ks, &o) {
