@@ -17,7 +17,7 @@ for r in (r for r in sim if r["variant"] == "no-sack"):
           f"{v['timestamps']['rps']:>10} {v['ts-no-sack']['server_rto']:>4}>{v['timestamps']['server_rto']:<4}")
 print()
 
-sets = dict.fromkeys(r["set"] for r in rows if r["set"] != "loss_sim")
+sets = dict.fromkeys(r["set"] for r in rows if r["set"] not in ("loss_sim", "g2g"))
 for s in sets:
     sel = [r for r in rows if r["set"] == s]
     print(f"rr-demo, set {s}: medians over the runs (base = before, off = --no-sack-recovery, on = default)")
@@ -35,3 +35,15 @@ for s in sets:
                   f"{m('cpu_own_us'):>7.1f} {m('cpu_machine_us'):>7.1f} {per('rto_retransmits'):>6.2f} "
                   f"{per('hole_retransmits'):>7.2f} {m('spurious_retransmits'):>6.0f}")
     print()
+
+g2g = [r for r in rows if r["set"] == "g2g"]
+if g2g:
+    print("vm-tests g2g, netem delay 1ms reorder 5% 50% loss 1% both ways in the client guest (TCG):")
+    print("segments each server sent again per 100 requests (the stack counts events: an RTO that resends")
+    print("a whole flight is one), and the packets netem dropped in that server's run")
+    print(f"{'size':>5} {'slot':>4} {'var':<4} | {'xsk req/s':>9} {'p99 ms':>7} {'resent':>7} {'drops':>5} | {'krn req/s':>9} {'p99 ms':>7} {'resent':>7} {'drops':>5}")
+    for x in sorted((r for r in g2g if r["server"] == "xsk"), key=lambda r: (r["size"], r["slot"])):
+        k = next(r for r in g2g if r["server"] == "kernel" and (r["size"], r["slot"]) == (x["size"], x["slot"]))
+        per = lambda r: 100 * r["resent"] / r["requests"]
+        print(f"{x['size']:>5} {x['slot']:>4} {x['variant']:<4} | {x['rps']:>9.0f} {x['p99_us'] / 1000:>7.1f} {per(x):>7.2f} {x['dropped']:>5} | "
+              f"{k['rps']:>9.0f} {k['p99_us'] / 1000:>7.1f} {per(k):>7.2f} {k['dropped']:>5}")
