@@ -394,7 +394,10 @@ fn route(server: &mut EchoServer, mut twin: Option<&mut EchoServer>, honest: &mu
                     let sent = p.srv.map_or(0, |srv| srv.wrapping_sub(seg.seq));
                     p.una = (seg.seq % 2 == 0 && sent > len).then_some(next);
                 }
-                p.srv = Some(p.srv.filter(|srv| srv.wrapping_sub(seg.seq) as i32 > len as i32).unwrap_or(seg.seq.wrapping_add(len)));
+                // The highest the server sent: a retransmission does not move it back (a
+                // SYN-ACK, a new connection, always sets it).
+                let ahead = |srv: &u32| !seg.syn() && (len..1 << 20).contains(&srv.wrapping_sub(seg.seq));
+                p.srv = Some(p.srv.filter(ahead).unwrap_or(seg.seq.wrapping_add(len)));
                 // One data segment in eight is played lost (by its sequence number: the
                 // generator's sequence stays the same).
                 if !seg.payload.is_empty() && p.una.is_none() && seg.seq % 8 == 0 {
