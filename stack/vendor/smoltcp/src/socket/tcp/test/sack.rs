@@ -246,3 +246,20 @@ fn test_sack_a_tail_loss_probe_reveals_a_loss_too_few_duplicates_showed() {
     assert_eq!((r.tail_probes, r.fast_retransmits, r.rto_retransmits), (1, 1, 0), "{r:?}");
     assert_eq!(s.tlp_spurious_streak, 0);
 }
+
+#[test]
+fn test_sack_reordering_within_dupthresh_resends_nothing() {
+    // B arrives after C and D (reordered, not lost): two duplicate ACKs with SACK blocks,
+    // then the ACK that covers everything up to E. Nothing goes again, and the scoreboard
+    // is empty once the ACK passes it.
+    let mut s = socket_eight_in_flight(true);
+    dup_ack(&mut s, 1010, 4, [block(7, 10), None, None]);
+    dup_ack(&mut s, 1010, 4, [block(7, 13), None, None]);
+    recv_nothing!(s, time 1010);
+    dup_ack(&mut s, 1011, 13, [None, None, None]);
+    recv_nothing!(s, time 1011);
+    assert_eq!(s.sacked, [None; SACK_SCOREBOARD]);
+    assert_eq!(s.recover, None);
+    let r = s.recovery_stats();
+    assert_eq!((r.fast_retransmits, r.hole_retransmits), (0, 0));
+}
