@@ -81,38 +81,36 @@ fn run(recovery: Recovery, conns: usize, loss: f64, seconds: u64, seed: u64, jit
         let _ = p.a.poll(&mut ea, None);
         let _ = p.b.poll(&mut eb, None);
         for e in &ea {
-            if let (Some(len), Event::Readable(c) | Event::Accepted { conn: c, .. } | Event::Writable(c)) = (response, *e) {
-                buf.clear();
-                while p.a.recv(c, &mut buf).unwrap_or(0) > 0 {}
-                if buf.len() >= 8 {
-                    let idx = u64::from_le_bytes(buf[..8].try_into().unwrap());
-                    port_of.insert(idx, p.a.peer_addr(c).map_or(0, |a| a.port()));
-                }
-                let (debt, partial) = owed.entry(c).or_default();
-                *partial += buf.len();
-                *debt += *partial / REQ * len;
-                *partial %= REQ;
-                while *debt > 0 {
-                    let n = p.a.send(c, &answer[..(*debt).min(answer.len())]).unwrap_or(0);
-                    if n == 0 {
-                        break;
-                    }
-                    *debt -= n;
-                }
-                continue;
+            let c = match *e {
+                Event::Readable(c) | Event::Accepted { conn: c, .. } => c,
+                // A long answer's rest, once the send buffer has room.
+                Event::Writable(c) if response.is_some() => c,
+                _ => continue,
+            };
+            buf.clear();
+            while p.a.recv(c, &mut buf).unwrap_or(0) > 0 {}
+            if buf.len() >= 8 {
+                let idx = u64::from_le_bytes(buf[..8].try_into().unwrap());
+                port_of.insert(idx, p.a.peer_addr(c).map_or(0, |a| a.port()));
             }
-            if let Event::Readable(c) | Event::Accepted { conn: c, .. } = *e {
-                buf.clear();
-                while p.a.recv(c, &mut buf).unwrap_or(0) > 0 {}
-                if buf.len() >= 8 {
-                    let idx = u64::from_le_bytes(buf[..8].try_into().unwrap());
-                    port_of.insert(idx, p.a.peer_addr(c).map_or(0, |a| a.port()));
-                }
+            let Some(len) = response else {
                 if !buf.is_empty() {
                     // Echo what came: a response per request.
                     let n = p.a.send(c, &buf).unwrap();
                     assert_eq!(n, buf.len(), "the server's send buffer holds a response");
                 }
+                continue;
+            };
+            let (debt, partial) = owed.entry(c).or_default();
+            *partial += buf.len();
+            *debt += *partial / REQ * len;
+            *partial %= REQ;
+            while *debt > 0 {
+                let n = p.a.send(c, &answer[..(*debt).min(answer.len())]).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                *debt -= n;
             }
         }
         for e in &eb {
