@@ -2241,6 +2241,10 @@ impl<'a> Socket<'a> {
     /// or picks what the recovery sends again next; outside one, begins one when the
     /// scoreboard shows a loss that duplicate ACKs did not count.
     fn recovery_after_ack(&mut self, cx: &mut Context, partial: bool) {
+        // Most ACKs: no recovery, nothing held beyond them.
+        if self.recover.is_none() && self.sacked[0].is_none() {
+            return;
+        }
         let mss = self.effective_mss(cx);
         let Some(recover) = self.recover else {
             // RFC 6675 IsLost(SND.UNA): more than DupThresh - 1 segments held above it
