@@ -20,7 +20,7 @@ print()
 sets = dict.fromkeys(r["set"] for r in rows if r["set"] not in ("loss_sim", "g2g"))
 for s in sets:
     sel = [r for r in rows if r["set"] == s]
-    print(f"rr-demo, set {s}: medians over the runs (base = before, off = --no-sack-recovery, on = default)")
+    print(f"rr-demo, set {s}: medians over the runs (the variants: see the README)")
     print(f"{'case':<14} {'var':<4} {'runs':>4} {'req/s':>7} {'kernel':>7} {'x/k':>5} {'p99 ms':>7} {'p99.9 ms':>8} "
           f"{'krn p99.9':>9} {'own CPU':>7} {'machine':>7} {'RTO %':>6} {'holes %':>7} {'spur.':>6}")
     for case in dict.fromkeys(r["case"] for r in sel):
