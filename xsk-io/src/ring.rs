@@ -197,6 +197,13 @@ impl<T: Copy> Consumer<T> {
     pub fn pending(&mut self) -> u32 {
         self.available(u32::MAX)
     }
+
+    /// The ring's positions, wrapping: ours (the next entry to pop) and the
+    /// kernel's (the next it fills; refreshed).
+    pub fn positions(&mut self) -> (u32, u32) {
+        self.available(u32::MAX);
+        (self.cached_cons, self.cached_prod)
+    }
 }
 
 #[cfg(test)]

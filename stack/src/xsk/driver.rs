@@ -151,6 +151,8 @@ impl XskTransport {
             self.neighbours(now);
             let (n, rx_end) = self.receive();
             let full = self.dev.batch_full(n);
+            // Frames still waiting hold back the timers' retransmissions until read.
+            self.engine.set_receive_queue(full.then(|| self.dev.port.rx_positions()));
             if n > 0 || self.dev.may_deliver() {
                 self.ingest(now, !full, wall);
             }

@@ -47,6 +47,13 @@ impl Port {
         self.rx.pending()
     }
 
+    /// Where reading the RX ring stands, as wrapping positions: the next frame
+    /// `recv` takes and the next the kernel fills (one read of its producer
+    /// index). A frame at position `p` arrived before everything from `p + 1` on.
+    pub fn rx_positions(&mut self) -> (u32, u32) {
+        self.rx.positions()
+    }
+
     /// Frames the program redirected to this socket that never reached the
     /// application: dropped by the kernel (no fill frame, RX ring full; one
     /// `getsockopt(XDP_STATISTICS)`) or skipped by [`recv`](Self::recv).

@@ -27,6 +27,9 @@ pub(super) struct Conn {
     /// they have not shrunk (a peer that stopped acknowledging).
     pub(super) unacked: usize,
     pub(super) unacked_since: Instant,
+    /// The `PeerMemory` generation this connection last took its peer's ACK
+    /// lesson at.
+    pub(super) acks_gen: u32,
 }
 
 pub(super) struct Bucket {

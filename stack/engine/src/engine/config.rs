@@ -287,6 +287,12 @@ pub struct EngineStats {
     pub drops: DropStats,
     /// Retransmissions, tail-loss probes, and those found spurious.
     pub recovery: RecoveryStats,
+    /// Times timer-driven retransmissions waited for frames in the receive
+    /// queue to be read first (`Engine::set_receive_queue`).
+    pub retransmit_waits: u64,
+    /// Times a peer came to hold its ACKs by its connections' pooled probe
+    /// verdicts, which raised the probe allowance of its live connections.
+    pub peers_holding_acks: u64,
     /// Incoming connections accepted.
     pub accepted: u64,
     /// Outgoing connections established.

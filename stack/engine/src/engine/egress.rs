@@ -60,6 +60,44 @@ impl Engine {
             || self.timers.peek().is_some_and(|&Reverse(e)| e.at() <= now)
     }
 
+    /// What the device's receive queue holds after the last frames it gave
+    /// (`ingest`): `None` when it gave all it had (the common case), else its
+    /// read and arrival positions (wrapping; a frame at position `p` arrived
+    /// before the ones after it).
+    ///
+    /// Timer-driven retransmissions (timeouts, tail-loss probes) that come due
+    /// while frames wait there wait until the frames that had arrived by then
+    /// are read: an overloaded server's queue holds the ACKs its timers wait
+    /// for, tens of milliseconds' worth, and without this the timers fire
+    /// before reading them. The wait is bounded by the queue's length at that
+    /// moment; a queue that drains releases it at once.
+    pub fn set_receive_queue(&mut self, queue: Option<(u32, u32)>) {
+        self.rx_queue = queue;
+    }
+
+    /// Whether timer-driven retransmissions wait in this egress (see
+    /// `set_receive_queue`).
+    fn retransmits_wait(&mut self, now: Instant) -> bool {
+        let Some((read, arrived)) = self.rx_queue.filter(|(r, a)| r != a) else {
+            self.retransmit_gate = None;
+            return false;
+        };
+        match self.retransmit_gate {
+            // Still short of what had arrived when the timers came due.
+            Some(mark) if (read.wrapping_sub(mark) as i32) < 0 => true,
+            Some(_) => {
+                self.retransmit_gate = None;
+                false
+            }
+            None if self.timers.peek().is_some_and(|&Reverse(e)| e.at() <= now) => {
+                self.retransmit_gate = Some(arrived);
+                self.stats.retransmit_waits += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Egress for every touched bucket and every bucket whose timer is due,
     /// plus the idle and FIN timeouts; then turns socket state into events.
     pub fn egress<L: Link>(&mut self, now: Instant, link: &mut L) {
@@ -68,9 +106,11 @@ impl Engine {
             self.next_sweep = now + SWEEP_EVERY.into();
             self.sweep(now);
         }
+        let hold = self.retransmits_wait(now);
+        self.iface.set_hold_retransmits(hold);
         while let Some(&Reverse(e)) = self.timers.peek() {
             let (d, b) = (e.at(), e.bucket());
-            if d > now {
+            if d > now || hold {
                 break;
             }
             self.timers.pop();

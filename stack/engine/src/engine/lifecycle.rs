@@ -8,8 +8,8 @@ use smoltcp::phy::TxToken;
 use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 
 use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
-use super::peer_memory::PeerMemory;
-use super::{Conn, Engine, EngineSetup, Link};
+use super::peer_memory::{AckDelays, PeerMemory};
+use super::{Conn, Engine, EngineSetup, EngineStats, Link};
 use crate::conn::{Event, ListenerId};
 use super::Congestion;
 use crate::drops::DropReason;
@@ -55,11 +55,22 @@ impl Engine {
         s
     }
 
-    /// A connection to `ip` starts with the allowance an earlier one learned
+    /// A connection to `ip` starts with what its peer's connections learned
     /// (see `peer_memory`).
     pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
-        if self.peer_memory.delays_acks(ip) {
-            s.set_tail_loss_probe_ack_delay(self.cfg.tcp.recovery.ack_delay_max.into());
+        Self::apply_ack_delays(&self.cfg, s, self.peer_memory.delays_acks(ip));
+    }
+
+    /// For a peer known to hold its ACKs: the probe's allowance for such peers,
+    /// and once the pooled verdicts show it, a timeout that waits as long (it
+    /// bounds the probe's time).
+    fn apply_ack_delays(cfg: &EngineSetup, s: &mut tcp::Socket<'static>, known: AckDelays) {
+        let d = cfg.tcp.recovery.ack_delay_max.into();
+        if known != AckDelays::Unknown {
+            s.set_tail_loss_probe_ack_delay(d);
+        }
+        if known == AckDelays::Pooled {
+            s.set_rto_margin_min(d);
         }
     }
 
@@ -76,6 +87,39 @@ impl Engine {
         if let Some((srtt, rttvar)) = peers.rtt(ip) {
             s.seed_rtt(srtt.into(), rttvar.into());
         }
+    }
+
+    /// Before the connection sends: its latest probe verdict joins its peer's
+    /// pool, and if a peer came to hold its ACKs since the connection last
+    /// looked (`seen`, a `PeerMemory` generation) and it is this one, the
+    /// connection takes the allowance for such peers (see `peer_memory`).
+    /// Returns the generation now seen.
+    pub(super) fn share_ack_delay(
+        peers: &mut PeerMemory,
+        cfg: &EngineSetup,
+        stats: &mut EngineStats,
+        s: &mut tcp::Socket<'static>,
+        seen: u32,
+    ) -> u32 {
+        if let Some(v) = s.take_probe_verdict() {
+            if let Some(remote) = s.remote_endpoint() {
+                if peers.probe_verdict(remote.addr.into(), v == tcp::ProbeVerdict::Needed) {
+                    stats.peers_holding_acks += 1;
+                    tracing::info!(
+                        "peer {} holds its ACKs (its probes were late, not lost): its connections' probe allowance is now {:?}",
+                        remote.addr,
+                        cfg.tcp.recovery.ack_delay_max
+                    );
+                }
+            }
+        }
+        let now = peers.generation();
+        if now != seen {
+            if let Some(remote) = s.remote_endpoint() {
+                Self::apply_ack_delays(cfg, s, peers.delays_acks(remote.addr.into()));
+            }
+        }
+        now
     }
 
     /// Remembers the peer of `s` if the connection learned that it delays
@@ -198,10 +242,8 @@ impl Engine {
                     self.buckets[b].half_open.swap_remove(k);
                     self.half_open -= 1;
                     if let Some(remote) = self.buckets[b].sockets.get::<tcp::Socket>(h).remote_endpoint() {
-                        if self.peer_memory.delays_acks(remote.addr.into()) {
-                            let d = self.cfg.tcp.recovery.ack_delay_max.into();
-                            self.buckets[b].sockets.get_mut::<tcp::Socket>(h).set_tail_loss_probe_ack_delay(d);
-                        }
+                        let known = self.peer_memory.delays_acks(remote.addr.into());
+                        Self::apply_ack_delays(&self.cfg, self.buckets[b].sockets.get_mut::<tcp::Socket>(h), known);
                     }
                     if self.conns.len() >= self.cfg.tcp.max_conns {
                         // Half-open ones may outnumber the room left (cookies): refuse.
@@ -222,6 +264,7 @@ impl Engine {
                         active: now,
                         unacked: 0,
                         unacked_since: now,
+                        acks_gen: self.peer_memory.generation(),
                     };
                     match self.conns.insert(conn) {
                         Ok(id) => {

@@ -87,6 +87,11 @@ pub struct Engine {
     cookies_until: Instant,
     /// Whether the steering program answers SYNs with cookies (`steering_answers_syns`).
     steering_cookies: cookies::SteeringCookies,
+    /// The device's receive queue at the last `set_receive_queue`: its read and
+    /// arrival positions, if frames were waiting.
+    rx_queue: Option<(u32, u32)>,
+    /// Timer-driven retransmissions wait until the receive queue is read up to here.
+    retransmit_gate: Option<u32>,
 }
 
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -146,6 +151,8 @@ impl Engine {
             cookie_codec: cookies::CookieCodec::new(cfg.seed),
             cookies_until: now,
             steering_cookies: cookies::SteeringCookies::default(),
+            rx_queue: None,
+            retransmit_gate: None,
             cfg,
         }
     }
@@ -282,6 +289,8 @@ mod listener_tests;
 mod recovery_tests;
 #[cfg(test)]
 mod sack_tests;
+#[cfg(test)]
+mod held_tests;
 #[cfg(test)]
 mod path_mtu_tests;
 #[cfg(test)]

@@ -1,11 +1,25 @@
 //! What the stack learned of a peer, remembered across its connections.
 //!
 //! Peers known to delay their ACKs: a connection learns that its peer holds
-//! the ACK of a lone segment when a tail-loss probe turns out spurious
-//! (smoltcp raises that connection's allowance to `Recovery::ack_delay_max`).
-//! A new connection to the same address starts from what the last one
-//! learned, so that workloads that open a connection per request (or a pool
-//! of them) pay for the lesson once per peer, not once per connection.
+//! the ACK of a lone segment when its tail-loss probes turn out spurious
+//! three times in a row (smoltcp raises that connection's allowance to
+//! `Recovery::ack_delay_max`). A new connection to the same address starts
+//! from what the last one learned, so that workloads that open a connection
+//! per request (or a pool of them) pay for the lesson once per peer, not once
+//! per connection.
+//!
+//! The peer's live connections learn it too, from the verdicts on all of
+//! their probes pooled: ten thousand connections from one overloaded client
+//! each see a few probes, and each learning alone costs three spurious probes
+//! a connection. A single verdict cannot tell a late ACK from a lost one (both
+//! leave the peer holding the probed segment), so one connection's streak is
+//! no lesson for the others: under 1% loss each way about half the probes
+//! find their ACK lost, and a streak of three comes up every few dozen. The
+//! pool instead tracks the share of probes that were needed (the probe
+//! repaired a loss, or its answer revealed one): a lossy peer's stays near its
+//! loss's share, a slow peer's falls towards none. Below `HOLDS_BELOW` the
+//! peer holds its ACKs, above `LOSSY_ABOVE` it no longer does (for
+//! connections that start from then on; a live one keeps what it learned).
 //!
 //! Round trips (with `Recovery::timestamps`): every RTT sample a connection
 //! takes goes into a pool of all of the peer's connections' samples, and a
@@ -36,6 +50,52 @@ const SLOTS: usize = 256;
 const MIN_STEP_US: u32 = 250;
 
 
+/// The share of probes that were needed, in 1/1024, where a peer starts: as if
+/// half of them were, so that a run of late verdicts must first bring it down.
+const NEEDED_START: u16 = 512;
+/// Below this share (10%) the peer is taken to hold its ACKs: from the start,
+/// 25 late verdicts without a needed one (each takes a sixteenth off). A peer
+/// whose probes are needed half the time (loss both ways alike) shows such a
+/// run about once in 2^26 verdicts. One whose probes are rarely needed is then
+/// served as Linux serves every peer: the allowance of `Recovery::ack_delay_max`
+/// (an overloaded server's own full receive queue makes a tenth of a slow
+/// peer's probes look needed: the ACK it dropped).
+const HOLDS_BELOW: u16 = 102;
+/// Above this share (25%) it is taken to lose segments again: three needed
+/// verdicts in a row from `HOLDS_BELOW`.
+const LOSSY_ABOVE: u16 = 256;
+
+/// What a connection to a peer should assume of its ACKs (`PeerMemory::delays_acks`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AckDelays {
+    Unknown,
+    /// An earlier connection learned from a streak of its own spurious probes
+    /// that the peer holds its ACKs: the probe allowance is raised.
+    Remembered,
+    /// The peer's connections' pooled probe verdicts show it: the allowance and
+    /// the retransmission timeout's margin over SRTT are raised.
+    Pooled,
+}
+
+/// How a peer's ACKs have behaved over its connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PeerAcks {
+    ip: IpAddr,
+    /// The share of probe verdicts that were `Needed`, in 1/1024 (an average
+    /// over about the last 16).
+    needed: u16,
+    /// By the pooled verdicts.
+    holds: bool,
+    /// A connection learned it alone (a streak of its own probes).
+    remembered: bool,
+}
+
+impl PeerAcks {
+    fn new(ip: IpAddr) -> PeerAcks {
+        PeerAcks { ip, needed: NEEDED_START, holds: false, remembered: false }
+    }
+}
+
 /// A peer's round trip over its connections, in microseconds: a quantile of
 /// the samples, and the mean deviation from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,14 +106,16 @@ struct PeerRtt {
 }
 
 pub(super) struct PeerMemory {
-    /// Peers known to delay their ACKs.
-    delayed_ack_peers: Box<[Option<IpAddr>; SLOTS]>,
+    acks: Box<[Option<PeerAcks>; SLOTS]>,
     rtt: Box<[Option<PeerRtt>; SLOTS]>,
+    /// Moves on whenever a peer comes to hold its ACKs: a live connection that
+    /// saw another value checks its peer again (see `Engine::send`).
+    generation: u32,
 }
 
 impl Default for PeerMemory {
     fn default() -> Self {
-        PeerMemory { delayed_ack_peers: Box::new([None; SLOTS]), rtt: Box::new([None; SLOTS]) }
+        PeerMemory { acks: Box::new([None; SLOTS]), rtt: Box::new([None; SLOTS]), generation: 0 }
     }
 }
 
@@ -67,12 +129,48 @@ impl PeerMemory {
         (a.wrapping_mul(0x9E37_79B9) >> 24) as usize
     }
 
-    pub(super) fn remember_delays_acks(&mut self, ip: IpAddr) {
-        self.delayed_ack_peers[Self::slot(ip)] = Some(ip);
+    fn acks_of(&mut self, ip: IpAddr) -> &mut PeerAcks {
+        let e = &mut self.acks[Self::slot(ip)];
+        if e.is_none_or(|p| p.ip != ip) {
+            *e = Some(PeerAcks::new(ip));
+        }
+        e.as_mut().expect("filled above")
     }
 
-    pub(super) fn delays_acks(&self, ip: IpAddr) -> bool {
-        self.delayed_ack_peers[Self::slot(ip)] == Some(ip)
+    /// A connection to `ip` learned alone that its peer holds its ACKs (new
+    /// connections start from it; live ones are not told, see the module doc).
+    pub(super) fn remember_delays_acks(&mut self, ip: IpAddr) {
+        self.acks_of(ip).remembered = true;
+    }
+
+    /// What is known of the peer's ACKs: whether they are late (by a connection's
+    /// lesson or the pool's), and whether the pool shows it (the stronger
+    /// evidence, which also raises the connections' timeouts).
+    pub(super) fn delays_acks(&self, ip: IpAddr) -> AckDelays {
+        match self.acks[Self::slot(ip)] {
+            Some(p) if p.ip == ip && p.holds => AckDelays::Pooled,
+            Some(p) if p.ip == ip && p.remembered => AckDelays::Remembered,
+            _ => AckDelays::Unknown,
+        }
+    }
+
+    /// Pools one probe verdict of a connection to `ip`. True when the peer
+    /// has just come to hold its ACKs (the generation moved on).
+    pub(super) fn probe_verdict(&mut self, ip: IpAddr, needed: bool) -> bool {
+        let p = self.acks_of(ip);
+        p.needed = if needed { p.needed + (1024 - p.needed) / 16 } else { p.needed - p.needed.div_ceil(16) };
+        if p.holds && p.needed > LOSSY_ABOVE {
+            p.holds = false;
+        } else if !p.holds && p.needed < HOLDS_BELOW {
+            p.holds = true;
+            self.generation = self.generation.wrapping_add(1);
+            return true;
+        }
+        false
+    }
+
+    pub(super) fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// Adds one RTT sample of a connection to `ip` to the peer's pool (the
@@ -113,23 +211,59 @@ mod tests {
     fn remembers_forgets_and_collides_without_growing() {
         let mut d = PeerMemory::default();
         let a = IpAddr::from(Ipv4Addr::new(198, 18, 0, 2));
-        assert!(!d.delays_acks(a));
+        assert_eq!(d.delays_acks(a), AckDelays::Unknown);
         d.remember_delays_acks(a);
-        assert!(d.delays_acks(a));
-        assert!(!d.delays_acks(Ipv4Addr::new(198, 18, 0, 3).into()));
+        assert_eq!(d.delays_acks(a), AckDelays::Remembered);
+        assert_eq!(d.delays_acks(Ipv4Addr::new(198, 18, 0, 3).into()), AckDelays::Unknown);
         let a6: IpAddr = "2001:2::2".parse().unwrap();
         d.remember_delays_acks(a6);
-        assert!(d.delays_acks(a6) && d.delays_acks(a));
-        assert!(!d.delays_acks("2001:2::3".parse().unwrap()));
+        assert!(d.delays_acks(a6) == AckDelays::Remembered && d.delays_acks(a) == AckDelays::Remembered);
+        assert_eq!(d.delays_acks("2001:2::3".parse().unwrap()), AckDelays::Unknown);
         // Many addresses: at most SLOTS remembered, the first one likely gone.
         for i in 0..10_000u32 {
             d.remember_delays_acks(Ipv4Addr::from(0xC612_0000 + i).into());
+            d.probe_verdict(Ipv4Addr::from(0xC612_0000 + i).into(), false);
             d.sample_rtt(Ipv4Addr::from(0xC612_0000 + i).into(), Duration::from_millis(1));
         }
-        assert!(d.delayed_ack_peers.iter().filter(|s| s.is_some()).count() <= SLOTS);
+        assert!(d.acks.iter().filter(|s| s.is_some()).count() <= SLOTS);
         assert!(d.rtt.iter().filter(|s| s.is_some()).count() <= SLOTS);
         d.remember_delays_acks(a);
-        assert!(d.delays_acks(a));
+        assert_eq!(d.delays_acks(a), AckDelays::Remembered);
+    }
+
+    #[test]
+    fn a_slow_peer_is_told_from_a_lossy_one_by_its_pooled_verdicts() {
+        let (slow, lossy): (IpAddr, IpAddr) = (Ipv4Addr::new(198, 18, 0, 2).into(), "2001:2::3".parse().unwrap());
+        let mut d = PeerMemory::default();
+        let g0 = d.generation();
+        // Late verdicts only: a slow peer, learned once, after HOLDS_BELOW's run.
+        let learned: Vec<bool> = (0..30).map(|_| d.probe_verdict(slow, false)).collect();
+        assert_eq!(learned.iter().position(|&x| x), Some(24), "{learned:?}");
+        assert_eq!(learned.iter().filter(|&&x| x).count(), 1);
+        assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled, g0.wrapping_add(1)));
+        // A peer whose probes are needed every other time never holds, whatever
+        // the order of a long run of verdicts (a fixed pseudo-random one here).
+        let mut x = 0x2545_F491_u32;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            assert!(!d.probe_verdict(lossy, x & 1 == 0));
+        }
+        assert_eq!(d.delays_acks(lossy), AckDelays::Unknown);
+        // A slow peer that starts to lose segments is let go: after three to five
+        // needed verdicts in a row (three from just below HOLDS_BELOW).
+        let mut needed = 0;
+        while d.delays_acks(slow) == AckDelays::Pooled {
+            assert!(!d.probe_verdict(slow, true));
+            needed += 1;
+        }
+        assert!((3..=5).contains(&needed), "{needed}");
+        assert_eq!(d.delays_acks(slow), AckDelays::Unknown);
+        // Late again: learned again, and live connections are told (the generation).
+        let g = d.generation();
+        while !d.probe_verdict(slow, false) {}
+        assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled, g.wrapping_add(1)));
     }
 
     #[test]

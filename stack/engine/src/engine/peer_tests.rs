@@ -96,7 +96,10 @@ fn sixteen_connections(timestamps: bool, delay: Duration) -> Vec<usize> {
 fn a_late_peer_draws_spurious_retransmissions_on_its_first_connections_only() {
     let shared = sixteen_connections(true, Duration::from_millis(150));
     assert!(shared[8..].iter().all(|&n| n == 0), "{shared:?}");
-    // Each connection alone learns the delay anew.
-    let alone = sixteen_connections(false, Duration::from_millis(150));
-    assert!(alone[8..].iter().all(|&n| n > 0), "{alone:?}");
+    // Without timestamps, from the probes' pooled verdicts: once they show the
+    // peer holds its ACKs (about 25 in a row, here in the twelfth connection), every
+    // connection to it waits for them.
+    let pooled = sixteen_connections(false, Duration::from_millis(150));
+    assert!(pooled[..4].iter().all(|&n| n > 0), "{pooled:?}");
+    assert!(pooled[13..].iter().all(|&n| n == 0), "{pooled:?}");
 }

@@ -51,7 +51,7 @@ pub(super) fn stats(p: &Pair) -> RecoveryStats {
 }
 
 /// Segments with payload among `frames`.
-fn data(frames: &[Vec<u8>]) -> usize {
+pub(super) fn data(frames: &[Vec<u8>]) -> usize {
     frames.iter().filter_map(|f| parse_tcp(f)).filter(|s| !s.payload.is_empty()).count()
 }
 
@@ -69,7 +69,7 @@ fn exchange(p: &mut Pair, ca: ConnId, cb: ConnId, rtt: Duration) {
 }
 
 /// The server answers a request and the answer is lost on the wire.
-fn lost_response(p: &mut Pair, ca: ConnId, cb: ConnId) {
+pub(super) fn lost_response(p: &mut Pair, ca: ConnId, cb: ConnId) {
     p.b.send(cb, b"request").unwrap();
     p.settle(10);
     assert_eq!(read_all(&mut p.a, ca), b"request");
@@ -80,7 +80,7 @@ fn lost_response(p: &mut Pair, ca: ConnId, cb: ConnId) {
 
 /// Runs the server's timers in `step`s until it sends data, at most `limit`;
 /// returns how long that took and what it sent.
-fn until_server_sends(p: &mut Pair, step: Duration, limit: Duration) -> Option<(Duration, Vec<Vec<u8>>)> {
+pub(super) fn until_server_sends(p: &mut Pair, step: Duration, limit: Duration) -> Option<(Duration, Vec<Vec<u8>>)> {
     let mut waited = Duration::ZERO;
     while waited < limit {
         p.advance(step);

@@ -227,6 +227,18 @@ const TLP_MULTI_SEGMENT_ALLOWANCE: Duration = Duration::from_millis(2);
 /// passes 2^31 in 36 minutes. 2^30 microseconds is about 18 minutes.
 const TS_MAX_STEP_US: u32 = 1 << 30;
 
+/// [xsk-stack patch: probe-verdict] What the answer to a tail-loss probe showed of the
+/// peer (see [`Socket::take_probe_verdict`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ProbeVerdict {
+    /// The peer had the probed segment and no loss was in sight: its ACK was late,
+    /// or lost on its own.
+    Late,
+    /// The probe repaired a loss, or its answer revealed one.
+    Needed,
+}
+
 /// [xsk-stack patch: recovery-stats] What a socket's loss recovery did. Not cleared by
 /// `abort`, `close` or a new `listen`/`connect`: read it with
 /// [`Socket::take_recovery_stats`].
@@ -294,6 +306,10 @@ struct RttEstimator {
     min_rtt: u32,
     /// [xsk-stack patch: rtt-seed] The latest sample, until `Socket::take_rtt_sample`.
     last_sample: Option<u32>,
+    /// [xsk-stack patch: probe-verdict] The least the RTO adds to SRTT (RFC 6298's
+    /// 4 RTTVAR, at least this): `RTTE_MIN_MARGIN`, or for a peer known to hold
+    /// its ACKs that allowance (Linux: the 200 ms RTO floor, added to SRTT).
+    min_margin: u32,
 }
 
 impl Default for RttEstimator {
@@ -318,18 +334,20 @@ impl RttEstimator {
             max_rto,
             min_rtt: u32::MAX,
             last_sample: None,
+            min_margin: RTTE_MIN_MARGIN,
         }
     }
 
     /// New bounds; the RTO is computed again from what was measured (or starts over).
     fn set_config(&mut self, config: RtoConfig) {
         let mut fresh = Self::new(config);
+        fresh.min_margin = self.min_margin;
         if self.have_measurement {
             fresh.have_measurement = true;
             fresh.srtt = self.srtt;
             fresh.rttvar = self.rttvar;
             fresh.min_rtt = self.min_rtt;
-            fresh.rto = (self.srtt + RTTE_MIN_MARGIN.max(self.rttvar * RTTE_K))
+            fresh.rto = (self.srtt + self.min_margin.max(self.rttvar * RTTE_K))
                 .clamp(fresh.min_rto, fresh.max_rto);
         }
         fresh.timestamp = self.timestamp;
@@ -339,6 +357,19 @@ impl RttEstimator {
 
     fn retransmission_timeout(&self) -> Duration {
         Duration::from_micros(self.rto as _)
+    }
+
+    /// [xsk-stack patch: probe-verdict] Raises the RTO's least margin over SRTT
+    /// (and the RTO now, if measured).
+    fn raise_min_margin(&mut self, margin: u32) {
+        if margin <= self.min_margin {
+            return;
+        }
+        self.min_margin = margin;
+        if self.have_measurement {
+            let rto = self.srtt.saturating_add(margin.max(self.rttvar.saturating_mul(RTTE_K)));
+            self.rto = self.rto.max(rto.clamp(self.min_rto, self.max_rto));
+        }
     }
 
     /// Smoothed RTT in milliseconds (0 before the first sample).
@@ -370,7 +401,7 @@ impl RttEstimator {
         }
 
         // RFC 6298 (2.2), (2.3)
-        let margin = RTTE_MIN_MARGIN.max(self.rttvar.saturating_mul(RTTE_K));
+        let margin = self.min_margin.max(self.rttvar.saturating_mul(RTTE_K));
         self.rto = self.srtt.saturating_add(margin).clamp(self.min_rto, self.max_rto);
 
         self.rto_count = 0;
@@ -416,7 +447,7 @@ impl RttEstimator {
         let measured = mem::replace(&mut self.have_measurement, true);
         self.srtt = srtt;
         self.rttvar = if measured { self.rttvar.max(rttvar) } else { rttvar };
-        let margin = RTTE_MIN_MARGIN.max(self.rttvar.saturating_mul(RTTE_K));
+        let margin = self.min_margin.max(self.rttvar.saturating_mul(RTTE_K));
         let rto = self.srtt.saturating_add(margin).clamp(self.min_rto, self.max_rto);
         self.rto = if measured { self.rto.max(rto) } else { rto };
     }
@@ -774,6 +805,8 @@ pub struct Socket<'a> {
     resent: Option<Resent>,
     /// Spurious probes since the last one that was needed.
     tlp_spurious_streak: u8,
+    /// [xsk-stack patch: probe-verdict] The last probe's verdict, until taken.
+    probe_verdict: Option<ProbeVerdict>,
     recovery_stats: RecoveryStats,
 
     /// Duration for Delayed ACK. If None no ACKs will be delayed.
@@ -891,6 +924,7 @@ impl<'a> Socket<'a> {
             tlp_high: None,
             resent: None,
             tlp_spurious_streak: 0,
+            probe_verdict: None,
             recovery_stats: RecoveryStats::default(),
             ack_delay: Some(ACK_DELAY_DEFAULT),
             ack_delay_timer: AckDelayTimer::Idle,
@@ -1032,6 +1066,17 @@ impl<'a> Socket<'a> {
         }
     }
 
+    /// [xsk-stack patch: probe-verdict] The retransmission timeout waits at least
+    /// SRTT + `margin` from now on (RFC 6298's 4 RTTVAR, at least this; 5 ms by
+    /// default). For a peer known to hold its ACKs, with the probe's allowance
+    /// raised to match: the timeout bounds the probe's time, so with the default
+    /// margin it fires first, and resends into the late ACK with a backoff and a
+    /// congestion response. Linux's timeout is SRTT + 200 ms at least for every
+    /// peer. Until the next connection (`reset`); never lowers it.
+    pub fn set_rto_margin_min(&mut self, margin: Duration) {
+        self.rtte.raise_min_margin(duration_to_micros_u32(margin));
+    }
+
     /// [xsk-stack patch: recovery-stats] Returns what loss recovery did since the last
     /// [`take_recovery_stats`](Self::take_recovery_stats).
     pub fn recovery_stats(&self) -> RecoveryStats {
@@ -1041,6 +1086,14 @@ impl<'a> Socket<'a> {
     /// Returns what loss recovery did and clears the counters.
     pub fn take_recovery_stats(&mut self) -> RecoveryStats {
         mem::take(&mut self.recovery_stats)
+    }
+
+    /// [xsk-stack patch: probe-verdict] Takes the verdict on this connection's last
+    /// tail-loss probe, if one came since the last call: the same evidence its own
+    /// allowance learns from, for a caller that pools it over a peer's connections
+    /// (one connection sees too few probes to tell a late ACK from a lost one).
+    pub fn take_probe_verdict(&mut self) -> Option<ProbeVerdict> {
+        self.probe_verdict.take()
     }
 
     /// Enable or disable TCP Timestamp.
@@ -1418,6 +1471,7 @@ impl<'a> Socket<'a> {
         self.tlp_high = None;
         self.resent = None;
         self.tlp_spurious_streak = 0;
+        self.probe_verdict = None;
         // [xsk-stack patch: sack-recovery] No recovery carried into the next connection.
         self.pending_fast_retransmit = false;
         self.local_rx_dup_acks = 0;
@@ -2160,12 +2214,26 @@ impl<'a> Socket<'a> {
             // One verdict alone may be a lost ACK too: learn from a streak.
             if !no_lesson {
                 self.tlp_spurious_streak = if hole { 0 } else { self.tlp_spurious_streak.saturating_add(1) };
+                self.probe_verdict = Some(if hole { ProbeVerdict::Needed } else { ProbeVerdict::Late });
             }
             if let (Some(p), true) = (self.tail_probe, self.tlp_spurious_streak >= TLP_SPURIOUS_TO_LEARN) {
                 self.tlp_ack_delay = self.tlp_ack_delay.max(p.ack_delay_max);
             }
         } else {
             self.recovery_stats.spurious_retransmits += 1;
+        }
+    }
+
+    /// [xsk-stack patch: probe-verdict] Before a new retransmission takes the place of
+    /// the last: a probe whose range the peer has acknowledged with no D-SACK since
+    /// was needed. A D-SACK comes as soon as the peer has the duplicate, and a new
+    /// retransmission is at least a PTO later; the ACK of data sent after the probe
+    /// (`needed-verdict`) may not come first from a peer that delays its ACKs, whose
+    /// next answer draws a probe of its own.
+    fn judge_replaced(&mut self) {
+        if self.resent.is_some_and(|r| r.probe && self.local_seq_no >= r.end) {
+            self.tlp_spurious_streak = 0;
+            self.probe_verdict = Some(ProbeVerdict::Needed);
         }
     }
 
@@ -3026,13 +3094,12 @@ impl<'a> Socket<'a> {
             // [xsk-stack patch] Was the last retransmission needed? Is the probe answered?
             self.check_spurious(cx.now(), ack_number, repr);
             if self.tlp_high.is_some_and(|high| ack_number >= high) {
+                // The probe's flight is acknowledged, but that alone is no verdict: the
+                // ACK may be the original's, sent before the probe reached the peer (a
+                // late ACK that crossed it, or one that waited in our own receive ring
+                // while the probe left). The D-SACK for the probe comes after it; the
+                // verdict that it was needed below.
                 self.tlp_high = None;
-                // The probe's flight is acknowledged and no D-SACK said it was not
-                // needed (that verdict came first and cleared `resent`): it recovered a
-                // loss, so the peer's ACKs are not merely late.
-                if self.resent.is_some_and(|r| r.probe) {
-                    self.tlp_spurious_streak = 0;
-                }
             }
             // [xsk-stack patch: needed-verdict] No D-SACK said the last retransmission was
             // not needed, and none will come now: the peer has acknowledged data sent after
@@ -3046,6 +3113,16 @@ impl<'a> Socket<'a> {
                     || (ack_number >= r.end
                         && cx.now() >= r.at + self.rtte.retransmission_timeout())
             }) {
+                // [xsk-stack patch: probe-verdict] A needed probe recovered a loss, so
+                // the peer's ACKs are not merely late. Only data sent after it is
+                // evidence enough for others: a D-SACK may yet come later than an RTO
+                // from a peer whose ACKs wait in a full receive queue (ours).
+                if let Some(r) = self.resent.filter(|r| r.probe) {
+                    self.tlp_spurious_streak = 0;
+                    if ack_number > r.high {
+                        self.probe_verdict = Some(ProbeVerdict::Needed);
+                    }
+                }
                 self.resent = None;
                 self.undo_cc = None;
             }
@@ -3821,6 +3898,8 @@ impl<'a> Socket<'a> {
             self.set_state(State::Closed);
         } else if self.tlp_at.is_some_and(|at| cx.now() >= at)
             && !matches!(self.timer, Timer::FastRetransmit)
+            // [xsk-stack patch: hold-retransmits]
+            && !cx.hold_retransmits()
         {
             // [xsk-stack patch: tail-loss-probe] Send the last segment of the flight
             // again (RFC 8985 7.3): rewind to its start; the code below sends from there.
@@ -3829,6 +3908,7 @@ impl<'a> Socket<'a> {
             let in_flight = self.flight_size();
             if in_flight > 0 && self.tlp_high.is_none() {
                 let start = self.remote_last_seq - in_flight.min(self.effective_mss(cx));
+                self.judge_replaced();
                 self.resent = Some(Resent {
                     start,
                     end: self.remote_last_seq,
@@ -3855,7 +3935,11 @@ impl<'a> Socket<'a> {
                 let floor = if holds_acks { self.rto_after_probe } else { Duration::ZERO };
                 self.timer.set_for_retransmit(cx.now(), rto.max(floor));
             }
-        } else if self.timer.should_retransmit(cx.now()) {
+        } else if self.timer.should_retransmit(cx.now())
+            // [xsk-stack patch: hold-retransmits] A timeout waits; a fast retransmit
+            // (the peer's duplicate ACKs asked for it) does not.
+            && !(cx.hold_retransmits() && matches!(self.timer, Timer::Retransmit { .. }))
+        {
             if let Timer::Retransmit { .. } = self.timer {
                 // If a retransmit timer expired, we should resend data starting at the last ACK.
                 net_debug!("retransmitting after rto");
@@ -3872,6 +3956,7 @@ impl<'a> Socket<'a> {
                 // [xsk-stack patch: recovery-stats] Counted, and remembered to tell
                 // whether it was needed; a probe in flight is superseded.
                 self.recovery_stats.rto_retransmits += 1;
+                self.judge_replaced();
                 self.resent = Some(Resent {
                     start: self.local_seq_no,
                     end: self.remote_last_seq,
@@ -3919,6 +4004,7 @@ impl<'a> Socket<'a> {
                 // [xsk-stack patch: recovery-stats]
                 self.recovery_stats.fast_retransmits += 1;
                 let len = self.effective_mss(cx).min(self.tx_buffer.len());
+                self.judge_replaced();
                 self.resent = Some(Resent {
                     start: self.local_seq_no,
                     end: self.local_seq_no + len,
@@ -11496,4 +11582,7 @@ mod test {
 
     // [xsk-stack patch: sack-recovery] The SACK scoreboard and fast recovery's holes.
     mod sack;
+
+    // [xsk-stack patch: probe-verdict, hold-retransmits]
+    mod probe_verdict;
 }

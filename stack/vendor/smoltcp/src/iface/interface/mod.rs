@@ -159,6 +159,9 @@ pub struct InterfaceInner {
     fast_send: bool,
     /// [xsk-stack patch: fast-send] Segments `dispatch_tcp_fast` sent.
     fast_sends: u64,
+    /// [xsk-stack patch: hold-retransmits] TCP sockets send no timer-driven
+    /// retransmission (timeout or tail-loss probe) while set.
+    hold_retransmits: bool,
     /// [xsk-stack patch: fast-egress] After `socket_egress`: the earliest `poll_at`
     /// of its sockets if every one of them went out by the fast path or had nothing
     /// due (None: one did not).
@@ -312,6 +315,7 @@ impl Interface {
                 rand,
                 fast_send: false,
                 fast_sends: 0,
+                hold_retransmits: false,
                 fast_egress_at: None,
                 fast_dst: None,
             },
@@ -443,6 +447,16 @@ impl Interface {
     /// [xsk-stack patch: fast-send] How many segments the fast path sent.
     pub fn fast_sends(&self) -> u64 {
         self.inner.fast_sends
+    }
+
+    /// [xsk-stack patch: hold-retransmits] While `hold` is set, TCP sockets send no
+    /// retransmission that a timer is due for (timeout or tail-loss probe): they
+    /// send it at the first egress after it is cleared, and everything else as
+    /// usual. For a caller whose receive queue still holds segments that arrived
+    /// before the timers came due: one of them may be the ACK that makes the
+    /// retransmission needless.
+    pub fn set_hold_retransmits(&mut self, hold: bool) {
+        self.inner.hold_retransmits = hold;
     }
 
     /// [xsk-stack patch: fast-egress] After `poll_egress`: if every socket of the set
@@ -1073,6 +1087,17 @@ impl InterfaceInner {
     #[allow(unused)] // unused depending on which sockets are enabled
     pub(crate) fn now(&self) -> Instant {
         self.now
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_hold_retransmits_for_test(&mut self, hold: bool) {
+        self.hold_retransmits = hold;
+    }
+
+    /// [xsk-stack patch: hold-retransmits] See `Interface::set_hold_retransmits`.
+    #[allow(unused)] // unused depending on which sockets are enabled
+    pub(crate) fn hold_retransmits(&self) -> bool {
+        self.hold_retransmits
     }
 
     #[cfg(any(feature = "medium-ethernet", feature = "medium-ieee802154"))]
