@@ -36,7 +36,11 @@ pub struct Recovery {
     /// whose probes the peer shows were spurious three times in a row (a
     /// D-SACK, or an ACK too early to answer one) moves to
     /// [`ack_delay_max`](Self::ack_delay_max),
-    /// and the engine remembers the peer for its next connections. Peers
+    /// and the engine remembers the peer for its next connections. The
+    /// engine also pools the verdicts on all of a peer's probes: when fewer
+    /// than one in ten was needed, every live and new connection to the peer
+    /// moves to `ack_delay_max`, with a timeout of at least SRTT +
+    /// `ack_delay_max` (see the engine's `peer_memory`). Peers
     /// that ACK at once (the stack's own client) are served better by a
     /// few milliseconds: a lost response then costs that, not 50 ms. The
     /// probe never fires later than the RTO would.

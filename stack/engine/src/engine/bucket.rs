@@ -28,8 +28,11 @@ pub(super) struct Conn {
     pub(super) unacked: usize,
     pub(super) unacked_since: Instant,
     /// The `PeerMemory` generation this connection last took its peer's ACK
-    /// lesson at.
+    /// lesson at (one behind the current at first, so that its first send looks).
     pub(super) acks_gen: u32,
+    /// Its peer holds its ACKs by the pooled verdicts, as of `acks_gen`: the
+    /// connection shares RTT samples with the peer's others (as with timestamps).
+    pub(super) slow_peer: bool,
 }
 
 pub(super) struct Bucket {

@@ -98,7 +98,8 @@ impl Engine {
             active: self.clock,
             unacked: 0,
             unacked_since: self.clock,
-            acks_gen: self.peer_memory.generation(),
+            acks_gen: self.peer_memory.generation().wrapping_sub(1),
+            slow_peer: false,
         };
         let id = match self.conns.insert(conn) {
             Ok(id) => id,
@@ -165,7 +166,7 @@ impl Engine {
     /// it goes out at the next `egress`. Short: `Writable` follows when there is room.
     pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
         let c = self.conns.get(conn).ok_or_else(|| TransportError::UnknownConn(conn))?;
-        let (b, h, connected, acks_gen) = (c.bucket, c.handle, c.connected, c.acks_gen);
+        let (b, h, connected, acks_gen, slow) = (c.bucket, c.handle, c.connected, c.acks_gen, c.slow_peer);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
         if !s.may_send() {
             return match s.state() {
@@ -174,10 +175,10 @@ impl Engine {
                 _ => Err(TransportError::ConnectionClosed(conn)),
             };
         }
-        if self.cfg.tcp.recovery.timestamps {
+        if self.cfg.tcp.recovery.timestamps || slow {
             Self::share_rtt(&mut self.peer_memory, s);
         }
-        let acks_gen = Self::share_ack_delay(&mut self.peer_memory, &self.cfg, &mut self.stats, s, acks_gen);
+        let (acks_gen, slow) = Self::share_ack_delay(&mut self.peer_memory, &self.cfg, &mut self.stats, s, (acks_gen, slow));
         let mut n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
         let cap = s.send_capacity();
         if n < data.len() && cap < self.cfg.tcp.tx_buffer {
@@ -187,7 +188,7 @@ impl Engine {
             }
         }
         let c = self.conns.get_mut(conn).expect("checked above");
-        c.acks_gen = acks_gen;
+        (c.acks_gen, c.slow_peer) = (acks_gen, slow);
         if n < data.len() {
             c.blocked = true;
         }

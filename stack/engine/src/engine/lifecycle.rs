@@ -8,8 +8,7 @@ use smoltcp::phy::TxToken;
 use smoltcp::wire::{IpEndpoint, TcpSeqNumber};
 
 use super::cookies::{self, CookieTemplate, SynAck, SynCookies};
-use super::peer_memory::{AckDelays, PeerMemory};
-use super::{Conn, Engine, EngineSetup, EngineStats, Link};
+use super::{Conn, Engine, Link};
 use crate::conn::{Event, ListenerId};
 use super::Congestion;
 use crate::drops::DropReason;
@@ -53,84 +52,6 @@ impl Engine {
         s.set_sack_recovery(self.cfg.tcp.recovery.sack);
         s.set_rto_after_probe(self.cfg.tcp.recovery.rto_after_probe().into());
         s
-    }
-
-    /// A connection to `ip` starts with what its peer's connections learned
-    /// (see `peer_memory`).
-    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
-        Self::apply_ack_delays(&self.cfg, s, self.peer_memory.delays_acks(ip));
-    }
-
-    /// For a peer known to hold its ACKs: the probe's allowance for such peers,
-    /// and once the pooled verdicts show it, a timeout that waits as long (it
-    /// bounds the probe's time).
-    fn apply_ack_delays(cfg: &EngineSetup, s: &mut tcp::Socket<'static>, known: AckDelays) {
-        let d = cfg.tcp.recovery.ack_delay_max.into();
-        if known != AckDelays::Unknown {
-            s.set_tail_loss_probe_ack_delay(d);
-        }
-        if known == AckDelays::Pooled {
-            s.set_rto_margin_min(d);
-        }
-    }
-
-    /// With `Recovery::timestamps`, before the connection sends: its latest RTT
-    /// sample joins its peer's average, and its estimate is raised to that
-    /// average if below it (see `peer_memory`), so that what goes out now is timed
-    /// by what all of the peer's connections measured.
-    pub(super) fn share_rtt(peers: &mut PeerMemory, s: &mut tcp::Socket<'static>) {
-        let Some(remote) = s.remote_endpoint() else { return };
-        let ip = remote.addr.into();
-        if let Some(r) = s.take_rtt_sample() {
-            peers.sample_rtt(ip, r.into());
-        }
-        if let Some((srtt, rttvar)) = peers.rtt(ip) {
-            s.seed_rtt(srtt.into(), rttvar.into());
-        }
-    }
-
-    /// Before the connection sends: its latest probe verdict joins its peer's
-    /// pool, and if a peer came to hold its ACKs since the connection last
-    /// looked (`seen`, a `PeerMemory` generation) and it is this one, the
-    /// connection takes the allowance for such peers (see `peer_memory`).
-    /// Returns the generation now seen.
-    pub(super) fn share_ack_delay(
-        peers: &mut PeerMemory,
-        cfg: &EngineSetup,
-        stats: &mut EngineStats,
-        s: &mut tcp::Socket<'static>,
-        seen: u32,
-    ) -> u32 {
-        if let Some(v) = s.take_probe_verdict() {
-            if let Some(remote) = s.remote_endpoint() {
-                if peers.probe_verdict(remote.addr.into(), v == tcp::ProbeVerdict::Needed) {
-                    stats.peers_holding_acks += 1;
-                    tracing::info!(
-                        "peer {} holds its ACKs (its probes were late, not lost): its connections' probe allowance is now {:?}",
-                        remote.addr,
-                        cfg.tcp.recovery.ack_delay_max
-                    );
-                }
-            }
-        }
-        let now = peers.generation();
-        if now != seen {
-            if let Some(remote) = s.remote_endpoint() {
-                Self::apply_ack_delays(cfg, s, peers.delays_acks(remote.addr.into()));
-            }
-        }
-        now
-    }
-
-    /// Remembers the peer of `s` if the connection learned that it delays
-    /// its ACKs. Called while the socket still knows its peer: when the
-    /// application closes it, and when it is recycled.
-    pub(super) fn remember_ack_delay(peers: &mut PeerMemory, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
-        if let (Some(remote), Some(d)) = (s.remote_endpoint(), s.tail_loss_probe_ack_delay()) {
-            if d > cfg.tcp.recovery.ack_delay.into() {
-                peers.remember_delays_acks(remote.addr.into());
-            }
-        }
     }
 
     pub(super) fn recycle(&mut self, mut s: tcp::Socket<'static>) {
@@ -264,7 +185,8 @@ impl Engine {
                         active: now,
                         unacked: 0,
                         unacked_since: now,
-                        acks_gen: self.peer_memory.generation(),
+                        acks_gen: self.peer_memory.generation().wrapping_sub(1),
+                        slow_peer: false,
                     };
                     match self.conns.insert(conn) {
                         Ok(id) => {

@@ -9,6 +9,7 @@ mod config;
 mod connections;
 mod cookies;
 mod peer_memory;
+mod peers;
 mod due;
 mod egress;
 mod ingest;

@@ -21,7 +21,8 @@
 //! peer holds its ACKs, above `LOSSY_ABOVE` it no longer does (for
 //! connections that start from then on; a live one keeps what it learned).
 //!
-//! Round trips (with `Recovery::timestamps`): every RTT sample a connection
+//! Round trips (with `Recovery::timestamps`, or for a peer that holds its ACKs
+//! by the pooled verdicts): every RTT sample a connection
 //! takes goes into a pool of all of the peer's connections' samples, and a
 //! connection whose own estimate is below the pool's is raised to it (Linux starts a
 //! connection from per-destination metrics). Ten thousand connections from

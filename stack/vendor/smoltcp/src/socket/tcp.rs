@@ -2232,7 +2232,6 @@ impl<'a> Socket<'a> {
     /// next answer draws a probe of its own.
     fn judge_replaced(&mut self) {
         if self.resent.is_some_and(|r| r.probe && self.local_seq_no >= r.end) {
-            self.tlp_spurious_streak = 0;
             self.probe_verdict = Some(ProbeVerdict::Needed);
         }
     }
@@ -3094,12 +3093,18 @@ impl<'a> Socket<'a> {
             // [xsk-stack patch] Was the last retransmission needed? Is the probe answered?
             self.check_spurious(cx.now(), ack_number, repr);
             if self.tlp_high.is_some_and(|high| ack_number >= high) {
-                // The probe's flight is acknowledged, but that alone is no verdict: the
-                // ACK may be the original's, sent before the probe reached the peer (a
-                // late ACK that crossed it, or one that waited in our own receive ring
-                // while the probe left). The D-SACK for the probe comes after it; the
-                // verdict that it was needed below.
                 self.tlp_high = None;
+                // The probe's flight is acknowledged and no D-SACK said it was not
+                // needed (that verdict came first and cleared `resent`): it may have
+                // recovered a loss, so the peer's ACKs are not merely late.
+                // [xsk-stack patch: probe-verdict] But no verdict is given out yet: the ACK
+                // may be the original's, sent before the probe reached the peer (one that
+                // crossed it, or waited in the caller's receive queue while it left), and
+                // the D-SACK for the probe comes after it. The verdict "needed" comes
+                // below, or with the next retransmission (`judge_replaced`).
+                if self.resent.is_some_and(|r| r.probe) {
+                    self.tlp_spurious_streak = 0;
+                }
             }
             // [xsk-stack patch: needed-verdict] No D-SACK said the last retransmission was
             // not needed, and none will come now: the peer has acknowledged data sent after
@@ -3113,15 +3118,12 @@ impl<'a> Socket<'a> {
                     || (ack_number >= r.end
                         && cx.now() >= r.at + self.rtte.retransmission_timeout())
             }) {
-                // [xsk-stack patch: probe-verdict] A needed probe recovered a loss, so
-                // the peer's ACKs are not merely late. Only data sent after it is
-                // evidence enough for others: a D-SACK may yet come later than an RTO
-                // from a peer whose ACKs wait in a full receive queue (ours).
-                if let Some(r) = self.resent.filter(|r| r.probe) {
-                    self.tlp_spurious_streak = 0;
-                    if ack_number > r.high {
-                        self.probe_verdict = Some(ProbeVerdict::Needed);
-                    }
+                // [xsk-stack patch: probe-verdict] A needed probe recovered a loss. Only
+                // data sent after it is evidence enough to give out: a D-SACK may yet
+                // come later than an RTO from a peer whose ACKs wait in a full receive
+                // queue (the caller's).
+                if self.resent.is_some_and(|r| r.probe && ack_number > r.high) {
+                    self.probe_verdict = Some(ProbeVerdict::Needed);
                 }
                 self.resent = None;
                 self.undo_cc = None;

@@ -1,0 +1,92 @@
+//! A connection's part in what the engine learns of its peer (the memory
+//! itself is `peer_memory`): what a new connection starts from, and what a
+//! live one gives and takes before it sends.
+
+use smoltcp::socket::tcp;
+
+use super::peer_memory::{AckDelays, PeerMemory};
+use super::{Engine, EngineSetup, EngineStats};
+
+impl Engine {
+    /// A connection to `ip` starts with what its peer's connections learned
+    /// (see `peer_memory`).
+    pub(super) fn seed_ack_delay(&self, s: &mut tcp::Socket<'static>, ip: std::net::IpAddr) {
+        Self::apply_ack_delays(&self.cfg, s, self.peer_memory.delays_acks(ip));
+    }
+
+    /// For a peer known to hold its ACKs: the probe's allowance for such peers,
+    /// and once the pooled verdicts show it, a timeout that waits as long (it
+    /// bounds the probe's time).
+    pub(super) fn apply_ack_delays(cfg: &EngineSetup, s: &mut tcp::Socket<'static>, known: AckDelays) {
+        let d = cfg.tcp.recovery.ack_delay_max.into();
+        if known != AckDelays::Unknown {
+            s.set_tail_loss_probe_ack_delay(d);
+        }
+        if known == AckDelays::Pooled {
+            s.set_rto_margin_min(d);
+        }
+    }
+
+    /// With `Recovery::timestamps`, or to a peer that holds its ACKs by the pooled
+    /// verdicts (whose first exchanges on each connection would else time their
+    /// probes by the handshake's RTT), before the connection sends: its latest RTT
+    /// sample joins its peer's average, and its estimate is raised to that
+    /// average if below it (see `peer_memory`), so that what goes out now is timed
+    /// by what all of the peer's connections measured.
+    pub(super) fn share_rtt(peers: &mut PeerMemory, s: &mut tcp::Socket<'static>) {
+        let Some(remote) = s.remote_endpoint() else { return };
+        let ip = remote.addr.into();
+        if let Some(r) = s.take_rtt_sample() {
+            peers.sample_rtt(ip, r.into());
+        }
+        if let Some((srtt, rttvar)) = peers.rtt(ip) {
+            s.seed_rtt(srtt.into(), rttvar.into());
+        }
+    }
+
+    /// Before the connection sends: its latest probe verdict joins its peer's
+    /// pool, and if a peer came to hold its ACKs since the connection last
+    /// looked (`seen`, a `PeerMemory` generation) and it is this one, the
+    /// connection takes the allowance for such peers (see `peer_memory`).
+    /// `seen`: the generation the connection last looked at, and whether the
+    /// pool then showed its peer to hold its ACKs; returns them as of now.
+    pub(super) fn share_ack_delay(
+        peers: &mut PeerMemory,
+        cfg: &EngineSetup,
+        stats: &mut EngineStats,
+        s: &mut tcp::Socket<'static>,
+        seen: (u32, bool),
+    ) -> (u32, bool) {
+        if let Some(v) = s.take_probe_verdict() {
+            if let Some(remote) = s.remote_endpoint() {
+                if peers.probe_verdict(remote.addr.into(), v == tcp::ProbeVerdict::Needed) {
+                    stats.peers_holding_acks += 1;
+                    tracing::info!(
+                        "peer {} holds its ACKs (its probes were late, not lost): its connections' probe allowance is now {:?}",
+                        remote.addr,
+                        cfg.tcp.recovery.ack_delay_max
+                    );
+                }
+            }
+        }
+        let now = peers.generation();
+        if now == seen.0 {
+            return seen;
+        }
+        let Some(remote) = s.remote_endpoint() else { return (now, seen.1) };
+        let known = peers.delays_acks(remote.addr.into());
+        Self::apply_ack_delays(cfg, s, known);
+        (now, seen.1 || known == AckDelays::Pooled)
+    }
+
+    /// Remembers the peer of `s` if the connection learned that it delays
+    /// its ACKs. Called while the socket still knows its peer: when the
+    /// application closes it, and when it is recycled.
+    pub(super) fn remember_ack_delay(peers: &mut PeerMemory, cfg: &EngineSetup, s: &tcp::Socket<'static>) {
+        if let (Some(remote), Some(d)) = (s.remote_endpoint(), s.tail_loss_probe_ack_delay()) {
+            if d > cfg.tcp.recovery.ack_delay.into() {
+                peers.remember_delays_acks(remote.addr.into());
+            }
+        }
+    }
+}
