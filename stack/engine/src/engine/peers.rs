@@ -61,11 +61,17 @@ impl Engine {
             if let Some(remote) = s.remote_endpoint() {
                 if peers.probe_verdict(remote.addr.into(), v == tcp::ProbeVerdict::Needed) {
                     stats.peers_holding_acks += 1;
-                    tracing::info!(
-                        "peer {} holds its ACKs (its probes were late, not lost): its connections' probe allowance is now {:?}",
-                        remote.addr,
-                        cfg.tcp.recovery.ack_delay_max
-                    );
+                    // A peer may come and go many times (a hostile one at will): the
+                    // first few are logged, then the 2^k-th, the rest only counted.
+                    let n = stats.peers_holding_acks;
+                    if n <= 8 || n.is_power_of_two() {
+                        tracing::info!(
+                            "peer {} holds its ACKs (its probes were late, not lost): its connections wait {:?} for them \
+                             ({n} such lessons so far; `peers_holding_acks` counts them all, the log the first 8 and each 2^k-th)",
+                            remote.addr,
+                            cfg.tcp.recovery.ack_delay_max
+                        );
+                    }
                 }
             }
         }
