@@ -70,7 +70,9 @@ impl Engine {
     /// are read: an overloaded server's queue holds the ACKs its timers wait
     /// for, tens of milliseconds' worth, and without this the timers fire
     /// before reading them. The wait is bounded by the queue's length at that
-    /// moment; a queue that drains releases it at once.
+    /// moment; a queue that drains releases it at once. The buckets' other
+    /// deadlines due meanwhile (delayed ACKs, idle and FIN timers) wait with
+    /// them; nothing that is not a timer does.
     pub fn set_receive_queue(&mut self, queue: Option<(u32, u32)>) {
         self.rx_queue = queue;
     }
