@@ -58,9 +58,9 @@ const NEEDED_START: u16 = 512;
 /// 25 late verdicts without a needed one (each takes a sixteenth off). A peer
 /// whose probes are needed half the time (loss both ways alike) shows such a
 /// run about once in 2^26 verdicts. One whose probes are rarely needed is then
-/// served as Linux serves every peer: the allowance of `Recovery::ack_delay_max`
-/// (an overloaded server's own full receive queue makes a tenth of a slow
-/// peer's probes look needed: the ACK it dropped).
+/// served as Linux serves every peer: the allowance of `Recovery::ack_delay_max`.
+/// Not lower: a slow peer's probes can look needed too, when the server's own
+/// full receive ring dropped the D-SACK that would have shown them late.
 const HOLDS_BELOW: u16 = 102;
 /// Above this share (25%) it is taken to lose segments again: three needed
 /// verdicts in a row from `HOLDS_BELOW`.

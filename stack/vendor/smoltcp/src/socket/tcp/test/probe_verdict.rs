@@ -98,6 +98,26 @@ fn test_probe_verdict_needed_once_data_sent_after_it_is_acknowledged() {
 }
 
 #[test]
+fn test_probe_verdict_needed_when_the_next_probe_replaces_it() {
+    // The same, from a peer that delays its ACKs: before it acknowledges the next
+    // answer, that answer draws a probe of its own. By then a D-SACK for the first
+    // would have come: it was needed.
+    let mut s = socket_probing();
+    s.send_slice(b"abc").unwrap();
+    sends_abc(&mut s, 0, 1);
+    sends_abc(&mut s, 7, 1);
+    acks(&mut s, 8, 4, false);
+    assert_eq!(s.take_probe_verdict(), None);
+    s.send_slice(b"abc").unwrap();
+    sends_abc(&mut s, 100, 4);
+    assert_eq!(s.take_probe_verdict(), None);
+    let pto = (s.smoothed_rtt().unwrap() * 2 + Duration::from_millis(5)).total_micros() as i64;
+    sends_abc_us(&mut s, 100_000 + pto, 4);
+    assert_eq!(s.take_probe_verdict(), Some(ProbeVerdict::Needed));
+    assert_eq!(s.recovery_stats().tail_probes, 2);
+}
+
+#[test]
 fn test_rto_margin_min_keeps_the_timeout_behind_the_allowance() {
     // SRTT 1 ms, the allowance raised to 200 ms. The probe's time is capped at the
     // timeout's: with the default margin that is the 50 ms floor, long before a
