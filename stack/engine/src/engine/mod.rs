@@ -148,7 +148,7 @@ impl Engine {
             neighbours: neighbours::Learned::default(),
             buckets_wanting_acks: 0,
             track_acks: false,
-            peer_memory: peer_memory::PeerMemory::default(),
+            peer_memory: peer_memory::PeerMemory::new(cfg.tcp.recovery.ack_delay_max),
             cookie_codec: cookies::CookieCodec::new(cfg.seed),
             cookies_until: now,
             steering_cookies: cookies::SteeringCookies::default(),

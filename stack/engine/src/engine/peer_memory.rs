@@ -21,6 +21,19 @@
 //! peer holds its ACKs, above `LOSSY_ABOVE` it no longer does (for
 //! connections that start from then on; a live one keeps what it learned).
 //!
+//! How long a peer that holds its ACKs may take (`PeerMemory::wait`): its
+//! connections add this to 2 SRTT for the probe and to SRTT for the timeout.
+//! It starts at `Recovery::ack_delay_max` (Linux's 200 ms), and the verdicts
+//! steer it as RACK's reordering window is steered by D-SACKs (RFC 8985 6.2.4):
+//! each late probe raises it by a sixteenth, up to `WAIT_MAX_FACTOR` times its
+//! start, and what it holds above its start falls by a sixteenth every
+//! `WAIT_DECAY_EVERY` (it halves in about 2.7 s). By time, not by answers: an
+//! overloaded client's late ACKs come in storms, every connection with an answer
+//! in flight at once when the client stalls (10,000 connections from one client,
+//! `rr-demo` `rr-10000`), and the next storm is as long; a wait that fell back
+//! between storms, which at 100,000 answers a second take a fraction of a
+//! second each, met each storm at its start.
+//!
 //! Round trips (with `Recovery::timestamps`, or for a peer that holds its ACKs
 //! by the pooled verdicts): every RTT sample a connection
 //! takes goes into a pool of all of the peer's connections' samples, and a
@@ -44,6 +57,8 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use smoltcp::time::Instant;
+
 const SLOTS: usize = 256;
 
 /// The least step up (microseconds): from a handshake's few microseconds a
@@ -66,6 +81,16 @@ const HOLDS_BELOW: u16 = 102;
 /// verdicts in a row from `HOLDS_BELOW`.
 const LOSSY_ABOVE: u16 = 256;
 
+/// The most a held peer's wait may grow to, in multiples of where it starts
+/// (1 s at the default 200 ms: RFC 6298's timeout floor, upstream smoltcp's).
+const WAIT_MAX_FACTOR: u32 = 5;
+/// A late probe raises the wait by 1/`WAIT_UP`.
+const WAIT_UP: u32 = 16;
+/// Every `WAIT_DECAY_EVERY` microseconds, the wait's excess over its start
+/// falls by 1/`WAIT_DOWN`.
+const WAIT_DECAY_EVERY: i64 = 250_000;
+const WAIT_DOWN: u32 = 16;
+
 /// What a connection to a peer should assume of its ACKs (`PeerMemory::delays_acks`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum AckDelays {
@@ -74,8 +99,8 @@ pub(super) enum AckDelays {
     /// that the peer holds its ACKs: the probe allowance is raised.
     Remembered,
     /// The peer's connections' pooled probe verdicts show it: the allowance and
-    /// the retransmission timeout's margin over SRTT are raised.
-    Pooled,
+    /// the retransmission timeout's margin over SRTT are this (`PeerMemory::wait`).
+    Pooled(Duration),
 }
 
 /// How a peer's ACKs have behaved over its connections.
@@ -89,11 +114,36 @@ struct PeerAcks {
     holds: bool,
     /// A connection learned it alone (a streak of its own probes).
     remembered: bool,
+    /// While it holds: how long its connections wait for an ACK beyond the
+    /// round trip (microseconds; see the module doc).
+    wait: u32,
+    /// When the wait last fell (microseconds of the engine's clock).
+    decayed_at: i64,
 }
 
 impl PeerAcks {
+    /// The wait's excess over `start` falls by a sixteenth for each
+    /// `WAIT_DECAY_EVERY` since it last fell.
+    fn decay_wait(&mut self, start: u32, now: Instant) {
+        if !self.holds {
+            return;
+        }
+        let ticks = (now.total_micros() - self.decayed_at) / WAIT_DECAY_EVERY;
+        if ticks <= 0 {
+            return;
+        }
+        self.decayed_at += ticks * WAIT_DECAY_EVERY;
+        // After 100 ticks (25 s) a sixteenth each, under 0.2% of any excess is left.
+        for _ in 0..ticks.min(100) {
+            self.wait -= (self.wait - start) / WAIT_DOWN;
+        }
+        if ticks >= 100 {
+            self.wait = start;
+        }
+    }
+
     fn new(ip: IpAddr) -> PeerAcks {
-        PeerAcks { ip, needed: NEEDED_START, holds: false, remembered: false }
+        PeerAcks { ip, needed: NEEDED_START, holds: false, remembered: false, wait: 0, decayed_at: 0 }
     }
 }
 
@@ -112,11 +162,19 @@ pub(super) struct PeerMemory {
     /// Moves on whenever a peer comes to hold its ACKs: a live connection that
     /// saw another value checks its peer again (see `Engine::send`).
     generation: u32,
+    /// Where a held peer's wait starts (`Recovery::ack_delay_max`), microseconds.
+    wait_start: u32,
 }
 
-impl Default for PeerMemory {
-    fn default() -> Self {
-        PeerMemory { acks: Box::new([None; SLOTS]), rtt: Box::new([None; SLOTS]), generation: 0 }
+impl PeerMemory {
+    /// `wait_start`: where the wait of a peer that comes to hold its ACKs starts.
+    pub(super) fn new(wait_start: Duration) -> PeerMemory {
+        PeerMemory {
+            acks: Box::new([None; SLOTS]),
+            rtt: Box::new([None; SLOTS]),
+            generation: 0,
+            wait_start: wait_start.as_micros().clamp(1, u128::from(u32::MAX / WAIT_MAX_FACTOR)) as u32,
+        }
     }
 }
 
@@ -149,7 +207,7 @@ impl PeerMemory {
     /// evidence, which also raises the connections' timeouts).
     pub(super) fn delays_acks(&self, ip: IpAddr) -> AckDelays {
         match self.acks[Self::slot(ip)] {
-            Some(p) if p.ip == ip && p.holds => AckDelays::Pooled,
+            Some(p) if p.ip == ip && p.holds => AckDelays::Pooled(Duration::from_micros(u64::from(p.wait))),
             Some(p) if p.ip == ip && p.remembered => AckDelays::Remembered,
             _ => AckDelays::Unknown,
         }
@@ -157,17 +215,32 @@ impl PeerMemory {
 
     /// Pools one probe verdict of a connection to `ip`. True when the peer
     /// has just come to hold its ACKs (the generation moved on).
-    pub(super) fn probe_verdict(&mut self, ip: IpAddr, needed: bool) -> bool {
+    pub(super) fn probe_verdict(&mut self, ip: IpAddr, needed: bool, now: Instant) -> bool {
+        let start = self.wait_start;
         let p = self.acks_of(ip);
+        p.decay_wait(start, now);
         p.needed = if needed { p.needed + (1024 - p.needed) / 16 } else { p.needed - p.needed.div_ceil(16) };
         if p.holds && p.needed > LOSSY_ABOVE {
             p.holds = false;
         } else if !p.holds && p.needed < HOLDS_BELOW {
             p.holds = true;
+            p.wait = start;
+            p.decayed_at = now.total_micros();
             self.generation = self.generation.wrapping_add(1);
             return true;
+        } else if p.holds && !needed {
+            p.wait = (p.wait + p.wait.div_ceil(WAIT_UP)).min(start * WAIT_MAX_FACTOR);
         }
         false
+    }
+
+    /// How long the connections to `ip` wait for its ACKs beyond the round
+    /// trip, if it holds them (see the module doc).
+    pub(super) fn wait(&mut self, ip: IpAddr, now: Instant) -> Option<Duration> {
+        let start = self.wait_start;
+        let p = self.acks[Self::slot(ip)].as_mut().filter(|p| p.ip == ip && p.holds)?;
+        p.decay_wait(start, now);
+        Some(Duration::from_micros(u64::from(p.wait)))
     }
 
     pub(super) fn generation(&self) -> u32 {
@@ -179,6 +252,7 @@ impl PeerMemory {
     /// starts it).
     pub(super) fn sample_rtt(&mut self, ip: IpAddr, sample: Duration) {
         let r = sample.as_micros().min(u32::MAX as u128) as u32;
+
         let e = &mut self.rtt[Self::slot(ip)];
         match e {
             Some(p) if p.ip == ip => {
@@ -210,7 +284,7 @@ mod tests {
 
     #[test]
     fn remembers_forgets_and_collides_without_growing() {
-        let mut d = PeerMemory::default();
+        let mut d = PeerMemory::new(Duration::from_millis(200));
         let a = IpAddr::from(Ipv4Addr::new(198, 18, 0, 2));
         assert_eq!(d.delays_acks(a), AckDelays::Unknown);
         d.remember_delays_acks(a);
@@ -223,7 +297,7 @@ mod tests {
         // Many addresses: at most SLOTS remembered, the first one likely gone.
         for i in 0..10_000u32 {
             d.remember_delays_acks(Ipv4Addr::from(0xC612_0000 + i).into());
-            d.probe_verdict(Ipv4Addr::from(0xC612_0000 + i).into(), false);
+            d.probe_verdict(Ipv4Addr::from(0xC612_0000 + i).into(), false, Instant::ZERO);
             d.sample_rtt(Ipv4Addr::from(0xC612_0000 + i).into(), Duration::from_millis(1));
         }
         assert!(d.acks.iter().filter(|s| s.is_some()).count() <= SLOTS);
@@ -235,13 +309,15 @@ mod tests {
     #[test]
     fn a_slow_peer_is_told_from_a_lossy_one_by_its_pooled_verdicts() {
         let (slow, lossy): (IpAddr, IpAddr) = (Ipv4Addr::new(198, 18, 0, 2).into(), "2001:2::3".parse().unwrap());
-        let mut d = PeerMemory::default();
+        let mut d = PeerMemory::new(Duration::from_millis(200));
         let g0 = d.generation();
         // Late verdicts only: a slow peer, learned once, after HOLDS_BELOW's run.
-        let learned: Vec<bool> = (0..30).map(|_| d.probe_verdict(slow, false)).collect();
+        let learned: Vec<bool> = (0..25).map(|_| d.probe_verdict(slow, false, Instant::ZERO)).collect();
         assert_eq!(learned.iter().position(|&x| x), Some(24), "{learned:?}");
-        assert_eq!(learned.iter().filter(|&&x| x).count(), 1);
-        assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled, g0.wrapping_add(1)));
+        assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled(Duration::from_millis(200)), g0.wrapping_add(1)));
+        // Learned once.
+        assert!((0..5).all(|_| !d.probe_verdict(slow, false, Instant::ZERO)));
+        assert_eq!(d.generation(), g0.wrapping_add(1));
         // A peer whose probes are needed every other time never holds, whatever
         // the order of a long run of verdicts (a fixed pseudo-random one here).
         let mut x = 0x2545_F491_u32;
@@ -249,34 +325,76 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
-            assert!(!d.probe_verdict(lossy, x & 1 == 0));
+            assert!(!d.probe_verdict(lossy, x & 1 == 0, Instant::ZERO));
         }
         assert_eq!(d.delays_acks(lossy), AckDelays::Unknown);
         // A slow peer that starts to lose segments is let go: after three to five
         // needed verdicts in a row (three from just below HOLDS_BELOW).
         let mut needed = 0;
-        while d.delays_acks(slow) == AckDelays::Pooled {
-            assert!(!d.probe_verdict(slow, true));
+        while matches!(d.delays_acks(slow), AckDelays::Pooled(_)) {
+            assert!(!d.probe_verdict(slow, true, Instant::ZERO));
             needed += 1;
         }
         assert!((3..=5).contains(&needed), "{needed}");
         assert_eq!(d.delays_acks(slow), AckDelays::Unknown);
         // Late again: learned again, and live connections are told (the generation).
         let g = d.generation();
-        while !d.probe_verdict(slow, false) {}
-        assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled, g.wrapping_add(1)));
+        while !d.probe_verdict(slow, false, Instant::ZERO) {}
+        assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled(Duration::from_millis(200)), g.wrapping_add(1)));
+    }
+
+    #[test]
+    fn a_held_peers_wait_rises_with_late_probes_and_falls_with_time() {
+        let ms = |t: i64| Instant::from_millis(t);
+        let slow: IpAddr = Ipv4Addr::new(198, 18, 0, 2).into();
+        let mut d = PeerMemory::new(Duration::from_millis(200));
+        while !d.probe_verdict(slow, false, ms(0)) {}
+        assert_eq!(d.wait(slow, ms(0)), Some(Duration::from_millis(200)));
+        // A storm of late probes: up a sixteenth each, to at most five times the start.
+        for _ in 0..8 {
+            d.probe_verdict(slow, false, ms(10));
+        }
+        let raised = d.wait(slow, ms(10)).unwrap();
+        assert!(raised > Duration::from_millis(320) && raised < Duration::from_millis(330), "{raised:?}");
+        for _ in 0..100 {
+            d.probe_verdict(slow, false, ms(20));
+        }
+        assert_eq!(d.wait(slow, ms(20)), Some(Duration::from_secs(1)));
+        // Needed probes and answers do not lower it; time does, the excess by a
+        // sixteenth each quarter second: about half of it after 2.75 s, the rest
+        // after 25 s. Between two storms a second apart it stays high.
+        d.probe_verdict(slow, true, ms(100));
+        d.sample_rtt(slow, Duration::from_millis(1));
+        assert_eq!(d.wait(slow, ms(249)), Some(Duration::from_secs(1)));
+        assert_eq!(d.wait(slow, ms(250)), Some(Duration::from_millis(950)));
+        let second = d.wait(slow, ms(1000)).unwrap();
+        assert!(second > Duration::from_millis(800), "{second:?}");
+        let half = d.wait(slow, ms(2750)).unwrap();
+        assert!(half > Duration::from_millis(560) && half < Duration::from_millis(620), "{half:?}");
+        assert_eq!(d.wait(slow, ms(60_000)), Some(Duration::from_millis(200)));
+        // Let go and learned again: it starts over.
+        while d.delays_acks(slow) != AckDelays::Unknown {
+            d.probe_verdict(slow, true, ms(60_000));
+        }
+        assert_eq!(d.wait(slow, ms(60_000)), None);
+        while !d.probe_verdict(slow, false, ms(61_000)) {}
+        assert_eq!(d.wait(slow, ms(70_000)), Some(Duration::from_millis(200)));
+        // A peer that does not hold its ACKs has no wait.
+        let other: IpAddr = Ipv4Addr::new(198, 18, 0, 3).into();
+        d.sample_rtt(other, Duration::from_millis(1));
+        assert_eq!(d.wait(other, ms(70_000)), None);
     }
 
     #[test]
     fn a_peers_rtt_is_averaged_over_its_samples() {
-        let mut d = PeerMemory::default();
+        let mut d = PeerMemory::new(Duration::from_millis(200));
         let (a, b): (IpAddr, IpAddr) = (Ipv4Addr::new(198, 18, 0, 2).into(), "2001:2::3".parse().unwrap());
         assert_eq!(d.rtt(a), None);
         d.sample_rtt(a, Duration::from_millis(200));
         assert_eq!(d.rtt(a), Some((Duration::from_millis(200), Duration::from_millis(100))));
         // An outlier (a loss's recovery in one sample) moves it up a step; the rest
         // bring it back.
-        let mut d = PeerMemory::default();
+        let mut d = PeerMemory::new(Duration::from_millis(200));
         for _ in 0..50 {
             d.sample_rtt(b, Duration::from_micros(100));
         }

@@ -3,6 +3,7 @@
 //! live one gives and takes before it sends.
 
 use smoltcp::socket::tcp;
+use smoltcp::time::Instant;
 
 use super::peer_memory::{AckDelays, PeerMemory};
 use super::{Engine, EngineSetup, EngineStats};
@@ -15,15 +16,16 @@ impl Engine {
     }
 
     /// For a peer known to hold its ACKs: the probe's allowance for such peers,
-    /// and once the pooled verdicts show it, a timeout that waits as long (it
-    /// bounds the probe's time).
+    /// and once the pooled verdicts show it, the peer's wait as the allowance and
+    /// as the timeout's margin (the timeout bounds the probe's time).
     pub(super) fn apply_ack_delays(cfg: &EngineSetup, s: &mut tcp::Socket<'static>, known: AckDelays) {
-        let d = cfg.tcp.recovery.ack_delay_max.into();
-        if known != AckDelays::Unknown {
-            s.set_tail_loss_probe_ack_delay(d);
-        }
-        if known == AckDelays::Pooled {
-            s.set_rto_margin_min(d);
+        match known {
+            AckDelays::Unknown => {}
+            AckDelays::Remembered => s.set_tail_loss_probe_ack_delay(cfg.tcp.recovery.ack_delay_max.into()),
+            AckDelays::Pooled(wait) => {
+                s.set_tail_loss_probe_ack_delay(wait.into());
+                s.set_rto_margin_min(wait.into());
+            }
         }
     }
 
@@ -32,8 +34,9 @@ impl Engine {
     /// probes by the handshake's RTT), before the connection sends: its latest RTT
     /// sample joins its peer's average, and its estimate is raised to that
     /// average if below it (see `peer_memory`), so that what goes out now is timed
-    /// by what all of the peer's connections measured.
-    pub(super) fn share_rtt(peers: &mut PeerMemory, s: &mut tcp::Socket<'static>) {
+    /// by what all of the peer's connections measured. For a peer that holds its
+    /// ACKs, the connection also takes the peer's wait as it is now.
+    pub(super) fn share_rtt(peers: &mut PeerMemory, s: &mut tcp::Socket<'static>, now: Instant) {
         let Some(remote) = s.remote_endpoint() else { return };
         let ip = remote.addr.into();
         if let Some(r) = s.take_rtt_sample() {
@@ -41,6 +44,10 @@ impl Engine {
         }
         if let Some((srtt, rttvar)) = peers.rtt(ip) {
             s.seed_rtt(srtt.into(), rttvar.into());
+        }
+        if let Some(wait) = peers.wait(ip, now) {
+            s.set_tail_loss_probe_ack_delay(wait.into());
+            s.set_rto_margin_min(wait.into());
         }
     }
 
@@ -56,10 +63,11 @@ impl Engine {
         stats: &mut EngineStats,
         s: &mut tcp::Socket<'static>,
         seen: (u32, bool),
+        now: Instant,
     ) -> (u32, bool) {
         if let Some(v) = s.take_probe_verdict() {
             if let Some(remote) = s.remote_endpoint() {
-                if peers.probe_verdict(remote.addr.into(), v == tcp::ProbeVerdict::Needed) {
+                if peers.probe_verdict(remote.addr.into(), v == tcp::ProbeVerdict::Needed, now) {
                     stats.peers_holding_acks += 1;
                     // A peer may come and go many times (a hostile one at will): the
                     // first few are logged, then the 2^k-th, the rest only counted.
@@ -82,7 +90,7 @@ impl Engine {
         let Some(remote) = s.remote_endpoint() else { return (now, seen.1) };
         let known = peers.delays_acks(remote.addr.into());
         Self::apply_ack_delays(cfg, s, known);
-        (now, seen.1 || known == AckDelays::Pooled)
+        (now, seen.1 || matches!(known, AckDelays::Pooled(_)))
     }
 
     /// Remembers the peer of `s` if the connection learned that it delays

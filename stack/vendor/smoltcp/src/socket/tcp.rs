@@ -359,16 +359,14 @@ impl RttEstimator {
         Duration::from_micros(self.rto as _)
     }
 
-    /// [xsk-stack patch: probe-verdict] Raises the RTO's least margin over SRTT
-    /// (and the RTO now, if measured).
-    fn raise_min_margin(&mut self, margin: u32) {
-        if margin <= self.min_margin {
-            return;
-        }
+    /// [xsk-stack patch: probe-verdict] Sets the RTO's least margin over SRTT, and
+    /// the RTO now if measured (a backed-off RTO is not lowered).
+    fn set_min_margin(&mut self, margin: u32) {
         self.min_margin = margin;
         if self.have_measurement {
             let rto = self.srtt.saturating_add(margin.max(self.rttvar.saturating_mul(RTTE_K)));
-            self.rto = self.rto.max(rto.clamp(self.min_rto, self.max_rto));
+            let rto = rto.clamp(self.min_rto, self.max_rto);
+            self.rto = if self.rto_count == 0 { rto } else { self.rto.max(rto) };
         }
     }
 
@@ -1059,10 +1057,12 @@ impl<'a> Socket<'a> {
     }
 
     /// Sets this connection's allowance (for example what an earlier connection to
-    /// the same peer learned), at most `ack_delay_max`.
+    /// the same peer learned). [xsk-stack patch: probe-verdict] It may exceed
+    /// `ack_delay_max` (a caller that measured the peer's ACKs come later still);
+    /// the connection's own streak raises it to at least `ack_delay_max`.
     pub fn set_tail_loss_probe_ack_delay(&mut self, ack_delay: Duration) {
-        if let Some(p) = self.tail_probe {
-            self.tlp_ack_delay = ack_delay.min(p.ack_delay_max);
+        if self.tail_probe.is_some() {
+            self.tlp_ack_delay = ack_delay;
         }
     }
 
@@ -1072,9 +1072,10 @@ impl<'a> Socket<'a> {
     /// raised to match: the timeout bounds the probe's time, so with the default
     /// margin it fires first, and resends into the late ACK with a backoff and a
     /// congestion response. Linux's timeout is SRTT + 200 ms at least for every
-    /// peer. Until the next connection (`reset`); never lowers it.
+    /// peer. Until the next connection (`reset`) or the next call, which may lower
+    /// it again (a timeout backed off is not lowered).
     pub fn set_rto_margin_min(&mut self, margin: Duration) {
-        self.rtte.raise_min_margin(duration_to_micros_u32(margin));
+        self.rtte.set_min_margin(duration_to_micros_u32(margin));
     }
 
     /// [xsk-stack patch: recovery-stats] Returns what loss recovery did since the last

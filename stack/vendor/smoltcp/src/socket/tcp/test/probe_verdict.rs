@@ -143,6 +143,34 @@ fn test_rto_margin_min_keeps_the_timeout_behind_the_allowance() {
 }
 
 #[test]
+fn test_rto_margin_min_and_allowance_follow_the_caller_both_ways() {
+    // A caller that measured its peer's ACKs come later than `ack_delay_max` sets
+    // more (the probe then waits SRTT + 500 ms), and may lower it again.
+    let mut s = socket_probing();
+    s.set_tail_loss_probe_ack_delay(Duration::from_millis(500));
+    s.set_rto_margin_min(Duration::from_millis(500));
+    assert_eq!(s.tail_loss_probe_ack_delay(), Some(Duration::from_millis(500)));
+    assert_eq!(s.retransmission_timeout(), Duration::from_millis(501));
+    s.set_rto_margin_min(Duration::from_millis(300));
+    assert_eq!(s.retransmission_timeout(), Duration::from_millis(301));
+    s.set_rto_margin_min(Duration::from_millis(500));
+    s.send_slice(b"abc").unwrap();
+    sends_abc(&mut s, 0, 1);
+    recv_nothing!(s, time 500);
+    sends_abc(&mut s, 501, 1);
+    let r = s.recovery_stats();
+    assert_eq!((r.tail_probes, r.rto_retransmits), (1, 0));
+    // A timeout backed off is not lowered by a smaller margin.
+    recv_nothing!(s, time 1000);
+    sends_abc(&mut s, 1002, 1);
+    assert_eq!(s.recovery_stats().rto_retransmits, 1);
+    let backed_off = s.retransmission_timeout();
+    assert!(backed_off > Duration::from_millis(501), "{backed_off:?}");
+    s.set_rto_margin_min(Duration::from_millis(200));
+    assert_eq!(s.retransmission_timeout(), backed_off);
+}
+
+#[test]
 fn test_hold_retransmits_defers_probes_and_timeouts_not_new_data() {
     // The probe is due at 7 ms, the timeout at 50 ms: while held, neither goes, new
     // data does; the held probe goes at the first egress after.
