@@ -39,15 +39,20 @@ pub struct Recovery {
     /// and the engine remembers the peer for its next connections. The
     /// engine also pools the verdicts on all of a peer's probes: when fewer
     /// than one in ten was needed, every live and new connection to the peer
-    /// moves to `ack_delay_max`, with a timeout of at least SRTT +
-    /// `ack_delay_max` (see the engine's `peer_memory`). Peers
+    /// moves to the peer's wait, with a timeout of at least SRTT + that wait.
+    /// The wait starts at `ack_delay_max`; each late probe raises it by a
+    /// sixteenth, up to five times that (1 s by default), and it falls back
+    /// with time (see the engine's `peer_memory`). Peers
     /// that ACK at once (the stack's own client) are served better by a
     /// few milliseconds: a lost response then costs that, not 50 ms. The
     /// probe never fires later than the RTO would.
     pub ack_delay: Duration,
     /// The allowance for a peer known to delay its ACKs (RFC 8985's
     /// WCDelAckT; Linux's probe adds 200 ms too). Linux delays at most
-    /// 40 ms at small RTTs, Windows 200 ms.
+    /// 40 ms at small RTTs, Windows 200 ms. A peer whose pooled verdicts
+    /// show it holds its ACKs starts here and may be given up to five times
+    /// this (an overloaded client's ACKs can come later than any delayed-ACK
+    /// timer).
     pub ack_delay_max: Duration,
     /// Offer TCP timestamps (RFC 7323) with a microsecond clock. Every ACK of
     /// new data that echoes one is an RTT sample, a retransmitted segment's

@@ -23,16 +23,21 @@
 //!
 //! How long a peer that holds its ACKs may take (`PeerMemory::wait`): its
 //! connections add this to 2 SRTT for the probe and to SRTT for the timeout.
-//! It starts at `Recovery::ack_delay_max` (Linux's 200 ms), and the verdicts
+//! It starts at `Recovery::ack_delay_max` (Linux's 200 ms), and the late probes
 //! steer it as RACK's reordering window is steered by D-SACKs (RFC 8985 6.2.4):
-//! each late probe raises it by a sixteenth, up to `WAIT_MAX_FACTOR` times its
-//! start, and what it holds above its start falls by a sixteenth every
-//! `WAIT_DECAY_EVERY` (it halves in about 2.7 s). By time, not by answers: an
-//! overloaded client's late ACKs come in storms, every connection with an answer
-//! in flight at once when the client stalls (10,000 connections from one client,
-//! `rr-demo` `rr-10000`), and the next storm is as long; a wait that fell back
-//! between storms, which at 100,000 answers a second take a fraction of a
-//! second each, met each storm at its start.
+//! a late probe whose ACK came `d` after the segment first went, on a connection
+//! whose SRTT is `s`, raises it to (d - s) plus an eighth, the wait that would
+//! have let the ACK come first (a sixteenth more when `d` is unknown); at most
+//! `WAIT_MAX_FACTOR` times its start. What it holds above its start falls by a
+//! sixteenth every `WAIT_DECAY_EVERY` (it halves in about 2.7 s): by time, not
+//! by answers, because an overloaded client's late ACKs come in storms, every
+//! connection with an answer in flight at once when the client stalls (10,000
+//! connections from one client, `rr-demo` `rr-10000`), and the next storm is as
+//! long. Two versions were measured and not kept (docs/2026-12-06-late-acks):
+//! a wait that fell with each answer was back at its start within a fraction of
+//! a second at 100,000 answers a second and met each storm at its start; one
+//! raised by a sixteenth for every late probe reached 1 s in each storm, and a
+//! lost answer then waited that long (p99.9 830 ms against kernel TCP's 360).
 //!
 //! Round trips (with `Recovery::timestamps`, or for a peer that holds its ACKs
 //! by the pooled verdicts): every RTT sample a connection
@@ -84,7 +89,7 @@ const LOSSY_ABOVE: u16 = 256;
 /// The most a held peer's wait may grow to, in multiples of where it starts
 /// (1 s at the default 200 ms: RFC 6298's timeout floor, upstream smoltcp's).
 const WAIT_MAX_FACTOR: u32 = 5;
-/// A late probe raises the wait by 1/`WAIT_UP`.
+/// A late probe whose ACK's delay is unknown raises the wait by 1/`WAIT_UP`.
 const WAIT_UP: u32 = 16;
 /// Every `WAIT_DECAY_EVERY` microseconds, the wait's excess over its start
 /// falls by 1/`WAIT_DOWN`.
@@ -213,9 +218,11 @@ impl PeerMemory {
         }
     }
 
-    /// Pools one probe verdict of a connection to `ip`. True when the peer
-    /// has just come to hold its ACKs (the generation moved on).
-    pub(super) fn probe_verdict(&mut self, ip: IpAddr, needed: bool, now: Instant) -> bool {
+    /// Pools one probe verdict of a connection to `ip`: needed, or late, and
+    /// then how long the connection would have had to wait beyond its SRTT for
+    /// the ACK, if known. True when the peer has just come to hold its ACKs (the
+    /// generation moved on).
+    pub(super) fn probe_verdict(&mut self, ip: IpAddr, needed: bool, late_by: Option<Duration>, now: Instant) -> bool {
         let start = self.wait_start;
         let p = self.acks_of(ip);
         p.decay_wait(start, now);
@@ -229,7 +236,11 @@ impl PeerMemory {
             self.generation = self.generation.wrapping_add(1);
             return true;
         } else if p.holds && !needed {
-            p.wait = (p.wait + p.wait.div_ceil(WAIT_UP)).min(start * WAIT_MAX_FACTOR);
+            let want = match late_by {
+                Some(d) => (d.as_micros() + d.as_micros() / 8).min(u128::from(u32::MAX)) as u32,
+                None => p.wait + p.wait.div_ceil(WAIT_UP),
+            };
+            p.wait = p.wait.max(want).min(start * WAIT_MAX_FACTOR);
         }
         false
     }
@@ -297,7 +308,7 @@ mod tests {
         // Many addresses: at most SLOTS remembered, the first one likely gone.
         for i in 0..10_000u32 {
             d.remember_delays_acks(Ipv4Addr::from(0xC612_0000 + i).into());
-            d.probe_verdict(Ipv4Addr::from(0xC612_0000 + i).into(), false, Instant::ZERO);
+            d.probe_verdict(Ipv4Addr::from(0xC612_0000 + i).into(), false, None, Instant::ZERO);
             d.sample_rtt(Ipv4Addr::from(0xC612_0000 + i).into(), Duration::from_millis(1));
         }
         assert!(d.acks.iter().filter(|s| s.is_some()).count() <= SLOTS);
@@ -312,11 +323,11 @@ mod tests {
         let mut d = PeerMemory::new(Duration::from_millis(200));
         let g0 = d.generation();
         // Late verdicts only: a slow peer, learned once, after HOLDS_BELOW's run.
-        let learned: Vec<bool> = (0..25).map(|_| d.probe_verdict(slow, false, Instant::ZERO)).collect();
+        let learned: Vec<bool> = (0..25).map(|_| d.probe_verdict(slow, false, None, Instant::ZERO)).collect();
         assert_eq!(learned.iter().position(|&x| x), Some(24), "{learned:?}");
         assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled(Duration::from_millis(200)), g0.wrapping_add(1)));
         // Learned once.
-        assert!((0..5).all(|_| !d.probe_verdict(slow, false, Instant::ZERO)));
+        assert!((0..5).all(|_| !d.probe_verdict(slow, false, None, Instant::ZERO)));
         assert_eq!(d.generation(), g0.wrapping_add(1));
         // A peer whose probes are needed every other time never holds, whatever
         // the order of a long run of verdicts (a fixed pseudo-random one here).
@@ -325,21 +336,21 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
-            assert!(!d.probe_verdict(lossy, x & 1 == 0, Instant::ZERO));
+            assert!(!d.probe_verdict(lossy, x & 1 == 0, None, Instant::ZERO));
         }
         assert_eq!(d.delays_acks(lossy), AckDelays::Unknown);
         // A slow peer that starts to lose segments is let go: after three to five
         // needed verdicts in a row (three from just below HOLDS_BELOW).
         let mut needed = 0;
         while matches!(d.delays_acks(slow), AckDelays::Pooled(_)) {
-            assert!(!d.probe_verdict(slow, true, Instant::ZERO));
+            assert!(!d.probe_verdict(slow, true, None, Instant::ZERO));
             needed += 1;
         }
         assert!((3..=5).contains(&needed), "{needed}");
         assert_eq!(d.delays_acks(slow), AckDelays::Unknown);
         // Late again: learned again, and live connections are told (the generation).
         let g = d.generation();
-        while !d.probe_verdict(slow, false, Instant::ZERO) {}
+        while !d.probe_verdict(slow, false, None, Instant::ZERO) {}
         assert_eq!((d.delays_acks(slow), d.generation()), (AckDelays::Pooled(Duration::from_millis(200)), g.wrapping_add(1)));
     }
 
@@ -348,22 +359,25 @@ mod tests {
         let ms = |t: i64| Instant::from_millis(t);
         let slow: IpAddr = Ipv4Addr::new(198, 18, 0, 2).into();
         let mut d = PeerMemory::new(Duration::from_millis(200));
-        while !d.probe_verdict(slow, false, ms(0)) {}
+        while !d.probe_verdict(slow, false, None, ms(0)) {}
         assert_eq!(d.wait(slow, ms(0)), Some(Duration::from_millis(200)));
-        // A storm of late probes: up a sixteenth each, to at most five times the start.
-        for _ in 0..8 {
-            d.probe_verdict(slow, false, ms(10));
+        // A late probe whose ACK needed 300 ms beyond SRTT: the wait goes to that and
+        // an eighth; shorter ones leave it, a storm of them too.
+        d.probe_verdict(slow, false, Some(Duration::from_millis(300)), ms(10));
+        assert_eq!(d.wait(slow, ms(10)), Some(Duration::from_micros(337_500)));
+        for _ in 0..1000 {
+            d.probe_verdict(slow, false, Some(Duration::from_millis(250)), ms(10));
         }
-        let raised = d.wait(slow, ms(10)).unwrap();
-        assert!(raised > Duration::from_millis(320) && raised < Duration::from_millis(330), "{raised:?}");
-        for _ in 0..100 {
-            d.probe_verdict(slow, false, ms(20));
-        }
+        assert_eq!(d.wait(slow, ms(10)), Some(Duration::from_micros(337_500)));
+        // Unknown: up a sixteenth each. Either way at most five times the start.
+        d.probe_verdict(slow, false, None, ms(10));
+        assert_eq!(d.wait(slow, ms(10)), Some(Duration::from_micros(358_594)));
+        d.probe_verdict(slow, false, Some(Duration::from_secs(3)), ms(20));
         assert_eq!(d.wait(slow, ms(20)), Some(Duration::from_secs(1)));
         // Needed probes and answers do not lower it; time does, the excess by a
         // sixteenth each quarter second: about half of it after 2.75 s, the rest
         // after 25 s. Between two storms a second apart it stays high.
-        d.probe_verdict(slow, true, ms(100));
+        d.probe_verdict(slow, true, None, ms(100));
         d.sample_rtt(slow, Duration::from_millis(1));
         assert_eq!(d.wait(slow, ms(249)), Some(Duration::from_secs(1)));
         assert_eq!(d.wait(slow, ms(250)), Some(Duration::from_millis(950)));
@@ -374,10 +388,10 @@ mod tests {
         assert_eq!(d.wait(slow, ms(60_000)), Some(Duration::from_millis(200)));
         // Let go and learned again: it starts over.
         while d.delays_acks(slow) != AckDelays::Unknown {
-            d.probe_verdict(slow, true, ms(60_000));
+            d.probe_verdict(slow, true, None, ms(60_000));
         }
         assert_eq!(d.wait(slow, ms(60_000)), None);
-        while !d.probe_verdict(slow, false, ms(61_000)) {}
+        while !d.probe_verdict(slow, false, None, ms(61_000)) {}
         assert_eq!(d.wait(slow, ms(70_000)), Some(Duration::from_millis(200)));
         // A peer that does not hold its ACKs has no wait.
         let other: IpAddr = Ipv4Addr::new(198, 18, 0, 3).into();

@@ -66,8 +66,16 @@ impl Engine {
         now: Instant,
     ) -> (u32, bool) {
         if let Some(v) = s.take_probe_verdict() {
+            // A late ACK's delay beyond this connection's SRTT: the wait it needed.
+            let (needed, late_by) = match v {
+                tcp::ProbeVerdict::Needed => (true, None),
+                tcp::ProbeVerdict::Late { ack_after } => {
+                    let srtt = s.smoothed_rtt().unwrap_or_default();
+                    (false, ack_after.map(|d| std::time::Duration::from(d.max(srtt) - srtt)))
+                }
+            };
             if let Some(remote) = s.remote_endpoint() {
-                if peers.probe_verdict(remote.addr.into(), v == tcp::ProbeVerdict::Needed, now) {
+                if peers.probe_verdict(remote.addr.into(), needed, late_by, now) {
                     stats.peers_holding_acks += 1;
                     // A peer may come and go many times (a hostile one at will): the
                     // first few are logged, then the 2^k-th, the rest only counted.

@@ -233,8 +233,10 @@ const TS_MAX_STEP_US: u32 = 1 << 30;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ProbeVerdict {
     /// The peer had the probed segment and no loss was in sight: its ACK was late,
-    /// or lost on its own.
-    Late,
+    /// or lost on its own. `ack_after`: how long after the probed segment first went
+    /// out the ACK that covered it came (or the D-SACK, if none came first), when
+    /// that send is known (the RTT sample in progress was its).
+    Late { ack_after: Option<Duration> },
     /// The probe repaired a loss, or its answer revealed one.
     Needed,
 }
@@ -282,6 +284,9 @@ struct Resent {
     /// if its segment is among those sent again: a verdict of "not needed" then says
     /// the round trip took at least `at` minus this.
     sampling_since: Option<Instant>,
+    /// [xsk-stack patch: probe-verdict] For a probe: when an ACK first covered it (no
+    /// verdict yet; see `ProbeVerdict::Late`).
+    acked_at: Option<Instant>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -2215,7 +2220,12 @@ impl<'a> Socket<'a> {
             // One verdict alone may be a lost ACK too: learn from a streak.
             if !no_lesson {
                 self.tlp_spurious_streak = if hole { 0 } else { self.tlp_spurious_streak.saturating_add(1) };
-                self.probe_verdict = Some(if hole { ProbeVerdict::Needed } else { ProbeVerdict::Late });
+                self.probe_verdict = Some(if hole {
+                    ProbeVerdict::Needed
+                } else {
+                    let ack_after = resent.sampling_since.map(|since| resent.acked_at.unwrap_or(now) - since);
+                    ProbeVerdict::Late { ack_after }
+                });
             }
             if let (Some(p), true) = (self.tail_probe, self.tlp_spurious_streak >= TLP_SPURIOUS_TO_LEARN) {
                 self.tlp_ack_delay = self.tlp_ack_delay.max(p.ack_delay_max);
@@ -3095,6 +3105,10 @@ impl<'a> Socket<'a> {
             self.check_spurious(cx.now(), ack_number, repr);
             if self.tlp_high.is_some_and(|high| ack_number >= high) {
                 self.tlp_high = None;
+                // [xsk-stack patch: probe-verdict] When, for a `Late` verdict to come.
+                if let Some(r) = self.resent.as_mut().filter(|r| r.probe && r.acked_at.is_none()) {
+                    r.acked_at = Some(cx.now());
+                }
                 // The probe's flight is acknowledged and no D-SACK said it was not
                 // needed (that verdict came first and cleared `resent`): it may have
                 // recovered a loss, so the peer's ACKs are not merely late.
@@ -3921,6 +3935,7 @@ impl<'a> Socket<'a> {
                     rto: false,
                     tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
+                    acked_at: None,
                 });
                 // [xsk-stack patch: eifel] A probe makes no congestion response.
                 self.undo_cc = None;
@@ -3969,6 +3984,7 @@ impl<'a> Socket<'a> {
                     rto: true,
                     tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
+                    acked_at: None,
                 });
                 self.tlp_at = None;
                 self.tlp_high = None;
@@ -4017,6 +4033,7 @@ impl<'a> Socket<'a> {
                     rto: false,
                     tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.local_seq_no + len),
+                    acked_at: None,
                 });
                 self.tlp_at = None;
             }

@@ -69,11 +69,28 @@ fn test_probe_verdict_an_ack_that_crossed_the_probe_is_no_verdict_its_dsack_is()
         acks(&mut s, t + 20, off + 3, false);
         assert_eq!(s.take_probe_verdict(), None, "round {round}");
         acks(&mut s, t + 21, off + 3, true);
-        assert_eq!(s.take_probe_verdict(), Some(ProbeVerdict::Late), "round {round}");
+        // Late, and the original's ACK came 20 ms after it went (not the D-SACK's 21).
+        let late = ProbeVerdict::Late { ack_after: Some(Duration::from_millis(20)) };
+        assert_eq!(s.take_probe_verdict(), Some(late), "round {round}");
         assert_eq!(s.tlp_spurious_streak, 1);
     }
     assert_eq!(s.tail_loss_probe_ack_delay(), Some(Duration::from_millis(5)));
     assert_eq!(s.recovery_stats().spurious_probes, 3);
+}
+
+#[test]
+fn test_probe_verdict_late_by_the_dsack_when_no_ack_came_first() {
+    // The ACK comes with the D-SACK for the probe: the ACK came 30 ms after the
+    // original went.
+    let mut s = socket_probing();
+    s.send_slice(b"abc").unwrap();
+    sends_abc(&mut s, 0, 1);
+    recv_nothing!(s, time 6);
+    sends_abc(&mut s, 7, 1);
+    acks(&mut s, 30, 4, true);
+    let late = ProbeVerdict::Late { ack_after: Some(Duration::from_millis(30)) };
+    assert_eq!(s.take_probe_verdict(), Some(late));
+    assert_eq!(s.take_probe_verdict(), None);
 }
 
 #[test]
