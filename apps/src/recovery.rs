@@ -109,6 +109,15 @@ pub struct RecoveryOpts {
     pub no_sack_recovery: bool,
     #[arg(
         long,
+        help = "No F-RTO: a timeout always sends the rest of its flight again in slow start. By default, \
+                after a timeout of a flight of several segments whose first ACK shows the segment resent \
+                arrived, two new segments go instead (when there are any); an ACK of more then shows the \
+                timeout was spurious (a stalled peer or VM host), which undoes its congestion response \
+                and the timer's backoff (RFC 5682). The smoltcp preset has none."
+    )]
+    pub no_frto: bool,
+    #[arg(
+        long,
         value_name = "DURATION",
         value_parser = parse_duration,
         help = format!(
@@ -163,6 +172,9 @@ impl RecoveryOpts {
         if self.no_sack_recovery {
             r.sack = false;
         }
+        if self.no_frto {
+            r.frto = false;
+        }
         if self.timestamps {
             r.timestamps = true;
         }
@@ -186,7 +198,8 @@ pub fn describe_recovery(r: &Recovery) -> String {
     };
     let ts = if r.timestamps { ", microsecond timestamps" } else { "" };
     let sack = if r.sack { ", SACK recovery" } else { "" };
-    format!("RTO {}..{} (initial {}), {probe}{ts}{sack}", f(r.rto_min), f(r.rto_max), f(r.rto_initial))
+    let frto = if r.frto { ", F-RTO" } else { "" };
+    format!("RTO {}..{} (initial {}), {probe}{ts}{sack}{frto}", f(r.rto_min), f(r.rto_max), f(r.rto_initial))
 }
 
 /// Fault injection in the userspace stack (`XskConfig.faults`): frames dropped at random as they
@@ -282,7 +295,7 @@ mod tests {
 
     #[test]
     fn recovery_described() {
-        assert!(describe_recovery(&Recovery::default()).ends_with(", SACK recovery"));
+        assert!(describe_recovery(&Recovery::default()).ends_with(", SACK recovery, F-RTO"));
         let d = describe_recovery(&Recovery::smoltcp());
         assert_eq!(d, "RTO 1s..1m (initial 1s), no tail-loss probe");
         let r = Recovery::smoltcp()

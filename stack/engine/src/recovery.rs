@@ -78,6 +78,16 @@ pub struct Recovery {
     /// at 1% loss each way about one answer in twelve waited for one
     /// (docs/2026-12-06-sack-recovery).
     pub sack: bool,
+    /// Tell a spurious timeout from a needed one without timestamps (F-RTO,
+    /// RFC 5682): after a timeout of a flight of more than one segment, once
+    /// the first ACK shows the segment resent arrived, two new segments go
+    /// instead of the rest of the flight; if the next ACK acknowledges more,
+    /// the flight had arrived and its ACKs were late (a peer or a VM host that
+    /// stalled): the congestion response and the timer's backoff are undone
+    /// and the flight is not sent again. Needs new data to send; otherwise,
+    /// and for one segment in flight (where a D-SACK tells), the timeout's
+    /// recovery is as without it.
+    pub frto: bool,
 }
 
 impl Default for Recovery {
@@ -91,6 +101,7 @@ impl Default for Recovery {
             ack_delay_max: Duration::from_millis(200),
             timestamps: false,
             sack: true,
+            frto: true,
         }
     }
 }
@@ -144,8 +155,14 @@ impl Recovery {
         self
     }
 
+    /// With F-RTO on or off.
+    pub fn with_frto(mut self, on: bool) -> Recovery {
+        self.frto = on;
+        self
+    }
+
     /// smoltcp 0.14's own behaviour: RTO in [1 s, 60 s], starting at 1 s,
-    /// no probe, one fast retransmit per window (for comparisons).
+    /// no probe, one fast retransmit per window, no F-RTO (for comparisons).
     pub fn smoltcp() -> Recovery {
         Recovery {
             rto_min: Duration::from_secs(1),
@@ -156,6 +173,7 @@ impl Recovery {
             ack_delay_max: Duration::from_millis(200),
             timestamps: false,
             sack: false,
+            frto: false,
         }
     }
 

@@ -50,6 +50,7 @@ impl Engine {
         s.set_tail_loss_probe(self.cfg.tcp.recovery.tail_loss_probe());
         s.set_timestamps_micros(self.cfg.tcp.recovery.timestamps);
         s.set_sack_recovery(self.cfg.tcp.recovery.sack);
+        s.set_frto(self.cfg.tcp.recovery.frto);
         s.set_rto_after_probe(self.cfg.tcp.recovery.rto_after_probe().into());
         s
     }

@@ -241,6 +241,17 @@ pub enum ProbeVerdict {
     Needed,
 }
 
+/// [xsk-stack patch: frto] Where F-RTO (RFC 5682) stands after a timeout, with the
+/// highest sequence number sent before it (`recover`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum Frto {
+    /// Step 2: the first ACK after the timeout's retransmission.
+    First { recover: TcpSeqNumber },
+    /// Step 3: the ACK after two new segments went.
+    Second,
+}
+
 /// [xsk-stack patch: recovery-stats] What a socket's loss recovery did. Not cleared by
 /// `abort`, `close` or a new `listen`/`connect`: read it with
 /// [`Socket::take_recovery_stats`].
@@ -439,6 +450,15 @@ impl RttEstimator {
             let rtt = (timestamp - sent_timestamp).total_micros();
             self.sample(rtt.min(u32::MAX as u64) as u32);
             self.timestamp = None;
+        }
+    }
+
+    /// [xsk-stack patch: frto] A timeout found spurious: its backoff goes.
+    fn undo_backoff(&mut self) {
+        self.rto_count = 0;
+        if self.have_measurement {
+            let margin = self.min_margin.max(self.rttvar.saturating_mul(RTTE_K));
+            self.rto = self.srtt.saturating_add(margin).clamp(self.min_rto, self.max_rto);
         }
     }
 
@@ -843,6 +863,11 @@ pub struct Socket<'a> {
     /// [xsk-stack patch: eifel] The congestion controller before the retransmission
     /// being judged (`resent`, not a probe), restored if it was not needed.
     undo_cc: Option<congestion::AnyController>,
+    /// [xsk-stack patch: frto] F-RTO on (`set_frto`), its step, and the octets it
+    /// may still send past the congestion window (step 2's two new segments).
+    frto_on: bool,
+    frto: Option<Frto>,
+    frto_allow: usize,
 
     #[cfg(feature = "async")]
     rx_waker: WakerRegistration,
@@ -939,6 +964,9 @@ impl<'a> Socket<'a> {
             ts_offset: 0,
             ts_high: None,
             undo_cc: None,
+            frto_on: false,
+            frto: None,
+            frto_allow: 0,
             congestion_controller: congestion::AnyController::new(),
 
             #[cfg(feature = "async")]
@@ -1121,6 +1149,20 @@ impl<'a> Socket<'a> {
     /// duplicate ACKs or the timeout. Kept across `reset`; off by default.
     pub fn set_sack_recovery(&mut self, on: bool) {
         self.sack_recovery = on;
+    }
+
+    /// [xsk-stack patch: frto] Tells a spurious timeout from a needed one without
+    /// timestamps (F-RTO, RFC 5682): after a timeout of a flight of more than one
+    /// segment, once the first ACK shows the segment resent arrived, send two new
+    /// segments instead of the rest of the flight; if the next ACK acknowledges more
+    /// (the flight had arrived), the timeout was spurious: the congestion response and
+    /// the timer's backoff are undone and the flight is not sent again. Off by default.
+    pub fn set_frto(&mut self, on: bool) {
+        self.frto_on = on;
+        if !on {
+            self.frto = None;
+            self.frto_allow = 0;
+        }
     }
 
     /// [xsk-stack patch: sack-recovery] Whether `set_sack_recovery` is on.
@@ -1490,6 +1532,8 @@ impl<'a> Socket<'a> {
         self.ts_offset = 0;
         self.ts_high = None;
         self.undo_cc = None;
+        self.frto = None;
+        self.frto_allow = 0;
         self.assembler = Assembler::new();
         self.tx_buffer.clear();
         self.rx_buffer.clear();
@@ -2174,7 +2218,8 @@ impl<'a> Socket<'a> {
         // Only on an echo's verdict: a D-SACK or an early ACK shows that the segment
         // resent had arrived, not that the rest of the flight did (under loss it may
         // not have, and taking it as in flight left it to ever longer timeouts).
-        let undo = self.undo_cc.take();
+        // [xsk-stack patch: frto] F-RTO judges the rest of the flight: the copy waits for it.
+        let undo = if eifel || self.frto.is_none() { self.undo_cc.take() } else { None };
         if eifel {
             if let Some(cc) = undo {
                 self.congestion_controller = cc;
@@ -2232,6 +2277,54 @@ impl<'a> Socket<'a> {
             }
         } else {
             self.recovery_stats.spurious_retransmits += 1;
+        }
+    }
+
+    /// [xsk-stack patch: frto] F-RTO's steps 2 and 3 (RFC 5682 section 2) at an ACK
+    /// after a timeout; `advanced`: it acknowledged new data.
+    fn frto_after_ack(&mut self, cx: &mut Context, ack_number: TcpSeqNumber, advanced: bool) {
+        let Some(step) = self.frto.take() else { return };
+        self.frto_allow = 0;
+        match step {
+            Frto::First { recover } => {
+                // 2a: a duplicate ACK, or one for the whole flight, tells nothing, and
+                // without new data to send (or room for it in the peer's window) there
+                // is nothing to tell it by: the timeout's recovery goes on, sending the
+                // rest of the flight again.
+                if !advanced
+                    || ack_number >= recover
+                    || ack_number + self.tx_buffer.len() <= recover
+                    || ack_number + self.remote_win_len <= recover
+                {
+                    return;
+                }
+                // 2b: the segment resent arrived. Take the rest of the flight as still in
+                // flight, and send two new segments in its place.
+                self.remote_last_seq = self.remote_last_seq.max(recover);
+                self.frto_allow = 2 * self.effective_mss(cx);
+                self.frto = Some(Frto::Second);
+            }
+            Frto::Second => {
+                if !advanced {
+                    // 3a: a duplicate ACK: the flight was lost after all. Send it again in
+                    // slow start, the new segments too.
+                    self.remote_last_seq = ack_number;
+                    return;
+                }
+                // 3b: an ACK of more: the flight had arrived, the timeout was spurious.
+                // Undo its congestion response and the timer's backoff (RFC 4015's
+                // response); the flight is not sent again.
+                if self.resent.take().is_some_and(|r| r.rto) {
+                    self.recovery_stats.spurious_retransmits += 1;
+                }
+                if let Some(cc) = self.undo_cc.take() {
+                    self.congestion_controller = cc;
+                    self.congestion_controller
+                        .inner_mut()
+                        .set_remote_window(self.remote_win_len);
+                }
+                self.rtte.undo_backoff();
+            }
         }
     }
 
@@ -2394,6 +2487,9 @@ impl<'a> Socket<'a> {
             .inner()
             .window()
             .saturating_sub(self.flight_size())
+            // [xsk-stack patch: frto] Step 2's new segments go past the window (RFC 5682
+            // 2b: the ACK took a segment out of the network and the sender is in slow start).
+            .max(self.frto_allow)
     }
 
     /// Return the amount of octets queued in the receive buffer. This value can be larger than
@@ -3121,6 +3217,9 @@ impl<'a> Socket<'a> {
                     self.tlp_spurious_streak = 0;
                 }
             }
+            // [xsk-stack patch: frto] Before needed-verdict, which would take an ACK past
+            // the flight for a verdict of "needed".
+            self.frto_after_ack(cx, ack_number, ack_len > 0);
             // [xsk-stack patch: needed-verdict] No D-SACK said the last retransmission was
             // not needed, and none will come now: the peer has acknowledged data sent after
             // it (a peer answers a duplicate with a D-SACK at once, before anything sent
@@ -3407,6 +3506,8 @@ impl<'a> Socket<'a> {
             || !self.assembler.is_empty()
             || self.recover.is_some()
             || self.sacked[0].is_some()
+            // [xsk-stack patch: frto]
+            || self.frto.is_some()
         {
             return false;
         }
@@ -3714,6 +3815,7 @@ impl<'a> Socket<'a> {
         self.remote_last_seq = self.remote_last_seq.max(seq_number + segment_len);
         self.remote_last_ack = ack_number;
         self.remote_last_win = window_len;
+        self.frto_allow = self.frto_allow.saturating_sub(segment_len);
 
         // [xsk-stack patch: tail-loss-probe] New data (past the highest sequence
         // number sent before) arms the probe; a retransmission does not.
@@ -3974,6 +4076,8 @@ impl<'a> Socket<'a> {
                 // [xsk-stack patch: recovery-stats] Counted, and remembered to tell
                 // whether it was needed; a probe in flight is superseded.
                 self.recovery_stats.rto_retransmits += 1;
+                // [xsk-stack patch: frto] Another timeout while the last is not judged.
+                let repeated = self.resent.is_some_and(|r| r.rto);
                 self.judge_replaced();
                 self.resent = Some(Resent {
                     start: self.local_seq_no,
@@ -3988,6 +4092,13 @@ impl<'a> Socket<'a> {
                 });
                 self.tlp_at = None;
                 self.tlp_high = None;
+                // [xsk-stack patch: frto] Step 1 (RFC 5682 2.1): at the first timeout of a
+                // run, of a flight of more than one segment (for one, the D-SACK of the
+                // segment resent is the verdict), remember what was sent.
+                let mss = self.effective_mss(cx);
+                self.frto = (self.frto_on && !repeated && self.remote_last_seq - self.local_seq_no > mss)
+                    .then_some(Frto::First { recover: self.remote_last_seq });
+                self.frto_allow = 0;
                 // [xsk-stack patch: sack-recovery] A timeout ends a recovery and forgets
                 // the scoreboard: the rewind sends everything again, and a peer may renege.
                 self.recover = None;
@@ -11605,4 +11716,8 @@ mod test {
 
     // [xsk-stack patch: probe-verdict, hold-retransmits]
     mod probe_verdict;
+
+    // [xsk-stack patch: frto]
+    #[cfg(feature = "socket-tcp-reno")]
+    mod frto;
 }
