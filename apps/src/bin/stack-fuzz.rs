@@ -98,8 +98,8 @@ fn main() -> ExitCode {
     );
     let r = &rep.recovery;
     println!(
-        "  recovery: {} fast retransmits (+{} holes), {} RTO retransmits, {} tail probes",
-        r.fast_retransmits, r.hole_retransmits, r.rto_retransmits, r.tail_probes
+        "  recovery: {} fast retransmits (+{} holes), {} RTO retransmits ({} undone by F-RTO), {} tail probes",
+        r.fast_retransmits, r.hole_retransmits, r.rto_retransmits, r.frto_undone, r.tail_probes
     );
     if cli.twin {
         println!(

@@ -255,6 +255,10 @@ pub struct RecoveryStats {
     /// Retransmissions in a fast recovery after its first: the holes the peer's SACK
     /// blocks showed, or the segment after a partial ACK.
     pub hole_retransmits: u64,
+    /// Timeouts F-RTO found spurious (a late flight, not a lost one), whose
+    /// congestion response and timer backoff it undid; also in
+    /// `spurious_retransmits`.
+    pub frto_undone: u64,
 }
 
 impl RecoveryStats {
@@ -266,5 +270,6 @@ impl RecoveryStats {
         self.spurious_retransmits += u64::from(s.spurious_retransmits);
         self.spurious_probes += u64::from(s.spurious_probes);
         self.hole_retransmits += u64::from(s.hole_retransmits);
+        self.frto_undone += u64::from(s.frto_undone);
     }
 }

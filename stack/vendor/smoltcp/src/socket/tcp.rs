@@ -273,6 +273,9 @@ pub struct RecoveryStats {
     /// first: holes the peer's SACK blocks showed, or the next segment after a partial
     /// ACK (RFC 6582).
     pub hole_retransmits: u32,
+    /// [xsk-stack patch: frto] Timeouts F-RTO found spurious, whose congestion response
+    /// and backoff it undid (also counted in `spurious_retransmits`).
+    pub frto_undone: u32,
 }
 
 /// A retransmitted range and when it was sent, kept to tell later whether it was
@@ -2317,6 +2320,7 @@ impl<'a> Socket<'a> {
                 if self.resent.take().is_some_and(|r| r.rto) {
                     self.recovery_stats.spurious_retransmits += 1;
                 }
+                self.recovery_stats.frto_undone += 1;
                 if let Some(cc) = self.undo_cc.take() {
                     self.congestion_controller = cc;
                     self.congestion_controller

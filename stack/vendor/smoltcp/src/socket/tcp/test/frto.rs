@@ -73,7 +73,7 @@ fn test_frto_a_spurious_timeout_is_undone_and_the_flight_not_sent_again() {
     // The next ACK acknowledges more: the flight had arrived.
     ack(&mut s, 1061, 19);
     let r = s.recovery_stats();
-    assert_eq!((r.rto_retransmits, r.spurious_retransmits), (1, 1));
+    assert_eq!((r.rto_retransmits, r.spurious_retransmits, r.frto_undone), (1, 1, 1));
     assert_eq!(s.rtte.retransmission_timeout(), rto, "the backoff is undone");
     // Undone, and this ACK then counted on the window from before.
     assert!(s.congestion_controller.inner().window() >= cwnd, "the window cut is undone");
