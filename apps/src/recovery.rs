@@ -243,6 +243,8 @@ pub struct RecoveryCounts {
     pub spurious_probes: u64,
     /// Retransmissions in a fast recovery after its first (SACK holes, partial ACKs).
     pub hole_retransmits: u64,
+    /// Timeouts F-RTO found spurious and undid (also in `spurious_retransmits`).
+    pub frto_undone: u64,
 }
 
 impl From<RecoveryStats> for RecoveryCounts {
@@ -254,6 +256,7 @@ impl From<RecoveryStats> for RecoveryCounts {
             spurious_retransmits: s.spurious_retransmits,
             spurious_probes: s.spurious_probes,
             hole_retransmits: s.hole_retransmits,
+            frto_undone: s.frto_undone,
         }
     }
 }
@@ -267,6 +270,7 @@ impl RecoveryCounts {
         self.spurious_retransmits += o.spurious_retransmits;
         self.spurious_probes += o.spurious_probes;
         self.hole_retransmits += o.hole_retransmits;
+        self.frto_undone += o.frto_undone;
     }
 
     /// Everything sent again: timeouts, fast retransmits (with the holes after the
@@ -333,6 +337,7 @@ mod tests {
         let mut s = RecoveryStats::default();
         (s.rto_retransmits, s.fast_retransmits, s.tail_probes, s.spurious_retransmits, s.spurious_probes) = (1, 2, 3, 4, 5);
         s.hole_retransmits = 6;
+        s.frto_undone = 7;
         let mut c = RecoveryCounts::from(s);
         // Field for field the stack's struct, under the same JSON names.
         assert_eq!(serde_json::to_value(c).unwrap(), serde_json::to_value(s).unwrap());

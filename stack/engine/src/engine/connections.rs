@@ -175,10 +175,13 @@ impl Engine {
                 _ => Err(TransportError::ConnectionClosed(conn)),
             };
         }
+        // The verdict first: a connection whose peer it shows holding its ACKs (its
+        // first send, or the pool's lesson since) takes the pooled RTT and the peer's
+        // wait now, not at its next send.
+        let (acks_gen, slow) = Self::share_ack_delay(&mut self.peer_memory, &self.cfg, &mut self.stats, s, (acks_gen, slow), self.clock);
         if self.cfg.tcp.recovery.timestamps || slow {
             Self::share_rtt(&mut self.peer_memory, s, self.clock);
         }
-        let (acks_gen, slow) = Self::share_ack_delay(&mut self.peer_memory, &self.cfg, &mut self.stats, s, (acks_gen, slow), self.clock);
         let mut n = s.send_slice(data).map_err(|_| TransportError::ConnectionClosed(conn))?;
         let cap = s.send_capacity();
         if n < data.len() && cap < self.cfg.tcp.tx_buffer {

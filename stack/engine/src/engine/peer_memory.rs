@@ -26,9 +26,14 @@
 //! It starts at `Recovery::ack_delay_max` (Linux's 200 ms), and the late probes
 //! steer it as RACK's reordering window is steered by D-SACKs (RFC 8985 6.2.4):
 //! a late probe whose ACK came `d` after the segment first went, on a connection
-//! whose SRTT is `s`, raises it to (d - s) plus an eighth, the wait that would
-//! have let the ACK come first (a sixteenth more when `d` is unknown); at most
-//! `WAIT_MAX_FACTOR` times its start. What it holds above its start falls by a
+//! whose SRTT was `s` when the probe went, raises it to (d - s) plus an eighth (a
+//! sixteenth more when `d` is unknown); at most `WAIT_MAX_FACTOR` times its
+//! start. `d` is never less than the probe's own time, since the peer's answer to
+//! the probe covers the segment too: each storm that draws probes raises the wait
+//! by an eighth over the wait its probes went with, plus however long their
+//! answers took (in `rr-10000`, tens of milliseconds in the server's own receive
+//! ring). The probes of one storm all went with the same wait, so a storm raises
+//! it once, not once per probe. What it holds above its start falls by a
 //! sixteenth every `WAIT_DECAY_EVERY` (it halves in about 2.7 s): by time, not
 //! by answers, because an overloaded client's late ACKs come in storms, every
 //! connection with an answer in flight at once when the client stalls (10,000
@@ -263,7 +268,6 @@ impl PeerMemory {
     /// starts it).
     pub(super) fn sample_rtt(&mut self, ip: IpAddr, sample: Duration) {
         let r = sample.as_micros().min(u32::MAX as u128) as u32;
-
         let e = &mut self.rtt[Self::slot(ip)];
         match e {
             Some(p) if p.ip == ip => {

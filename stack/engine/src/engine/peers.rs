@@ -66,13 +66,10 @@ impl Engine {
         now: Instant,
     ) -> (u32, bool) {
         if let Some(v) = s.take_probe_verdict() {
-            // A late ACK's delay beyond this connection's SRTT: the wait it needed.
+            // A late ACK's delay beyond SRTT: the wait it needed.
             let (needed, late_by) = match v {
                 tcp::ProbeVerdict::Needed => (true, None),
-                tcp::ProbeVerdict::Late { ack_after } => {
-                    let srtt = s.smoothed_rtt().unwrap_or_default();
-                    (false, ack_after.map(|d| std::time::Duration::from(d.max(srtt) - srtt)))
-                }
+                tcp::ProbeVerdict::Late { late_by } => (false, late_by.map(Into::into)),
             };
             if let Some(remote) = s.remote_endpoint() {
                 if peers.probe_verdict(remote.addr.into(), needed, late_by, now) {

@@ -233,10 +233,12 @@ const TS_MAX_STEP_US: u32 = 1 << 30;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum ProbeVerdict {
     /// The peer had the probed segment and no loss was in sight: its ACK was late,
-    /// or lost on its own. `ack_after`: how long after the probed segment first went
-    /// out the ACK that covered it came (or the D-SACK, if none came first), when
-    /// that send is known (the RTT sample in progress was its).
-    Late { ack_after: Option<Duration> },
+    /// or lost on its own. `late_by`: how much later than SRTT (as it stood when the
+    /// probe went) after the probed segment first went out the ACK that covered it
+    /// came (or the D-SACK, if none came first), when that send is known (the RTT
+    /// sample in progress was its). At least the probe's own wait: the peer's answer
+    /// to the probe covers the segment too.
+    Late { late_by: Option<Duration> },
     /// The probe repaired a loss, or its answer revealed one.
     Needed,
 }
@@ -299,8 +301,9 @@ struct Resent {
     /// the round trip took at least `at` minus this.
     sampling_since: Option<Instant>,
     /// [xsk-stack patch: probe-verdict] For a probe: when an ACK first covered it (no
-    /// verdict yet; see `ProbeVerdict::Late`).
+    /// verdict yet; see `ProbeVerdict::Late`), and SRTT when it went (microseconds).
     acked_at: Option<Instant>,
+    srtt: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -2271,8 +2274,12 @@ impl<'a> Socket<'a> {
                 self.probe_verdict = Some(if hole {
                     ProbeVerdict::Needed
                 } else {
-                    let ack_after = resent.sampling_since.map(|since| resent.acked_at.unwrap_or(now) - since);
-                    ProbeVerdict::Late { ack_after }
+                    let srtt = Duration::from_micros(u64::from(resent.srtt));
+                    let late_by = resent.sampling_since.map(|since| {
+                        let after = resent.acked_at.unwrap_or(now) - since;
+                        if after > srtt { after - srtt } else { Duration::ZERO }
+                    });
+                    ProbeVerdict::Late { late_by }
                 });
             }
             if let (Some(p), true) = (self.tail_probe, self.tlp_spurious_streak >= TLP_SPURIOUS_TO_LEARN) {
@@ -2284,10 +2291,15 @@ impl<'a> Socket<'a> {
     }
 
     /// [xsk-stack patch: frto] F-RTO's steps 2 and 3 (RFC 5682 section 2) at an ACK
-    /// after a timeout; `advanced`: it acknowledged new data.
-    fn frto_after_ack(&mut self, cx: &mut Context, ack_number: TcpSeqNumber, advanced: bool) {
+    /// after a timeout; `advanced`: it acknowledged new data. The basic algorithm,
+    /// for peers with SACK too, but an ACK whose SACK blocks show data missing below
+    /// them (a D-SACK below the ACK shows nothing missing) ends it as a duplicate ACK
+    /// would: the flight was lost in part.
+    fn frto_after_ack(&mut self, cx: &mut Context, ack_number: TcpSeqNumber, advanced: bool, repr: &TcpRepr) {
         let Some(step) = self.frto.take() else { return };
         self.frto_allow = 0;
+        let holes = repr.sack_ranges.iter().flatten().any(|&(left, _)| TcpSeqNumber(left as i32) > ack_number);
+        let advanced = advanced && !holes;
         match step {
             Frto::First { recover } => {
                 // 2a: a duplicate ACK, or one for the whole flight, tells nothing, and
@@ -3223,7 +3235,7 @@ impl<'a> Socket<'a> {
             }
             // [xsk-stack patch: frto] Before needed-verdict, which would take an ACK past
             // the flight for a verdict of "needed".
-            self.frto_after_ack(cx, ack_number, ack_len > 0);
+            self.frto_after_ack(cx, ack_number, ack_len > 0, repr);
             // [xsk-stack patch: needed-verdict] No D-SACK said the last retransmission was
             // not needed, and none will come now: the peer has acknowledged data sent after
             // it (a peer answers a duplicate with a D-SACK at once, before anything sent
@@ -4042,6 +4054,7 @@ impl<'a> Socket<'a> {
                     tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                     acked_at: None,
+                    srtt: self.rtte.srtt,
                 });
                 // [xsk-stack patch: eifel] A probe makes no congestion response.
                 self.undo_cc = None;
@@ -4093,6 +4106,7 @@ impl<'a> Socket<'a> {
                     tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                     acked_at: None,
+                    srtt: self.rtte.srtt,
                 });
                 self.tlp_at = None;
                 self.tlp_high = None;
@@ -4149,6 +4163,7 @@ impl<'a> Socket<'a> {
                     tsval: self.tsval(cx.now()),
                     sampling_since: self.rtte.sampling_since(self.local_seq_no + len),
                     acked_at: None,
+                    srtt: self.rtte.srtt,
                 });
                 self.tlp_at = None;
             }

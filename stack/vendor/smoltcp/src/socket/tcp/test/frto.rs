@@ -127,3 +127,27 @@ fn test_frto_one_segment_in_flight_is_left_to_the_dsack() {
     sends(&mut s, 1052, 25, b"iii");
     assert_eq!((s.recovery_stats().rto_retransmits, s.frto), (1, None));
 }
+
+#[test]
+fn test_frto_an_ack_that_shows_data_missing_ends_it() {
+    // A peer with SACK (the SACK recovery off, to see F-RTO alone): after step 2, the
+    // next ACK acknowledges more, D, but its SACK block for the new segments shows e to
+    // H missing. The flight was lost in part: it goes again from e, nothing is undone.
+    let mut s = socket_flight(true);
+    s.remote_has_sack = true;
+    s.send_slice(b"iiiJJJ").unwrap();
+    times_out(&mut s);
+    ack(&mut s, 1060, 10);
+    sends(&mut s, 1060, 25, b"iii");
+    sends(&mut s, 1060, 28, b"JJJ");
+    send!(s, time 1061, TcpRepr {
+        seq_number: REMOTE_SEQ + 1,
+        ack_number: Some(LOCAL_SEQ + 13),
+        window_len: 30,
+        sack_ranges: [Some(((LOCAL_SEQ + 25).0 as u32, (LOCAL_SEQ + 31).0 as u32)), None, None],
+        ..SEND_TEMPL
+    });
+    sends(&mut s, 1061, 13, b"eee");
+    let r = s.recovery_stats();
+    assert_eq!((r.spurious_retransmits, r.frto_undone), (0, 0));
+}

@@ -63,14 +63,16 @@ fn test_probe_verdict_an_ack_that_crossed_the_probe_is_no_verdict_its_dsack_is()
         s.send_slice(b"abc").unwrap();
         sends_abc(&mut s, t, off);
         // The probe at 2 SRTT + 5 ms (each verdict is an RTT sample too).
-        let pto = (s.smoothed_rtt().unwrap() * 2 + Duration::from_millis(5)).total_micros() as i64;
+        let srtt = s.smoothed_rtt().unwrap();
+        let pto = (srtt * 2 + Duration::from_millis(5)).total_micros() as i64;
         recv_nothing(&mut s, Instant::from_micros(t * 1000 + pto - 1));
         sends_abc_us(&mut s, t * 1000 + pto, off);
         acks(&mut s, t + 20, off + 3, false);
         assert_eq!(s.take_probe_verdict(), None, "round {round}");
         acks(&mut s, t + 21, off + 3, true);
-        // Late, and the original's ACK came 20 ms after it went (not the D-SACK's 21).
-        let late = ProbeVerdict::Late { ack_after: Some(Duration::from_millis(20)) };
+        // Late, and the original's ACK came 20 ms after it went (not the D-SACK's 21),
+        // SRTT later than SRTT as it was when the probe went.
+        let late = ProbeVerdict::Late { late_by: Some(Duration::from_millis(20) - srtt) };
         assert_eq!(s.take_probe_verdict(), Some(late), "round {round}");
         assert_eq!(s.tlp_spurious_streak, 1);
     }
@@ -88,7 +90,8 @@ fn test_probe_verdict_late_by_the_dsack_when_no_ack_came_first() {
     recv_nothing!(s, time 6);
     sends_abc(&mut s, 7, 1);
     acks(&mut s, 30, 4, true);
-    let late = ProbeVerdict::Late { ack_after: Some(Duration::from_millis(30)) };
+    // SRTT was 1 ms when the probe went.
+    let late = ProbeVerdict::Late { late_by: Some(Duration::from_millis(29)) };
     assert_eq!(s.take_probe_verdict(), Some(late));
     assert_eq!(s.take_probe_verdict(), None);
 }
