@@ -30,4 +30,4 @@ with open(pathlib.Path(__file__).parent / "results.jsonl", "a") as f:
                     "spurious_probes": x["server_spurious_probes"],
                     "spurious_retransmits": x["server_spurious_retransmits"],
                     "kernel_retrans": k.get("server_retrans"),
-                }) + "\n")
+                }, separators=(",", ":")) + "\n")
