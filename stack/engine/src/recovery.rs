@@ -40,9 +40,10 @@ pub struct Recovery {
     /// engine also pools the verdicts on all of a peer's probes: when fewer
     /// than one in ten was needed, every live and new connection to the peer
     /// moves to the peer's wait, with a timeout of at least SRTT + that wait.
-    /// The wait starts at `ack_delay_max`; each late probe raises it by a
-    /// sixteenth, up to five times that (1 s by default), and it falls back
-    /// with time (see the engine's `peer_memory`). Peers
+    /// The wait starts at `ack_delay_max`; a late probe raises it to how late
+    /// the probe's answer came beyond SRTT, plus an eighth, up to five times
+    /// that (1 s by default), and it falls back with time (see the engine's
+    /// `peer_memory`). Peers
     /// that ACK at once (the stack's own client) are served better by a
     /// few milliseconds: a lost response then costs that, not 50 ms. The
     /// probe never fires later than the RTO would.
