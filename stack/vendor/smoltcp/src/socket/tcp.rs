@@ -4058,6 +4058,10 @@ impl<'a> Socket<'a> {
                 });
                 // [xsk-stack patch: eifel] A probe makes no congestion response.
                 self.undo_cc = None;
+                // [xsk-stack patch: frto] It takes the timeout's place as the one judged
+                // (the controller's copy is gone): F-RTO ends, the recovery goes on.
+                self.frto = None;
+                self.frto_allow = 0;
                 self.tlp_high = Some(self.remote_last_seq);
                 self.remote_last_seq = start;
                 self.recovery_stats.tail_probes += 1;
