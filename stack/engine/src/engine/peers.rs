@@ -88,14 +88,14 @@ impl Engine {
                 }
             }
         }
-        let now = peers.generation();
-        if now == seen.0 {
+        let generation = peers.generation();
+        if generation == seen.0 {
             return seen;
         }
-        let Some(remote) = s.remote_endpoint() else { return (now, seen.1) };
+        let Some(remote) = s.remote_endpoint() else { return (generation, seen.1) };
         let known = peers.delays_acks(remote.addr.into());
         Self::apply_ack_delays(cfg, s, known);
-        (now, seen.1 || matches!(known, AckDelays::Pooled(_)))
+        (generation, seen.1 || matches!(known, AckDelays::Pooled(_)))
     }
 
     /// Remembers the peer of `s` if the connection learned that it delays
