@@ -136,7 +136,7 @@ for r in rows:
     med = r["median"]
     print(f"{r['case']:<12} {r['backend']:<8} {r['metric']:<15} {fmt(med['base']):>9} {fmt(med['general']):>9} {fmt(med['fast']):>9}   {fr(r['fast_vs_general']):>16}   {fr(r['fast_vs_base']):>14}")
 
-json.dump(out, open(os.path.join(here, "results.json"), "w"), indent=1, sort_keys=True)
+json.dump(out, open(os.path.join(here, "results.json"), "w"), sort_keys=True, separators=(",", ":"))
 
 # The rechecks: fast first in each round (a), then general (b), for the cases where the
 # first run (general always before fast) showed the fast path behind.
@@ -229,4 +229,4 @@ for name in ("recheck", "recheck2"):
     if name in out:
         per_rc = {tuple(k.rsplit("-", 1)[0:1]) + (int(k.rsplit("-", 1)[1]),): v for k, v in out[name]["runs"].items()}
         out[name]["normalized"] = normalized(per_rc, ["general", "fast"], name)
-json.dump(out, open(os.path.join(here, "results.json"), "w"), indent=1, sort_keys=True)
+json.dump(out, open(os.path.join(here, "results.json"), "w"), sort_keys=True, separators=(",", ":"))
