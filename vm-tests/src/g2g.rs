@@ -269,6 +269,8 @@ fn body(
                 let mut ps = Vec::new();
                 let spec = if backend == "xsk" { &xs } else { &ks };
                 let resent_before = server::resent(sg, spec)?;
+                let client_before = client_retrans_segs(cg)?;
+                let ext_before = client_tcpext(cg)?;
                 match load::rr_bench_in_guest(cg, &b, &format!("netem-{i}")) {
                     Ok(l) => {
                         if let Some(short) = l.shortfall(o.requests) {
@@ -282,6 +284,15 @@ fn body(
                 n.server_resent = resent_before
                     .zip(server::resent(sg, spec)?)
                     .map(|(b, a)| a.saturating_sub(b));
+                n.client_resent = client_before
+                    .zip(client_retrans_segs(cg)?)
+                    .map(|(b, a)| a.saturating_sub(b));
+                for (k, v) in client_tcpext(cg)? {
+                    let moved = v.saturating_sub(ext_before.get(&k).copied().unwrap_or(0));
+                    if moved > 0 {
+                        n.client_tcpext.insert(k, moved);
+                    }
+                }
                 for d in ["eth0", "ifb0"] {
                     if let Some(mut after) = netem::stats(cg, d)? {
                         if let Some(b) = before.iter().find(|b| b.dev == d) {
@@ -291,17 +302,22 @@ fn body(
                         n.qdiscs.push(after);
                     }
                 }
-                n.impaired = netem::impaired(&n.qdiscs, None);
+                // Every packet of the client's goes through netem both ways, so a spec without
+                // loss (delay, jitter, reordering) impairs whatever netem passed.
+                let lossless = !o.netem.split_whitespace().any(|w| w == "loss");
+                n.impaired = netem::impaired(&n.qdiscs, None)
+                    || (lossless && n.qdiscs.iter().any(|q| q.sent_pkts > 0));
                 if !n.impaired {
                     ps.push("netem dropped nothing: the run was not impaired".into());
                 }
                 netem::finish(&mut n, ps);
                 eprintln!(
-                    "vm-tests: g2g ({}) netem, {backend} server: {} {} (resent {})",
+                    "vm-tests: g2g ({}) netem, {backend} server: {} {} (resent {}, client {})",
                     r.kernel,
                     n.outcome,
                     n.detail,
-                    n.server_resent.map_or("?".into(), |x| x.to_string())
+                    n.server_resent.map_or("?".into(), |x| x.to_string()),
+                    n.client_resent.map_or("?".into(), |x| x.to_string())
                 );
                 r.netem.push(n);
             }
@@ -498,4 +514,39 @@ pub fn run(args: &G2gArgs) -> Result<bool> {
     });
     env.publish("g2g", &json)?;
     Ok(ok)
+}
+
+/// The client guest's TCP RetransSegs (/proc/net/snmp).
+fn client_retrans_segs(cg: &mut Guest) -> Result<Option<u64>> {
+    Ok(server::snmp_retrans_segs(&cg.exec_ok("cat /proc/net/snmp", Duration::from_secs(10))?))
+}
+
+/// The client guest's TcpExt counters (/proc/net/netstat), by name.
+fn client_tcpext(cg: &mut Guest) -> Result<std::collections::BTreeMap<String, u64>> {
+    Ok(tcpext(&cg.exec_ok("cat /proc/net/netstat", Duration::from_secs(10))?))
+}
+
+/// `TcpExt: names` and `TcpExt: values` lines of /proc/net/netstat as a map.
+fn tcpext(netstat: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut ext = netstat.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (ext.next(), ext.next()) else { return Default::default() };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .skip(1)
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tcpext_tests {
+    #[test]
+    fn the_clients_tcpext_counters_are_read_by_name() {
+        let netstat = "TcpExt: SyncookiesSent TCPSACKReorder\nTcpExt: 0 17\nIpExt: InNoRoutes\nIpExt: 3\n";
+        let m = super::tcpext(netstat);
+        assert_eq!(m.get("TCPSACKReorder"), Some(&17));
+        assert_eq!(m.get("SyncookiesSent"), Some(&0));
+        assert_eq!(m.len(), 2);
+        assert!(super::tcpext("Ip: 1\n").is_empty());
+    }
 }

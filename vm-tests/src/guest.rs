@@ -305,6 +305,15 @@ impl Guest {
             &nic,
         ];
         let mut args = args;
+        // A packet capture of the guest's NIC (QEMU's filter-dump), for looking at a run's
+        // TCP by hand: VMT_PCAP_DIR=DIR writes DIR/<guest name>.pcap.
+        let dump = std::env::var_os("VMT_PCAP_DIR").map(|d| {
+            let file = std::path::Path::new(&d).join(format!("{}.pcap", spec.name));
+            format!("filter-dump,id=dump0,netdev=n0,file={}", file.display())
+        });
+        if let Some(d) = &dump {
+            args.extend(["-object", d.as_str()]);
+        }
         if let Some(ic) = &spec.icount {
             if accel == Accel::Kvm {
                 bail!("-icount needs TCG (the guest was to boot under KVM)");

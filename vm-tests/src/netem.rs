@@ -85,6 +85,15 @@ pub struct NetemRun {
     /// after; the stack counts its RTOs, fast and hole retransmits and probes, kernel TCP
     /// its RetransSegs).
     pub server_resent: Option<u64>,
+    /// Segments the client sent again during the run (g2g: the client guest's RetransSegs;
+    /// it runs no other TCP sender). A server's receive side shows here: what it ACKs, and
+    /// what it drops, the client sends again.
+    #[serde(default)]
+    pub client_resent: Option<u64>,
+    /// g2g: the client guest's TcpExt counters (/proc/net/netstat) that moved during the
+    /// run: how its TCP saw the server (reordering detected, D-SACKs, probes, timeouts).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub client_tcpext: std::collections::BTreeMap<String, u64>,
     pub server_exit: Option<i32>,
     /// ok | FAIL
     pub outcome: String,
@@ -338,13 +347,14 @@ pub fn run(args: &NetemArgs) -> Result<bool> {
 pub fn grid(runs: &[NetemRun]) -> String {
     let mut g = Grid::new(&[
         "kernel", "topology", "server", "netem at", "outcome", "requests", "req/s", "p99us",
-        "p99.9us", "resent/100req", "impaired", "detail",
+        "p99.9us", "resent/100req", "client resent/100req", "impaired", "detail",
     ]);
     for r in runs {
-        let resent = match (r.server_resent, &r.load) {
+        let per_100 = |n: Option<u64>| match (n, &r.load) {
             (Some(n), Some(l)) if l.requests > 0 => format!("{:.2}", 100.0 * n as f64 / l.requests as f64),
             _ => "-".into(),
         };
+        let (resent, client_resent) = (per_100(r.server_resent), per_100(r.client_resent));
         let (reqs, rps, p99, p999) = match &r.load {
             Some(l) => (
                 format!("{}/{}", l.requests, r.requests),
@@ -365,6 +375,7 @@ pub fn grid(runs: &[NetemRun]) -> String {
             p99,
             p999,
             resent,
+            client_resent,
             if r.impaired { "yes" } else { "no" }.into(),
             r.detail.clone(),
         ]);
