@@ -456,7 +456,9 @@ fn random_segments_near_the_edges_get_the_same_answers_and_state_with_timestamps
 
 fn random_near_the_edges(v6: impl Fn(u64) -> bool, ts: impl Fn(u64) -> Option<TsLayout>) {
     let (mut taken, mut sent) = (0, 0);
-    for seed in 1..=12u64 {
+    // Sixteen runs: since smoltcp takes data under an ACK older than SND.UNA (old-ack), the
+    // older ACKs below no longer drop their segments, and twelve runs sent fewer than 200.
+    for seed in 1..=16u64 {
         let mut rng = Rng(seed);
         let mut t = twin(v6(seed), ts(seed), |c| {
             c.tcp.rx_buffer = 8192;

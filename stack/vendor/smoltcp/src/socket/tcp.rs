@@ -218,6 +218,14 @@ const TLP_SPURIOUS_TO_LEARN: u8 = 3;
 /// hole of a window with up to four losses.
 const SACK_SCOREBOARD: usize = 4;
 
+/// [xsk-stack patch: reorder] Duplicate ACKs (or segments held above a hole) that show a
+/// loss until the peer's path shows reordering (RFC 5681's DupThresh).
+const DUP_THRESH: u8 = 3;
+
+/// [xsk-stack patch: reorder] The most the duplicate-ACK threshold rises to. A path seen
+/// reordering deeper than this has its losses found by the tail-loss probe or the timer.
+const MAX_REORDERING: u8 = 127;
+
 /// PTO allowance when more than one segment is in flight (RFC 8985: 2 ms).
 const TLP_MULTI_SEGMENT_ALLOWANCE: Duration = Duration::from_millis(2);
 
@@ -304,6 +312,9 @@ struct Resent {
     /// verdict yet; see `ProbeVerdict::Late`), and SRTT when it went (microseconds).
     acked_at: Option<Instant>,
     srtt: u32,
+    /// [xsk-stack patch: reorder] For a fast retransmit: the segments the peer showed
+    /// holding above it (duplicate ACKs or SACK) when it went.
+    held: u8,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -811,6 +822,9 @@ pub struct Socket<'a> {
     /// forgotten (its data may be sent again); cleared at a timeout, as a peer may
     /// renege (RFC 2018 8).
     sacked: [Option<(TcpSeqNumber, TcpSeqNumber)>; SACK_SCOREBOARD],
+    /// [xsk-stack patch: reorder] The duplicate-ACK threshold with sack-recovery: how far
+    /// (in segments) this path has been seen to reorder, plus one; `DUP_THRESH` at first.
+    reordering: u8,
 
     /// [xsk-stack patch: grow-buffers] The receive buffer's largest capacity (what the
     /// window scale is chosen for), kept across `reset`; 0 = its capacity.
@@ -949,6 +963,7 @@ impl<'a> Socket<'a> {
             recover: None,
             high_rxt: TcpSeqNumber::default(),
             sacked: [None; SACK_SCOREBOARD],
+            reordering: DUP_THRESH,
             rx_capacity_max: 0,
             rto_config: RtoConfig::default(),
             rto_after_probe: Duration::ZERO,
@@ -1531,6 +1546,8 @@ impl<'a> Socket<'a> {
         self.local_rx_dup_acks = 0;
         self.recover = None;
         self.sacked = [None; SACK_SCOREBOARD];
+        // [xsk-stack patch: reorder] A new path, as far as the socket knows.
+        self.reordering = DUP_THRESH;
         // [xsk-stack patch: ts-rtt] A peer that declined timestamps turned them off.
         if self.ts_micros {
             self.set_timestamps_micros(true);
@@ -2226,7 +2243,21 @@ impl<'a> Socket<'a> {
         // not have, and taking it as in flight left it to ever longer timeouts).
         // [xsk-stack patch: frto] F-RTO judges the rest of the flight: the copy waits for it.
         let undo = if eifel || self.frto.is_none() { self.undo_cc.take() } else { None };
-        if eifel {
+        // [xsk-stack patch: reorder] A D-SACK for a fast retransmit that was the recovery's
+        // only one: the segment was not lost but late, overtaken by those the peer held
+        // (Linux's undo on D-SACK). The threshold rises past that depth, the window cut
+        // is undone and the recovery ends. A timeout's D-SACK stays as above.
+        let reordered = dsack
+            && self.sack_recovery
+            && !resent.rto
+            && !resent.probe
+            && self.high_rxt <= resent.end;
+        if reordered {
+            self.raise_reordering(usize::from(resent.held));
+            self.recover = None;
+            self.pending_fast_retransmit = false;
+        }
+        if eifel || reordered {
             if let Some(cc) = undo {
                 self.congestion_controller = cc;
                 self.congestion_controller
@@ -2424,6 +2455,38 @@ impl<'a> Socket<'a> {
             .sum()
     }
 
+    /// [xsk-stack patch: reorder] The duplicate ACKs that start a fast retransmit.
+    fn dup_thresh(&self) -> u8 {
+        if self.sack_recovery { self.reordering } else { DUP_THRESH }
+    }
+
+    /// [xsk-stack patch: reorder] Octets held above a hole beyond which it is taken as
+    /// lost (RFC 6675 IsLost: more than DupThresh - 1 segments).
+    fn lost_above(&self, mss: usize) -> usize {
+        usize::from(self.dup_thresh() - 1) * mss
+    }
+
+    /// [xsk-stack patch: reorder] At an ACK that advances SND.UNA while the scoreboard
+    /// holds data above it: if nothing was sent again below the first range, the data
+    /// at SND.UNA came after what the peer holds above it, so the path reorders that
+    /// deep; the threshold rises past it (Linux's `tp->reordering`, RFC 4653's idea).
+    fn note_reordering(&mut self, cx: &mut Context) {
+        let Some((left, _)) = self.sacked[0] else { return };
+        let una = self.local_seq_no;
+        let resent_below = self.resent.is_some_and(|r| r.start < left && una < r.end);
+        if left <= una || self.recover.is_some() || self.pending_fast_retransmit || resent_below {
+            return;
+        }
+        let held = self.sacked_above(una) / self.effective_mss(cx).max(1);
+        self.raise_reordering(held);
+    }
+
+    /// [xsk-stack patch: reorder] `held` segments came before one that was not lost.
+    fn raise_reordering(&mut self, held: usize) {
+        let to = held.saturating_add(1).min(usize::from(MAX_REORDERING)) as u8;
+        self.reordering = self.reordering.max(to);
+    }
+
     /// [xsk-stack patch: sack-recovery] After an ACK: ends a recovery the ACK completes,
     /// or picks what the recovery sends again next; outside one, begins one when the
     /// scoreboard shows a loss that duplicate ACKs did not count.
@@ -2442,7 +2505,7 @@ impl<'a> Socket<'a> {
             // too few.
             if self.sacked[0].is_some()
                 && !matches!(self.timer, Timer::FastRetransmit)
-                && (self.tlp_high.is_some() || self.sacked_above(self.local_seq_no) > 2 * mss)
+                && (self.tlp_high.is_some() || self.sacked_above(self.local_seq_no) > self.lost_above(mss))
             {
                 self.timer.set_for_fast_retransmit();
             }
@@ -2468,7 +2531,7 @@ impl<'a> Socket<'a> {
         // NewReno (RFC 6582): a partial ACK shows the segment at SND.UNA lost too. With
         // SACK, a hole with more than DupThresh - 1 segments held above it (RFC 6675).
         let newreno = partial && start == self.local_seq_no;
-        if newreno || self.sacked_above(start) > 2 * mss {
+        if newreno || self.sacked_above(start) > self.lost_above(mss) {
             self.rexmit_seq = start;
             self.pending_fast_retransmit = true;
             self.recovery_stats.hole_retransmits += 1;
@@ -2714,6 +2777,8 @@ impl<'a> Socket<'a> {
         };
         let control_len = (sent_syn as usize) + (sent_fin as usize);
 
+        // [xsk-stack patch: old-ack] A data segment whose ACK is older than SND.UNA.
+        let mut old_ack = false;
         // Reject unacceptable acknowledgements.
         match (self.state, repr.control, repr.ack_number) {
             // An RST received in response to initial SYN is acceptable if it acknowledges
@@ -2793,14 +2858,36 @@ impl<'a> Socket<'a> {
                     ack_min += 1;
                 }
 
+                // [xsk-stack patch: old-ack] RFC 9293 3.10.7.4: an ACK below SND.UNA is a
+                // duplicate and is ignored, but the segment's text is still processed. A
+                // data segment the path delayed behind the peer's later ones carries such an
+                // ACK; upstream dropped it whole, without an ACK, so a reordering path cost
+                // the peer a retransmission of data we never kept. Within the largest window
+                // the peer can offer below SND.UNA (RFC 5961 5.2's bound, taken loosely);
+                // outside it, and for segments without data or FIN, dropped as before.
                 if ack_number < ack_min {
-                    net_debug!(
-                        "duplicate ACK ({} not in {}...{})",
-                        ack_number,
-                        ack_min,
-                        ack_max
+                    let synchronized = matches!(
+                        self.state,
+                        State::Established
+                            | State::FinWait1
+                            | State::FinWait2
+                            | State::CloseWait
+                            | State::Closing
+                            | State::LastAck
+                            | State::TimeWait
                     );
-                    return None;
+                    let carries = !repr.payload.is_empty() || repr.control == TcpControl::Fin;
+                    let max_window = usize::from(u16::MAX) << self.remote_win_scale.unwrap_or(0);
+                    if !(synchronized && carries && ack_min - ack_number <= max_window) {
+                        net_debug!(
+                            "duplicate ACK ({} not in {}...{})",
+                            ack_number,
+                            ack_min,
+                            ack_max
+                        );
+                        return None;
+                    }
+                    old_ack = true;
                 }
 
                 if ack_number > ack_max {
@@ -3191,11 +3278,15 @@ impl<'a> Socket<'a> {
         };
         let new_remote_win_len = (repr.window_len as usize) << (scale as usize);
         let is_window_update = new_remote_win_len != self.remote_win_len;
-        self.remote_win_len = new_remote_win_len;
+        // [xsk-stack patch: old-ack] An older segment's window is no update (RFC 9293's
+        // SND.WL2 test), and its ACK moves nothing.
+        if !old_ack {
+            self.remote_win_len = new_remote_win_len;
 
-        self.congestion_controller
-            .inner_mut()
-            .set_remote_window(new_remote_win_len);
+            self.congestion_controller
+                .inner_mut()
+                .set_remote_window(new_remote_win_len);
+        }
 
         if ack_len > 0 {
             // Dequeue acknowledged octets.
@@ -3212,7 +3303,7 @@ impl<'a> Socket<'a> {
             self.tx_waker.wake();
         }
 
-        if let Some(ack_number) = repr.ack_number {
+        if let Some(ack_number) = repr.ack_number.filter(|_| !old_ack) {
             // [xsk-stack patch] Was the last retransmission needed? Is the probe answered?
             self.check_spurious(cx.now(), ack_number, repr);
             if self.tlp_high.is_some_and(|high| ack_number >= high) {
@@ -3259,6 +3350,10 @@ impl<'a> Socket<'a> {
                 self.undo_cc = None;
             }
 
+            // [xsk-stack patch: reorder] A hole filled that nothing sent again: reordering.
+            if self.sack_recovery && ack_number > self.local_seq_no && self.sacked[0].is_some() {
+                self.note_reordering(cx);
+            }
             // [xsk-stack patch: sack-recovery] What the peer holds beyond the ACK.
             if self.sack_recovery
                 && self.remote_has_sack
@@ -3297,7 +3392,8 @@ impl<'a> Socket<'a> {
                     // [xsk-stack patch: sack-recovery] Not again inside a recovery: it
                     // sends its holes itself (below), and a second entry would halve
                     // the window again for the same loss event.
-                    if self.local_rx_dup_acks == 3 && self.recover.is_none() {
+                    // [xsk-stack patch: reorder] At the path's threshold.
+                    if self.local_rx_dup_acks == self.dup_thresh() && self.recover.is_none() {
                         self.timer.set_for_fast_retransmit();
                         net_debug!("started fast retransmit");
                     }
@@ -3357,7 +3453,9 @@ impl<'a> Socket<'a> {
         }
 
         // update last remote tsval
-        if let Some(timestamp) = repr.timestamp {
+        // [xsk-stack patch: old-ack] Not from an older segment: its TSval is older than
+        // one already taken, and the echo must not go back (RFC 7323 4.3).
+        if let Some(timestamp) = repr.timestamp.filter(|_| !old_ack) {
             self.last_remote_tsval = timestamp.tsval;
         }
 
@@ -4055,6 +4153,7 @@ impl<'a> Socket<'a> {
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                     acked_at: None,
                     srtt: self.rtte.srtt,
+                    held: 0,
                 });
                 // [xsk-stack patch: eifel] A probe makes no congestion response.
                 self.undo_cc = None;
@@ -4111,6 +4210,7 @@ impl<'a> Socket<'a> {
                     sampling_since: self.rtte.sampling_since(self.remote_last_seq),
                     acked_at: None,
                     srtt: self.rtte.srtt,
+                    held: 0,
                 });
                 self.tlp_at = None;
                 self.tlp_high = None;
@@ -4156,6 +4256,10 @@ impl<'a> Socket<'a> {
                 // [xsk-stack patch: recovery-stats]
                 self.recovery_stats.fast_retransmits += 1;
                 let len = self.effective_mss(cx).min(self.tx_buffer.len());
+                // [xsk-stack patch: reorder] How deep a reordering would have fooled it.
+                let held = (self.sacked_above(self.local_seq_no) / self.effective_mss(cx).max(1))
+                    .min(usize::from(u8::MAX)) as u8;
+                let held = held.max(self.local_rx_dup_acks);
                 self.judge_replaced();
                 self.resent = Some(Resent {
                     start: self.local_seq_no,
@@ -4168,6 +4272,7 @@ impl<'a> Socket<'a> {
                     sampling_since: self.rtte.sampling_since(self.local_seq_no + len),
                     acked_at: None,
                     srtt: self.rtte.srtt,
+                    held,
                 });
                 self.tlp_at = None;
             }
@@ -11743,4 +11848,7 @@ mod test {
     // [xsk-stack patch: frto]
     #[cfg(feature = "socket-tcp-reno")]
     mod frto;
+
+    // [xsk-stack patch: reorder, old-ack]
+    mod reorder;
 }
