@@ -2243,17 +2243,21 @@ impl<'a> Socket<'a> {
         // not have, and taking it as in flight left it to ever longer timeouts).
         // [xsk-stack patch: frto] F-RTO judges the rest of the flight: the copy waits for it.
         let undo = if eifel || self.frto.is_none() { self.undo_cc.take() } else { None };
-        // [xsk-stack patch: reorder] A D-SACK for a fast retransmit that was the recovery's
-        // only one: the segment was not lost but late, overtaken by those the peer held
-        // (Linux's undo on D-SACK). The threshold rises past that depth, the window cut
-        // is undone and the recovery ends. A timeout's D-SACK stays as above.
-        let reordered = dsack
-            && self.sack_recovery
-            && !resent.rto
-            && !resent.probe
-            && self.high_rxt <= resent.end;
+        // [xsk-stack patch: reorder] A D-SACK for a fast retransmit: the segment was not
+        // lost but late, overtaken by those the peer held; the threshold rises past that
+        // depth (also when the recovery sent holes after it: a shuffled flight shows more
+        // than one). If it was the recovery's only retransmission, the window cut is
+        // undone and the recovery ends (Linux's undo on D-SACK). A timeout's D-SACK stays
+        // as above.
+        let fooled = dsack && self.sack_recovery && !resent.rto && !resent.probe;
+        if fooled {
+            // At least the depth shown, and twice the threshold that was fooled: the depth
+            // shown is only a floor (what the peer held when the retransmit went), and a
+            // jittery path would otherwise fool it once per segment of depth.
+            self.raise_reordering(usize::from(resent.held).max(2 * usize::from(self.reordering) - 1));
+        }
+        let reordered = fooled && self.high_rxt <= resent.end;
         if reordered {
-            self.raise_reordering(usize::from(resent.held));
             self.recover = None;
             self.pending_fast_retransmit = false;
         }
@@ -2470,10 +2474,12 @@ impl<'a> Socket<'a> {
     /// holds data above it: if nothing was sent again below the first range, the data
     /// at SND.UNA came after what the peer holds above it, so the path reorders that
     /// deep; the threshold rises past it (Linux's `tp->reordering`, RFC 4653's idea).
+    /// Not while a recovery's retransmissions reach past SND.UNA (`high_rxt`: a recovery
+    /// may send a hole above its `recover` and end before that hole's ACK comes).
     fn note_reordering(&mut self, cx: &mut Context) {
         let Some((left, _)) = self.sacked[0] else { return };
         let una = self.local_seq_no;
-        let resent_below = self.resent.is_some_and(|r| r.start < left && una < r.end);
+        let resent_below = self.resent.is_some_and(|r| r.start < left && una < r.end) || self.high_rxt > una;
         if left <= una || self.recover.is_some() || self.pending_fast_retransmit || resent_below {
             return;
         }
@@ -2876,7 +2882,8 @@ impl<'a> Socket<'a> {
                             | State::LastAck
                             | State::TimeWait
                     );
-                    let carries = !repr.payload.is_empty() || repr.control == TcpControl::Fin;
+                    let carries = matches!(repr.control, TcpControl::None | TcpControl::Psh | TcpControl::Fin)
+                        && (!repr.payload.is_empty() || repr.control == TcpControl::Fin);
                     let max_window = usize::from(u16::MAX) << self.remote_win_scale.unwrap_or(0);
                     if !(synchronized && carries && ack_min - ack_number <= max_window) {
                         net_debug!(

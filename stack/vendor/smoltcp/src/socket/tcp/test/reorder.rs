@@ -72,24 +72,55 @@ fn test_reorder_a_dsack_for_a_fast_retransmit_raises_the_threshold() {
     a_overtaken_by_three(&mut s);
     let r = s.recovery_stats();
     assert_eq!((r.fast_retransmits, r.spurious_retransmits), (1, 1));
-    assert_eq!(s.reordering, 4, "three segments came before A: the threshold is past them");
+    // Three segments came before A: the threshold goes past them, and to twice the one
+    // that was fooled (less one), whichever is more: 6.
+    assert_eq!(s.reordering, 6);
     assert_eq!(s.recover, None);
     recv_nothing!(s, time 1013);
 
-    // The same depth again draws nothing; one more segment past it does.
+    // Five segments held above a hole draw nothing now; a sixth does.
     let mut s = eight_in_flight(s, 25, 2000, b"iiiJJJkkkLLLmmmNNNoooPPP");
-    ack(&mut s, 2010, 25, [block(28, 31), None, None]);
-    ack(&mut s, 2010, 25, [block(28, 34), None, None]);
-    ack(&mut s, 2010, 25, [block(28, 37), None, None]);
+    for right in [31, 34, 37, 40, 43] {
+        ack(&mut s, 2010, 25, [block(28, right), None, None]);
+    }
     recv_nothing!(s, time 2010);
-    ack(&mut s, 2010, 25, [block(28, 40), None, None]);
-    recv!(s, time 2010, Ok(TcpRepr {
+    ack(&mut s, 2010, 25, [block(28, 46), None, None]);
+    recv!(s, time 2011, Ok(TcpRepr {
         seq_number: LOCAL_SEQ + 25,
         ack_number: Some(REMOTE_SEQ + 1),
         payload: &b"iii"[..],
         ..RECV_TEMPL
     }));
     assert_eq!(s.recovery_stats().fast_retransmits, 2);
+}
+
+#[test]
+fn test_reorder_a_dsack_after_holes_raises_the_threshold_and_undoes_nothing() {
+    // A and E both late: A goes at the third duplicate ACK, E when three segments are held
+    // above it; then both originals arrive, and A's copy draws a D-SACK. The threshold
+    // rises although the recovery sent more than A (whose window cut then stays).
+    let mut s = eight_in_flight(socket_with_sack(), 1, 1000, b"aaaBBBcccDDDeeeFFFgggHHH");
+    ack(&mut s, 1010, 1, [block(4, 7), None, None]);
+    ack(&mut s, 1010, 1, [block(4, 10), None, None]);
+    ack(&mut s, 1010, 1, [block(4, 13), None, None]);
+    recv!(s, time 1011, Ok(TcpRepr {
+        seq_number: LOCAL_SEQ + 1,
+        ack_number: Some(REMOTE_SEQ + 1),
+        payload: &b"aaa"[..],
+        ..RECV_TEMPL
+    }));
+    ack(&mut s, 1012, 1, [block(16, 25), block(4, 13), None]);
+    recv!(s, time 1012, Ok(TcpRepr {
+        seq_number: LOCAL_SEQ + 13,
+        ack_number: Some(REMOTE_SEQ + 1),
+        payload: &b"eee"[..],
+        ..RECV_TEMPL
+    }));
+    ack(&mut s, 1013, 25, [None, None, None]);
+    ack(&mut s, 1014, 25, [block(1, 4), None, None]);
+    let r = s.recovery_stats();
+    assert_eq!((r.fast_retransmits, r.hole_retransmits, r.spurious_retransmits), (1, 1, 1));
+    assert_eq!(s.reordering, 6);
 }
 
 #[test]
