@@ -255,5 +255,12 @@ fn test_old_ack_alone_or_too_old_is_dropped() {
         payload: &b"uvw"[..],
         ..SEND_TEMPL
     }, None);
+    // Exactly 2^31 behind (a flipped top bit): dropped, and no sequence arithmetic panics.
+    send!(s, time 1013, TcpRepr {
+        seq_number: REMOTE_SEQ + 1,
+        ack_number: Some(TcpSeqNumber((LOCAL_SEQ + 1 + 6).0.wrapping_add(i32::MIN))),
+        payload: &b"uvw"[..],
+        ..SEND_TEMPL
+    }, None);
     assert_eq!(s.recv_queue(), 0);
 }
