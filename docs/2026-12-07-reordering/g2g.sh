@@ -5,7 +5,8 @@
 #   jitter:  "delay 1ms 500us" (every packet 0.5-1.5 ms: heavy reordering, no loss)
 #   default: vm-tests' "delay 1ms reorder 5% 50% loss 1%"
 # 64-byte echoes x 10,000 and 16 KiB echoes x 2,000. Appends one JSON line per server and
-# run to results.jsonl (with SET as its set). Needs root.
+# run to results.jsonl (with SET as its set). SPECS and SIZES (environment) narrow it, e.g.
+# SPECS=jitter SIZES=16384. Needs root.
 # Usage: g2g.sh OUT_DIR SET "A B B A" A=DIR B=DIR [...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,9 +14,9 @@ out=$1 set=$2 order=$3; shift 3
 declare -A dir
 for kv in "$@"; do dir[${kv%%=*}]=${kv#*=}; done
 mkdir -p "$out"
-for spec in jitter default; do
+for spec in ${SPECS:-jitter default}; do
   case $spec in jitter) netem="delay 1ms 500us";; default) netem="delay 1ms reorder 5% 50% loss 1%";; esac
-  for size in 64 16384; do
+  for size in ${SIZES:-64 16384}; do
     n=$([ "$size" = 64 ] && echo 10000 || echo 2000)
     slot=0
     for b in $order; do
