@@ -4265,9 +4265,10 @@ impl<'a> Socket<'a> {
 
                 // [xsk-stack patch: recovery-stats]
                 self.recovery_stats.fast_retransmits += 1;
-                let len = self.effective_mss(cx).min(self.tx_buffer.len());
+                let mss = self.effective_mss(cx);
+                let len = mss.min(self.tx_buffer.len());
                 // [xsk-stack patch: reorder] How deep a reordering would have fooled it.
-                let held = (self.sacked_above(self.local_seq_no) / self.effective_mss(cx).max(1))
+                let held = (self.sacked_above(self.local_seq_no) / mss.max(1))
                     .min(usize::from(u8::MAX)) as u8;
                 let held = held.max(self.local_rx_dup_acks);
                 self.judge_replaced();

@@ -129,6 +129,7 @@ fn test_reorder_off_without_sack_recovery() {
     s.set_sack_recovery(false);
     a_overtaken_by_three(&mut s);
     assert_eq!(s.dup_thresh(), DUP_THRESH, "upstream's threshold");
+    assert_eq!(s.reordering, DUP_THRESH, "nothing learned either");
 }
 
 #[test]
