@@ -57,6 +57,11 @@ pub struct G2gOpts {
     /// reports.
     #[arg(long, value_name = "BYTES", default_value_t = 64)]
     pub netem_size: usize,
+    /// Leave the client guest's GRO and GSO on under netem, so netem drops and delays whole
+    /// merged bursts (one qdisc skb each) instead of wire packets: how g2g ran before
+    /// 2026-12-07, kept to reproduce those figures.
+    #[arg(long)]
+    pub netem_on_aggregates: bool,
     /// Extra arguments for the xsk rr-server, split on whitespace (for example
     /// "--recovery smoltcp" to compare loss recovery within one build).
     #[arg(long, value_name = "ARGS", default_value = "", allow_hyphen_values = true)]
@@ -240,6 +245,10 @@ fn body(
         }
         // netem in the client guest.
         if o.netem != "off" && !o.netem.is_empty() {
+            let segs = netem::gso_max_segs(cg, "eth0")?;
+            if !o.netem_on_aggregates {
+                netem::set_aggregation(cg, "eth0", true, segs)?;
+            }
             netem::add_egress(cg, "eth0", &o.netem)?;
             netem::add_ingress(cg, "eth0", &o.netem)?;
             for (i, (backend, port)) in [("xsk", XSK_PORT), ("kernel", KERNEL_PORT)]
@@ -261,7 +270,11 @@ fn body(
                     kernel: r.kernel.clone(),
                     attach: o.attach.clone(),
                     backend: backend.into(),
-                    placement: format!("client guest: eth0 egress + ingress (ifb0), {} B echoes", o.netem_size),
+                    placement: format!(
+                        "client guest: eth0 egress + ingress (ifb0), {}, {} B echoes",
+                        if o.netem_on_aggregates { "GRO/GSO on" } else { "GRO/GSO off" },
+                        o.netem_size
+                    ),
                     netem: o.netem.clone(),
                     requests: o.requests,
                     ..NetemRun::default()
@@ -270,7 +283,10 @@ fn body(
                 let spec = if backend == "xsk" { &xs } else { &ks };
                 let resent_before = server::resent(sg, spec)?;
                 let client_before = client_retrans_segs(cg)?;
-                let ext_before = client_tcpext(cg)?;
+                let ext_before = guest_tcpext(cg)?;
+                // The server guest's TcpExt too for kernel TCP (the stack's own counters
+                // are in `resent`): which step resent, probes and timeouts apart.
+                let server_ext_before = if backend == "kernel" { guest_tcpext(sg)? } else { Default::default() };
                 match load::rr_bench_in_guest(cg, &b, &format!("netem-{i}")) {
                     Ok(l) => {
                         if let Some(short) = l.shortfall(o.requests) {
@@ -281,16 +297,32 @@ fn body(
                     Err(e) => ps.push(format!("rr-bench: {e:#}")),
                 }
                 // Counters of this run alone: after minus before.
+                let resent_after = server::resent(sg, spec)?;
                 n.server_resent = resent_before
-                    .zip(server::resent(sg, spec)?)
+                    .segments
+                    .zip(resent_after.segments)
                     .map(|(b, a)| a.saturating_sub(b));
+                for (k, v) in resent_after.by_kind {
+                    let moved = v.saturating_sub(resent_before.by_kind.get(&k).copied().unwrap_or(0));
+                    if moved > 0 {
+                        n.server_recovery.insert(k, moved);
+                    }
+                }
                 n.client_resent = client_before
                     .zip(client_retrans_segs(cg)?)
                     .map(|(b, a)| a.saturating_sub(b));
-                for (k, v) in client_tcpext(cg)? {
+                for (k, v) in guest_tcpext(cg)? {
                     let moved = v.saturating_sub(ext_before.get(&k).copied().unwrap_or(0));
                     if moved > 0 {
                         n.client_tcpext.insert(k, moved);
+                    }
+                }
+                if backend == "kernel" {
+                    for (k, v) in guest_tcpext(sg)? {
+                        let moved = v.saturating_sub(server_ext_before.get(&k).copied().unwrap_or(0));
+                        if moved > 0 {
+                            n.server_tcpext.insert(k, moved);
+                        }
                     }
                 }
                 for d in ["eth0", "ifb0"] {
@@ -322,6 +354,9 @@ fn body(
                 r.netem.push(n);
             }
             netem::clear(cg, "eth0");
+            if !o.netem_on_aggregates {
+                netem::set_aggregation(cg, "eth0", false, segs)?;
+            }
         }
         Ok(())
     })();
@@ -521,9 +556,9 @@ fn client_retrans_segs(cg: &mut Guest) -> Result<Option<u64>> {
     Ok(server::snmp_retrans_segs(&cg.exec_ok("cat /proc/net/snmp", Duration::from_secs(10))?))
 }
 
-/// The client guest's TcpExt counters (/proc/net/netstat), by name.
-fn client_tcpext(cg: &mut Guest) -> Result<std::collections::BTreeMap<String, u64>> {
-    Ok(tcpext(&cg.exec_ok("cat /proc/net/netstat", Duration::from_secs(10))?))
+/// A guest's TcpExt counters (/proc/net/netstat), by name.
+fn guest_tcpext(g: &mut Guest) -> Result<std::collections::BTreeMap<String, u64>> {
+    Ok(tcpext(&g.exec_ok("cat /proc/net/netstat", Duration::from_secs(10))?))
 }
 
 /// `TcpExt: names` and `TcpExt: values` lines of /proc/net/netstat as a map.

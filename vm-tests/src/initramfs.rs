@@ -95,6 +95,9 @@ pub struct InitramfsInfo {
     pub iproute2: bool,
     /// iproute2's tc is in the guest (`/usr/local/bin/tc`, for netem).
     pub tc: bool,
+    /// ethtool is in the guest (`/usr/local/bin/ethtool`: g2g turns the netem guest's packet
+    /// aggregation off with it, so netem drops wire packets).
+    pub ethtool: bool,
     /// The host's perf is in the guest (`/usr/local/bin/perf`, for `cost --profile`).
     pub perf: bool,
     /// On-demand modules (`vmt_load NAME`) that can be loaded: name -> load chain (empty when
@@ -264,6 +267,16 @@ pub fn build(
         _ => false,
     };
 
+    // ethtool (busybox has none): g2g's client guest turns GRO and GSO off under netem.
+    let ethtool = match which("ethtool").and_then(|p| std::fs::canonicalize(p).ok()) {
+        Some(p) if elf_kind(&p)? != ElfKind::NotElf => {
+            a.file_from("usr/local/bin/ethtool", &p, 0o755);
+            elfs.push(p);
+            true
+        }
+        _ => false,
+    };
+
     // The host's perf, for profiles taken in the guest (about 35 MB with its libraries, so
     // only on request). Debian's /usr/bin/perf is the ELF itself; its version need not match
     // the guest kernel's exactly for cpu-clock samples.
@@ -315,6 +328,7 @@ pub fn build(
         modules: plan,
         iproute2,
         tc,
+        ethtool,
         perf,
         extra_modules,
         extra_missing,

@@ -129,7 +129,7 @@ fn build_only(c: &env::Common) -> anyhow::Result<bool> {
         info.stripped
     );
     println!("libraries  {}", info.libraries.join(" "));
-    println!("iproute2   ip {}, tc {}", info.iproute2, info.tc);
+    println!("iproute2   ip {}, tc {}; ethtool {}", info.iproute2, info.tc, info.ethtool);
     println!("perf       {}", info.perf);
     for (m, chain) in &info.extra_modules {
         println!(

@@ -214,6 +214,7 @@ fn body(env: &Env, args: &MatrixArgs, rep: &mut MatrixReport) -> Result<()> {
                 attach: "drv".into(),
                 netem: args.netem_spec.clone(),
                 netem_size: 64,
+                netem_on_aggregates: false,
                 xsk_args: String::new(),
             };
             match g2g::scenario(env, ks, &o) {

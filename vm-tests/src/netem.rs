@@ -16,7 +16,7 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 use crate::env::{Common, Env};
@@ -94,10 +94,69 @@ pub struct NetemRun {
     /// run: how its TCP saw the server (reordering detected, D-SACKs, probes, timeouts).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub client_tcpext: std::collections::BTreeMap<String, u64>,
+    /// xsk server only: its recovery counters that moved during the run (rto_retransmits,
+    /// tail_probes, spurious_probes, ...).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub server_recovery: std::collections::BTreeMap<String, u64>,
+    /// kernel server only: the server guest's TcpExt counters that moved during the run.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub server_tcpext: std::collections::BTreeMap<String, u64>,
     pub server_exit: Option<i32>,
     /// ok | FAIL
     pub outcome: String,
     pub detail: String,
+}
+
+/// ethtool in the guest (from the host's, like tc).
+pub const ETHTOOL: &str = "/usr/local/bin/ethtool";
+
+/// Turns `dev`'s packet aggregation off (GRO on receive, GSO super-packets on send), or back
+/// on (GSO up to `gso_max_segs` packets again).
+///
+/// A qdisc sees skbs, not wire packets: with GRO on, the ifb0 netem drops a whole merged
+/// burst of the peer's segments as one loss, and the local TCP's GSO super-packets (TCP
+/// builds them whatever the device's `gso` feature says) reach the egress netem whole.
+/// netem's `loss 1%` then takes about 1% of *aggregates*, which are larger for a sender whose
+/// segments merge well, while a loss on a real path takes wire packets one at a time. Off,
+/// GRO is off (ethtool) and TCP's super-packets are one segment (`gso_max_segs 1`), so both
+/// servers' packets are dropped one by one at the same rate. Read back afterwards: a setting
+/// the kernel ignored is an error.
+pub fn set_aggregation(g: &mut Guest, dev: &str, off: bool, gso_max_segs_on: u32) -> Result<()> {
+    let (gro, segs) = if off { ("off", 1) } else { ("on", gso_max_segs_on) };
+    // The init shell evals commands itself: no `exit` here.
+    g.exec_ok(
+        &format!(
+            "if [ -x {ETHTOOL} ]; then {ETHTOOL} -K {dev} gro {gro} && {IP} link set dev {dev} gso_max_segs {segs}; \
+             else echo 'no ethtool in the guest (apt-get install ethtool on the host)'; false; fi"
+        ),
+        Duration::from_secs(10),
+    )?;
+    let k = g.exec_ok(&format!("{ETHTOOL} -k {dev}"), Duration::from_secs(10))?;
+    let line = k
+        .lines()
+        .find(|l| l.trim_start().starts_with("generic-receive-offload:"))
+        .with_context(|| format!("ethtool -k {dev}: no generic-receive-offload line"))?;
+    if !line.contains(&format!(": {gro}")) {
+        bail!("{dev}: GRO not {gro} after ethtool -K ({})", line.trim());
+    }
+    if gso_max_segs(g, dev)? != segs {
+        bail!("{dev}: gso_max_segs is not {segs} after ip link set");
+    }
+    Ok(())
+}
+
+/// `dev`'s gso_max_segs (`ip -d link show`).
+pub fn gso_max_segs(g: &mut Guest, dev: &str) -> Result<u32> {
+    let out = g.exec_ok(&format!("{IP} -d link show dev {dev}"), Duration::from_secs(10))?;
+    let mut words = out.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "gso_max_segs" {
+            if let Some(v) = words.next().and_then(|v| v.parse().ok()) {
+                return Ok(v);
+            }
+        }
+    }
+    bail!("ip -d link show dev {dev}: no gso_max_segs")
 }
 
 /// Loads what netem on `dev` egress needs and adds it.

@@ -2,6 +2,7 @@
 //! through its `--ready-file`, stopped with SIGINT (or SIGKILL), and the XDP state of eth0
 //! read with iproute2's `ip link`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
@@ -224,38 +225,57 @@ pub fn stop(g: &mut Guest, s: &ServerSpec) -> Result<Stopped> {
     })
 }
 
-/// Segments a running server has sent again so far: for xsk its own loss recovery (RTO, fast
-/// and hole retransmits and tail-loss probes, read from a SIGUSR1 dump of its counters), for
-/// kernel TCP the guest's `RetransSegs` (/proc/net/snmp; the server guest runs no other TCP
-/// sender). Compare two readings around a run.
-pub fn resent(g: &mut Guest, s: &ServerSpec) -> Result<Option<u64>> {
+/// What a running server has sent again so far.
+#[derive(Debug, Clone, Default)]
+pub struct Resent {
+    /// Segments sent again: for xsk its own loss recovery (RTO, fast and hole retransmits and
+    /// tail-loss probes), for kernel TCP the guest's `RetransSegs` (/proc/net/snmp; the server
+    /// guest runs no other TCP sender).
+    pub segments: Option<u64>,
+    /// xsk only: each of its recovery counters (`xsk_recovery_` left out), spurious verdicts
+    /// included, for telling which step resends.
+    pub by_kind: BTreeMap<String, u64>,
+}
+
+/// Reads [`Resent`] (for xsk from a SIGUSR1 dump of its counters). Compare two readings
+/// around a run.
+pub fn resent(g: &mut Guest, s: &ServerSpec) -> Result<Resent> {
     if s.backend == "xsk" {
         let pv = s.pid_var();
         let log = g.exec_ok(
             &format!("kill -USR1 ${pv}; sleep 1; cat /tmp/{}.log", s.tag),
             Duration::from_secs(20),
         )?;
-        Ok(usr1_resent(&strip_ansi(&log)))
+        let log = strip_ansi(&log);
+        Ok(Resent { segments: usr1_resent(&log), by_kind: usr1_recovery(&log) })
     } else {
-        Ok(snmp_retrans_segs(&g.exec_ok("cat /proc/net/snmp", Duration::from_secs(10))?))
+        let snmp = g.exec_ok("cat /proc/net/snmp", Duration::from_secs(10))?;
+        Ok(Resent { segments: snmp_retrans_segs(&snmp), by_kind: BTreeMap::new() })
     }
+}
+
+/// The stack's recovery counters from the last SIGUSR1 dump in an rr-server log.
+pub fn usr1_recovery(log: &str) -> BTreeMap<String, u64> {
+    let Some(at) = log.rfind("counters (SIGUSR1):") else { return BTreeMap::new() };
+    log[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let k = w.next()?.strip_prefix("xsk_recovery_")?;
+            Some((k.to_string(), w.next()?.parse::<f64>().ok()? as u64))
+        })
+        .collect()
 }
 
 /// The stack's segments sent again, from the last SIGUSR1 dump in an rr-server log.
 pub fn usr1_resent(log: &str) -> Option<u64> {
-    let at = log.rfind("counters (SIGUSR1):")?;
-    let mut sum = None;
-    for l in log[at..].lines().skip(1).take_while(|l| l.starts_with("  ")) {
-        let mut w = l.split_whitespace();
-        let (Some(k), Some(v)) = (w.next(), w.next()) else { continue };
-        let counted = ["rto_retransmits", "fast_retransmits", "hole_retransmits", "tail_probes"]
-            .iter()
-            .any(|c| k == format!("xsk_recovery_{c}"));
-        if counted {
-            *sum.get_or_insert(0) += v.parse::<f64>().ok()? as u64;
-        }
-    }
-    sum
+    let c = usr1_recovery(log);
+    let counted = ["rto_retransmits", "fast_retransmits", "hole_retransmits", "tail_probes"];
+    let mut found = counted.iter().filter_map(|k| c.get(*k)).peekable();
+    found.peek()?;
+    Some(found.sum())
 }
 
 /// `Tcp: ... RetransSegs ...` from /proc/net/snmp.
@@ -275,6 +295,8 @@ mod resent_tests {
                    \x20 xsk_recovery_hole_retransmits 3\n  xsk_recovery_rto_retransmits 4\n  xsk_recovery_spurious_probes 7\n\
                    \x20 xsk_recovery_tail_probes 10\nlater\n";
         assert_eq!(super::usr1_resent(log), Some(19));
+        assert_eq!(super::usr1_recovery(log).get("spurious_probes"), Some(&7));
+        assert_eq!(super::usr1_recovery(log).len(), 5);
         assert_eq!(super::usr1_resent("no dump"), None);
         let snmp = "Ip: Forwarding DefaultTTL\nIp: 2 64\nTcp: RtoAlgorithm RtoMin ActiveOpens RetransSegs InErrs\nTcp: 1 200 3 42 0\n";
         assert_eq!(super::snmp_retrans_segs(snmp), Some(42));
