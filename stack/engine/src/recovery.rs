@@ -260,6 +260,9 @@ pub struct RecoveryStats {
     /// congestion response and timer backoff it undid; also in
     /// `spurious_retransmits`.
     pub frto_undone: u64,
+    /// Segments received out of order and dropped: the reassembly buffer already tracked
+    /// as many ranges as it can (32 with the engine's build of smoltcp); the peer resends.
+    pub out_of_order_dropped: u64,
 }
 
 impl RecoveryStats {
@@ -272,5 +275,6 @@ impl RecoveryStats {
         self.spurious_probes += u64::from(s.spurious_probes);
         self.hole_retransmits += u64::from(s.hole_retransmits);
         self.frto_undone += u64::from(s.frto_undone);
+        self.out_of_order_dropped += u64::from(s.out_of_order_dropped);
     }
 }

@@ -286,6 +286,10 @@ pub struct RecoveryStats {
     /// [xsk-stack patch: frto] Timeouts F-RTO found spurious, whose congestion response
     /// and backoff it undid (also counted in `spurious_retransmits`).
     pub frto_undone: u32,
+    /// [xsk-stack patch: ooo-drops] Segments received out of order and dropped because the
+    /// reassembly buffer tracked as many ranges as it can (`ASSEMBLER_MAX_SEGMENT_COUNT`):
+    /// the peer has to send them again.
+    pub out_of_order_dropped: u32,
 }
 
 /// A retransmitted range and when it was sent, kept to tell later whether it was
@@ -3489,6 +3493,9 @@ impl<'a> Socket<'a> {
                 payload_len,
                 payload_offset
             );
+            // [xsk-stack patch: ooo-drops] Counted: a path that shuffles flights deeper
+            // than the assembler's ranges makes the peer resend what arrived.
+            self.recovery_stats.out_of_order_dropped = self.recovery_stats.out_of_order_dropped.wrapping_add(1);
             return None;
         };
 

@@ -265,3 +265,28 @@ fn test_old_ack_alone_or_too_old_is_dropped() {
     }, None);
     assert_eq!(s.recv_queue(), 0);
 }
+
+#[test]
+fn test_ooo_drops_a_segment_the_assembler_cannot_take_is_counted() {
+    // [xsk-stack patch: ooo-drops] One-octet segments at every other offset above a hole:
+    // each makes a range, until the assembler holds as many as it can; the next one is
+    // dropped (no reply) and counted, and one that extends a range is still taken.
+    let mut s = socket_established();
+    let n = crate::config::ASSEMBLER_MAX_SEGMENT_COUNT;
+    let at = |s: &mut TestSocket, offset: usize| {
+        send(s, Instant::from_millis(0), &TcpRepr {
+            seq_number: REMOTE_SEQ + 1 + offset,
+            ack_number: Some(LOCAL_SEQ + 1),
+            payload: &b"x"[..],
+            ..SEND_TEMPL
+        })
+    };
+    for k in 0..n {
+        assert!(at(&mut s, 2 + 2 * k).is_some(), "range {k} taken and ACKed");
+    }
+    assert_eq!(s.recovery_stats().out_of_order_dropped, 0);
+    assert_eq!(at(&mut s, 2 + 2 * n), None);
+    assert_eq!(s.recovery_stats().out_of_order_dropped, 1);
+    assert!(at(&mut s, 3).is_some(), "joins the first two ranges");
+    assert_eq!(s.recovery_stats().out_of_order_dropped, 1);
+}
