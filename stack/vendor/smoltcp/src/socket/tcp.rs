@@ -4157,17 +4157,34 @@ impl<'a> Socket<'a> {
             self.tlp_at = None;
             let in_flight = self.flight_size();
             if in_flight > 0 && self.tlp_high.is_none() {
-                let start = self.remote_last_seq - in_flight.min(self.effective_mss(cx));
+                let mss = self.effective_mss(cx);
+                // [xsk-stack patch: probe-hole] Unless the peer reports data held above
+                // SND.UNA: then the probe is the first hole, up to the data held. The
+                // last segment is likely held too (a D-SACK and an RTT lost), and a hole
+                // unanswered for a PTO is lost, also one resent before (a retransmission
+                // lost, which RFC 6675 leaves to the timer; RACK resends it, RFC 8985).
+                let hole = match self.sacked[0] {
+                    Some((left, _))
+                        if self.sack_recovery && !self.pending_fast_retransmit && left > self.local_seq_no =>
+                    {
+                        Some(self.local_seq_no + mss.min(left - self.local_seq_no))
+                    }
+                    _ => None,
+                };
+                let (start, end) = match hole {
+                    Some(end) => (self.local_seq_no, end),
+                    None => (self.remote_last_seq - in_flight.min(mss), self.remote_last_seq),
+                };
                 self.judge_replaced();
                 self.resent = Some(Resent {
                     start,
-                    end: self.remote_last_seq,
+                    end,
                     high: self.remote_last_seq,
                     at: cx.now(),
                     probe: true,
                     rto: false,
                     tsval: self.tsval(cx.now()),
-                    sampling_since: self.rtte.sampling_since(self.remote_last_seq),
+                    sampling_since: self.rtte.sampling_since(end),
                     acked_at: None,
                     srtt: self.rtte.srtt,
                     held: 0,
@@ -4179,7 +4196,13 @@ impl<'a> Socket<'a> {
                 self.frto = None;
                 self.frto_allow = 0;
                 self.tlp_high = Some(self.remote_last_seq);
-                self.remote_last_seq = start;
+                if hole.is_some() {
+                    // [xsk-stack patch: probe-hole] Sent as a recovery sends a hole.
+                    self.rexmit_seq = start;
+                    self.pending_fast_retransmit = true;
+                } else {
+                    self.remote_last_seq = start;
+                }
                 self.recovery_stats.tail_probes += 1;
                 net_debug!("tail-loss probe from {}", start);
                 // Karn: no RTT sample from a segment sent twice.

@@ -208,13 +208,9 @@ fn test_sack_timeout_ends_the_recovery_and_forgets_the_scoreboard() {
     resends(&mut s, 3000, 4, b"BBB");
 }
 
-#[test]
-fn test_sack_a_tail_loss_probe_reveals_a_loss_too_few_duplicates_showed() {
-    // G is lost and only H follows it: one duplicate ACK. The tail-loss probe resends H,
-    // the peer reports it as a duplicate with G still missing: G goes at once, not at the
-    // timeout; and the probe's verdict (not needed) teaches nothing about late ACKs.
+fn g_lost_only_h_follows(sack_recovery: bool) -> TestSocket {
     let mut s = socket_established();
-    s.set_sack_recovery(true);
+    s.set_sack_recovery(sack_recovery);
     s.remote_has_sack = true;
     s.remote_mss = 3;
     s.set_rto_config(RtoConfig {
@@ -232,8 +228,58 @@ fn test_sack_a_tail_loss_probe_reveals_a_loss_too_few_duplicates_showed() {
     for (i, seg) in [b"aaa", b"BBB", b"ccc", b"DDD", b"eee", b"FFF", b"ggg", b"HHH"].into_iter().enumerate() {
         resends(&mut s, 1000, 1 + 3 * i, &seg[..]);
     }
+    s
+}
+
+#[test]
+fn test_sack_a_probe_with_a_hole_reported_is_the_hole() {
+    // [xsk-stack patch: probe-hole] G is lost and only H follows it: one duplicate ACK
+    // with H reported. The probe is G, not H, which the peer holds; its ACK ends it.
+    let mut s = g_lost_only_h_follows(true);
     dup_ack(&mut s, 1001, 19, [None, None, None]);
     dup_ack(&mut s, 1001, 19, [block(22, 25), None, None]);
+    recv_nothing!(s, time 1002);
+    resends(&mut s, 1010, 19, b"ggg");
+    recv_nothing!(s, time 1010);
+    assert_eq!(s.tlp_high, Some(LOCAL_SEQ + 25));
+    dup_ack(&mut s, 1011, 25, [None, None, None]);
+    recv_nothing!(s, time 1011);
+    let r = s.recovery_stats();
+    assert_eq!((r.tail_probes, r.fast_retransmits, r.rto_retransmits, r.spurious_probes), (1, 0, 0, 0), "{r:?}");
+    assert_eq!((s.tlp_high, s.recover), (None, None));
+}
+
+#[test]
+fn test_sack_a_probe_resends_a_hole_whose_retransmission_was_lost() {
+    // [xsk-stack patch: probe-hole] A is lost, B to D reported: A goes (the fast
+    // retransmit) and is lost again. The peer reports E to H, as they were sent; when
+    // the probe falls due it is A once more, not H, and A's ACK ends the recovery.
+    let mut s = g_lost_only_h_follows(true);
+    dup_ack(&mut s, 1001, 1, [block(4, 7), None, None]);
+    dup_ack(&mut s, 1001, 1, [block(4, 10), None, None]);
+    dup_ack(&mut s, 1001, 1, [block(4, 13), None, None]);
+    resends(&mut s, 1002, 1, b"aaa");
+    assert!(s.recover.is_some());
+    // New data arms the probe again (a recovery sends new data as ACKs come).
+    s.send_slice(b"iii").unwrap();
+    dup_ack(&mut s, 1003, 1, [block(4, 25), None, None]);
+    resends(&mut s, 1003, 25, b"iii");
+    recv_nothing!(s, time 1004);
+    resends(&mut s, 1012, 1, b"aaa");
+    dup_ack(&mut s, 1013, 28, [None, None, None]);
+    let r = s.recovery_stats();
+    assert_eq!((r.fast_retransmits, r.tail_probes, r.rto_retransmits), (1, 1, 0), "{r:?}");
+    assert_eq!(s.recover, None);
+}
+
+#[test]
+fn test_sack_a_tail_loss_probe_reveals_a_loss_too_few_duplicates_showed() {
+    // The same loss with no hole reported (H's ACK lost too): the tail-loss probe
+    // resends H, the peer reports it as a duplicate with G still missing: G goes at
+    // once, not at the timeout; and the probe's verdict (not needed) teaches nothing
+    // about late ACKs.
+    let mut s = g_lost_only_h_follows(true);
+    dup_ack(&mut s, 1001, 19, [None, None, None]);
     recv_nothing!(s, time 1002);
     // The probe: the flight's last segment.
     resends(&mut s, 1010, 22, b"HHH");
@@ -245,6 +291,17 @@ fn test_sack_a_tail_loss_probe_reveals_a_loss_too_few_duplicates_showed() {
     let r = s.recovery_stats();
     assert_eq!((r.tail_probes, r.fast_retransmits, r.rto_retransmits), (1, 1, 0), "{r:?}");
     assert_eq!(s.tlp_spurious_streak, 0);
+}
+
+#[test]
+fn test_sack_without_sack_recovery_a_probe_is_the_last_segment() {
+    // With the SACK recovery off, the probe-hole rule is off too: the probe is H.
+    let mut s = g_lost_only_h_follows(false);
+    dup_ack(&mut s, 1001, 19, [None, None, None]);
+    dup_ack(&mut s, 1001, 19, [block(22, 25), None, None]);
+    recv_nothing!(s, time 1002);
+    resends(&mut s, 1010, 22, b"HHH");
+    assert_eq!(s.recovery_stats().tail_probes, 1);
 }
 
 #[test]
