@@ -2538,9 +2538,11 @@ impl<'a> Socket<'a> {
         if start >= self.remote_last_seq {
             return;
         }
-        // NewReno (RFC 6582): a partial ACK shows the segment at SND.UNA lost too. With
-        // SACK, a hole with more than DupThresh - 1 segments held above it (RFC 6675).
-        let newreno = partial && start == self.local_seq_no;
+        // NewReno (RFC 6582), for a peer without SACK: a partial ACK shows the segment at
+        // SND.UNA lost too. With SACK, a hole with more than DupThresh - 1 segments held
+        // above it (RFC 6675); a partial ACK alone is no loss on a path that reorders (the
+        // segment may be on its way), and one with nothing held above goes at the probe.
+        let newreno = partial && start == self.local_seq_no && !self.remote_has_sack;
         if newreno || self.sacked_above(start) > self.lost_above(mss) {
             self.rexmit_seq = start;
             self.pending_fast_retransmit = true;

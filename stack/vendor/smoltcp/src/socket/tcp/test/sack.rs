@@ -273,6 +273,27 @@ fn test_sack_a_probe_resends_a_hole_whose_retransmission_was_lost() {
 }
 
 #[test]
+fn test_sack_a_partial_ack_with_nothing_reported_above_resends_nothing_at_once() {
+    // [xsk-stack patch: sack-recovery] A and H are lost. A goes at the third duplicate
+    // ACK; its ACK stops at H, and the peer reports nothing above H. With SACK, that is no
+    // loss yet (RFC 6675: a reordered H looks the same): H goes when the probe falls due,
+    // not at once as NewReno's partial-ACK rule would (which peers without SACK keep).
+    let mut s = g_lost_only_h_follows(true);
+    dup_ack(&mut s, 1001, 1, [block(4, 7), None, None]);
+    dup_ack(&mut s, 1001, 1, [block(4, 10), None, None]);
+    dup_ack(&mut s, 1001, 1, [block(4, 13), None, None]);
+    resends(&mut s, 1002, 1, b"aaa");
+    dup_ack(&mut s, 1002, 1, [block(4, 22), None, None]);
+    dup_ack(&mut s, 1003, 22, [None, None, None]);
+    recv_nothing!(s, time 1003);
+    resends(&mut s, 1010, 22, b"HHH");
+    dup_ack(&mut s, 1011, 25, [None, None, None]);
+    let r = s.recovery_stats();
+    assert_eq!((r.fast_retransmits, r.hole_retransmits, r.tail_probes, r.rto_retransmits), (1, 0, 1, 0), "{r:?}");
+    assert_eq!(s.recover, None);
+}
+
+#[test]
 fn test_sack_a_tail_loss_probe_reveals_a_loss_too_few_duplicates_showed() {
     // The same loss with no hole reported (H's ACK lost too): the tail-loss probe
     // resends H, the peer reports it as a duplicate with G still missing: G goes at
