@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""results.jsonl as tables: per set, netem spec, echo size, build and placement (wire: the
+"""results.jsonl.xz as tables: per set, netem spec, echo size, build and placement (wire: the
 client guest's GRO and GSO off, netem drops wire packets; agg: aggregation on), the medians
 over the runs of each server's rate, segments it sent again per 100 requests (split by
 step), the client's, and the share of packets each qdisc dropped (eth0: requests and the
@@ -8,11 +8,12 @@ With --pooled: each build's wire-packet runs over every set it ran in, per netem
 size and server: medians and ranges of the resends per 100 requests of server and client,
 p99.9 and rate.
 Usage: table.py [SET...] | table.py --pooled"""
-import json, statistics, sys
+import json, lzma, statistics, sys
 from collections import defaultdict
 from pathlib import Path
 
-rows = [json.loads(l) for l in open(Path(__file__).with_name("results.jsonl"))]
+# xz: docs/ is held to 5 MB, and a JSON line a run compresses about tenfold.
+rows = [json.loads(l) for l in lzma.open(Path(__file__).with_name("results.jsonl.xz"), "rt")]
 if sys.argv[1:] == ["--pooled"]:
     print("| netem | size | build | server | runs | resent /100: median (range) | client resent /100: median (range) | p99.9 ms | req/s |")
     print("|---|---|---|---|---|---|---|---|---|")
