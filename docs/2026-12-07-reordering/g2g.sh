@@ -5,7 +5,7 @@
 #   jitter:  "delay 1ms 500us" (every packet 0.5-1.5 ms: heavy reordering, no loss)
 #   default: vm-tests' "delay 1ms reorder 5% 50% loss 1%"
 # 64-byte echoes x 10,000 and 16 KiB echoes x 2,000. Appends one JSON line per server and
-# run to results.jsonl (with SET as its set). SPECS and SIZES (environment) narrow it, e.g.
+# run to results.jsonl.xz (with SET as its set). SPECS and SIZES (environment) narrow it, e.g.
 # SPECS=jitter SIZES=16384. Needs root.
 # Usage: g2g.sh OUT_DIR SET "A B B A" A=DIR B=DIR [...]
 set -euo pipefail
@@ -28,9 +28,12 @@ for spec in ${SPECS:-jitter default}; do
     done
   done
 done
-python3 - "$out" "$set" >> "$here/results.jsonl" <<'PY'
-import json, pathlib, sys
-out, set_ = pathlib.Path(sys.argv[1]), sys.argv[2]
+python3 - "$out" "$set" "$here/results.jsonl.xz" <<'PY'
+import json, lzma, pathlib, sys
+out, set_, results = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
+old = lzma.open(results, "rt").read() if results.exists() else ""
+lines = []
+print = lambda line: lines.append(line)
 for f in sorted(out.glob("*.json")):
     spec, size, build, slot = f.stem.split("-")
     for n in json.load(open(f))["g2g"]["netem"]:
@@ -44,4 +47,6 @@ for f in sorted(out.glob("*.json")):
                           "client": {k: e.get(k, 0) for k in ("TCPFastRetrans", "TCPSACKReorder", "TCPDSACKRecv",
                                                               "TCPLossProbes", "TCPTimeouts", "TCPACKSkippedSeq")}},
                          separators=(",", ":")))
+with lzma.open(results, "wt", preset=9) as f:
+    f.write(old + "".join(l + "\n" for l in lines))
 PY

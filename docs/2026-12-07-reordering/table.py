@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""The g2g sets of results.jsonl as tables: per netem spec, echo size and build, the
+"""The g2g sets of results.jsonl.xz as tables: per netem spec, echo size and build, the
 medians over the build's slots of the stack's and kernel TCP's rate, p99, and segments
 each end sent again per 100 requests (server: the stack's recovery counters or kernel
 TCP's RetransSegs; client: the client guest's RetransSegs), and the packets netem dropped.
 With --pooled, the sets named (or all) are taken as one, each build's runs pooled.
 Usage: table.py [--pooled] [SET...]"""
-import json, statistics, sys
+import json, lzma, statistics, sys
 from collections import defaultdict
 from pathlib import Path
 
-rows = [json.loads(l) for l in open(Path(__file__).with_name("results.jsonl"))]
+# xz: docs/ is held to 5 MB, and a JSON line a run compresses about tenfold.
+rows = [json.loads(l) for l in lzma.open(Path(__file__).with_name("results.jsonl.xz"), "rt")]
 args = sys.argv[1:]
 pooled = "--pooled" in args
 args = [a for a in args if a != "--pooled"]
