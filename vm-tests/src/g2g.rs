@@ -24,7 +24,7 @@ use crate::compare::{self, Perf, KERNEL_PORT, XSK_PORT};
 use crate::env::{Common, Env, KernelSet};
 use crate::guest::{up_field, Accel, Guest, OFFLOADS_OFF};
 use crate::load::{self, BenchArgs, LoadResult};
-use crate::netem::{self, NetemRun, DEFAULT_NETEM};
+use crate::netem::{self, Aggregation, NetemRun, DEFAULT_NETEM};
 use crate::netns::HostNet;
 use crate::report::{server_cell, thousands, Grid, KvTable};
 use crate::server::{self, ServerSpec};
@@ -245,9 +245,9 @@ fn body(
         }
         // netem in the client guest.
         if o.netem != "off" && !o.netem.is_empty() {
-            let segs = netem::gso_max_segs(cg, "eth0")?;
+            let restore = Aggregation::On { gso_max_segs: netem::gso_max_segs(cg, "eth0")? };
             if !o.netem_on_aggregates {
-                netem::set_aggregation(cg, "eth0", true, segs)?;
+                netem::set_aggregation(cg, "eth0", Aggregation::Off)?;
             }
             netem::add_egress(cg, "eth0", &o.netem)?;
             netem::add_ingress(cg, "eth0", &o.netem)?;
@@ -355,7 +355,7 @@ fn body(
             }
             netem::clear(cg, "eth0");
             if !o.netem_on_aggregates {
-                netem::set_aggregation(cg, "eth0", false, segs)?;
+                netem::set_aggregation(cg, "eth0", restore)?;
             }
         }
         Ok(())

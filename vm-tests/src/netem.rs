@@ -110,19 +110,30 @@ pub struct NetemRun {
 /// ethtool in the guest (from the host's, like tc).
 pub const ETHTOOL: &str = "/usr/local/bin/ethtool";
 
-/// Turns `dev`'s packet aggregation off (GRO on receive, GSO super-packets on send), or back
-/// on (GSO up to `gso_max_segs` packets again).
+/// A device's packet aggregation: GRO on receive, GSO super-packets of up to
+/// `gso_max_segs` segments on send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregation {
+    /// GRO off, `gso_max_segs 1`: every skb is one wire packet.
+    Off,
+    /// GRO on, GSO up to this many segments (the value read before [`Aggregation::Off`]).
+    On { gso_max_segs: u32 },
+}
+
+/// Sets `dev`'s packet aggregation.
 ///
 /// A qdisc sees skbs, not wire packets: with GRO on, the ifb0 netem drops a whole merged
 /// burst of the peer's segments as one loss, and the local TCP's GSO super-packets (TCP
 /// builds them whatever the device's `gso` feature says) reach the egress netem whole.
 /// netem's `loss 1%` then takes about 1% of *aggregates*, which are larger for a sender whose
 /// segments merge well, while a loss on a real path takes wire packets one at a time. Off,
-/// GRO is off (ethtool) and TCP's super-packets are one segment (`gso_max_segs 1`), so both
-/// servers' packets are dropped one by one at the same rate. Read back afterwards: a setting
-/// the kernel ignored is an error.
-pub fn set_aggregation(g: &mut Guest, dev: &str, off: bool, gso_max_segs_on: u32) -> Result<()> {
-    let (gro, segs) = if off { ("off", 1) } else { ("on", gso_max_segs_on) };
+/// both servers' packets are dropped one by one at the same rate. Read back afterwards: a
+/// setting the kernel ignored is an error.
+pub fn set_aggregation(g: &mut Guest, dev: &str, to: Aggregation) -> Result<()> {
+    let (gro, segs) = match to {
+        Aggregation::Off => ("off", 1),
+        Aggregation::On { gso_max_segs } => ("on", gso_max_segs),
+    };
     // The init shell evals commands itself: no `exit` here.
     g.exec_ok(
         &format!(
