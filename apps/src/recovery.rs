@@ -245,6 +245,9 @@ pub struct RecoveryCounts {
     pub hole_retransmits: u64,
     /// Timeouts F-RTO found spurious and undid (also in `spurious_retransmits`).
     pub frto_undone: u64,
+    /// Segments received out of order and dropped: the reassembly buffer tracked as many
+    /// ranges as it can (the peer resends them).
+    pub out_of_order_dropped: u64,
 }
 
 impl From<RecoveryStats> for RecoveryCounts {
@@ -257,6 +260,7 @@ impl From<RecoveryStats> for RecoveryCounts {
             spurious_probes: s.spurious_probes,
             hole_retransmits: s.hole_retransmits,
             frto_undone: s.frto_undone,
+            out_of_order_dropped: s.out_of_order_dropped,
         }
     }
 }
@@ -271,6 +275,7 @@ impl RecoveryCounts {
         self.spurious_probes += o.spurious_probes;
         self.hole_retransmits += o.hole_retransmits;
         self.frto_undone += o.frto_undone;
+        self.out_of_order_dropped += o.out_of_order_dropped;
     }
 
     /// Everything sent again: timeouts, fast retransmits (with the holes after the
@@ -338,6 +343,7 @@ mod tests {
         (s.rto_retransmits, s.fast_retransmits, s.tail_probes, s.spurious_retransmits, s.spurious_probes) = (1, 2, 3, 4, 5);
         s.hole_retransmits = 6;
         s.frto_undone = 7;
+        s.out_of_order_dropped = 8;
         let mut c = RecoveryCounts::from(s);
         // Field for field the stack's struct, under the same JSON names.
         assert_eq!(serde_json::to_value(c).unwrap(), serde_json::to_value(s).unwrap());
