@@ -159,16 +159,16 @@ pub fn set_aggregation(g: &mut Guest, dev: &str, to: Aggregation) -> Result<()> 
 /// `dev`'s gso_max_segs (`ip -d link show`).
 pub fn gso_max_segs(g: &mut Guest, dev: &str) -> Result<u32> {
     let out = g.exec_ok(&format!("{IP} -d link show dev {dev}"), Duration::from_secs(10))?;
-    let mut words = out.split_whitespace();
-    while let Some(w) = words.next() {
-        if w == "gso_max_segs" {
-            if let Some(v) = words.next().and_then(|v| v.parse().ok()) {
-                return Ok(v);
-            }
-        }
-    }
-    bail!("ip -d link show dev {dev}: no gso_max_segs")
+    parse_gso_max_segs(&out).with_context(|| format!("ip -d link show dev {dev}: no gso_max_segs"))
 }
+
+/// The number after `gso_max_segs` in `ip -d link show` output.
+fn parse_gso_max_segs(out: &str) -> Option<u32> {
+    let mut words = out.split_whitespace();
+    words.find(|w| *w == "gso_max_segs")?;
+    words.next()?.parse().ok()
+}
+
 
 /// Loads what netem on `dev` egress needs and adds it.
 pub fn add_egress(g: &mut Guest, dev: &str, spec: &str) -> Result<()> {
@@ -493,5 +493,19 @@ mod tests {
             }],
             None
         ));
+    }
+}
+
+#[cfg(test)]
+mod aggregation_tests {
+    #[test]
+    fn gso_max_segs_is_read_from_ip_link() {
+        let out = "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc netem state UP\n    \
+                   link/ether 52:54:00:12:34:56 brd ff:ff:ff:ff:ff:ff promiscuity 0 minmtu 68 maxmtu 65535 \
+                   addrgenmode eui64 numtxqueues 1 gso_max_size 65536 gso_max_segs 65535 tso_max_size 65536";
+        assert_eq!(super::parse_gso_max_segs(out), Some(65535));
+        assert_eq!(super::parse_gso_max_segs("gso_max_size 65536 gso_max_segs 1"), Some(1));
+        assert_eq!(super::parse_gso_max_segs("gso_max_size 65536"), None);
+        assert_eq!(super::parse_gso_max_segs("gso_max_segs x"), None);
     }
 }
