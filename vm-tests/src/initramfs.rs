@@ -244,38 +244,22 @@ pub fn build(
         elfs.push(src);
     }
 
-    // iproute2's ip: busybox's `ip link` does not show attached XDP programs.
-    let iproute2 = match which("ip").and_then(|p| std::fs::canonicalize(p).ok()) {
-        Some(p)
-            if p.file_name().is_some_and(|n| n != "busybox")
-                && elf_kind(&p)? != ElfKind::NotElf =>
-        {
-            a.file_from("usr/local/bin/ip", &p, 0o755);
-            elfs.push(p);
-            true
+    // The host's tools at /usr/local/bin, by path (the init shell prefers busybox applets):
+    // iproute2's ip (busybox's `ip link` does not show attached XDP programs), iproute2's tc
+    // (busybox has none: netem in the guest) and ethtool (busybox has none: g2g's client
+    // guest turns GRO and GSO off under netem). A busybox link is no substitute.
+    let mut ship = |name: &str| -> Result<bool> {
+        let Some(p) = which(name).and_then(|p| std::fs::canonicalize(p).ok()) else { return Ok(false) };
+        if p.file_name().is_some_and(|n| n == "busybox") || elf_kind(&p)? == ElfKind::NotElf {
+            return Ok(false);
         }
-        _ => false,
+        a.file_from(&format!("usr/local/bin/{name}"), &p, 0o755);
+        elfs.push(p);
+        Ok(true)
     };
-
-    // iproute2's tc (busybox has none): netem in the guest.
-    let tc = match which("tc").and_then(|p| std::fs::canonicalize(p).ok()) {
-        Some(p) if elf_kind(&p)? != ElfKind::NotElf => {
-            a.file_from("usr/local/bin/tc", &p, 0o755);
-            elfs.push(p);
-            true
-        }
-        _ => false,
-    };
-
-    // ethtool (busybox has none): g2g's client guest turns GRO and GSO off under netem.
-    let ethtool = match which("ethtool").and_then(|p| std::fs::canonicalize(p).ok()) {
-        Some(p) if elf_kind(&p)? != ElfKind::NotElf => {
-            a.file_from("usr/local/bin/ethtool", &p, 0o755);
-            elfs.push(p);
-            true
-        }
-        _ => false,
-    };
+    let iproute2 = ship("ip")?;
+    let tc = ship("tc")?;
+    let ethtool = ship("ethtool")?;
 
     // The host's perf, for profiles taken in the guest (about 35 MB with its libraries, so
     // only on request). Debian's /usr/bin/perf is the ELF itself; its version need not match
