@@ -32,6 +32,9 @@ impl Engine {
         // request segment is never held back).
         s.set_nagle_enabled(false);
         s.set_ack_delay(None);
+        // Without Nagle, a congestion window counted in octets sends the few octets each ACK
+        // grows it by as a segment of its own; Linux counts it in segments, and so do we.
+        s.set_cwnd_segments(true);
         s.set_keep_alive(self.cfg.tcp.keepalive.map(Into::into));
         // smoltcp's timeout also aborts a connection whose peer merely sent
         // nothing for that long (checked whenever the socket is polled, which

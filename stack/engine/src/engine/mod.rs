@@ -291,6 +291,8 @@ mod recovery_tests;
 #[cfg(test)]
 mod sack_tests;
 #[cfg(test)]
+mod socket_tests;
+#[cfg(test)]
 mod held_tests;
 #[cfg(test)]
 mod path_mtu_tests;

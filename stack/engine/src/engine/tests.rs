@@ -363,8 +363,11 @@ fn a_transfer_through_the_fault_injector_arrives_intact() {
     let faults = Faults { rx_drop: 0.05, rx_dup: 0.05, rx_reorder: 0.1, tx_drop: 0.03, seed: 7 };
     p.a.set_faults(faults);
     p.b.set_faults(Faults { seed: 8, ..faults });
-    let up: Vec<u8> = (0..60_000u32).map(|i| (i * 13 + i / 241) as u8).collect();
-    let down: Vec<u8> = (0..30_000u32).map(|i| (i * 5 + i / 127) as u8).collect();
+    // Long enough that each side's dice strike every fault: 160 to 260 frames received on
+    // a side. A third of that (60 and 30 KB) once left side a without a duplicate, when
+    // cwnd-segments changed which frames were sent and so the dice.
+    let up: Vec<u8> = (0..200_000u32).map(|i| (i * 13 + i / 241) as u8).collect();
+    let down: Vec<u8> = (0..100_000u32).map(|i| (i * 5 + i / 127) as u8).collect();
     let (mut sent_up, mut sent_down) = (0, 0);
     let (mut got_up, mut got_down) = (Vec::new(), Vec::new());
     for _ in 0..3000 {

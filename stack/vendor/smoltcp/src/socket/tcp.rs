@@ -868,6 +868,9 @@ pub struct Socket<'a> {
     /// Nagle's Algorithm enabled.
     nagle: bool,
 
+    // [xsk-stack patch: cwnd-segments] The congestion window counted in whole segments.
+    cwnd_segments: bool,
+
     /// The congestion control algorithm.
     congestion_controller: congestion::AnyController,
 
@@ -983,6 +986,7 @@ impl<'a> Socket<'a> {
             ack_delay_timer: AckDelayTimer::Idle,
             challenge_ack_timer: Instant::from_secs(0),
             nagle: true,
+            cwnd_segments: false,
             tsval_generator: None,
             last_remote_tsval: 0,
             ts_micros: false,
@@ -1450,6 +1454,24 @@ impl<'a> Socket<'a> {
     /// has ACK delay enabled.
     pub fn set_nagle_enabled(&mut self, enabled: bool) {
         self.nagle = enabled
+    }
+
+    /// [xsk-stack patch: cwnd-segments] Count the congestion window in whole segments, as
+    /// Linux does: with data in flight, room in the window for less than a segment is not
+    /// sent as a short segment of its own while more than that room is queued; it waits for
+    /// the next ACK. Data that fits the room whole still goes, and so does anything with
+    /// nothing in flight, so no response's tail waits. Off by default (upstream sends the
+    /// room, however small: a window that grows a few octets per ACK then sends a full
+    /// segment and a few-octet one for each ACK). Without a congestion controller it
+    /// changes nothing.
+    pub fn set_cwnd_segments(&mut self, enabled: bool) {
+        self.cwnd_segments = enabled
+    }
+
+    /// [xsk-stack patch: cwnd-segments] Whether the congestion window is counted in whole
+    /// segments (`set_cwnd_segments`).
+    pub fn cwnd_segments(&self) -> bool {
+        self.cwnd_segments
     }
 
     /// Return the keep-alive interval.
@@ -3837,6 +3859,20 @@ impl<'a> Socket<'a> {
         // * We can send a full packet
         // * We have all the data we'll ever send (we're closing send)
         if self.nagle && data_in_flight && !can_send_full && !want_fin {
+            can_send = false;
+        }
+
+        // [xsk-stack patch: cwnd-segments] The congestion window in whole segments, as
+        // Linux counts it: with data in flight, room for less than a segment (cwnd grows a
+        // few octets per ACK, and a cut leaves any octet count) waits for the ACK on its
+        // way when more than that room is queued. Sent, it cut each growth into a segment
+        // of its own (1448 octets, then 100), and a streaming writer paid more segments,
+        // and more losses, for the same bytes. Data that fits whole still goes (no
+        // response's tail waits), and so does anything with nothing in flight.
+        if self.cwnd_segments
+            && data_in_flight
+            && self.cwnd_remaining() < effective_mss.min(capped_send_seq)
+        {
             can_send = false;
         }
 
@@ -11894,4 +11930,8 @@ mod test {
 
     // [xsk-stack patch: reorder, old-ack]
     mod reorder;
+
+    // [xsk-stack patch: cwnd-segments]
+    #[cfg(feature = "socket-tcp-reno")]
+    mod cwnd_segments;
 }
