@@ -9,7 +9,8 @@
 #   default: vm-tests' "delay 1ms reorder 5% 50% loss 1%"
 # 64-byte echoes x 10,000 and 16 KiB echoes x 2,000. Appends one JSON line per server and
 # run to results.jsonl.xz (with SET as its set), with each qdisc's packets and drops. SPECS and
-# SIZES (environment) narrow it, e.g. SPECS=default SIZES=16384. Needs root.
+# SIZES (environment) narrow it, e.g. SPECS=default SIZES=16384; RESULTS names another results
+# file (a later study's). Needs root.
 # Usage: g2g.sh OUT_DIR SET "A B B A" A=DIR B=DIR[,agg] [...]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,7 +35,7 @@ for spec in ${SPECS:-default jitter}; do
     done
   done
 done
-python3 - "$out" "$set" "$here/results.jsonl.xz" <<'PY'
+python3 - "$out" "$set" "${RESULTS:-$here/results.jsonl.xz}" <<'PY'
 import json, lzma, pathlib, sys
 out, set_, results = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
 old = lzma.open(results, "rt").read() if results.exists() else ""

@@ -7,13 +7,14 @@ client's ACKs; ifb0: answers and the server's ACKs), with the packets per reques
 With --pooled: each build's wire-packet runs over every set it ran in, per netem spec, echo
 size and server: medians and ranges of the resends per 100 requests of server and client,
 p99.9 and rate.
+RESULTS (environment) names another results file (a later study's).
 Usage: table.py [SET...] | table.py --pooled"""
-import json, lzma, statistics, sys
+import json, lzma, os, statistics, sys
 from collections import defaultdict
 from pathlib import Path
 
 # xz: docs/ is held to 5 MB, and a JSON line a run compresses about tenfold.
-rows = [json.loads(l) for l in lzma.open(Path(__file__).with_name("results.jsonl.xz"), "rt")]
+rows = [json.loads(l) for l in lzma.open(os.environ.get("RESULTS") or Path(__file__).with_name("results.jsonl.xz"), "rt")]
 if sys.argv[1:] == ["--pooled"]:
     print("| netem | size | build | server | runs | resent /100: median (range) | client resent /100: median (range) | p99.9 ms | req/s |")
     print("|---|---|---|---|---|---|---|---|---|")
