@@ -2275,7 +2275,12 @@ impl<'a> Socket<'a> {
         // than one). If it was the recovery's only retransmission, the window cut is
         // undone and the recovery ends (Linux's undo on D-SACK). A timeout's D-SACK stays
         // as above.
-        let fooled = dsack && self.sack_recovery && !resent.rto && !resent.probe;
+        // [xsk-stack patch: reorder-verdict] Whatever told it: the ACK of the original that
+        // filled the hole (an early ACK, or an echo of an older TSval) usually comes before
+        // the copy's D-SACK, and this verdict clears `resent`, so the D-SACK then found
+        // nothing to judge and the threshold never rose: on a jittery path with
+        // timestamps, every reordering cost a spurious retransmission.
+        let fooled = (dsack || early || eifel) && self.sack_recovery && !resent.rto && !resent.probe;
         if fooled {
             // At least the depth shown, and twice the threshold that was fooled: the depth
             // shown is only a floor (what the peer held when the retransmit went), and a

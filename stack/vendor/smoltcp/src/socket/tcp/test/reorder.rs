@@ -95,6 +95,23 @@ fn test_reorder_a_dsack_for_a_fast_retransmit_raises_the_threshold() {
 }
 
 #[test]
+fn test_reorder_an_early_ack_for_a_fast_retransmit_raises_the_threshold() {
+    // [xsk-stack patch: reorder-verdict] The ACK of everything comes 1 ms after A's copy
+    // went, sooner than half the smallest RTT (10 ms): A's original filled the hole. That
+    // verdict, not a D-SACK (none comes here; it usually comes after), raises the threshold.
+    let mut s = eight_in_flight(socket_with_sack(), 1, 1000, b"aaaBBBcccDDDeeeFFFgggHHH");
+    s.rtte.min_rtt = 10_000;
+    a_overtaken_by_three_then(&mut s, false);
+    let r = s.recovery_stats();
+    assert_eq!((r.fast_retransmits, r.spurious_retransmits), (1, 1));
+    assert_eq!(s.reordering, 6);
+    assert_eq!(s.recover, None);
+    // The D-SACK that follows finds nothing left to judge and raises nothing more.
+    ack(&mut s, 1013, 25, [block(1, 4), None, None]);
+    assert_eq!((s.recovery_stats().spurious_retransmits, s.reordering), (1, 6));
+}
+
+#[test]
 fn test_reorder_a_dsack_after_holes_raises_the_threshold_and_undoes_nothing() {
     // A and E both late: A goes at the third duplicate ACK, E when three segments are held
     // above it; then both originals arrive, and A's copy draws a D-SACK. The threshold
