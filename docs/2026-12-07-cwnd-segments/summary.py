@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """This study's table, from results.jsonl.xz: per netem spec and echo size, the build before
-(A) and the builds with cwnd-segments (N and F, the same behaviour: N with the rule always
-on, F with it a socket setting the engine turns on), pooled over every set, each server's
+(A), the builds with cwnd-segments (N and F, the same behaviour: N with the rule always
+on, F with it a socket setting the engine turns on) and G (F + reorder-verdict), each
+pooled over every set it ran in, each server's
 runs: resends per 100 requests (the server's, mean and median; the client's, mean), packets
 per request to the client (the server's answers and ACKs, as ifb0 counted them), requests/s
 and the stack's rate over kernel TCP's in the same slot (median), p99.9; then the stack's
@@ -15,7 +16,7 @@ from pathlib import Path
 
 rows = [json.loads(l) for l in lzma.open(Path(__file__).with_name("results.jsonl.xz"), "rt")]
 rows = [r for r in rows if r["outcome"] == "ok" and r["requests"]]
-GROUPS = [("A (before)", {"A"}), ("N+F (cwnd-segments)", {"N", "F"})]
+GROUPS = [("A (before)", {"A"}), ("N+F (cwnd-segments)", {"N", "F"}), ("G (+ reorder-verdict)", {"G"})]
 
 
 def per100(r, k):
