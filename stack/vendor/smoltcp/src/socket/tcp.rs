@@ -871,6 +871,10 @@ pub struct Socket<'a> {
     // [xsk-stack patch: cwnd-segments] The congestion window counted in whole segments.
     cwnd_segments: bool,
 
+    // [xsk-stack patch: ack-full-segment] With a delayed ACK, a full segment's worth of
+    // unacknowledged data is acknowledged at once.
+    ack_full_segment: bool,
+
     /// The congestion control algorithm.
     congestion_controller: congestion::AnyController,
 
@@ -987,6 +991,7 @@ impl<'a> Socket<'a> {
             challenge_ack_timer: Instant::from_secs(0),
             nagle: true,
             cwnd_segments: false,
+            ack_full_segment: false,
             tsval_generator: None,
             last_remote_tsval: 0,
             ts_micros: false,
@@ -1472,6 +1477,26 @@ impl<'a> Socket<'a> {
     /// segments (`set_cwnd_segments`).
     pub fn cwnd_segments(&self) -> bool {
         self.cwnd_segments
+    }
+
+    /// [xsk-stack patch: ack-full-segment] With a delayed ACK ([`set_ack_delay`]), acknowledge
+    /// at once as soon as a full segment (the peer's MSS) is unacknowledged, rather than
+    /// only once more than one is (upstream, as Linux outside its quick-ACK mode). A sender
+    /// whose window holds one segment sends it and waits for its ACK: smoltcp's own at the
+    /// start of a connection (an initial window of 2,048 octets) or any sender after a
+    /// timeout. Linux's quick-ACK mode acknowledges those at once; smoltcp has none, so
+    /// without this each such segment would wait for the whole delay. A delayed ACK is meant
+    /// for short requests that the answer acknowledges. Off by default.
+    ///
+    /// [`set_ack_delay`]: Self::set_ack_delay
+    pub fn set_ack_full_segment(&mut self, enabled: bool) {
+        self.ack_full_segment = enabled
+    }
+
+    /// [xsk-stack patch: ack-full-segment] Whether a full segment is acknowledged at once
+    /// (`set_ack_full_segment`).
+    pub fn ack_full_segment(&self) -> bool {
+        self.ack_full_segment
     }
 
     /// Return the keep-alive interval.
@@ -3628,6 +3653,12 @@ impl<'a> Socket<'a> {
             && self.ack_to_transmit()
         {
             self.ack_delay_timer = match self.ack_delay_timer {
+                // [xsk-stack patch: ack-full-segment]
+                AckDelayTimer::Idle | AckDelayTimer::Waiting(_)
+                    if self.ack_full_segment && self.full_segment_to_ack() =>
+                {
+                    AckDelayTimer::Immediate
+                }
                 AckDelayTimer::Idle => {
                     tcp_trace!("starting delayed ack timer");
                     AckDelayTimer::Waiting(cx.now() + ack_delay)
@@ -3922,6 +3953,13 @@ impl<'a> Socket<'a> {
         } else {
             false
         }
+    }
+
+    /// [xsk-stack patch: ack-full-segment] At least a full segment (the peer's MSS) of data
+    /// is unacknowledged.
+    fn full_segment_to_ack(&self) -> bool {
+        self.remote_last_ack
+            .is_some_and(|last| last + self.remote_mss <= self.remote_seq_no + self.rx_buffer.len())
     }
 
     /// Return whether we should send ACK immediately due to significant window updates.
@@ -11939,4 +11977,7 @@ mod test {
     // [xsk-stack patch: cwnd-segments]
     #[cfg(feature = "socket-tcp-reno")]
     mod cwnd_segments;
+
+    // [xsk-stack patch: ack-full-segment]
+    mod ack_full_segment;
 }
