@@ -153,6 +153,15 @@ pub trait Transport {
         Ok(())
     }
 
+    /// For such a loop, whose application answers a few task hops after the request is
+    /// taken in: how long the ACK of received data may wait for the answer to carry it
+    /// (`None`, the default: it leaves with the next flush, as a bare ACK if the answer is not
+    /// written yet). The tokio adapter sets it ([`crate::tokio::ACK_DELAY`]). The backends on
+    /// kernel TCP ignore it: the kernel delays its ACKs itself.
+    fn set_ack_delay(&mut self, delay: Option<Duration>) {
+        let _ = delay;
+    }
+
     /// A [`Waker`](crate::Waker) that ends this transport's `poll` wait, from another thread or
     /// a signal handler: `poll` returns, with no event if nothing else happened. Every call
     /// gives a waker of the same transport. A loop with one sleeps with no timeout and checks

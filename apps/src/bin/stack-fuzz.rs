@@ -50,6 +50,9 @@ struct Cli {
     /// extension header chains, fragments, neighbour discovery and ICMPv6 junk.
     #[arg(long)]
     ipv6: bool,
+    /// The server delays its ACKs up to this long (as the tokio adapter makes it), e.g. 2ms.
+    #[arg(long, value_name = "DURATION", value_parser = apps::parse_duration)]
+    ack_delay: Option<std::time::Duration>,
     /// Write the report as JSON here.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
     let mut cfg = FuzzConfig::default();
     (cfg.frames, cfg.seed, cfg.peers, cfg.max_conns) = (cli.frames, cli.seed, cli.peers, cli.max_conns);
     (cfg.syn_cookies, cfg.twin, cfg.timestamps, cfg.ipv6) = (cli.syn_cookies.into(), cli.twin, cli.timestamps, cli.ipv6);
+    cfg.ack_delay = cli.ack_delay;
     let start = Instant::now();
     let quiet = cli.quiet;
     let r = run(&cfg, |r| {

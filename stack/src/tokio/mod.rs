@@ -39,6 +39,20 @@
 //! [`Transport::wait_fd`]: crate::transport::Transport::wait_fd
 //! [`Transport::next_wake`]: crate::transport::Transport::next_wake
 
+use std::time::Duration;
+
+/// How long the stack holds the ACK of a request for its answer to carry, under tokio
+/// ([`Net::new`] sets it on the transport: [`Transport::set_ack_delay`]). A framework answers
+/// a few task hops after the driver took the request in (hyper's HTTP/2: tens of
+/// microseconds), after the driver's flush; without a delay a bare ACK left first, a frame
+/// and a TX kick of its own per request. Far below the 40 ms Linux holds its ACKs for, and
+/// below the smallest tail-loss-probe allowance the stack's own client is given
+/// (`--ack-delay`). A full segment is still acknowledged at once, and so is out-of-order
+/// data. Change it with `net.with_transport(|t| t.set_ack_delay(None))`.
+///
+/// [`Transport::set_ack_delay`]: crate::transport::Transport::set_ack_delay
+pub const ACK_DELAY: Duration = Duration::from_millis(2);
+
 mod driver;
 mod net;
 mod shared;

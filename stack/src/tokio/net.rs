@@ -34,7 +34,10 @@ impl Net {
 
     /// Wraps `t`; the caller runs the returned [`Driver`] (spawn it, or `select!` on it).
     /// Must be called inside a tokio runtime's context.
-    pub fn new<T: Transport + Send + 'static>(t: T) -> io::Result<(Net, Driver)> {
+    pub fn new<T: Transport + Send + 'static>(mut t: T) -> io::Result<(Net, Driver)> {
+        // Answers are written a few task hops after their request is taken in: the ACK waits
+        // for them rather than leave alone (a frame and a TX kick of its own).
+        t.set_ack_delay(Some(super::ACK_DELAY));
         let fd = t.wait_fd();
         let inner = Arc::new(Mutex::new(Shared {
             t: Box::new(t),

@@ -381,3 +381,58 @@ fn ipv6_peers_and_connects() {
         assert_eq!(&got, b"six");
     });
 }
+
+/// `Net` asks its transport to delay ACKs for the answers to carry them (`ACK_DELAY`).
+#[test]
+fn net_asks_the_transport_to_delay_its_acks() {
+    use std::sync::{Arc, Mutex};
+
+    use bytes::BytesMut;
+
+    use crate::transport::{ConnId, Event, ListenerId, Transport, TransportError};
+
+    struct Recording(Arc<Mutex<Vec<Option<Duration>>>>);
+    impl Transport for Recording {
+        fn listen(&mut self, _: u16) -> Result<ListenerId, TransportError> {
+            Err(TransportError::InvalidInput("none"))
+        }
+        fn connect(&mut self, _: SocketAddrV4) -> Result<ConnId, TransportError> {
+            Err(TransportError::InvalidInput("none"))
+        }
+        fn poll(&mut self, _: &mut Vec<Event>, _: Option<Duration>) -> Result<(), TransportError> {
+            Ok(())
+        }
+        fn recv(&mut self, c: ConnId, _: &mut BytesMut) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn send(&mut self, c: ConnId, _: &[u8]) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn close(&mut self, _: ConnId) {}
+        fn shutdown_write(&mut self, c: ConnId) -> Result<(), TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn set_ack_delay(&mut self, delay: Option<Duration>) {
+            self.0.lock().unwrap().push(delay);
+        }
+        fn local_addr(&self, _: ListenerId) -> Option<SocketAddrV4> {
+            None
+        }
+        fn peer_addr(&self, _: ConnId) -> Option<SocketAddrV4> {
+            None
+        }
+        fn name(&self) -> &'static str {
+            "recording"
+        }
+    }
+
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let t = Recording(asked.clone());
+    run(async {
+        let net = Net::spawn(t).unwrap();
+        assert_eq!(*asked.lock().unwrap(), vec![Some(super::ACK_DELAY)]);
+        // And it can be changed afterwards.
+        net.with_transport(|t| t.set_ack_delay(None));
+    });
+    assert_eq!(*asked.lock().unwrap(), vec![Some(super::ACK_DELAY), None]);
+}

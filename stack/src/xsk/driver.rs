@@ -346,6 +346,11 @@ impl Transport for XskTransport {
         self.park.kick(&mut self.dev, &mut self.stages)
     }
 
+    /// `EngineConfig::ack_delay`, for every socket from now on.
+    fn set_ack_delay(&mut self, delay: Option<Duration>) {
+        self.engine.set_ack_delay(delay)
+    }
+
     fn closing(&self) -> usize {
         self.engine.closing()
     }

@@ -68,6 +68,15 @@ pub struct EngineConfig {
     /// `stack/vendor/smoltcp/PATCHES.md`, fast-path and fast-send). On by default; off
     /// only to compare.
     pub fast_path: bool,
+    /// How long an ACK for received data may wait for an answer to ride on: none by default
+    /// (ACK at once), which costs nothing where the answer is written in the pass that took
+    /// the request in (the stack's own loop). Where answers lag the requests by task hops (an
+    /// async runtime: [`stack::tokio`] sets it), a lone ACK would leave first, a frame and a
+    /// TX kick of its own. smoltcp's delayed ACK: the ACK still goes at once after more than
+    /// one segment's worth of data, and for out-of-order segments.
+    ///
+    /// [`stack::tokio`]: https://docs.rs/stack
+    pub ack_delay: Option<Duration>,
 }
 
 /// Builders: each sets one field and gives the config back, so a caller outside this
@@ -168,6 +177,12 @@ impl EngineConfig {
         self.fast_path = v;
         self
     }
+
+    /// With `ack_delay` set to `v`.
+    pub fn with_ack_delay(mut self, v: Option<Duration>) -> Self {
+        self.ack_delay = v;
+        self
+    }
 }
 
 /// What the engine sizes from these settings. The engine's own sizing calls these, and a tool
@@ -237,6 +252,7 @@ impl Default for EngineConfig {
             congestion: Congestion::Cubic,
             recovery: Recovery::default(),
             fast_path: true,
+            ack_delay: None,
         }
     }
 }

@@ -20,7 +20,9 @@ impl Engine {
     }
 
     pub(super) fn new_socket(&mut self) -> tcp::Socket<'static> {
-        if let Some(s) = self.pool.pop() {
+        if let Some(mut s) = self.pool.pop() {
+            // The one setting that may change while the engine runs (`set_ack_delay`).
+            s.set_ack_delay(self.cfg.tcp.ack_delay.map(Into::into));
             return s;
         }
         let (rx, tx) = self.initial_buffers();
@@ -28,10 +30,14 @@ impl Engine {
         // The window scale covers the largest the receive buffer grows to.
         s.set_rx_capacity_max(self.cfg.tcp.rx_buffer);
         // Request/response defaults: no Nagle (a response goes out at once),
-        // no delayed ACK (the ACK rides on the response anyway, and a lone
-        // request segment is never held back).
+        // and no delayed ACK unless asked for (`EngineConfig::ack_delay`): in the
+        // stack's own loop the ACK rides on the response anyway, and a lone
+        // request segment is never held back.
         s.set_nagle_enabled(false);
-        s.set_ack_delay(None);
+        s.set_ack_delay(self.cfg.tcp.ack_delay.map(Into::into));
+        // With a delay: a sender whose window holds one segment waits for its ACK (smoltcp has
+        // no quick-ACK mode), so a full segment is acknowledged at once.
+        s.set_ack_full_segment(true);
         // Without Nagle, a congestion window counted in octets sends the few octets each ACK
         // grows it by as a segment of its own; Linux counts it in segments, and so do we.
         s.set_cwnd_segments(true);

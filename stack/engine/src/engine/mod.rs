@@ -248,6 +248,22 @@ impl Engine {
         self.ports.has_changes()
     }
 
+    /// Sets [`EngineConfig::ack_delay`] from now on: for every socket, the listening ones
+    /// and the connections already open included.
+    pub fn set_ack_delay(&mut self, delay: Option<std::time::Duration>) {
+        self.cfg.tcp.ack_delay = delay;
+        let d = delay.map(Into::into);
+        for b in &mut self.buckets {
+            for (_, s) in b.sockets.iter_mut().chain(b.listen.iter_mut()) {
+                #[allow(irrefutable_let_patterns)]
+                if let smoltcp::socket::Socket::Tcp(t) = s {
+                    t.set_ack_delay(d);
+                }
+            }
+        }
+        // Pooled sockets take it when they are handed out (`new_socket`).
+    }
+
     fn mark_dirty(&mut self, b: u32) {
         self.buckets[b as usize].unscanned = true;
         self.mark_dirty_app(b);
@@ -292,6 +308,8 @@ mod recovery_tests;
 mod sack_tests;
 #[cfg(test)]
 mod socket_tests;
+#[cfg(test)]
+mod ack_delay_tests;
 #[cfg(test)]
 mod held_tests;
 #[cfg(test)]

@@ -13,4 +13,6 @@ fn sockets_send_at_once_and_count_the_congestion_window_in_segments() {
     let conn = p.a.engine.conns.get(ca).unwrap();
     let s = p.a.engine.buckets[conn.bucket as usize].sockets.get::<smoltcp::socket::tcp::Socket>(conn.handle);
     assert!(!s.nagle_enabled() && s.cwnd_segments());
+    // No delayed ACK unless asked for (`ack_delay_tests`); with one, a full segment is not delayed.
+    assert!(s.ack_delay().is_none() && s.ack_full_segment());
 }

@@ -58,6 +58,10 @@ impl Transport for MemTransport {
         MemTransport::flush(self)
     }
 
+    fn set_ack_delay(&mut self, delay: Option<Duration>) {
+        self.engine.set_ack_delay(delay)
+    }
+
     fn local_addr(&self, listener: ListenerId) -> Option<SocketAddrV4> {
         MemTransport::local_addr(self, listener)
     }

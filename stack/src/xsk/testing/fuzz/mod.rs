@@ -68,6 +68,8 @@ pub struct FuzzConfig {
     pub timestamps: bool,
     /// Every other hostile peer speaks IPv6 (see the module docs).
     pub ipv6: bool,
+    /// The server delays its ACKs this long (`EngineConfig::ack_delay`, as under tokio).
+    pub ack_delay: Option<Duration>,
 }
 
 impl Default for FuzzConfig {
@@ -81,6 +83,7 @@ impl Default for FuzzConfig {
             twin: false,
             timestamps: false,
             ipv6: false,
+            ack_delay: None,
         }
     }
 }
@@ -290,6 +293,7 @@ fn new_server(cfg: &FuzzConfig, fast_path: bool) -> Result<EchoServer, String> {
     scfg.tcp.syn_cookies = cfg.syn_cookies;
     scfg.tcp.recovery.timestamps = cfg.timestamps;
     scfg.tcp.fast_path = fast_path;
+    scfg.tcp.ack_delay = cfg.ack_delay;
     let srv_t = MemTransport::new(scfg);
     let scfg = ServerConfig { port: PORT, write_high_water: 64 << 10, poll_timeout: Some(Duration::ZERO) };
     let mut server: EchoServer = Server::new(srv_t, LengthPrefixed::new(1024), Echo, scfg).map_err(|e| e.to_string())?;
