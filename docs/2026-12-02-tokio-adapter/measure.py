@@ -149,7 +149,7 @@ def main():
             rs = [x for x in runs if x["case"] == case and x["server"] == server]
             med[f"{case}/{server}"] = {k: statistics.median(x[k] for x in rs) for k in ("req_per_s", "server_cpu_us_per_req")}
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": os.uname().release,
-            "commit": sh("git", "rev-parse", "--short", "HEAD").stdout.strip(), "args": vars(args),
+            "commit": sh("git", "rev-parse", "--short", "HEAD", check=False).stdout.strip(), "args": vars(args),
             "command": " ".join(sys.argv)}
     json.dump({"meta": meta, "medians": med, "syscalls": syscalls, "runs": runs}, sys.stdout, indent=1)
     print()

@@ -3,9 +3,9 @@
 
 Usage: summarize.py [RUNS_DIR]   (default: runs/ next to this file)
 Reads RUNS_DIR/cg/{fast,general,base}-N.cg (+ .txt: requests in the window) and
-RUNS_DIR/ab/{base,general,fast}-N/results.json (rr-demo), writes results.json next
+RUNS_DIR/ab/{base,general,fast}-N/results.json (rr-demo), writes results.json.xz next
 to this file and prints the tables (tables.txt is this output)."""
-import glob, json, os, re, statistics, subprocess, sys
+import glob, json, lzma, os, re, statistics, subprocess, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 runs = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "runs")
@@ -136,7 +136,7 @@ for r in rows:
     med = r["median"]
     print(f"{r['case']:<12} {r['backend']:<8} {r['metric']:<15} {fmt(med['base']):>9} {fmt(med['general']):>9} {fmt(med['fast']):>9}   {fr(r['fast_vs_general']):>16}   {fr(r['fast_vs_base']):>14}")
 
-json.dump(out, open(os.path.join(here, "results.json"), "w"), sort_keys=True, separators=(",", ":"))
+json.dump(out, lzma.open(os.path.join(here, "results.json.xz"), "wt"), sort_keys=True, separators=(",", ":"))
 
 # The rechecks: fast first in each round (a), then general (b), for the cases where the
 # first run (general always before fast) showed the fast path behind.
@@ -229,4 +229,4 @@ for name in ("recheck", "recheck2"):
     if name in out:
         per_rc = {tuple(k.rsplit("-", 1)[0:1]) + (int(k.rsplit("-", 1)[1]),): v for k, v in out[name]["runs"].items()}
         out[name]["normalized"] = normalized(per_rc, ["general", "fast"], name)
-json.dump(out, open(os.path.join(here, "results.json"), "w"), sort_keys=True, separators=(",", ":"))
+json.dump(out, lzma.open(os.path.join(here, "results.json.xz"), "wt"), sort_keys=True, separators=(",", ":"))
