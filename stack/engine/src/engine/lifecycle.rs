@@ -38,6 +38,9 @@ impl Engine {
         // With a delay: a sender whose window holds one segment waits for its ACK (smoltcp has
         // no quick-ACK mode), so a full segment is acknowledged at once.
         s.set_ack_full_segment(true);
+        // Linux's initial window (RFC 6928), not smoltcp's 2,048 octets: an answer of up to
+        // 10 segments leaves in a new connection's first flight.
+        s.set_rfc6928_initial_window(true);
         // Without Nagle, a congestion window counted in octets sends the few octets each ACK
         // grows it by as a segment of its own; Linux counts it in segments, and so do we.
         s.set_cwnd_segments(true);

@@ -875,6 +875,9 @@ pub struct Socket<'a> {
     // unacknowledged data is acknowledged at once.
     ack_full_segment: bool,
 
+    // [xsk-stack patch: initial-window] The congestion window starts at RFC 6928's.
+    rfc6928_initial_window: bool,
+
     /// The congestion control algorithm.
     congestion_controller: congestion::AnyController,
 
@@ -992,6 +995,7 @@ impl<'a> Socket<'a> {
             nagle: true,
             cwnd_segments: false,
             ack_full_segment: false,
+            rfc6928_initial_window: false,
             tsval_generator: None,
             last_remote_tsval: 0,
             ts_micros: false,
@@ -1499,6 +1503,33 @@ impl<'a> Socket<'a> {
         self.ack_full_segment
     }
 
+    /// [xsk-stack patch: initial-window] Start each connection's congestion window at RFC
+    /// 6928's initial window, min(10 * MSS, max(2 * MSS, 14,600 octets)) for the peer's MSS,
+    /// as Linux does, instead of upstream's 2,048 octets (one segment and a fraction on
+    /// Ethernet). Set when the handshake tells the MSS. Off by default.
+    pub fn set_rfc6928_initial_window(&mut self, enabled: bool) {
+        self.rfc6928_initial_window = enabled
+    }
+
+    /// [xsk-stack patch: initial-window] Whether connections start at RFC 6928's initial
+    /// window (`set_rfc6928_initial_window`).
+    pub fn rfc6928_initial_window(&self) -> bool {
+        self.rfc6928_initial_window
+    }
+
+    /// [xsk-stack patch: initial-window] The peer's MSS from its SYN or SYN-ACK (a zero one
+    /// treated as absent by the callers), told to the congestion controller, which starts at
+    /// RFC 6928's initial window when the socket asks for it.
+    fn set_remote_mss(&mut self, mss: usize) {
+        self.remote_mss = mss.max(MIN_REMOTE_MSS);
+        let mss = self.remote_mss;
+        let cc = self.congestion_controller.inner_mut();
+        cc.set_mss(mss);
+        if self.rfc6928_initial_window {
+            cc.set_initial_window((10 * mss).min((2 * mss).max(14_600)));
+        }
+    }
+
     /// Return the keep-alive interval.
     ///
     /// See also the [set_keep_alive](#method.set_keep_alive) method.
@@ -1586,6 +1617,10 @@ impl<'a> Socket<'a> {
         self.state = State::Closed;
         self.timer = Timer::new();
         self.rtte = RttEstimator::new(self.rto_config);
+        // [xsk-stack patch: cc-reset] A fresh controller of the same kind: a socket used
+        // again (closed, then `listen` or `connect`) kept the last connection's window,
+        // threshold and recovery state.
+        self.set_congestion_control(self.congestion_control());
         self.tlp_ack_delay = self.tail_probe.map_or(Duration::ZERO, |p| p.ack_delay);
         self.tlp_at = None;
         self.tlp_high = None;
@@ -1764,10 +1799,8 @@ impl<'a> Socket<'a> {
         }
         self.reset();
         if mss != 0 {
-            self.remote_mss = (mss as usize).max(MIN_REMOTE_MSS);
-            self.congestion_controller
-                .inner_mut()
-                .set_mss(self.remote_mss);
+            // [xsk-stack patch: initial-window]
+            self.set_remote_mss(mss as usize);
         }
         self.tuple = Some(Tuple { local, remote });
         self.local_seq_no = local_isn;
@@ -3182,10 +3215,8 @@ impl<'a> Socket<'a> {
                 if let Some(max_seg_size) = repr.max_seg_size {
                     // Treat a zero MSS as if the option were absent, like Linux does.
                     if max_seg_size != 0 {
-                        self.remote_mss = (max_seg_size as usize).max(MIN_REMOTE_MSS);
-                        self.congestion_controller
-                            .inner_mut()
-                            .set_mss(self.remote_mss);
+                        // [xsk-stack patch: initial-window]
+                        self.set_remote_mss(max_seg_size as usize);
                     }
                 }
 
@@ -3237,10 +3268,8 @@ impl<'a> Socket<'a> {
                 if let Some(max_seg_size) = repr.max_seg_size {
                     // Treat a zero MSS as if the option were absent, like Linux does.
                     if max_seg_size != 0 {
-                        self.remote_mss = (max_seg_size as usize).max(MIN_REMOTE_MSS);
-                        self.congestion_controller
-                            .inner_mut()
-                            .set_mss(self.remote_mss);
+                        // [xsk-stack patch: initial-window]
+                        self.set_remote_mss(max_seg_size as usize);
                     }
                 }
 
@@ -11980,4 +12009,8 @@ mod test {
 
     // [xsk-stack patch: ack-full-segment]
     mod ack_full_segment;
+
+    // [xsk-stack patch: initial-window, cc-reset]
+    #[cfg(feature = "socket-tcp-reno")]
+    mod initial_window;
 }

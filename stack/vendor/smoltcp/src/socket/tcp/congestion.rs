@@ -35,6 +35,10 @@ pub(super) trait Controller {
 
     /// Set the maximum segment size.
     fn set_mss(&mut self, mss: usize) {}
+
+    /// [xsk-stack patch: initial-window] Start the window at `bytes` (before anything is
+    /// sent; `set_mss` came first).
+    fn set_initial_window(&mut self, bytes: usize) {}
 }
 
 // [xsk-stack patch: eifel] Clone: kept to undo a congestion response.
@@ -153,5 +157,10 @@ impl Controller for AnyController {
     #[inline]
     fn set_mss(&mut self, mss: usize) {
         forward!(self, c => c.set_mss(mss))
+    }
+
+    // [xsk-stack patch: initial-window]
+    fn set_initial_window(&mut self, bytes: usize) {
+        forward!(self, c => c.set_initial_window(bytes))
     }
 }

@@ -236,6 +236,16 @@ impl Controller for Cubic {
         self.recompute_k();
     }
 
+    // [xsk-stack patch: initial-window] As `new` starts: the window, the window before a
+    // loss and the Reno-friendly estimate all at the initial window.
+    fn set_initial_window(&mut self, bytes: usize) {
+        self.cwnd = bytes;
+        self.w_max = bytes;
+        self.w_est = bytes as f64;
+        self.cwnd_prior = bytes;
+        self.recompute_k();
+    }
+
     fn set_remote_window(&mut self, remote_window: usize) {
         if self.rwnd < remote_window {
             self.rwnd = remote_window;

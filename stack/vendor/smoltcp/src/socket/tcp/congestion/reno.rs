@@ -104,6 +104,11 @@ impl Controller for Reno {
         self.mss = mss;
     }
 
+    // [xsk-stack patch: initial-window]
+    fn set_initial_window(&mut self, bytes: usize) {
+        self.cwnd = bytes;
+    }
+
     fn set_remote_window(&mut self, remote_window: usize) {
         if self.rwnd < remote_window {
             self.rwnd = remote_window;
