@@ -1,7 +1,8 @@
 #!/bin/bash
 # Connection churn against the stack's server, two builds alternated: a kernel client opens a
 # connection, sends one echo request of SIZE bytes, reads the answer and closes, 4 at a time,
-# for 3 s after 0.5 s of warm-up (rr-bench --pattern churn). Each run in a fresh lab of two
+# for 3 s after 0.5 s of warm-up (rr-bench --pattern churn), the client's namespace set up as
+# rr-demo's churn cases set it. Each run in a fresh lab of two
 # namespaces joined by veth (198.18.93.0/24), removed on every exit.
 # usage (root): churn.sh OUT CYCLES "SIZE..." A=BIN_DIR B=BIN_DIR
 #   each cycle runs A B B A for every size; OUT/NAME-K-SIZE.json is rr-bench's --json
@@ -17,6 +18,9 @@ run() { # BIN_DIR SIZE JSON
   ip link set ${tag}a netns $S; ip link set ${tag}b netns $C
   ip -n $S addr add 198.18.93.1/24 dev ${tag}a; ip -n $C addr add 198.18.93.2/24 dev ${tag}b
   for n in $S:${tag}a $C:${tag}b; do ip -n ${n%%:*} link set ${n#*:} up; ip -n ${n%%:*} link set lo up; done
+  # As rr-demo's churn cases: the kernel client closes first; no TIME-WAIT in its namespace
+  # (thousands of ports held for 60 s stall its connects by milliseconds), more ports.
+  ip netns exec $C sysctl -qw net.ipv4.tcp_max_tw_buckets=0 net.ipv4.ip_local_port_range="10000 65000"
   ip netns exec $S "$1/rr-server" --backend xsk --service echo --port 7000 --max-conns 1024 \
     --iface ${tag}a --attach auto --addr 198.18.93.10/24 > "$3.server.log" 2>&1 & SP=$!
   for _ in $(seq 50); do sleep 0.2; grep -q "listening on" "$3.server.log" && break; done
