@@ -203,6 +203,29 @@ fn one_runtime_per_queue() {
     assert_eq!(served.load(Ordering::SeqCst), 2);
 }
 
+/// A mock transport's methods for connections, which it never has: every call on one
+/// fails as for an unknown connection, and connecting is refused.
+macro_rules! no_connections {
+    () => {
+        fn connect(&mut self, _: SocketAddrV4) -> Result<ConnId, TransportError> {
+            Err(TransportError::InvalidInput("none"))
+        }
+        fn recv(&mut self, c: ConnId, _: &mut BytesMut) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn send(&mut self, c: ConnId, _: &[u8]) -> Result<usize, TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn close(&mut self, _: ConnId) {}
+        fn shutdown_write(&mut self, c: ConnId) -> Result<(), TransportError> {
+            Err(TransportError::UnknownConn(c))
+        }
+        fn peer_addr(&self, _: ConnId) -> Option<SocketAddrV4> {
+            None
+        }
+    };
+}
+
 /// A transport with no I/O whose only work is a timer that is due at once: the driver must
 /// poll it on the pass after `next_wake` said so (a driver that woke itself without polling
 /// would spin until a frame arrived).
@@ -225,23 +248,11 @@ fn a_due_timer_gets_polled() {
         fn listen(&mut self, _: u16) -> Result<ListenerId, TransportError> {
             Err(TransportError::InvalidInput("none"))
         }
-        fn connect(&mut self, _: SocketAddrV4) -> Result<ConnId, TransportError> {
-            Err(TransportError::InvalidInput("none"))
-        }
+        no_connections!();
         fn poll(&mut self, _: &mut Vec<Event>, _: Option<Duration>) -> Result<(), TransportError> {
             self.polls.fetch_add(1, Ordering::SeqCst);
             self.due.store(false, Ordering::SeqCst);
             Ok(())
-        }
-        fn recv(&mut self, c: ConnId, _: &mut BytesMut) -> Result<usize, TransportError> {
-            Err(TransportError::UnknownConn(c))
-        }
-        fn send(&mut self, c: ConnId, _: &[u8]) -> Result<usize, TransportError> {
-            Err(TransportError::UnknownConn(c))
-        }
-        fn close(&mut self, _: ConnId) {}
-        fn shutdown_write(&mut self, c: ConnId) -> Result<(), TransportError> {
-            Err(TransportError::UnknownConn(c))
         }
         fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
             Some(std::os::fd::AsRawFd::as_raw_fd(&self.quiet))
@@ -250,9 +261,6 @@ fn a_due_timer_gets_polled() {
             self.due.load(Ordering::SeqCst).then_some(Duration::ZERO)
         }
         fn local_addr(&self, _: ListenerId) -> Option<SocketAddrV4> {
-            None
-        }
-        fn peer_addr(&self, _: ConnId) -> Option<SocketAddrV4> {
             None
         }
         fn name(&self) -> &'static str {
@@ -283,27 +291,12 @@ fn a_failed_transport_fails_the_waiting_tasks() {
         fn listen(&mut self, _: u16) -> Result<ListenerId, TransportError> {
             Ok(ListenerId(0))
         }
-        fn connect(&mut self, _: SocketAddrV4) -> Result<ConnId, TransportError> {
-            Err(TransportError::InvalidInput("none"))
-        }
+        no_connections!();
         fn poll(&mut self, _: &mut Vec<Event>, _: Option<Duration>) -> Result<(), TransportError> {
             Err(TransportError::Io(std::io::Error::other("ring broke")))
         }
-        fn recv(&mut self, c: ConnId, _: &mut BytesMut) -> Result<usize, TransportError> {
-            Err(TransportError::UnknownConn(c))
-        }
-        fn send(&mut self, c: ConnId, _: &[u8]) -> Result<usize, TransportError> {
-            Err(TransportError::UnknownConn(c))
-        }
-        fn close(&mut self, _: ConnId) {}
-        fn shutdown_write(&mut self, c: ConnId) -> Result<(), TransportError> {
-            Err(TransportError::UnknownConn(c))
-        }
         fn local_addr(&self, _: ListenerId) -> Option<SocketAddrV4> {
             Some(SocketAddrV4::new([127, 0, 0, 1].into(), 1))
-        }
-        fn peer_addr(&self, _: ConnId) -> Option<SocketAddrV4> {
-            None
         }
         fn name(&self) -> &'static str {
             "failing"
@@ -396,29 +389,14 @@ fn net_asks_the_transport_to_delay_its_acks() {
         fn listen(&mut self, _: u16) -> Result<ListenerId, TransportError> {
             Err(TransportError::InvalidInput("none"))
         }
-        fn connect(&mut self, _: SocketAddrV4) -> Result<ConnId, TransportError> {
-            Err(TransportError::InvalidInput("none"))
-        }
+        no_connections!();
         fn poll(&mut self, _: &mut Vec<Event>, _: Option<Duration>) -> Result<(), TransportError> {
             Ok(())
-        }
-        fn recv(&mut self, c: ConnId, _: &mut BytesMut) -> Result<usize, TransportError> {
-            Err(TransportError::UnknownConn(c))
-        }
-        fn send(&mut self, c: ConnId, _: &[u8]) -> Result<usize, TransportError> {
-            Err(TransportError::UnknownConn(c))
-        }
-        fn close(&mut self, _: ConnId) {}
-        fn shutdown_write(&mut self, c: ConnId) -> Result<(), TransportError> {
-            Err(TransportError::UnknownConn(c))
         }
         fn set_ack_delay(&mut self, delay: Option<Duration>) {
             self.0.lock().unwrap().push(delay);
         }
         fn local_addr(&self, _: ListenerId) -> Option<SocketAddrV4> {
-            None
-        }
-        fn peer_addr(&self, _: ConnId) -> Option<SocketAddrV4> {
             None
         }
         fn name(&self) -> &'static str {

@@ -10,6 +10,13 @@ use crate::testing::{config, Pair};
 
 const DELAY: Duration = Duration::from_millis(5);
 
+/// A pair whose server (`a`) delays its ACKs by `DELAY` from the start.
+fn delaying() -> Pair {
+    let mut a = config(Pair::A);
+    a.tcp.ack_delay = Some(DELAY);
+    Pair::with(a, config(Pair::B))
+}
+
 /// The client sends `data`; the server takes it in and flushes, as a loop does before its
 /// application has answered. What the server sent then (the client gets it).
 fn request(p: &mut Pair, cb: ConnId, data: &[u8]) -> Vec<Seg> {
@@ -73,9 +80,7 @@ fn with_a_delay_the_ack_rides_on_the_answer() {
 
 #[test]
 fn without_an_answer_the_ack_goes_when_the_delay_ends() {
-    let mut a = config(Pair::A);
-    a.tcp.ack_delay = Some(DELAY);
-    let mut p = Pair::with(a, config(Pair::B));
+    let mut p = delaying();
     let (_, cb) = connected(&mut p);
     assert!(request(&mut p, cb, b"ping").is_empty());
     p.advance(DELAY - Duration::from_millis(1));
@@ -93,9 +98,7 @@ fn an_upload_does_not_wait_for_the_delay() {
     // The client's window holds one segment at first (smoltcp's initial window, 2,048
     // octets): it sends one and waits for its ACK. A full segment is acknowledged at once
     // (smoltcp patch `ack-full-segment`), so the upload never waits for the delay.
-    let mut a = config(Pair::A);
-    a.tcp.ack_delay = Some(DELAY);
-    let mut p = Pair::with(a, config(Pair::B));
+    let mut p = delaying();
     let (ca, cb) = connected(&mut p);
     let segs = request(&mut p, cb, &[7u8; 4000]);
     assert_eq!(segs.len(), 1);
