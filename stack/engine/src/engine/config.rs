@@ -71,11 +71,9 @@ pub struct EngineConfig {
     /// How long an ACK for received data may wait for an answer to ride on: none by default
     /// (ACK at once), which costs nothing where the answer is written in the pass that took
     /// the request in (the stack's own loop). Where answers lag the requests by task hops (an
-    /// async runtime: [`stack::tokio`] sets it), a lone ACK would leave first, a frame and a
-    /// TX kick of its own. smoltcp's delayed ACK: the ACK still goes at once after more than
-    /// one segment's worth of data, and for out-of-order segments.
-    ///
-    /// [`stack::tokio`]: https://docs.rs/stack
+    /// async runtime: the `stack` crate's tokio adapter sets 2 ms), a lone ACK would leave
+    /// first, a frame and a TX kick of its own. smoltcp's delayed ACK, with a full segment's
+    /// worth of data acknowledged at once (patch `ack-full-segment`), as is out-of-order data.
     pub ack_delay: Option<Duration>,
 }
 
