@@ -4,7 +4,7 @@
 # for 3 s after 0.5 s of warm-up (rr-bench --pattern churn), the client's namespace set up as
 # rr-demo's churn cases set it. Each run in a fresh lab of two
 # namespaces joined by veth (198.18.93.0/24), removed on every exit.
-# usage (root): churn.sh OUT CYCLES "SIZE..." A=BIN_DIR B=BIN_DIR
+# usage (root): [CLIENT_DEFAULTS=1] churn.sh OUT CYCLES "SIZE..." A=BIN_DIR B=BIN_DIR
 #   each cycle runs A B B A for every size; OUT/NAME-K-SIZE.json is rr-bench's --json
 set -euo pipefail
 OUT=$1; CYCLES=$2; SIZES=$3; A=${4#A=}; B=${5#B=}
@@ -20,7 +20,8 @@ run() { # BIN_DIR SIZE JSON
   for n in $S:${tag}a $C:${tag}b; do ip -n ${n%%:*} link set ${n#*:} up; ip -n ${n%%:*} link set lo up; done
   # As rr-demo's churn cases: the kernel client closes first; no TIME-WAIT in its namespace
   # (thousands of ports held for 60 s stall its connects by milliseconds), more ports.
-  ip netns exec $C sysctl -qw net.ipv4.tcp_max_tw_buckets=0 net.ipv4.ip_local_port_range="10000 65000"
+  # CLIENT_DEFAULTS=1 leaves the client's namespace as it comes (the study's second set).
+  [ -n "${CLIENT_DEFAULTS:-}" ] || ip netns exec $C sysctl -qw net.ipv4.tcp_max_tw_buckets=0 net.ipv4.ip_local_port_range="10000 65000"
   ip netns exec $S "$1/rr-server" --backend xsk --service echo --port 7000 --max-conns 1024 \
     --iface ${tag}a --attach auto --addr 198.18.93.10/24 > "$3.server.log" 2>&1 & SP=$!
   for _ in $(seq 50); do sleep 0.2; grep -q "listening on" "$3.server.log" && break; done
