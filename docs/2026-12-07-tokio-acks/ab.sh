@@ -5,7 +5,9 @@
 # for the older one). Each invocation is the tokio-adapter study's measure.py (tokio's own
 # listener, the adapter over kernel TCP and over the stack, in turn); its per-run lines go to
 # OUT/V-K.err, and table.py folds them into results.json.
-# usage (root): docs/2026-12-07-tokio-acks/ab.sh OUT CYCLES DIR_A DIR_B
+# usage (root): [RESULTS=FILE] docs/2026-12-07-tokio-acks/ab.sh OUT CYCLES DIR_A DIR_B
+#   RESULTS: where table.py writes the runs (default: this study's results.json)
+#   REQUESTS, CASES: measure.py's --requests and --cases (default: 20000; h1-1,grpc-1,h1-16,grpc-16)
 set -euo pipefail
 OUT=$1; CYCLES=$2; A=$(realpath "$3"); B=$(realpath "$4")
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,9 +17,9 @@ for _ in $(seq "$CYCLES"); do
   for v in A B B A; do
     k=$((k + 1))
     dir=$A; [ "$v" = B ] && dir=$B
-    (cd "$dir" && python3 "$here/../2026-12-02-tokio-adapter/measure.py" --rounds 1 --requests 20000 \
-      --strace-requests 3000 --cases h1-1,grpc-1,h1-16,grpc-16 > "$OUT/$v-$k.json" 2> "$OUT/$v-$k.err")
+    (cd "$dir" && python3 "$here/../2026-12-02-tokio-adapter/measure.py" --rounds 1 --requests "${REQUESTS:-20000}" \
+      --strace-requests 3000 --cases "${CASES:-h1-1,grpc-1,h1-16,grpc-16}" > "$OUT/$v-$k.json" 2> "$OUT/$v-$k.err")
     echo "$k $v $(date +%T)"
   done
 done
-python3 "$here/table.py" --from-runs "$OUT" --write "$here/results.json"
+python3 "$here/table.py" --from-runs "$OUT" --write "${RESULTS:-$here/results.json}"

@@ -4,8 +4,9 @@ and server CPU per request over tokio's own listener's in the same invocation (m
 every run), its absolute figures (medians), and its syscalls per request (strace runs).
 
 usage: table.py [results.json]
-       table.py --from-runs OUT --write results.json   (fold ab.sh's OUT/V-K.err first)"""
-import argparse, glob, json, os, re, statistics as st
+       table.py --from-runs OUT --write results.json   (fold ab.sh's OUT/V-K.err first)
+(A name ending in .xz is read and written xz-compressed.)"""
+import argparse, glob, json, lzma, os, re, statistics as st
 
 here = os.path.dirname(os.path.abspath(__file__))
 ap = argparse.ArgumentParser()
@@ -29,9 +30,11 @@ if a.from_runs:
             runs.append(dict(r, variant=v, invocation=int(k)))
     doc = {"runs": runs}
     if a.write:
-        json.dump(doc, open(a.write, "w"), separators=(",", ":"))
+        opener = lzma.open if a.write.endswith(".xz") else open
+        with opener(a.write, "wt") as f:
+            json.dump(doc, f, separators=(",", ":"))
 else:
-    doc = json.load(open(a.results))
+    doc = json.load((lzma.open if a.results.endswith(".xz") else open)(a.results, "rt"))
 runs = doc["runs"]
 
 by = {(r["variant"], r["invocation"], r["case"], r["server"], bool(r.get("strace"))): r for r in runs}
