@@ -41,3 +41,35 @@ fn loopback_receive_is_charged_to_the_sender() {
     assert!(s.in_server >= floor && s.in_client.is_zero(), "as the server: {s:?}");
     assert!(n.elsewhere >= floor && n.in_server.is_zero() && n.in_client.is_zero(), "as neither: {n:?}");
 }
+
+/// `netrx-watch` around a client command: the command's own loopback traffic (ping runs the
+/// receive of what it sends) lands in the client's slot from its first packet (the gate holds
+/// it until the accountant is attached), none in the server's; the command's exit status is
+/// passed through (a missing command: the shell's 127).
+#[test]
+fn netrx_watch_charges_a_client_command_its_own_receive() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
+    let mut idle = Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+    let out = std::env::temp_dir().join(format!("netrx-watch-{}.json", std::process::id()));
+    let watch = |cmd: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_netrx-watch"))
+            .args(["--server", &idle.id().to_string(), "--out", out.to_str().unwrap(), "--"])
+            .args(cmd)
+            .status()
+            .expect("run netrx-watch")
+    };
+    // ping is in scripts/setup's test packages (iputils-ping); -i 0.002 needs root.
+    let st = watch(&["ping", "-q", "-c", "200", "-i", "0.002", "127.0.0.1"]);
+    assert!(st.success(), "{st}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let ns = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}"));
+    assert!(ns("in_client_ns") >= 4_000, "200 echoes received in ping's own context: {v}");
+    assert_eq!(ns("in_server_ns"), 0, "{v}");
+    assert!(ns("client_syscalls") >= 400, "ping's sendto and recvmsg: {v}");
+    assert_eq!(watch(&["sh", "-c", "exit 3"]).code(), Some(3), "the command's status");
+    assert_eq!(watch(&["/nonexistent/command"]).code(), Some(127), "sh's status for a missing command");
+    let _ = idle.kill();
+    let _ = idle.wait();
+    let _ = std::fs::remove_file(&out);
+}

@@ -6,14 +6,19 @@ backend (C), loaded by h2load from the other end of a veth lab (peer with defaul
 Two passes per case, alternating A, B, C in each round:
   * CPU: server threads' schedstat run time (ns) over the run, divided by requests;
   * syscalls: the same run under `strace -c -f` (counts exact, times not), per request.
+With --own-rx, each CPU run also charges each side its own receive path (target/release/netrx-watch,
+apps::netrx: on veth the sender's system call runs the receiver's NET_RX softirq, so plain server CPU
+holds the client's receive and not the server's own) and counts the server's system calls without strace.
 
 usage (root, release examples built):
   cargo build --release -p stack --features axum,tonic --examples
-  docs/2026-12-02-tokio-adapter/measure.py --rounds 3 --requests 20000 > results.json
+  cargo build --release -p apps --bin netrx-watch   # for --own-rx
+  docs/2026-12-02-tokio-adapter/measure.py --rounds 3 --requests 20000 [--own-rx] > results.json
 """
 import argparse, glob, json, os, re, signal, statistics, subprocess, sys, time
 
 EXAMPLES = "target/release/examples/"
+NETRX_WATCH = "target/release/netrx-watch"
 NS_A, NS_B = "tam-a", "tam-b"
 NET = "198.19.250"
 SERVER = {"tokio": ["tokio", "8080"], "kernel": ["kernel", "8080"],
@@ -75,25 +80,46 @@ def stop(p):
     p.wait(timeout=15)
 
 
-def load(server, case, n):
+def load(server, case, n, watch=None):
+    """h2load's completed requests and rate; with `watch` (the server's pid), h2load runs under
+    netrx-watch and the NET_RX totals of the run come third (else None)."""
     _, load_args, path = CASES[case]
     url = f"http://{ADDR[server]}:8080{path}"
-    out = sh("ip", "netns", "exec", NS_B, "h2load", "-n", str(n), *load_args, url).stdout
+    cmd = ["ip", "netns", "exec", NS_B, "h2load", "-n", str(n), *load_args, url]
+    netrx = None
+    if watch is None:
+        out = sh(*cmd).stdout
+    else:
+        res = "/tmp/tam-netrx.json"
+        out = sh(NETRX_WATCH, "--server", str(watch), "--out", res, "--", *cmd).stdout
+        netrx = json.load(open(res))
+        os.remove(res)
     m = re.search(r"requests: (\d+) total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored", out)
     if not m or m.group(3) != "0" or m.group(4) != "0" or m.group(1) != m.group(2):
         raise SystemExit(f"{server} {case}: {out}")
     rps = float(re.search(r"finished in [^,]+, ([\d.]+) req/s", out).group(1))
-    return int(m.group(2)), rps
+    if watch is None:
+        return int(m.group(2)), rps
+    return int(m.group(2)), rps, netrx
 
 
-def run_cpu(server, case, n):
+def run_cpu(server, case, n, own_rx=False):
     p = start(server, case)
     load(server, case, 1000)  # warm: connections, ARP, caches
     before = cpu_ns(p.pid)
-    done, rps = load(server, case, n)
+    done, rps, *netrx = load(server, case, n, watch=p.pid if own_rx else None)
     used = cpu_ns(p.pid) - before
     stop(p)
-    return {"requests": done, "req_per_s": rps, "server_cpu_us_per_req": used / done / 1000}
+    res = {"requests": done, "req_per_s": rps, "server_cpu_us_per_req": used / done / 1000}
+    if own_rx:
+        # Each side charged its own receive path (apps::netrx): on veth the sender's system
+        # call runs the receiver's NET_RX softirq, so the server's CPU held its client's
+        # receive and not its own.
+        x = netrx[0]
+        res["server_cpu_us_per_req_own_rx"] = (used - x["in_server_ns"] + x["in_client_ns"]) / done / 1000
+        res["netrx_us_per_req"] = {k[:-3]: x[k] / done / 1000 for k in ("in_server_ns", "in_client_ns", "elsewhere_ns")}
+        res["server_syscalls_per_req"] = x["server_syscalls"] / done
+    return res
 
 
 def run_strace(server, case, n):
@@ -123,6 +149,9 @@ def main():
     ap.add_argument("--requests", type=int, default=20000)
     ap.add_argument("--strace-requests", type=int, default=5000)
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--own-rx", action="store_true",
+                    help="run h2load under netrx-watch (target/release, next to the examples): each run also "
+                         "gets the server's CPU with each side charged its own receive path, and its system calls")
     args = ap.parse_args()
     with open(GRPC_BODY, "wb") as f:
         f.write(bytes([0, 0, 0, 0, 3, 0x0A, 0x01, ord("x")]))
@@ -132,7 +161,7 @@ def main():
         for r in range(args.rounds):
             for case in args.cases.split(","):
                 for server in ("tokio", "kernel", "xsk"):
-                    res = run_cpu(server, case, args.requests)
+                    res = run_cpu(server, case, args.requests, args.own_rx)
                     runs.append({"round": r, "case": case, "server": server, **res})
                     print(json.dumps(runs[-1]), file=sys.stderr)
         syscalls = {}
@@ -147,7 +176,8 @@ def main():
     for case in args.cases.split(","):
         for server in ("tokio", "kernel", "xsk"):
             rs = [x for x in runs if x["case"] == case and x["server"] == server]
-            med[f"{case}/{server}"] = {k: statistics.median(x[k] for x in rs) for k in ("req_per_s", "server_cpu_us_per_req")}
+            keys = ["req_per_s", "server_cpu_us_per_req"] + (["server_cpu_us_per_req_own_rx", "server_syscalls_per_req"] if args.own_rx else [])
+            med[f"{case}/{server}"] = {k: statistics.median(x[k] for x in rs) for k in keys}
     meta = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": os.uname().release,
             "commit": sh("git", "rev-parse", "--short", "HEAD", check=False).stdout.strip(), "args": vars(args),
             "command": " ".join(sys.argv)}
