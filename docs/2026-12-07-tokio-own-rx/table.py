@@ -3,16 +3,22 @@
 (the process's run time) and with each side charged its own receive path (apps::netrx through
 netrx-watch), per round and median; and where the NET_RX softirq work ran.
 
-usage: table.py [results.json]   (measure.py --own-rx's output)"""
+usage: table.py [FILE ...]   (measure.py --own-rx's outputs, their rounds pooled; default:
+                             results.json, or every invocation in it when it holds a list)"""
 import json, os, statistics as st, sys
 
-path = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "results.json")
-doc = json.load(open(path))
-runs = doc["runs"]
+here = os.path.dirname(os.path.abspath(__file__))
+docs = []
+for path in sys.argv[1:] or [os.path.join(here, "results.json")]:
+    d = json.load(open(path))
+    docs.extend(d if isinstance(d, list) else [d])
+runs = [dict(r, round=(i, r["round"])) for i, d in enumerate(docs) for r in d["runs"]]
 cases = list(dict.fromkeys(r["case"] for r in runs))
 by = {(r["round"], r["case"], r["server"]): r for r in runs}
 rounds = sorted({r["round"] for r in runs})
-print(f"{doc['meta']['command']} ({doc['meta']['date']}, {doc['meta']['kernel']}, {doc['meta']['commit']})\n")
+for d in docs:
+    print(f"{d['meta']['command']} ({d['meta']['date']}, {d['meta']['kernel']}, {d['meta']['commit']})")
+print(f"\n{len(rounds)} rounds in {len(docs)} invocation(s)\n")
 print("| case | stack/tokio req/s | stack/tokio CPU per request | the same, own receive path | rounds (CPU, own receive) |")
 print("|---|---|---|---|---|")
 for c in cases:
