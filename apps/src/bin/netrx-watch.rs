@@ -50,7 +50,7 @@ fn run(cli: &Cli) -> Result<u8> {
     // The gate: the shell waits for a line on stdin, then becomes the command (same pid).
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg("read _gate; exec \"$@\"")
+        .arg("read _gate && exec \"$@\"")
         .arg("sh")
         .args(&cli.command)
         .stdin(Stdio::piped())
@@ -66,7 +66,15 @@ fn run(cli: &Cli) -> Result<u8> {
             bail!("attaching the NET_RX accountant (needs root): {e}");
         }
     };
-    let before = acct.read().context("reading the accountant")?;
+    let before = match acct.read() {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("reading the accountant: {e}");
+        }
+    };
+    // A gate that cannot be opened leaves the shell at EOF: `read` fails and it exits.
     gate.write_all(b"\n").context("opening the gate")?;
     drop(gate);
     let status = child.wait().context("waiting for the command")?;
