@@ -115,6 +115,8 @@ pub trait Transport {
     /// once per loop iteration. A batching backend may leave the last step to the next `poll`,
     /// which makes it before it returns or while it sleeps (xsk: the frames are in the TX ring
     /// and the kernel is told by `poll`'s wait, one syscall for both), so call `poll` after it.
+    /// (xsk: `send` already put an answer to an idle connection in the TX ring; `flush`
+    /// publishes it.)
     fn flush(&mut self) -> Result<(), TransportError> {
         Ok(())
     }

@@ -34,6 +34,11 @@ struct Cli {
     /// Connections the server accepts at most (small, so the limit is hit).
     #[arg(long, default_value_t = 160)]
     max_conns: usize,
+    /// Socket buckets of the server (a power of two; 0: one per 8 connections, at least
+    /// 16). Many (e.g. 1024) leave most connections alone in theirs, where an answer
+    /// leaves when written without the bucket's egress.
+    #[arg(long, default_value_t = 0)]
+    buckets: usize,
     /// When the server answers SYNs with cookies: auto (when its half-open table is full, the
     /// default), always (every handshake through the cookie path), off.
     #[arg(long, value_name = "auto|always|off", default_value = "auto")]
@@ -73,7 +78,7 @@ fn main() -> ExitCode {
     let mut cfg = FuzzConfig::default();
     (cfg.frames, cfg.seed, cfg.peers, cfg.max_conns) = (cli.frames, cli.seed, cli.peers, cli.max_conns);
     (cfg.syn_cookies, cfg.twin, cfg.timestamps, cfg.ipv6) = (cli.syn_cookies.into(), cli.twin, cli.timestamps, cli.ipv6);
-    cfg.ack_delay = cli.ack_delay;
+    (cfg.ack_delay, cfg.buckets) = (cli.ack_delay, cli.buckets);
     let start = Instant::now();
     let quiet = cli.quiet;
     let r = run(&cfg, |r| {
@@ -107,13 +112,13 @@ fn main() -> ExitCode {
     );
     if cli.twin {
         println!(
-            "  fast path: {} segments in, {} out ({} bucket egresses without a scan); twin without it: the same answers after every batch, the same state in {} bucket looks",
-            rep.fast_path, rep.fast_send, rep.fast_egress, rep.twin_checks
+            "  fast path: {} segments in, {} out ({} bucket egresses without a scan, {} answers needing none); twin without it: the same answers after every batch, the same state in {} bucket looks",
+            rep.fast_path, rep.fast_send, rep.fast_egress, rep.sent_now, rep.twin_checks
         );
     } else {
         println!(
-            "  fast path: {} segments in, {} out ({} bucket egresses without a scan; --twin compares it with smoltcp's general path)",
-            rep.fast_path, rep.fast_send, rep.fast_egress
+            "  fast path: {} segments in, {} out ({} bucket egresses without a scan, {} answers needing none; --twin compares it with smoltcp's general path)",
+            rep.fast_path, rep.fast_send, rep.fast_egress, rep.sent_now
         );
     }
     println!("  SYN cookies: sent {}, connections made from one {}", rep.syn_cookies_sent, rep.syn_cookies_accepted);

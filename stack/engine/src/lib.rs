@@ -29,8 +29,11 @@
 //!    changed (accepts, data, closes), reported *before* anything is sent, so
 //!    the application's answers can ride on the ACKs. If there were events,
 //!    the driver returns them to the application, which calls
-//!    [`Engine::recv`], [`Engine::send`], [`Engine::close`] ... and then the
-//!    driver's flush runs step 4;
+//!    [`Engine::recv`], [`Engine::send_now`] (or [`Engine::send`], which only
+//!    queues), [`Engine::close`] ... and then the driver's flush runs step 4.
+//!    `send_now` puts an answer to an idle connection on the link at once when
+//!    that is all its bucket's egress would do (its socket alone in the
+//!    bucket); what else was written waits for step 4;
 //! 4. [`Engine::egress`] when [`Engine::egress_due`] (a touched bucket, a
 //!    due timer, the sweep), or whenever the application queued data
 //!    ([`Engine::wants_egress`]): smoltcp's transmit for those buckets into

@@ -119,6 +119,12 @@ impl XskTransport {
 
     fn egress_untimed(&mut self, now: SmolInstant) -> Result<(), TransportError> {
         self.engine.egress(now, &mut self.dev.link());
+        self.publish()
+    }
+
+    /// What an egress leaves to the port, or `send`'s answers went to the TX ring with:
+    /// the ACK policy's input, finished connections' ports, the frames published.
+    fn publish(&mut self) -> Result<(), TransportError> {
         if let Some(a) = &mut self.dev.acks {
             a.allow(self.engine.acks_can_wait());
         }
@@ -298,8 +304,15 @@ impl Transport for XskTransport {
         self.engine.recv(conn, buf)
     }
 
+    /// An answer to an idle connection goes to the TX ring now (`Engine::send_now`); it
+    /// is published and kicked with the next `flush`.
     fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        self.engine.send(conn, data)
+        let wall = xsk_io::sys::monotonic_ns();
+        let r = self.engine.send_now(self.smol_ns(wall), conn, data, &mut self.dev.link());
+        if let Some(s) = &mut self.stages {
+            s.send(wall);
+        }
+        r
     }
 
     fn close(&mut self, conn: ConnId) {
@@ -315,9 +328,13 @@ impl Transport for XskTransport {
         if let Some(s) = &mut self.stages {
             s.flush();
         }
-        if self.engine.wants_egress() || self.dev.port.tx_pending() {
+        if self.engine.wants_egress() {
             let now = self.now();
             self.egress(now)?;
+        } else if self.dev.port.tx_pending() {
+            // The answers `send` sent, nothing left for an egress (due timers wait for
+            // the next pass, which looks before it sleeps).
+            self.publish()?;
         }
         self.park.after_flush(&mut self.dev, &mut self.stages)
     }

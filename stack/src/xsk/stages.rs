@@ -4,8 +4,9 @@
 //! A request/response exchange through [`XskTransport`](super::XskTransport) is a
 //! *cycle*: a loop pass takes frames from the RX ring (`rx`), the engine takes them in
 //! and reports events (`ingest`); the application handles them between `poll` and its
-//! `flush` (`app`: reading, decoding, the handler, writing into the socket); `flush`
-//! builds the frames and puts them in the TX ring (`egress`); a `sendto` makes the kernel
+//! `flush` (`app`: reading, decoding, the handler); `send` and `flush` write into the
+//! sockets, build the frames and put them in the TX ring (`egress`: `send` puts an answer
+//! to an idle connection there at once, `flush` the rest); a `sendto` makes the kernel
 //! send them (`kick`: in copy mode the kernel's generic transmit, and on veth the peer's
 //! XDP receive too, run inside this call). What is left of the time between cycles is
 //! spent waiting for the peer (`wait`), the network and the other side included.
@@ -30,9 +31,9 @@ pub struct StageTimes {
     pub ingest_ns: u64,
     /// Time between a poll that returned events and the next flush: the application's.
     pub app_ns: u64,
-    /// Egress runs (`flush` and the loop's own).
+    /// Egress runs (`flush`, the loop's own, and each `send`).
     pub egress_runs: u64,
-    /// Their time: frames built and put in the TX ring.
+    /// Their time: data into the sockets, frames built and put in the TX ring.
     pub egress_ns: u64,
     /// `sendto` calls that made the kernel transmit.
     pub kicks: u64,
@@ -79,6 +80,8 @@ pub(crate) struct Stages {
     pub(crate) t: StageTimes,
     /// When the last poll returned events (the application's turn began).
     app_since: Option<u64>,
+    /// Time of the `send`s in the application's turn (egress, not the application's).
+    sent_in_turn: u64,
     first_cycle: Option<u64>,
 }
 
@@ -107,7 +110,18 @@ impl Stages {
     /// The application flushes: its turn ends.
     pub(crate) fn flush(&mut self) {
         if let Some(s) = self.app_since.take() {
-            self.t.app_ns += Self::now().saturating_sub(s);
+            self.t.app_ns += Self::now().saturating_sub(s).saturating_sub(self.sent_in_turn);
+        }
+        self.sent_in_turn = 0;
+    }
+
+    /// A `send` that began at `start` ended: egress time, taken out of the application's.
+    pub(crate) fn send(&mut self, start: u64) {
+        let d = Self::now().saturating_sub(start);
+        self.t.egress_runs += 1;
+        self.t.egress_ns += d;
+        if self.app_since.is_some() {
+            self.sent_in_turn += d;
         }
     }
 
@@ -159,5 +173,18 @@ mod tests {
         s.flush(); // a second flush without events in between adds nothing
         assert_eq!(s.t.app_ns, app);
         assert_eq!(s.t.cycles, 1);
+    }
+
+    /// A `send` in the application's turn is egress time, not the application's.
+    #[test]
+    fn a_send_is_egress_and_leaves_the_application_turn() {
+        let mut s = Stages::default();
+        s.events(Stages::now());
+        let t0 = Stages::now();
+        std::thread::sleep(std::time::Duration::from_millis(3));
+        s.send(t0);
+        s.flush();
+        assert!(s.t.egress_ns >= 3_000_000 && s.t.egress_runs == 1, "{:?}", s.t);
+        assert!(s.t.app_ns < 3_000_000, "{:?}", s.t);
     }
 }

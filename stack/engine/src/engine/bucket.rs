@@ -66,6 +66,8 @@ pub(super) struct Bucket {
     /// response, costs no heap operation and no early wake-up.
     pub(super) queued: Option<Instant>,
     pub(super) dirty: bool,
+    /// Sockets in `sockets`.
+    pub(super) len: u32,
     /// Touched since its last scan by something other than the application's
     /// `recv` or `send` (a frame, a timer, a close): the scan after its egress
     /// may then be skipped only if this is false (see `Engine::egress`).
@@ -141,6 +143,7 @@ impl Bucket {
     pub(super) fn add(&mut self, s: tcp::Socket<'static>) -> SocketHandle {
         let k = key_of(&s);
         let h = self.sockets.add(s);
+        self.len += 1;
         if let Some(k) = k {
             self.keys.push((k, h));
         }
@@ -152,6 +155,7 @@ impl Bucket {
         if let Some(i) = self.keys.iter().position(|&(_, x)| x == h) {
             self.keys.swap_remove(i);
         }
+        self.len -= 1;
         super::Engine::take_socket(&mut self.sockets, h)
     }
 
@@ -167,6 +171,7 @@ impl Bucket {
             deadline: None,
             queued: None,
             dirty: false,
+            len: 0,
             unscanned: false,
             wants_acks_now: false,
             fast_hits: 0,

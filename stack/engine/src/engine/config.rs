@@ -297,6 +297,9 @@ pub struct EngineStats {
     /// Bucket egresses that were fast sends and sockets with nothing due: the scan
     /// after them and smoltcp's `poll_at` left out (fast-egress).
     pub fast_egress: u64,
+    /// Answers sent when the application wrote them (`Engine::send_now`) whose bucket
+    /// then needed no egress at all.
+    pub sent_now: u64,
     /// Frames not given to a socket, by reason.
     pub drops: DropStats,
     /// Retransmissions, tail-loss probes, and those found spurious.

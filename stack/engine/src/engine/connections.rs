@@ -2,12 +2,19 @@
 
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 
+use std::cmp::Reverse;
+
 use bytes::BytesMut;
+use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
+use smoltcp::time::Instant;
 use smoltcp::wire::IpEndpoint;
 
 use super::bucket::Conn;
-use super::Engine;
+use super::due::Due;
+use super::egress::wants_acks_now;
+use super::link::SmolDev;
+use super::{Engine, Link};
 use crate::conn::{ConnId, Event, ListenerId, TransportError};
 use crate::demux::bucket_of;
 
@@ -165,16 +172,23 @@ impl Engine {
     /// Queues what fits of `data` in `conn`'s send buffer (growing it up to `tx_buffer`);
     /// it goes out at the next `egress`. Short: `Writable` follows when there is room.
     pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
+        self.queue(conn, data).map(|(n, _)| n)
+    }
+
+    /// [`send`](Self::send), and whether the send buffer was empty before (nothing in
+    /// flight or waiting).
+    fn queue(&mut self, conn: ConnId, data: &[u8]) -> Result<(usize, bool), TransportError> {
         let c = self.conns.get(conn).ok_or_else(|| TransportError::UnknownConn(conn))?;
         let (b, h, connected, acks_gen, slow) = (c.bucket, c.handle, c.connected, c.acks_gen, c.slow_peer);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
         if !s.may_send() {
             return match s.state() {
-                tcp::State::SynSent | tcp::State::SynReceived => Ok(0),
-                _ if !connected => Ok(0),
+                tcp::State::SynSent | tcp::State::SynReceived => Ok((0, false)),
+                _ if !connected => Ok((0, false)),
                 _ => Err(TransportError::ConnectionClosed(conn)),
             };
         }
+        let was_empty = s.send_queue() == 0;
         // The verdict first: a connection whose peer it shows holding its ACKs (its
         // first send, or the pool's lesson since) takes the pooled RTT and the peer's
         // wait now, not at its next send.
@@ -205,7 +219,71 @@ impl Engine {
                 self.mark_dirty_app(b);
             }
         }
+        Ok((n, was_empty))
+    }
+
+    /// [`send`](Self::send), and when the send buffer was empty (nothing in flight) and
+    /// the socket is its bucket's only one, that bucket's egress now rather than at the
+    /// next `egress`: the answer is on the TX ring when the application writes it, as a
+    /// kernel sends a write to an idle connection at once. (Not when the bucket holds
+    /// other sockets: an early egress would send their ACKs before their answers are
+    /// written; nor before a scan the bucket waits for, which reports first.) What is
+    /// written while data is in flight waits for the `egress` at `flush`, which sends it
+    /// in as few segments as its bytes need.
+    ///
+    /// With the fast path, an answer that fits one segment goes out by smoltcp's
+    /// `Interface::send_now`, and the bucket is taken off the dirty list with the
+    /// deadline and ACK tracking its egress would have left.
+    pub fn send_now<L: Link>(&mut self, now: Instant, conn: ConnId, data: &[u8], link: &mut L) -> Result<usize, TransportError> {
+        self.clock = now;
+        let (n, was_empty) = self.queue(conn, data)?;
+        if n == 0 || !was_empty {
+            return Ok(n);
+        }
+        let c = self.conns.get(conn).expect("queue found it");
+        let (b, h) = (c.bucket as usize, c.handle);
+        let bucket = &self.buckets[b];
+        if bucket.len != 1 || bucket.unscanned || !link.tx_ready() {
+            return Ok(n);
+        }
+        if !(self.cfg.tcp.fast_path && self.sent_alone(now, b, h, link)) {
+            self.egress_bucket(now, b, link, &mut 0);
+        }
+        if !self.buckets[b].dirty && self.dirty.last() == Some(&(b as u32)) {
+            self.dirty.pop(); // else egress skips its entry
+        }
         Ok(n)
+    }
+
+    /// `send_now`'s fast way: true when the answer went out and the bucket was left as
+    /// its egress would leave it.
+    fn sent_alone<L: Link>(&mut self, now: Instant, b: usize, h: SocketHandle, link: &mut L) -> bool {
+        let bucket = &mut self.buckets[b];
+        let mut dev = SmolDev { rx: None, link };
+        let Some(at) = self.iface.send_now(now, &mut dev, &mut bucket.sockets, h) else {
+            return false;
+        };
+        bucket.fast_sent += 1;
+        debug_assert_eq!(at, self.iface.poll_at(now, &bucket.sockets));
+        bucket.dirty = false;
+        bucket.deadline = at;
+        if let Some(d) = at {
+            if bucket.queued.is_none_or(|q| d < q) {
+                bucket.queued = Some(d);
+                self.timers.push(Reverse(Due::new(d, b as u32)));
+            }
+        }
+        let wants = self.track_acks && wants_acks_now(bucket.sockets.get::<tcp::Socket>(h));
+        if wants != bucket.wants_acks_now {
+            bucket.wants_acks_now = wants;
+            if wants {
+                self.buckets_wanting_acks += 1;
+            } else {
+                self.buckets_wanting_acks -= 1;
+            }
+        }
+        self.sent_now += 1;
+        true
     }
 
     /// Half-close: smoltcp's `close` is one (FIN after the queued data, receiving goes on);

@@ -26,7 +26,7 @@ pub const ACKS_CAN_WAIT_BYTES: usize = 3 * 536;
 const AGAIN_MAX: usize = 1024;
 
 /// Whether this socket wants the peer's pure ACKs as they arrive.
-fn wants_acks_now(s: &tcp::Socket) -> bool {
+pub(super) fn wants_acks_now(s: &tcp::Socket) -> bool {
     match s.state() {
         tcp::State::Closed | tcp::State::Listen | tcp::State::TimeWait | tcp::State::FinWait2 => false,
         tcp::State::Established | tcp::State::CloseWait => s.send_queue() > ACKS_CAN_WAIT_BYTES,
@@ -42,7 +42,10 @@ impl Engine {
     pub fn scan_dirty(&mut self) {
         for i in 0..self.dirty.len() {
             let b = self.dirty[i] as usize;
-            self.scan(b);
+            // (Not one `send_now` took off the list: see `egress`.)
+            if self.buckets[b].dirty {
+                self.scan(b);
+            }
         }
     }
 
@@ -136,75 +139,10 @@ impl Engine {
         while i < self.dirty.len() {
             let b = self.dirty[i] as usize;
             i += 1;
-            self.buckets[b].dirty = false;
-            let mut dev = SmolDev { rx: None, link: &mut *link };
-            let fast_before = self.iface.fast_sends();
-            let sent = self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
-            self.buckets[b].fast_sent += self.iface.fast_sends() - fast_before;
-            // Every socket here sent its answer by the fast path (a response,
-            // the common case) or had nothing due: the bucket's `poll_at` is
-            // known without asking the sockets again, and nothing a scan
-            // reports changed.
-            let fast = self.iface.fast_egress_poll_at();
-            // One scan, after: it sees what came in (a touched bucket) and
-            // what the egress changed (a FIN or an RST sent, TIME-WAIT
-            // ended). Before the egress it would only repeat `scan_dirty`,
-            // which ran after the ingest. Not needed when the bucket was
-            // scanned since anything but the application's reads and writes
-            // touched it, and its egress was fast sends and idle sockets,
-            // which change no state a scan looks at.
-            let scanned = fast.is_none() || self.buckets[b].unscanned;
-            if scanned {
-                self.scan(b);
-            } else {
-                self.fast_egresses += 1;
-                #[cfg(debug_assertions)]
-                self.check_scan_quiet(b);
-            }
-            // Only now: a socket that entered TIME-WAIT has sent its last ACK.
-            // One taken out (here, or by a scan that ran: a refused or failed
-            // half-open connection) leaves the fast egress's `poll_at` stale.
-            let reaped = !self.buckets[b].closing.is_empty() && self.reap_closing(b);
-            let fast_at = if reaped || scanned { None } else { fast };
-            let bucket = &mut self.buckets[b];
-            let wants = self.track_acks
-                && bucket.sockets.iter().any(|(_, s)| match s {
-                    smoltcp::socket::Socket::Tcp(t) => wants_acks_now(t),
-                    #[allow(unreachable_patterns)]
-                    _ => false,
-                });
-            if wants != bucket.wants_acks_now {
-                bucket.wants_acks_now = wants;
-                if wants {
-                    self.buckets_wanting_acks += 1;
-                } else {
-                    self.buckets_wanting_acks -= 1;
-                }
-            }
-            let next = match fast_at {
-                Some(at) => {
-                    debug_assert_eq!(at, self.iface.poll_at(now, &bucket.sockets));
-                    at
-                }
-                None => self.iface.poll_at(now, &bucket.sockets),
-            };
-            bucket.deadline = next;
-            if let Some(d) = next {
-                if bucket.queued.is_none_or(|q| d < q) {
-                    bucket.queued = Some(d);
-                    self.timers.push(Reverse(Due::new(d, b as u32)));
-                }
-            }
-            // smoltcp sends one segment per socket per egress: a socket that sent and
-            // can send more now (an answer longer than a segment, or several answers
-            // written in one pass) goes again in this egress, so that everything the
-            // application wrote before the flush leaves with it, in full segments, in
-            // one TX batch, rather than a segment per pass of the driver's loop (each
-            // with a kick of its own). As smoltcp's own `poll` repeats its egress while
-            // it sends; bounded per call like a TX batch.
-            if sent == PollResult::SocketStateChanged && next.is_some_and(|d| d <= now) && again < AGAIN_MAX {
-                again += 1;
-                self.mark_dirty_app(b as u32);
+            // Listed, then taken off by `send_now` (which pops only the last entry), or
+            // listed twice: nothing to do, or done at its other entry.
+            if self.buckets[b].dirty {
+                self.egress_bucket(now, b, link, &mut again);
             }
             // scan() may have marked it dirty again; the loop picks it up.
         }
@@ -212,6 +150,81 @@ impl Engine {
         // the flags need no pass over all buckets.
         self.dirty.clear();
         debug_assert!(self.buckets.iter().all(|b| !b.dirty));
+    }
+
+    /// One dirty bucket's egress: smoltcp's, then the scan, the reaping of finished
+    /// sockets and the bucket's deadline; `again` counts the extra rounds given so far.
+    pub(super) fn egress_bucket<L: Link>(&mut self, now: Instant, b: usize, link: &mut L, again: &mut usize) {
+        self.buckets[b].dirty = false;
+        let mut dev = SmolDev { rx: None, link: &mut *link };
+        let fast_before = self.iface.fast_sends();
+        let sent = self.iface.poll_egress(now, &mut dev, &mut self.buckets[b].sockets);
+        self.buckets[b].fast_sent += self.iface.fast_sends() - fast_before;
+        // Every socket here sent its answer by the fast path (a response,
+        // the common case) or had nothing due: the bucket's `poll_at` is
+        // known without asking the sockets again, and nothing a scan
+        // reports changed.
+        let fast = self.iface.fast_egress_poll_at();
+        // One scan, after: it sees what came in (a touched bucket) and
+        // what the egress changed (a FIN or an RST sent, TIME-WAIT
+        // ended). Before the egress it would only repeat `scan_dirty`,
+        // which ran after the ingest. Not needed when the bucket was
+        // scanned since anything but the application's reads and writes
+        // touched it, and its egress was fast sends and idle sockets,
+        // which change no state a scan looks at.
+        let scanned = fast.is_none() || self.buckets[b].unscanned;
+        if scanned {
+            self.scan(b);
+        } else {
+            self.fast_egresses += 1;
+            #[cfg(debug_assertions)]
+            self.check_scan_quiet(b);
+        }
+        // Only now: a socket that entered TIME-WAIT has sent its last ACK.
+        // One taken out (here, or by a scan that ran: a refused or failed
+        // half-open connection) leaves the fast egress's `poll_at` stale.
+        let reaped = !self.buckets[b].closing.is_empty() && self.reap_closing(b);
+        let fast_at = if reaped || scanned { None } else { fast };
+        let bucket = &mut self.buckets[b];
+        let wants = self.track_acks
+            && bucket.sockets.iter().any(|(_, s)| match s {
+                smoltcp::socket::Socket::Tcp(t) => wants_acks_now(t),
+                #[allow(unreachable_patterns)]
+                _ => false,
+            });
+        if wants != bucket.wants_acks_now {
+            bucket.wants_acks_now = wants;
+            if wants {
+                self.buckets_wanting_acks += 1;
+            } else {
+                self.buckets_wanting_acks -= 1;
+            }
+        }
+        let next = match fast_at {
+            Some(at) => {
+                debug_assert_eq!(at, self.iface.poll_at(now, &bucket.sockets));
+                at
+            }
+            None => self.iface.poll_at(now, &bucket.sockets),
+        };
+        bucket.deadline = next;
+        if let Some(d) = next {
+            if bucket.queued.is_none_or(|q| d < q) {
+                bucket.queued = Some(d);
+                self.timers.push(Reverse(Due::new(d, b as u32)));
+            }
+        }
+        // smoltcp sends one segment per socket per egress: a socket that sent and
+        // can send more now (an answer longer than a segment, or several answers
+        // written in one pass) goes again in this egress, so that everything the
+        // application wrote before the flush leaves with it, in full segments, in
+        // one TX batch, rather than a segment per pass of the driver's loop (each
+        // with a kick of its own). As smoltcp's own `poll` repeats its egress while
+        // it sends; bounded per call like a TX batch.
+        if sent == PollResult::SocketStateChanged && next.is_some_and(|d| d <= now) && *again < AGAIN_MAX {
+            *again += 1;
+            self.mark_dirty_app(b as u32);
+        }
     }
 
     /// Debug builds: a scan skipped after a fast egress would have reported

@@ -296,7 +296,11 @@ fn every_edge(v6: bool, ts: Option<TsLayout>) {
     // The echoes of 1, 100, 536 bytes and one MSS each fit one segment (fast-send).
     let (sent, general) = t.fast_sent();
     assert!(sent >= 4 && general == 0, "fast-send {sent}, general engine {general}");
-    // Those buckets' egresses were all fast sends: no scan after them, no `poll_at`.
+    // They left when the application wrote them, the bucket then needing no egress
+    // (`send_now`); the general engine sent them then too, by a bucket egress.
+    let now = [0, 1].map(|i| t.sides[i].engine.stats().sent_now);
+    assert!(now[0] >= 4 && now[1] == 0, "sent now {now:?}");
+    // The pure ACKs' buckets' egresses had nothing to send: no scan after them, no `poll_at`.
     let egress = [0, 1].map(|i| t.sides[i].engine.stats().fast_egress);
     assert!(egress[0] >= 4 && egress[1] == 0, "fast egress {egress:?}");
     // The application reads after the last ACK, so the buffer has more room than the

@@ -60,6 +60,8 @@ pub struct Engine {
     /// `EngineStats::fast_egress` (outside `stats`, which the twin tests compare
     /// with an engine that has no fast path).
     fast_egresses: u64,
+    /// `EngineStats::sent_now` (outside `stats`, as `fast_egresses`).
+    sent_now: u64,
     /// Bucket timers, earliest first: at most one live entry per bucket (its
     /// `queued`), at or before its deadline; other entries are stale and
     /// skipped.
@@ -140,6 +142,7 @@ impl Engine {
             partial_csum_seen: false,
             half_open: 0,
             fast_egresses: 0,
+            sent_now: 0,
             timers: BinaryHeap::new(),
             no_sockets: SocketSet::new(Vec::new()),
             clock: now,
@@ -189,6 +192,7 @@ impl Engine {
         s.fast_path = self.buckets.iter().map(|b| b.fast_hits).sum();
         s.fast_send = self.iface.fast_sends();
         s.fast_egress = self.fast_egresses;
+        s.sent_now = self.sent_now;
         // Live sockets' counters; recycled ones were added as they went.
         for b in &self.buckets {
             for (_, sock) in b.sockets.iter() {

@@ -233,9 +233,10 @@ impl MemTransport {
         self.engine.recv(conn, buf)
     }
 
-    /// Queues `data` on `conn`; returns how much was taken.
+    /// Queues `data` on `conn` (an answer the fast path sends leaves now, as the driver's
+    /// does: `Engine::send_now`); returns how much was taken.
     pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        self.engine.send(conn, data)
+        self.engine.send_now(self.now, conn, data, &mut Faulty::new(&mut self.link, self.faults.as_mut()))
     }
 
     /// Closes `conn` gracefully and frees its id.

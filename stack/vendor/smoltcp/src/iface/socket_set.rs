@@ -139,6 +139,12 @@ impl<'a> SocketSet<'a> {
         self.items_mut().map(|i| (i.meta.handle, &mut i.socket))
     }
 
+    /// [xsk-stack patch: send-now] The item of `handle`, if it holds a socket.
+    #[allow(unused)] // unused depending on which sockets are enabled
+    pub(crate) fn item_mut(&mut self, handle: SocketHandle) -> Option<&mut Item<'a>> {
+        self.sockets.get_mut(handle.0)?.inner.as_mut()
+    }
+
     /// Iterate every socket in this set.
     pub(crate) fn items(&self) -> impl Iterator<Item = &Item<'a>> + '_ {
         self.sockets.iter().filter_map(|x| x.inner.as_ref())

@@ -37,7 +37,7 @@ use super::fragmentation::{Fragmenter, FragmentsBuffer};
 
 #[cfg(any(feature = "medium-ethernet", feature = "medium-ieee802154"))]
 use super::neighbor::{Answer as NeighborAnswer, Cache as NeighborCache};
-use super::socket_set::SocketSet;
+use super::socket_set::{SocketHandle, SocketSet};
 use crate::config::{
     IFACE_MAX_ADDR_COUNT, IFACE_MAX_PREFIX_COUNT, IFACE_MAX_SIXLOWPAN_ADDRESS_CONTEXT_COUNT,
 };
@@ -447,6 +447,48 @@ impl Interface {
     /// [xsk-stack patch: fast-send] How many segments the fast path sent.
     pub fn fast_sends(&self) -> u64 {
         self.inner.fast_sends
+    }
+
+    /// [xsk-stack patch: send-now] `poll_egress` for one TCP socket of `sockets`, as far
+    /// as the fast path (fast-send) goes: when `handle`'s next segment is one the fast
+    /// path sends, it is sent now, exactly as `socket_egress` would send it at
+    /// `timestamp`, and the socket's `poll_at` after it is returned (None: it waits for
+    /// ingress). Otherwise `None` is returned and nothing changed (the socket's segment
+    /// goes at the next `poll_egress`), except when the device had no buffer, which
+    /// `socket_egress` finds after the same prelude. For a caller that wants an answer on
+    /// the wire when the application writes it, not at its next egress over the set.
+    #[cfg(all(feature = "medium-ethernet", feature = "socket-tcp"))]
+    pub fn send_now(
+        &mut self,
+        timestamp: Instant,
+        device: &mut (impl Device + ?Sized),
+        sockets: &mut SocketSet<'_>,
+        handle: SocketHandle,
+    ) -> Option<Option<Instant>> {
+        if !self.inner.fast_send {
+            return None;
+        }
+        self.inner.now = timestamp;
+        let item = sockets.item_mut(handle)?;
+        if !item
+            .meta
+            .egress_permitted(self.inner.now, |ip_addr| self.inner.has_neighbor(&ip_addr))
+        {
+            return None;
+        }
+        let Socket::Tcp(socket) = &mut item.socket else {
+            return None;
+        };
+        if self.inner.dispatch_tcp_fast(socket, device)? {
+            // The meta passes the socket's `poll_at` through: egress was permitted.
+            Some(match socket.poll_at_after_fast_send() {
+                PollAt::Ingress => None,
+                PollAt::Time(instant) => Some(instant),
+                PollAt::Now => Some(Instant::from_millis(0)),
+            })
+        } else {
+            None
+        }
     }
 
     /// [xsk-stack patch: hold-retransmits] While `hold` is set, TCP sockets send no
