@@ -274,14 +274,7 @@ impl Engine {
             }
         }
         let wants = self.track_acks && wants_acks_now(bucket.sockets.get::<tcp::Socket>(h));
-        if wants != bucket.wants_acks_now {
-            bucket.wants_acks_now = wants;
-            if wants {
-                self.buckets_wanting_acks += 1;
-            } else {
-                self.buckets_wanting_acks -= 1;
-            }
-        }
+        Self::set_wants_acks(bucket, &mut self.buckets_wanting_acks, wants);
         self.sent_now += 1;
         true
     }

@@ -192,14 +192,7 @@ impl Engine {
                 #[allow(unreachable_patterns)]
                 _ => false,
             });
-        if wants != bucket.wants_acks_now {
-            bucket.wants_acks_now = wants;
-            if wants {
-                self.buckets_wanting_acks += 1;
-            } else {
-                self.buckets_wanting_acks -= 1;
-            }
-        }
+        Self::set_wants_acks(bucket, &mut self.buckets_wanting_acks, wants);
         let next = match fast_at {
             Some(at) => {
                 debug_assert_eq!(at, self.iface.poll_at(now, &bucket.sockets));
@@ -224,6 +217,19 @@ impl Engine {
         if sent == PollResult::SocketStateChanged && next.is_some_and(|d| d <= now) && *again < AGAIN_MAX {
             *again += 1;
             self.mark_dirty_app(b as u32);
+        }
+    }
+
+    /// A bucket's `wants_acks_now`, and `count`, the buckets with it set.
+    #[inline]
+    pub(super) fn set_wants_acks(bucket: &mut super::Bucket, count: &mut usize, wants: bool) {
+        if wants != bucket.wants_acks_now {
+            bucket.wants_acks_now = wants;
+            if wants {
+                *count += 1;
+            } else {
+                *count -= 1;
+            }
         }
     }
 
