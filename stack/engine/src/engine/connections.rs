@@ -1,8 +1,7 @@
 //! The connection API: listen, connect, recv, send, close.
 
-use std::net::{IpAddr, SocketAddr, SocketAddrV4};
-
 use std::cmp::Reverse;
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 
 use bytes::BytesMut;
 use smoltcp::iface::SocketHandle;
