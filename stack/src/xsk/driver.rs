@@ -307,10 +307,11 @@ impl Transport for XskTransport {
     /// An answer to an idle connection goes to the TX ring now (`Engine::send_now`); it
     /// is published and kicked with the next `flush`.
     fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        let wall = xsk_io::sys::monotonic_ns();
-        let r = self.engine.send_now(self.smol_ns(wall), conn, data, &mut self.dev.link());
-        if let Some(s) = &mut self.stages {
-            s.send(wall);
+        let t0 = self.stages.as_ref().map(|_| Stages::now());
+        let epoch = self.epoch_ns;
+        let r = self.engine.send_now(conn, data, &mut self.dev.link(), || smol_ns(epoch, xsk_io::sys::monotonic_ns()));
+        if let (Some(s), Some(t0)) = (&mut self.stages, t0) {
+            s.send(t0);
         }
         r
     }

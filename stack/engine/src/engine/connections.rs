@@ -233,8 +233,10 @@ impl Engine {
     /// With the fast path, an answer that fits one segment goes out by smoltcp's
     /// `Interface::send_now`, and the bucket is taken off the dirty list with the
     /// deadline and ACK tracking its egress would have left.
-    pub fn send_now<L: Link>(&mut self, now: Instant, conn: ConnId, data: &[u8], link: &mut L) -> Result<usize, TransportError> {
-        self.clock = now;
+    ///
+    /// `clock` is asked for the time only when the egress runs here (a driver's clock
+    /// read is a vDSO call; a write that only queues needs none).
+    pub fn send_now<L: Link>(&mut self, conn: ConnId, data: &[u8], link: &mut L, clock: impl FnOnce() -> Instant) -> Result<usize, TransportError> {
         let (n, was_empty) = self.queue(conn, data)?;
         if n == 0 || !was_empty {
             return Ok(n);
@@ -245,6 +247,8 @@ impl Engine {
         if bucket.len != 1 || bucket.unscanned || !link.tx_ready() {
             return Ok(n);
         }
+        let now = clock();
+        self.clock = now;
         if !(self.cfg.tcp.fast_path && self.sent_alone(now, b, h, link)) {
             self.egress_bucket(now, b, link, &mut 0);
         }

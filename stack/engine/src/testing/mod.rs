@@ -236,7 +236,8 @@ impl MemTransport {
     /// Queues `data` on `conn` (an answer the fast path sends leaves now, as the driver's
     /// does: `Engine::send_now`); returns how much was taken.
     pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        self.engine.send_now(self.now, conn, data, &mut Faulty::new(&mut self.link, self.faults.as_mut()))
+        let now = self.now;
+        self.engine.send_now(conn, data, &mut Faulty::new(&mut self.link, self.faults.as_mut()), || now)
     }
 
     /// Closes `conn` gracefully and frees its id.
