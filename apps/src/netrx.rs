@@ -18,10 +18,13 @@
 //! tracepoint on `sys_enter`), for system calls per request on either side, whatever the
 //! backend: the figure that tells epoll, io_uring and the AF_XDP stack's batching apart.
 
+use std::io::Write;
 use std::ops::Sub;
+use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use anyhow::Context;
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder};
 
 /// The compiled program, 8-byte aligned for libelf.
@@ -114,6 +117,51 @@ impl NetRx {
             client_syscalls: sum(&self.calls, 1)?,
         })
     }
+}
+
+/// Runs `cmd` (its program, arguments, environment and directory) and times the NET_RX work
+/// that ran in `server`'s process and in the command's meanwhile: the command is held at a
+/// gate (`sh -c 'read && exec'`, so the pid counted is the command's from its first
+/// instruction; `ip netns exec NS prog` keeps it through its own exec) until the accountant
+/// is attached. `capture`: the command's stdout and stderr come back in the output, else they
+/// are inherited. Its stdin is the closed gate. Needs root; on any error the command has been
+/// stopped.
+pub fn watch(server: u32, cmd: &Command, capture: bool) -> anyhow::Result<(Output, NetRxTimes)> {
+    let mut gated = Command::new("sh");
+    gated.arg("-c").arg("read _gate && exec \"$@\"").arg("sh").arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => gated.env(k, v),
+            None => gated.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        gated.current_dir(dir);
+    }
+    gated.stdin(Stdio::piped());
+    if capture {
+        gated.stdout(Stdio::piped()).stderr(Stdio::piped());
+    }
+    let mut child = gated.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let gate = child.stdin.take();
+    let started = NetRx::attach(server, child.id()).context("attaching the NET_RX accountant (needs root)").and_then(|a| {
+        let before = a.read().context("reading the accountant")?;
+        Ok((a, before))
+    });
+    let (acct, before) = match started {
+        Ok(s) => s,
+        Err(e) => {
+            // A gate never opened leaves the shell at EOF: `read` fails and it exits.
+            drop(gate);
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
+    gate.context("the command's stdin")?.write_all(b"\n").context("opening the gate")?;
+    let out = child.wait_with_output().context("waiting for the command")?;
+    let d = acct.read().context("reading the accountant")? - before;
+    Ok((out, d))
 }
 
 /// The process's accountant, once [`install`]ed: rr-bench reads it with the server's CPU time.

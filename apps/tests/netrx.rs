@@ -73,3 +73,22 @@ fn netrx_watch_charges_a_client_command_its_own_receive() {
     let _ = idle.wait();
     let _ = std::fs::remove_file(&out);
 }
+
+/// `apps::netrx::watch` with its output captured (rr-demo's Redis cases): the command's
+/// stdout comes back, its environment is the one the `Command` was given, and its own
+/// loopback traffic lands in the client's slot.
+#[test]
+fn watch_captures_the_commands_output() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this integration test needs root");
+    let mut idle = Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "echo \"$NETRX_TEST\"; exec ping -q -c 100 -i 0.002 127.0.0.1 > /dev/null"]);
+    cmd.env("NETRX_TEST", "from the command");
+    let (out, d) = apps::netrx::watch(idle.id(), &cmd, true).expect("watch");
+    let _ = idle.kill();
+    let _ = idle.wait();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "from the command\n");
+    assert!(d.in_client >= Duration::from_micros(2) && d.in_server.is_zero(), "{d:?}");
+}

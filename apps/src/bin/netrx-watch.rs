@@ -3,12 +3,11 @@
 //! tokio adapter's examples), so their server's CPU can be charged its own receive path on a
 //! veth lab, as rr-bench's figures are.
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 
-use anyhow::{bail, Context, Result};
-use apps::netrx::{NetRx, NetRxTimes};
+use anyhow::{Context, Result};
+use apps::netrx;
 use clap::Parser;
 
 #[derive(Parser, Debug)]
@@ -47,38 +46,10 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<u8> {
-    // The gate: the shell waits for a line on stdin, then becomes the command (same pid).
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("read _gate && exec \"$@\"")
-        .arg("sh")
-        .args(&cli.command)
-        .stdin(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {:?}", cli.command))?;
-    let acct = NetRx::attach(cli.server, child.id());
-    let mut gate = child.stdin.take().context("the command's stdin")?;
-    let acct = match acct {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("attaching the NET_RX accountant (needs root): {e}");
-        }
-    };
-    let before = match acct.read() {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("reading the accountant: {e}");
-        }
-    };
-    // A gate that cannot be opened leaves the shell at EOF: `read` fails and it exits.
-    gate.write_all(b"\n").context("opening the gate")?;
-    drop(gate);
-    let status = child.wait().context("waiting for the command")?;
-    let d: NetRxTimes = acct.read().context("reading the accountant")? - before;
+    let (program, args) = cli.command.split_first().context("no command")?;
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let (out, d) = netrx::watch(cli.server, &cmd, false)?;
     let json = serde_json::json!({
         "in_server_ns": d.in_server.as_nanos() as u64,
         "in_client_ns": d.in_client.as_nanos() as u64,
@@ -87,5 +58,5 @@ fn run(cli: &Cli) -> Result<u8> {
         "client_syscalls": d.client_syscalls,
     });
     std::fs::write(&cli.out, format!("{json}\n")).with_context(|| format!("writing {}", cli.out.display()))?;
-    Ok(status.code().map_or(1, |c| c.clamp(0, 255) as u8))
+    Ok(out.status.code().map_or(1, |c| c.clamp(0, 255) as u8))
 }

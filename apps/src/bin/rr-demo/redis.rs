@@ -5,10 +5,12 @@
 //! metrics (no client CPU, latency in redis-benchmark's own histogram).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use apps::netrx::NetRxTimes;
 use apps::server_process::ServerProcess;
 use serde::Serialize;
 use xsk_lab::signals;
@@ -94,6 +96,12 @@ struct RedisRow {
     p99_us: f64,
     /// Server process CPU (utime + stime from /proc) per request, over the whole run.
     server_cpu_us_per_req: f64,
+    /// The same with each side charged its own receive path (`apps::netrx::own_rx`: veth
+    /// runs the receiver's NET_RX softirq in the sender's process); NaN (null) where the
+    /// accountant could not be attached.
+    server_cpu_us_per_req_own_rx: f64,
+    /// System calls the server's process entered per request (the same accountant).
+    server_syscalls_per_req: f64,
 }
 
 fn have(tool: &str) -> bool {
@@ -156,8 +164,9 @@ fn run_one(env: &Env, server: &str, case: (&str, Load, usize, usize), round: usi
             cmd.args([n.to_string(), pipeline.to_string()]);
         }
     }
-    let out = cmd.stdin(Stdio::null()).output().context("running the client")?;
+    let (out, netrx) = run_client(pid, cmd)?;
     let cpu = apps::cpu::pid_cpu(pid)?.saturating_sub(cpu0);
+    let own = netrx.map(|d| apps::netrx::own_rx(cpu, d));
     if server == "redis" {
         // redis-server exits 0 on SIGINT too, but does not need our clean-exit checks.
         drop(s);
@@ -180,6 +189,8 @@ fn run_one(env: &Env, server: &str, case: (&str, Load, usize, usize), round: usi
         p99_us,
         // Every test of the case ran against this process: split its CPU evenly per request.
         server_cpu_us_per_req: cpu.as_secs_f64() * 1e6 / requests as f64,
+        server_cpu_us_per_req_own_rx: own.map_or(f64::NAN, |c| c.as_secs_f64() * 1e6 / requests as f64),
+        server_syscalls_per_req: netrx.map_or(f64::NAN, |d| d.server_syscalls as f64 / requests as f64),
     };
     let mut rows = Vec::new();
     match load {
@@ -203,6 +214,24 @@ fn run_one(env: &Env, server: &str, case: (&str, Load, usize, usize), round: usi
         }
     }
     Ok(rows)
+}
+
+/// Set once the NET_RX accountant failed to attach: said once, then not tried again.
+static NO_NETRX: AtomicBool = AtomicBool::new(false);
+
+/// Runs the client to its end under the NET_RX accountant (`apps::netrx::watch`), or without
+/// it (no totals) where it cannot be attached, which is said once.
+fn run_client(server: u32, mut cmd: Command) -> Result<(Output, Option<NetRxTimes>)> {
+    if !NO_NETRX.load(Ordering::Relaxed) {
+        match apps::netrx::watch(server, &cmd, true) {
+            Ok((out, d)) => return Ok((out, Some(d))),
+            Err(e) => {
+                println!("note: redis cases without the own-receive figure: {e:#}");
+                NO_NETRX.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    Ok((cmd.stdin(Stdio::null()).output().context("running the client")?, None))
 }
 
 /// Whether `--only` selects any Redis case.
@@ -283,7 +312,7 @@ fn report(rows: &[RedisRow], servers: &[&str], out: &Path) -> Result<()> {
     };
     println!();
     println!(
-        "{:<15} {:<4} | {:>10} {:>10} {:>10} {:>6} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7}",
+        "{:<15} {:<4} | {:>10} {:>10} {:>10} {:>6} | {:>8} {:>8} {:>8} | {:>8} {:>8} {:>8} | {:>7} {:>7} {:>7} {:>5} | {:>7} {:>7} {:>5}",
         "redis case",
         "test",
         "xsk req/s",
@@ -298,31 +327,38 @@ fn report(rows: &[RedisRow], servers: &[&str], out: &Path) -> Result<()> {
         "rds p99",
         "xsk cpu",
         "krn cpu",
-        "rds cpu"
+        "rds cpu",
+        "x/k",
+        "xsk own",
+        "krn own",
+        "x/k"
     );
     let mut summary = Vec::new();
     for (case, test) in &keys {
         let col = |f: fn(&RedisRow) -> f64| servers.iter().map(|s| med(case, test, s, f)).collect::<Vec<_>>();
         let (rps, p50, p99, cpu) =
             (col(|r| r.rps), col(|r| r.p50_us), col(|r| r.p99_us), col(|r| r.server_cpu_us_per_req));
+        let own = col(|r| r.server_cpu_us_per_req_own_rx);
         let third = |v: &Vec<f64>| v.get(2).copied().unwrap_or(f64::NAN);
         println!(
-            "{case:<15} {test:<4} | {:>10.0} {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} {:>8.1} | {:>8.1} {:>8.1} {:>8.1} | {:>7.2} {:>7.2} {:>7.2}",
+            "{case:<15} {test:<4} | {:>10.0} {:>10.0} {:>10.0} {:>6.2} | {:>8.1} {:>8.1} {:>8.1} | {:>8.1} {:>8.1} {:>8.1} | {:>7.2} {:>7.2} {:>7.2} {:>5.2} | {:>7.2} {:>7.2} {:>5.2}",
             rps[0], rps[1], third(&rps), rps[0] / rps[1], p50[0], p50[1], third(&p50), p99[0], p99[1], third(&p99),
-            cpu[0], cpu[1], third(&cpu)
+            cpu[0], cpu[1], third(&cpu), cpu[0] / cpu[1], own[0], own[1], own[0] / own[1]
         );
         for (i, s) in servers.iter().enumerate() {
             summary.push(serde_json::json!({
                 "case": case, "test": test, "server": s,
                 "rps": rps[i], "p50_us": p50[i], "p99_us": p99[i], "server_cpu_us_per_req": cpu[i],
+                "server_cpu_us_per_req_own_rx": own[i],
             }));
         }
     }
     println!("(medians; redis-benchmark -t TESTS -d 64 -r 10000 from ns_b on kernel TCP, redis-py-P100: redis-py");
     println!(" pipelines of 50 SET + 50 GET, latency per pipeline; xsk/krn = rr-server --service resp on the");
     println!(" AF_XDP stack / kernel TCP, redis = Debian's redis-server on kernel TCP; cpu = server process CPU");
-    println!(" us per request; redis-benchmark's histogram rounds to its own resolution; veth charges the");
-    println!(" client's receive work to the server's CPU)");
+    println!(" us per request, which on veth holds the client's receive work and not the server's own; own =");
+    println!(" the same with each side charged its own receive path (server CPU - NET_RX softirq run in it +");
+    println!(" NET_RX run in the client; nan without root); redis-benchmark's histogram rounds to its own resolution)");
     let json = serde_json::json!({ "summary": summary, "runs": rows });
     std::fs::write(out.join("redis.json"), serde_json::to_vec_pretty(&json)?)?;
     std::fs::write(out.join("redis.svg"), svg(&keys, servers, rows))?;
