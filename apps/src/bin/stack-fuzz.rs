@@ -112,13 +112,13 @@ fn main() -> ExitCode {
     );
     if cli.twin {
         println!(
-            "  fast path: {} segments in, {} out ({} bucket egresses without a scan, {} answers needing none); twin without it: the same answers after every batch, the same state in {} bucket looks",
-            rep.fast_path, rep.fast_send, rep.fast_egress, rep.sent_now, rep.twin_checks
+            "  fast path: {} segments in, {} out ({} bucket egresses without a scan, {} answers and {} pure ACKs needing none); twin without it: the same answers after every batch, the same state in {} bucket looks",
+            rep.fast_path, rep.fast_send, rep.fast_egress, rep.sent_now, rep.acks_quiet, rep.twin_checks
         );
     } else {
         println!(
-            "  fast path: {} segments in, {} out ({} bucket egresses without a scan, {} answers needing none; --twin compares it with smoltcp's general path)",
-            rep.fast_path, rep.fast_send, rep.fast_egress, rep.sent_now
+            "  fast path: {} segments in, {} out ({} bucket egresses without a scan, {} answers and {} pure ACKs needing none; --twin compares it with smoltcp's general path)",
+            rep.fast_path, rep.fast_send, rep.fast_egress, rep.sent_now, rep.acks_quiet
         );
     }
     println!("  SYN cookies: sent {}, connections made from one {}", rep.syn_cookies_sent, rep.syn_cookies_accepted);

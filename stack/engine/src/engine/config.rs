@@ -300,6 +300,9 @@ pub struct EngineStats {
     /// Answers sent when the application wrote them (`Engine::send_now`) whose bucket
     /// then needed no egress at all.
     pub sent_now: u64,
+    /// Pure ACKs the fast path took that left their socket, alone in its bucket, with
+    /// nothing to send or report: the bucket's deadline set at once, no egress for it.
+    pub acks_quiet: u64,
     /// Frames not given to a socket, by reason.
     pub drops: DropStats,
     /// Retransmissions, tail-loss probes, and those found spurious.

@@ -1,6 +1,5 @@
 //! The connection API: listen, connect, recv, send, close.
 
-use std::cmp::Reverse;
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 
 use bytes::BytesMut;
@@ -10,7 +9,6 @@ use smoltcp::time::Instant;
 use smoltcp::wire::IpEndpoint;
 
 use super::bucket::Conn;
-use super::due::Due;
 use super::egress::wants_acks_now;
 use super::link::SmolDev;
 use super::{Engine, Link};
@@ -269,13 +267,7 @@ impl Engine {
         bucket.fast_sent += 1;
         debug_assert_eq!(at, self.iface.poll_at(now, &bucket.sockets));
         bucket.dirty = false;
-        bucket.deadline = at;
-        if let Some(d) = at {
-            if bucket.queued.is_none_or(|q| d < q) {
-                bucket.queued = Some(d);
-                self.timers.push(Reverse(Due::new(d, b as u32)));
-            }
-        }
+        Self::set_deadline(bucket, b, &mut self.timers, at);
         let wants = self.track_acks && wants_acks_now(bucket.sockets.get::<tcp::Socket>(h));
         Self::set_wants_acks(bucket, &mut self.buckets_wanting_acks, wants);
         self.sent_now += 1;

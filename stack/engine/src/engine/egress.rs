@@ -2,6 +2,7 @@
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
+use std::collections::BinaryHeap;
 
 use smoltcp::iface::PollResult;
 use smoltcp::time::Instant;
@@ -200,13 +201,7 @@ impl Engine {
             }
             None => self.iface.poll_at(now, &bucket.sockets),
         };
-        bucket.deadline = next;
-        if let Some(d) = next {
-            if bucket.queued.is_none_or(|q| d < q) {
-                bucket.queued = Some(d);
-                self.timers.push(Reverse(Due::new(d, b as u32)));
-            }
-        }
+        Self::set_deadline(bucket, b, &mut self.timers, next);
         // smoltcp sends one segment per socket per egress: a socket that sent and
         // can send more now (an answer longer than a segment, or several answers
         // written in one pass) goes again in this egress, so that everything the
@@ -217,6 +212,19 @@ impl Engine {
         if sent == PollResult::SocketStateChanged && next.is_some_and(|d| d <= now) && *again < AGAIN_MAX {
             *again += 1;
             self.mark_dirty_app(b as u32);
+        }
+    }
+
+    /// Bucket `b`'s deadline (its sockets' `poll_at`), queued on `timers` when it comes
+    /// before the bucket's entry there (see `Bucket::queued`).
+    #[inline]
+    pub(super) fn set_deadline(bucket: &mut super::Bucket, b: usize, timers: &mut BinaryHeap<Reverse<Due>>, at: Option<Instant>) {
+        bucket.deadline = at;
+        if let Some(d) = at {
+            if bucket.queued.is_none_or(|q| d < q) {
+                bucket.queued = Some(d);
+                timers.push(Reverse(Due::new(d, b as u32)));
+            }
         }
     }
 

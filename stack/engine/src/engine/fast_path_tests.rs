@@ -300,8 +300,13 @@ fn every_edge(v6: bool, ts: Option<TsLayout>) {
     // (`send_now`); the general engine sent them then too, by a bucket egress.
     let now = [0, 1].map(|i| t.sides[i].engine.stats().sent_now);
     assert!(now[0] >= 4 && now[1] == 0, "sent now {now:?}");
-    // The pure ACKs' buckets' egresses had nothing to send: no scan after them, no `poll_at`.
+    // The pure ACKs left nothing to send: their buckets were not marked for an egress
+    // (the general engine's egresses found nothing to send).
+    let quiet = [0, 1].map(|i| t.sides[i].engine.stats().acks_quiet);
     let egress = [0, 1].map(|i| t.sides[i].engine.stats().fast_egress);
+    assert!(quiet[0] >= 4 && quiet[1] == 0, "quiet ACKs {quiet:?}");
+    // Other buckets' egresses (the handshake's, the echoes') still skip their scan and
+    // `poll_at` when they only sent fast or had nothing due.
     assert!(egress[0] >= 4 && egress[1] == 0, "fast egress {egress:?}");
     // The application reads after the last ACK, so the buffer has more room than the
     // window advertised: a segment past the window's end must still be trimmed to it.

@@ -2,11 +2,13 @@
 
 use std::net::IpAddr;
 
+use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, TcpSeqNumber, TcpTimestampRepr};
 
 use super::cookies::SynCookies;
+use super::egress::wants_acks_now;
 use super::link::SmolDev;
 use super::{Engine, Link};
 use crate::demux::{bucket_of, inspect_expecting, Flow, Inspected};
@@ -71,9 +73,15 @@ impl Engine {
                     // Counted there.
                     return Err(DropReason::BadCookie);
                 }
-                if !syn && self.cfg.tcp.fast_path && self.ingest_fast(now, b, frame, (src, sport, dport), info.src_mac) {
-                    self.mark_dirty(b as u32);
-                    return Ok(info);
+                if !syn && self.cfg.tcp.fast_path {
+                    match self.ingest_fast(now, b, frame, (src, sport, dport), info.src_mac) {
+                        Fast::Declined => {}
+                        Fast::PureAck(h) if self.acked_quietly(now, b, h) => return Ok(info),
+                        Fast::Taken | Fast::PureAck(_) => {
+                            self.mark_dirty(b as u32);
+                            return Ok(info);
+                        }
+                    }
                 }
                 let bucket = &mut self.buckets[b];
                 let set = if to_listener { &mut bucket.listen } else { &mut bucket.sockets };
@@ -124,9 +132,9 @@ impl Engine {
     /// Header prediction: an in-order ACK or ACK|PSH segment without options (or with a
     /// timestamp alone) for an established connection goes straight to its socket. `frame` passed `inspect`
     /// (our MAC and address, a unicast source, no fragment, lengths and checksums), which
-    /// is what smoltcp's skipped layers would check. False: nothing changed, the general
-    /// path takes it.
-    fn ingest_fast(&mut self, now: Instant, b: usize, frame: &[u8], (src, sport, dport): (IpAddr, u16, u16), mac: [u8; 6]) -> bool {
+    /// is what smoltcp's skipped layers would check. `Declined`: nothing changed, the
+    /// general path takes it.
+    fn ingest_fast(&mut self, now: Instant, b: usize, frame: &[u8], (src, sport, dport): (IpAddr, u16, u16), mac: [u8; 6]) -> Fast {
         let ip = &frame[14..];
         // `inspect` found the TCP header right after the IPv6 header (no extension
         // header), or after the IPv4 header's IHL.
@@ -138,14 +146,14 @@ impl Engine {
         };
         // Flags ACK, perhaps PSH, nothing else; no option but perhaps a timestamp.
         if tcp[13] & !0x08 != 0x10 {
-            return false;
+            return Fast::Declined;
         }
         let Some((timestamp, data)) = timestamp_alone(tcp) else {
-            return false;
+            return Fast::Declined;
         };
         let bucket = &mut self.buckets[b];
         let Some(h) = bucket.find_conn(src, sport, dport) else {
-            return false;
+            return Fast::Declined;
         };
         let word = |i: usize| i32::from_be_bytes([tcp[i], tcp[i + 1], tcp[i + 2], tcp[i + 3]]);
         let seg = tcp::FastSegment {
@@ -157,9 +165,47 @@ impl Engine {
         };
         let socket = bucket.sockets.get_mut::<tcp::Socket>(h);
         let from = HardwareAddress::Ethernet(EthernetAddress(mac));
-        let taken = self.iface.process_tcp_fast(now, socket, IpAddress::from(src), from, &seg);
-        bucket.fast_hits += taken as u64;
-        taken
+        if !self.iface.process_tcp_fast(now, socket, IpAddress::from(src), from, &seg) {
+            return Fast::Declined;
+        }
+        bucket.fast_hits += 1;
+        if seg.payload.is_empty() { Fast::PureAck(h) } else { Fast::Taken }
+    }
+
+    /// A pure ACK the fast path took, when it left its socket alone in its bucket with
+    /// nothing to send (the send buffer empty: everything acknowledged) and nothing to
+    /// report (no short write waiting for room; the state unchanged, as the fast path
+    /// takes only established connections): the bucket's deadline is set here, as its
+    /// egress would set it, and it is not marked for one. At light load the peer's delayed
+    /// ACK of the last answer arrives on its own (or beside another connection's request),
+    /// and that egress found nothing to send. False, having changed nothing, where the
+    /// bucket must be marked: it is already (its egress sets the deadline), it holds other
+    /// sockets, it wanted the peer's ACKs at once (its egress tells the ACK policy they
+    /// may wait now, see `acks_can_wait`), or a timer of the socket is due.
+    fn acked_quietly(&mut self, now: Instant, b: usize, h: SocketHandle) -> bool {
+        let bucket = &mut self.buckets[b];
+        if bucket.dirty || bucket.len != 1 || bucket.wants_acks_now {
+            return false;
+        }
+        let s = bucket.sockets.get::<tcp::Socket>(h);
+        // A socket alone in its bucket is its only member, unless the application has not
+        // been told of it yet (half-open) or has closed it (closing).
+        let writer_waits = match bucket.members.first() {
+            Some(&id) => self.conns.get(id).is_none_or(|c| c.handle != h || c.blocked),
+            None => true,
+        };
+        if s.send_queue() != 0 || writer_waits {
+            return false;
+        }
+        // With its send buffer empty it wants no ACKs now either: `wants_acks_now` stays.
+        debug_assert!(!wants_acks_now(s));
+        let at = self.iface.poll_at(now, &bucket.sockets);
+        if at.is_some_and(|d| d <= now) {
+            return false;
+        }
+        Self::set_deadline(bucket, b, &mut self.timers, at);
+        self.acks_quiet += 1;
+        true
     }
 
     /// Peers are learned from their frames (on-link sources only), before anything is
@@ -193,6 +239,16 @@ impl Engine {
         let from = HardwareAddress::Ethernet(EthernetAddress(mac));
         self.iface.fill_neighbor(now, IpAddress::from(ip), from)
     }
+}
+
+/// What [`Engine::ingest_fast`] did with a segment.
+enum Fast {
+    /// Not its case: nothing changed, the general path takes it.
+    Declined,
+    /// Taken, with data.
+    Taken,
+    /// Taken: a pure ACK, for this socket.
+    PureAck(SocketHandle),
 }
 
 /// A checked TCP segment's timestamp option and where its data start, when it has no

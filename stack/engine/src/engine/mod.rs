@@ -62,6 +62,8 @@ pub struct Engine {
     fast_egresses: u64,
     /// `EngineStats::sent_now` (outside `stats`, as `fast_egresses`).
     sent_now: u64,
+    /// `EngineStats::acks_quiet` (outside `stats`, as `fast_egresses`).
+    acks_quiet: u64,
     /// Bucket timers, earliest first: at most one live entry per bucket (its
     /// `queued`), at or before its deadline; other entries are stale and
     /// skipped.
@@ -143,6 +145,7 @@ impl Engine {
             half_open: 0,
             fast_egresses: 0,
             sent_now: 0,
+            acks_quiet: 0,
             timers: BinaryHeap::new(),
             no_sockets: SocketSet::new(Vec::new()),
             clock: now,
@@ -193,6 +196,7 @@ impl Engine {
         s.fast_send = self.iface.fast_sends();
         s.fast_egress = self.fast_egresses;
         s.sent_now = self.sent_now;
+        s.acks_quiet = self.acks_quiet;
         // Live sockets' counters; recycled ones were added as they went.
         for b in &self.buckets {
             for (_, sock) in b.sockets.iter() {
@@ -230,6 +234,9 @@ impl Engine {
         use std::fmt::Write;
         for &i in buckets {
             let b = &self.buckets[i];
+            // When it is due next and whether it wants ACKs, however the engine came to
+            // set them (an egress, `send_now`, a quiet ACK).
+            let _ = writeln!(out, "{i} deadline {:?} wants_acks {}", b.deadline, b.wants_acks_now);
             for (h, s) in b.sockets.iter() {
                 let _ = writeln!(out, "{i} {h} {s:?}");
             }

@@ -150,6 +150,9 @@ pub struct FuzzReport {
     /// Answers the server sent when the application wrote them, its bucket then needing no
     /// egress (`Engine::send_now`).
     pub sent_now: u64,
+    /// Pure ACKs the server's fast path took that left nothing to send or report, their
+    /// bucket then needing no egress.
+    pub acks_quiet: u64,
     /// Buckets whose sockets' states were compared with the twin's (0: no twin); the
     /// answers are compared after every batch.
     pub twin_checks: u64,
@@ -349,6 +352,7 @@ fn snapshot(server: &EchoServer, rep: &mut FuzzReport, frames: u64) {
     rep.fast_send = s.fast_send;
     rep.fast_egress = s.fast_egress;
     rep.sent_now = s.sent_now;
+    rep.acks_quiet = s.acks_quiet;
     rep.recovery = s.recovery;
     rep.end_live_sockets = s.live_sockets;
     rep.end_listening = s.listening;
@@ -461,6 +465,7 @@ mod tests {
             // retransmission, a FIN) is scanned.
             assert!(r.fast_egress > 10, "fast-egress was hardly taken: {r:?}");
             assert!(buckets == 0 || r.sent_now > 100, "answers were hardly sent when written: {r:?}");
+            assert!(buckets == 0 || r.acks_quiet > 20, "pure ACKs hardly went without an egress: {r:?}");
         }
     }
 
