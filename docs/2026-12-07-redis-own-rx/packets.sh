@@ -4,7 +4,8 @@
 # kernel), with the server's utime and stime: tcpdump on the client's end of the veth pair
 # counts what the server sends (a GSO packet counts once: veth does not segment it) and what
 # the client sends.
-# Usage: packets.sh BIN_DIR BACKEND COMMANDS OUT_JSON   (root; removes its lab on every exit)
+# Usage: packets.sh BIN_DIR BACKEND COMMANDS OUT_JSON   (root, tcpdump (apt-get install tcpdump), the
+# redis-py venv scripts/setup makes; removes its lab on every exit)
 set -euo pipefail
 BIN=$1 BACKEND=$2 N=$3 OUTJ=$4
 HERE=$(cd "$(dirname "$0")" && pwd)
