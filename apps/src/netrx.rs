@@ -119,14 +119,27 @@ impl NetRx {
     }
 }
 
+/// Why [`watch`] gave no totals.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// The command never ran: it could not be started, or the accountant could not be
+    /// attached or read before its gate opened (no root, no BPF), and it was stopped there.
+    #[error("{0:#}")]
+    NotRun(anyhow::Error),
+    /// The command ran (or may have): opening its gate, waiting for it or reading the
+    /// totals after it failed.
+    #[error("{0:#}")]
+    Ran(anyhow::Error),
+}
+
 /// Runs `cmd` (its program, arguments, environment and directory) and times the NET_RX work
 /// that ran in `server`'s process and in the command's meanwhile: the command is held at a
 /// gate (`sh -c 'read && exec'`, so the pid counted is the command's from its first
 /// instruction; `ip netns exec NS prog` keeps it through its own exec) until the accountant
 /// is attached. `capture`: the command's stdout and stderr come back in the output, else they
-/// are inherited. Its stdin is the closed gate. Needs root; on any error the command has been
-/// stopped.
-pub fn watch(server: u32, cmd: &Command, capture: bool) -> anyhow::Result<(Output, NetRxTimes)> {
+/// are inherited. Its stdin is the closed gate. Needs root. A caller may run the command
+/// again without the accountant after [`WatchError::NotRun`], not after `Ran`.
+pub fn watch(server: u32, cmd: &Command, capture: bool) -> Result<(Output, NetRxTimes), WatchError> {
     let mut gated = Command::new("sh");
     gated.arg("-c").arg("read _gate && exec \"$@\"").arg("sh").arg(cmd.get_program()).args(cmd.get_args());
     for (k, v) in cmd.get_envs() {
@@ -142,8 +155,15 @@ pub fn watch(server: u32, cmd: &Command, capture: bool) -> anyhow::Result<(Outpu
     if capture {
         gated.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
-    let mut child = gated.spawn().with_context(|| format!("starting {:?}", cmd.get_program()))?;
+    let mut child = gated
+        .spawn()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))
+        .map_err(WatchError::NotRun)?;
     let gate = child.stdin.take();
+    let stop = |child: &mut std::process::Child| {
+        let _ = child.kill();
+        let _ = child.wait();
+    };
     let started = NetRx::attach(server, child.id()).context("attaching the NET_RX accountant (needs root)").and_then(|a| {
         let before = a.read().context("reading the accountant")?;
         Ok((a, before))
@@ -153,15 +173,18 @@ pub fn watch(server: u32, cmd: &Command, capture: bool) -> anyhow::Result<(Outpu
         Err(e) => {
             // A gate never opened leaves the shell at EOF: `read` fails and it exits.
             drop(gate);
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(e);
+            stop(&mut child);
+            return Err(WatchError::NotRun(e));
         }
     };
-    gate.context("the command's stdin")?.write_all(b"\n").context("opening the gate")?;
-    let out = child.wait_with_output().context("waiting for the command")?;
-    let d = acct.read().context("reading the accountant")? - before;
-    Ok((out, d))
+    let opened = gate.context("the command's stdin").and_then(|mut g| g.write_all(b"\n").context("opening the gate"));
+    if let Err(e) = opened {
+        stop(&mut child);
+        return Err(WatchError::Ran(e));
+    }
+    let out = child.wait_with_output().context("waiting for the command").map_err(WatchError::Ran)?;
+    let d = acct.read().context("reading the accountant").map_err(WatchError::Ran)?;
+    Ok((out, d - before))
 }
 
 /// The process's accountant, once [`install`]ed: rr-bench reads it with the server's CPU time.

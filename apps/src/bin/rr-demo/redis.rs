@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use apps::netrx::NetRxTimes;
+use apps::netrx::{NetRxTimes, WatchError};
 use apps::server_process::ServerProcess;
 use serde::Serialize;
 use xsk_lab::signals;
@@ -220,15 +220,17 @@ fn run_one(env: &Env, server: &str, case: (&str, Load, usize, usize), round: usi
 static NO_NETRX: AtomicBool = AtomicBool::new(false);
 
 /// Runs the client to its end under the NET_RX accountant (`apps::netrx::watch`), or without
-/// it (no totals) where it cannot be attached, which is said once.
+/// it (no totals) where it cannot be attached, which is said once. A client that ran and then
+/// failed is the case's failure: running it again would count its server's CPU twice.
 fn run_client(server: u32, mut cmd: Command) -> Result<(Output, Option<NetRxTimes>)> {
     if !NO_NETRX.load(Ordering::Relaxed) {
         match apps::netrx::watch(server, &cmd, true) {
             Ok((out, d)) => return Ok((out, Some(d))),
-            Err(e) => {
+            Err(WatchError::NotRun(e)) => {
                 println!("note: redis cases without the own-receive figure: {e:#}");
                 NO_NETRX.store(true, Ordering::Relaxed);
             }
+            Err(e @ WatchError::Ran(_)) => return Err(e).context("running the client"),
         }
     }
     Ok((cmd.stdin(Stdio::null()).output().context("running the client")?, None))
