@@ -3,8 +3,11 @@
 build and load, B over A per cycle), the guest's CPU per request (vm-tests cost) and
 rr-demo's B over A (scripts/abba-table). Writes results.json beside this script.
 usage: table.py OUT"""
-import json, statistics, subprocess, sys
+import json, statistics, sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts/study"))
+from abba import rr_demo_table  # noqa: E402
 
 out = Path(sys.argv[1])
 here = Path(__file__).resolve().parent
@@ -36,10 +39,5 @@ for f in sorted((out / "cost").glob("*.json"), key=lambda p: int(p.stem.split("-
     result["guest_cost"].append(row)
     print(f"{f.stem:>8}  {k['cpu_us']:>9.1f}  {x['cpu_us']:>7.1f}  {x['user_us']:>11.1f}  {x['kinsn']:>9.2f}  {row['ratio']:>10.3f}")
 
-demo = out / "demo"
-if demo.is_dir():
-    tmp = out / "abba.json"
-    print(subprocess.run([str(here / "../../scripts/abba-table"), str(demo), "--json", str(tmp)],
-                         check=True, capture_output=True, text=True).stdout)
-    result["rr_demo"] = json.loads(tmp.read_text())
+result["rr_demo"] = rr_demo_table(out / "demo")
 (here / "results.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -2,8 +2,11 @@
 """The study's tables from run.sh's OUT: user-space instructions per request (medians per
 build and connections, and B over A per cycle) and rr-demo's B over A (scripts/abba-table).
 Writes results.json beside this script. usage: table.py OUT"""
-import json, statistics, subprocess, sys
+import json, statistics, sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts/study"))
+from abba import rr_demo_table  # noqa: E402
 
 out = Path(sys.argv[1])
 here = Path(__file__).resolve().parent
@@ -22,10 +25,5 @@ for conns in sorted(ui, key=int, reverse=True):
     result["user_instructions"][conns] = {"A": a, "B": b, "A_median": ma, "B_median": mb,
                                           "B_over_A": mb / ma, "per_cycle": cyc}
     print(f"{conns:>5}  {ma:>8.0f}  {mb:>8.0f}  {mb / ma:>6.3f}  " + " ".join(f"{r:.3f}" for r in cyc))
-demo = out / "demo"
-if demo.is_dir():
-    tmp = out / "abba.json"
-    print(subprocess.run([str(here / "../../scripts/abba-table"), str(demo), "--json", str(tmp)],
-                         check=True, capture_output=True, text=True).stdout)
-    result["rr_demo"] = json.loads(tmp.read_text())
+result["rr_demo"] = rr_demo_table(out / "demo")
 (here / "results.json").write_text(json.dumps(result, indent=1) + "\n")
