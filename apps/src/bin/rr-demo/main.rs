@@ -55,7 +55,8 @@ root), runs every case against rr-server --backend xsk and each kernel configura
 --kernels (epoll: rr-server --backend kernel; uring: --backend uring, kernel TCP through
 io_uring), rotating which goes first each round, and removes the lab again (also on Ctrl-C).
 A configuration that cannot run a case is skipped for it, with a note (uring: a same- case with
-client threads, as rr-bench's uring client has one thread; the Redis cases are epoll's only).
+client threads, as rr-bench's uring client has one thread). The Redis table compares the stack
+with the best of them per case, as the main table does.
 
 Prints one line per run, then a table of medians with the ratios of xsk to the best kernel
 configuration of each case (krn: the highest req/s; for the open-loop cases, whose rate is
@@ -234,7 +235,7 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
         println!("note: nft not found: skipping the loss cases (apt-get install nftables)");
     }
     let cases: Vec<Case> = cases.into_iter().filter(|c| have_nft || c.loss.is_none()).collect();
-    for note in skip_notes(&args.kernels.0, &cases, runs_redis(args) && redis::selected(args.only.as_deref())) {
+    for note in skip_notes(&args.kernels.0, &cases) {
         println!("note: {note}");
     }
     signals::install_signal_handlers();
@@ -328,8 +329,8 @@ fn run(args: &Args, _m: &ArgMatches) -> Result<()> {
 }
 
 /// What the run leaves out, said once before it starts: the kernel configurations that cannot
-/// run a case, and (`redis`: Redis cases selected) that the Redis cases run on epoll only.
-fn skip_notes(kernels: &[Kernel], cases: &[Case], redis: bool) -> Vec<String> {
+/// run a case.
+fn skip_notes(kernels: &[Kernel], cases: &[Case]) -> Vec<String> {
     let mut notes = Vec::new();
     for k in kernels {
         let mut why: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -341,10 +342,6 @@ fn skip_notes(kernels: &[Kernel], cases: &[Case], redis: bool) -> Vec<String> {
         for (w, names) in why {
             notes.push(format!("{} skips {}: {w}", k.name(), names.join(", ")));
         }
-    }
-    let others: Vec<&str> = kernels.iter().filter(|k| **k != Kernel::Epoll).map(|k| k.name()).collect();
-    if redis && !others.is_empty() {
-        notes.push(format!("the Redis cases run against epoll only (not {})", others.join(", ")));
     }
     notes
 }
