@@ -169,19 +169,19 @@ impl Engine {
     /// Queues what fits of `data` in `conn`'s send buffer (growing it up to `tx_buffer`);
     /// it goes out at the next `egress`. Short: `Writable` follows when there is room.
     pub fn send(&mut self, conn: ConnId, data: &[u8]) -> Result<usize, TransportError> {
-        self.queue(conn, data).map(|(n, _)| n)
+        self.queue(conn, data).map(|q| q.n)
     }
 
-    /// [`send`](Self::send), and whether the send buffer was empty before (nothing in
-    /// flight or waiting).
-    fn queue(&mut self, conn: ConnId, data: &[u8]) -> Result<(usize, bool), TransportError> {
+    /// [`send`](Self::send), and what `send_now` needs next: whether the send buffer was
+    /// empty before (nothing in flight or waiting), and where the socket is.
+    fn queue(&mut self, conn: ConnId, data: &[u8]) -> Result<Queued, TransportError> {
         let c = self.conns.get(conn).ok_or_else(|| TransportError::UnknownConn(conn))?;
         let (b, h, connected, acks_gen, slow) = (c.bucket, c.handle, c.connected, c.acks_gen, c.slow_peer);
         let s = self.buckets[b as usize].sockets.get_mut::<tcp::Socket>(h);
         if !s.may_send() {
             return match s.state() {
-                tcp::State::SynSent | tcp::State::SynReceived => Ok((0, false)),
-                _ if !connected => Ok((0, false)),
+                tcp::State::SynSent | tcp::State::SynReceived => Ok(Queued { n: 0, was_empty: false, bucket: b, handle: h }),
+                _ if !connected => Ok(Queued { n: 0, was_empty: false, bucket: b, handle: h }),
                 _ => Err(TransportError::ConnectionClosed(conn)),
             };
         }
@@ -216,7 +216,7 @@ impl Engine {
                 self.mark_dirty_app(b);
             }
         }
-        Ok((n, was_empty))
+        Ok(Queued { n, was_empty, bucket: b, handle: h })
     }
 
     /// [`send`](Self::send), and when the send buffer was empty (nothing in flight) and
@@ -235,12 +235,11 @@ impl Engine {
     /// `clock` is asked for the time only when the egress runs here (a driver's clock
     /// read is a vDSO call; a write that only queues needs none).
     pub fn send_now<L: Link>(&mut self, conn: ConnId, data: &[u8], link: &mut L, clock: impl FnOnce() -> Instant) -> Result<usize, TransportError> {
-        let (n, was_empty) = self.queue(conn, data)?;
+        let Queued { n, was_empty, bucket: b, handle: h } = self.queue(conn, data)?;
         if n == 0 || !was_empty {
             return Ok(n);
         }
-        let c = self.conns.get(conn).expect("queue found it");
-        let (b, h) = (c.bucket as usize, c.handle);
+        let b = b as usize;
         let bucket = &self.buckets[b];
         if bucket.len != 1 || bucket.unscanned || !link.tx_ready() {
             return Ok(n);
@@ -250,8 +249,15 @@ impl Engine {
         if !(self.cfg.tcp.fast_path && self.sent_alone(now, b, h, link)) {
             self.egress_bucket(now, b, link, &mut 0);
         }
-        if !self.buckets[b].dirty && self.dirty.last() == Some(&(b as u32)) {
-            self.dirty.pop(); // else egress skips its entry
+        // Off the dirty list too, or the next `flush` runs an egress that finds it
+        // done. At light load it is the last entry; with a batch of requests from
+        // several connections, the earlier answers' buckets are further up.
+        if !self.buckets[b].dirty {
+            if self.dirty.last() == Some(&(b as u32)) {
+                self.dirty.pop();
+            } else if let Some(i) = self.dirty.iter().rposition(|&d| d as usize == b) {
+                self.dirty.remove(i);
+            }
         }
         Ok(n)
     }
@@ -330,6 +336,14 @@ impl Engine {
         let s = self.buckets[c.bucket as usize].sockets.get::<tcp::Socket>(c.handle);
         s.remote_endpoint().map(SocketAddr::from)
     }
+}
+
+/// What [`Engine::queue`] took of a write, and where the connection's socket is.
+struct Queued {
+    n: usize,
+    was_empty: bool,
+    bucket: u32,
+    handle: SocketHandle,
 }
 
 /// The next size of a buffer of `cap` bytes that was too small: four times, or enough for

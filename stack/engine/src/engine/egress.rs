@@ -43,7 +43,7 @@ impl Engine {
     pub fn scan_dirty(&mut self) {
         for i in 0..self.dirty.len() {
             let b = self.dirty[i] as usize;
-            // (Not one `send_now` took off the list: see `egress`.)
+            // (Listed twice after an egress `send_now` ran: scanned once.)
             if self.buckets[b].dirty {
                 self.scan(b);
             }
@@ -135,13 +135,15 @@ impl Engine {
                 None => {}
             }
         }
+        // `send_now` takes a bucket it sent for off the list: every entry is live.
+        debug_assert!(self.dirty.iter().all(|&b| self.buckets[b as usize].dirty));
         let mut i = 0;
         let mut again = 0;
         while i < self.dirty.len() {
             let b = self.dirty[i] as usize;
             i += 1;
-            // Listed, then taken off by `send_now` (which pops only the last entry), or
-            // listed twice: nothing to do, or done at its other entry.
+            // Listed twice (marked again by a scan after its egress here): done at
+            // its other entry.
             if self.buckets[b].dirty {
                 self.egress_bucket(now, b, link, &mut again);
             }
