@@ -222,13 +222,22 @@ static NO_NETRX: AtomicBool = AtomicBool::new(false);
 /// Runs the client to its end under the NET_RX accountant (`apps::netrx::watch`), or without
 /// it (no totals) where it cannot be attached, which is said once. A client that ran and then
 /// failed is the case's failure: running it again would count its server's CPU twice.
-fn run_client(server: u32, mut cmd: Command) -> Result<(Output, Option<NetRxTimes>)> {
-    if !NO_NETRX.load(Ordering::Relaxed) {
-        match apps::netrx::watch(server, &cmd, true) {
+fn run_client(server: u32, cmd: Command) -> Result<(Output, Option<NetRxTimes>)> {
+    run_watched(&NO_NETRX, cmd, |cmd| apps::netrx::watch(server, cmd, true))
+}
+
+/// [`run_client`] with its accountant's switch and its way of watching as parameters.
+fn run_watched(
+    off: &AtomicBool,
+    mut cmd: Command,
+    watch: impl FnOnce(&Command) -> Result<(Output, NetRxTimes), WatchError>,
+) -> Result<(Output, Option<NetRxTimes>)> {
+    if !off.load(Ordering::Relaxed) {
+        match watch(&cmd) {
             Ok((out, d)) => return Ok((out, Some(d))),
             Err(WatchError::NotRun(e)) => {
                 println!("note: redis cases without the own-receive figure: {e:#}");
-                NO_NETRX.store(true, Ordering::Relaxed);
+                off.store(true, Ordering::Relaxed);
             }
             Err(e @ WatchError::Ran(_)) => return Err(e).context("running the client"),
         }
@@ -461,7 +470,46 @@ fn svg(keys: &[(String, String)], servers: &[&str], rows: &[RedisRow]) -> String
 
 #[cfg(test)]
 mod tests {
-    use super::best_kernel;
+    use std::cell::Cell;
+    use std::process::Command;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use apps::netrx::WatchError;
+
+    use super::{best_kernel, run_watched};
+
+    /// Where the accountant cannot be attached (no root, no BPF), the client runs without
+    /// it and its output still comes back; later clients are not offered to the accountant
+    /// again. A client that ran and then failed is an error, not run a second time.
+    #[test]
+    fn a_client_runs_without_the_accountant_only_when_it_never_ran() {
+        let off = AtomicBool::new(false);
+        let echo = || {
+            let mut c = Command::new("sh");
+            c.args(["-c", "echo ran"]);
+            c
+        };
+        let not_run = |_: &Command| Err(WatchError::NotRun(anyhow::anyhow!("no BPF here")));
+        let (out, d) = run_watched(&off, echo(), not_run).unwrap();
+        assert_eq!(out.stdout, b"ran\n");
+        assert!(d.is_none() && off.load(Ordering::Relaxed));
+        // Said once: the next client is not offered to the accountant.
+        let asked = Cell::new(false);
+        let (out, d) = run_watched(&off, echo(), |_| {
+            asked.set(true);
+            Err(WatchError::NotRun(anyhow::anyhow!("asked again")))
+        })
+        .unwrap();
+        assert!(!asked.get() && d.is_none() && out.stdout == b"ran\n");
+        // A client that ran: its failure is the case's, and it is not run again.
+        let off = AtomicBool::new(false);
+        let ran = |_: &Command| Err(WatchError::Ran(anyhow::anyhow!("the client failed")));
+        let mut again = Command::new("sh");
+        again.args(["-c", "exit 3"]);
+        let e = run_watched(&off, again, ran).unwrap_err();
+        assert!(format!("{e:#}").contains("the client failed"), "{e:#}");
+        assert!(!off.load(Ordering::Relaxed));
+    }
 
     #[test]
     fn the_best_kernel_is_the_fastest_that_ran() {
