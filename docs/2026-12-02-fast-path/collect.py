@@ -39,5 +39,5 @@ d.setdefault("ab", {})[name] = {
     "rr_demo_metadata": meta, "rows": rows,
     "runs": {f"{v}-{i}": r for (v, i), r in sorted(per.items())},
 }
-json.dump(d, open(out, "w"), indent=1, sort_keys=True)
+json.dump(d, open(out, "w"), separators=(",", ":"), sort_keys=True)  # compact: docs/ has a size cap
 print(f"{name}: {len(rounds)} rounds, {len(rows)} rows -> {out}")
