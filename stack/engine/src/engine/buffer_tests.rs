@@ -1,9 +1,11 @@
 //! The engine's buffers in memory: they start small and grow, out-of-order
-//! data survives the growth, and checksum offload changes nothing on the wire.
+//! data survives the growth, and checksum offload changes nothing on the wire. What the
+//! application writes before a flush leaves by the right way (at once, or with the flush).
 
 use std::time::Duration;
 
 use super::tests::{connected, read_all};
+use crate::conn::Event;
 use crate::testing::{config, mac_of, MemTransport, Pair};
 
 /// (receive, send) capacity of connection `c`'s socket.
@@ -184,4 +186,36 @@ fn everything_written_before_a_flush_leaves_with_it_in_full_segments() {
     p.a.egress();
     let first: usize = p.a.take_sent().iter().map(|f| f.len() - 54).sum();
     assert!(first > 1460 && first < 6000, "{first}");
+}
+
+/// Requests from several connections in one batch, each answered at once (`send_now`):
+/// every answer's bucket leaves the dirty list with it, not only the last one listed, so
+/// the `flush` after them has no egress to run.
+#[test]
+fn answers_sent_at_once_leave_nothing_for_the_flush() {
+    let mut p = Pair::new();
+    p.a.listen(7).unwrap();
+    let clients: Vec<_> = (0..3).map(|_| p.b.connect(std::net::SocketAddrV4::new(Pair::A, 7)).unwrap()).collect();
+    let (ea, _) = p.settle(20);
+    let servers: Vec<_> = ea.iter().filter_map(|e| if let Event::Accepted { conn, .. } = e { Some(*conn) } else { None }).collect();
+    assert_eq!(servers.len(), 3, "server events {ea:?}");
+    p.settle(4); // the last ACKs
+    for &c in &clients {
+        assert_eq!(p.b.send(c, b"ping").unwrap(), 4);
+    }
+    p.exchange();
+    let mut ev = Vec::new();
+    p.a.ingest();
+    p.a.engine.scan_dirty();
+    p.a.engine.take_events(&mut ev);
+    assert_eq!(ev.iter().filter(|e| matches!(e, Event::Readable(_))).count(), 3, "{ev:?}");
+    let before = p.a.engine.stats().sent_now;
+    for &c in &servers {
+        assert_eq!(read_all(&mut p.a, c), b"ping");
+        assert_eq!(p.a.send(c, b"pong").unwrap(), 4);
+    }
+    // (Three buckets of 16 here: each answer left alone in its bucket.)
+    assert_eq!(p.a.engine.stats().sent_now - before, 3);
+    assert_eq!(p.a.take_sent().len(), 3, "the answers left when written");
+    assert!(!p.a.engine.wants_egress(), "a bucket an answer left from is still listed for an egress");
 }

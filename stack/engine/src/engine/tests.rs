@@ -595,35 +595,3 @@ fn unreachable_on_link_servers_do_not_hold_back_arp_for_another() {
     assert!(asked.len() == 6, "ARP requests went out for {asked:?} only");
     assert!(syn_at.is_some_and(|ms| ms < 10), "the SYN to the answering server went out at {syn_at:?} ms");
 }
-
-/// Requests from several connections in one batch, each answered at once (`send_now`):
-/// every answer's bucket leaves the dirty list with it, not only the last one listed, so
-/// the `flush` after them has no egress to run.
-#[test]
-fn answers_sent_at_once_leave_nothing_for_the_flush() {
-    let mut p = Pair::new();
-    p.a.listen(PORT).unwrap();
-    let clients: Vec<_> = (0..3).map(|_| p.b.connect(SocketAddrV4::new(Pair::A, PORT)).unwrap()).collect();
-    let (ea, _) = p.settle(20);
-    let servers = accepted(&ea);
-    assert_eq!(servers.len(), 3, "server events {ea:?}");
-    p.settle(4); // the last ACKs
-    for &c in &clients {
-        assert_eq!(p.b.send(c, b"ping").unwrap(), 4);
-    }
-    p.exchange();
-    let mut ev = Vec::new();
-    p.a.ingest();
-    p.a.engine.scan_dirty();
-    p.a.engine.take_events(&mut ev);
-    assert_eq!(ev.iter().filter(|e| matches!(e, Event::Readable(_))).count(), 3, "{ev:?}");
-    let before = p.a.engine.stats().sent_now;
-    for &c in &servers {
-        assert_eq!(read_all(&mut p.a, c), b"ping");
-        assert_eq!(p.a.send(c, b"pong").unwrap(), 4);
-    }
-    // (Three buckets of 16 here: each answer left alone in its bucket.)
-    assert_eq!(p.a.engine.stats().sent_now - before, 3);
-    assert_eq!(p.a.take_sent().len(), 3, "the answers left when written");
-    assert!(!p.a.engine.wants_egress(), "a bucket an answer left from is still listed for an egress");
-}
