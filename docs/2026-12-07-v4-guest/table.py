@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""The study's table and results.json from run.sh's OUT folder (its *-A.json, *-B.json).
-Usage: table.py OUT [results.json]"""
+"""The study's tables and results.json from run.sh's OUT folder (its *-A.json, *-B.json)
+and, when given, the results.json of `rr-demo --only rr-16,rr-16-v6 --rounds 15 --kernels epoll`.
+Usage: table.py OUT [RR_DEMO_RESULTS_JSON]"""
 import glob, json, os, re, statistics, sys
 
 out = sys.argv[1]
-dest = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "results.json")
+demo = sys.argv[2] if len(sys.argv) > 2 else None
+dest = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results.json")
 runs = []
 for f in sorted(glob.glob(os.path.join(out, "*-[AB].json"))):
     m = re.match(r"(r300|closed16)-(?:\d+-)?(\d+)-([AB])\.json$", os.path.basename(f))
@@ -31,4 +33,22 @@ for case in ("r300", "closed16"):
     if a and b:
         summary[f"{case}-B/A"] = round(b["xsk_us_median"] / a["xsk_us_median"], 4)
         print(f"| {case} | B/A | | {summary[f'{case}-B/A']:.3f} | |")
-json.dump({"runs": runs, "summary": summary}, open(dest, "w"), separators=(",", ":"))
+rounds = []
+if demo:
+    # rr-16 against rr-16-v6: each round's xsk and kernel TCP (epoll) requests/s.
+    by = {}
+    for x in json.load(open(demo))["runs"]:
+        by.setdefault((x["case"], x["round"]), {})[x["backend"]] = round(x["rps"])
+    rounds = [{"case": c, "round": r, **v} for (c, r), v in sorted(by.items())]
+    print()
+    print("| case | rounds | xsk/kernel requests/s, median | range | xsk req/s, median |")
+    print("|---|---|---|---|---|")
+    med = {}
+    for case in ("rr-16", "rr-16-v6"):
+        rs = [x for x in rounds if x["case"] == case]
+        q = [x["xsk"] / x["kernel"] for x in rs]
+        med[case] = statistics.median(q)
+        print(f"| {case} | {len(rs)} | {med[case]:.3f} | {min(q):.2f}-{max(q):.2f} | {statistics.median(x['xsk'] for x in rs):,.0f} |")
+    summary["rr-16-v6/rr-16"] = round(med["rr-16-v6"] / med["rr-16"], 4)
+    print(f"\nrr-16-v6's ratio over rr-16's: {summary['rr-16-v6/rr-16']:.3f}")
+json.dump({"runs": runs, "rr_demo_rounds": rounds, "summary": summary}, open(dest, "w"), separators=(",", ":"))
