@@ -189,8 +189,8 @@ fn everything_written_before_a_flush_leaves_with_it_in_full_segments() {
 }
 
 /// Requests from several connections in one batch, each answered at once (`send_now`):
-/// every answer's bucket leaves the dirty list with it, not only the last one listed, so
-/// the `flush` after them has no egress to run.
+/// the `flush` after them has no egress to run, though only the last answer's bucket left
+/// the dirty list at its write (`wants_egress` drops the others' entries).
 #[test]
 fn answers_sent_at_once_leave_nothing_for_the_flush() {
     let mut p = Pair::new();

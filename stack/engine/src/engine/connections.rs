@@ -249,15 +249,12 @@ impl Engine {
         if !(self.cfg.tcp.fast_path && self.sent_alone(now, b, h, link)) {
             self.egress_bucket(now, b, link, &mut 0);
         }
-        // Off the dirty list too, or the next `flush` runs an egress that finds it
-        // done. At light load it is the last entry; with a batch of requests from
-        // several connections, the earlier answers' buckets are further up.
-        if !self.buckets[b].dirty {
-            if self.dirty.last() == Some(&(b as u32)) {
-                self.dirty.pop();
-            } else if let Some(i) = self.dirty.iter().rposition(|&d| d as usize == b) {
-                self.dirty.remove(i);
-            }
+        // Off the dirty list when it is the last entry (at light load it is). With a
+        // batch of requests from several connections the earlier answers' buckets are
+        // further up: they stay listed, no longer dirty, and `wants_egress` drops them
+        // once per flush (searching the list here would cost each answer the batch).
+        if !self.buckets[b].dirty && self.dirty.last() == Some(&(b as u32)) {
+            self.dirty.pop();
         }
         Ok(n)
     }

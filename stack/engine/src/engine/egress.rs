@@ -43,16 +43,22 @@ impl Engine {
     pub fn scan_dirty(&mut self) {
         for i in 0..self.dirty.len() {
             let b = self.dirty[i] as usize;
-            // (Listed twice after an egress `send_now` ran: scanned once.)
+            // (Not one `send_now` took off: see `wants_egress`.)
             if self.buckets[b].dirty {
                 self.scan(b);
             }
         }
     }
 
-    /// Whether any bucket waits for egress.
-    pub fn wants_egress(&self) -> bool {
-        !self.dirty.is_empty()
+    /// Whether any bucket waits for egress. Entries of buckets `send_now` took off
+    /// (answered at the write, but not last on the list) are dropped here, once per
+    /// flush: with nothing else listed, the flush has no egress to run.
+    pub fn wants_egress(&mut self) -> bool {
+        if self.dirty.iter().any(|&b| self.buckets[b as usize].dirty) {
+            return true;
+        }
+        self.dirty.clear();
+        false
     }
 
     /// Whether `egress` at `now` would do anything: a touched bucket, a due
@@ -135,15 +141,14 @@ impl Engine {
                 None => {}
             }
         }
-        // `send_now` takes a bucket it sent for off the list: every entry is live.
-        debug_assert!(self.dirty.iter().all(|&b| self.buckets[b as usize].dirty));
         let mut i = 0;
         let mut again = 0;
         while i < self.dirty.len() {
             let b = self.dirty[i] as usize;
             i += 1;
-            // Listed twice (marked again by a scan after its egress here): done at
-            // its other entry.
+            // Taken off by `send_now` (see `wants_egress`), or listed twice (marked
+            // again by a scan after its egress): nothing to do, or done at its other
+            // entry.
             if self.buckets[b].dirty {
                 self.egress_bucket(now, b, link, &mut again);
             }
