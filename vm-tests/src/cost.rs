@@ -201,7 +201,9 @@ fn body(env: &Env, ks: &KernelSet, a: &CostArgs, rep: &mut CostReport) -> Result
                     continue;
                 }
             }
-            let dump = (!a.no_syscalls).then(|| servers::dump_arg(&tag));
+            // A server that counts nothing (floor) is not asked.
+            let counts = !servers::syscall_counters(&server).is_empty();
+            let dump = (!a.no_syscalls && counts).then(|| servers::dump_arg(&tag));
             let dst = SocketAddrV4::new(net.guest_addr, port);
             let mut failed = None;
             for &conns in &a.conns {

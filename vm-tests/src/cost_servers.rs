@@ -3,7 +3,9 @@
 //!
 //! * `kernel`: `rr-server --backend kernel` (epoll), `uring`: `--backend uring` (kernel TCP
 //!   through io_uring), `kernel-napi` / `uring-napi`: the same with `--irq-suspend eth0` (the
-//!   NAPI settings for IRQ suspension, prefer-busy-poll with a budget), `xsk`: the stack.
+//!   NAPI settings for IRQ suspension, prefer-busy-poll with a budget), `xsk`: the stack,
+//!   `floor`: xsk-device's `tcp_floor` example (the least TCP that answers the load, on the
+//!   same copy-mode port: a lower bound for any stack there, not a server; no counters).
 //! * What the kernel granted: rr-server's `io_uring: ...`, `napi: ...` and `kernel busy poll
 //!   ...` lines.
 //! * System calls: rr-server prints its counters on SIGUSR1 (`counters (SIGUSR1):`, one
@@ -19,14 +21,14 @@ use std::collections::BTreeMap;
 use crate::server::ServerSpec;
 
 /// The names `--servers` takes.
-pub const SERVERS: [&str; 5] = ["kernel", "uring", "kernel-napi", "uring-napi", "xsk"];
+pub const SERVERS: [&str; 6] = ["kernel", "uring", "kernel-napi", "uring-napi", "xsk", "floor"];
 
 /// The guest's interface (`--irq-suspend`).
 pub const GUEST_IFACE: &str = "eth0";
 
-/// Kernel-TCP servers (everything but xsk): what the xsk ratios are taken against.
+/// Kernel-TCP servers (everything but xsk and floor): what the xsk ratios are taken against.
 pub fn is_kernel_tcp(server: &str) -> bool {
-    server != "xsk"
+    server != "xsk" && server != "floor"
 }
 
 /// The order of the servers in `round`: the list rotated by the round (two servers: A B, B A).
@@ -51,6 +53,11 @@ pub fn spec(server: &str, port: u16, attach: &str, xsk_extra: &[String]) -> Serv
                 extra: xsk_extra.to_vec(),
                 ..ServerSpec::xsk(&t, attach, "shared", port)
             };
+        }
+        "floor" => {
+            let mut s = ServerSpec::xsk(&t, attach, "shared", port);
+            s.backend = "floor".into();
+            return s;
         }
         "kernel" => ("kernel", false),
         "uring" => ("uring", false),
@@ -160,6 +167,9 @@ mod tests {
         assert_eq!(napi.extra, ["--irq-suspend", "eth0"]);
         assert_eq!(napi.tag, "cost_uring_napi");
         assert!(spec("kernel", 7000, "drv", &[]).extra.is_empty());
+        let f = spec("floor", 7000, "drv", &["--no-defer-acks".into()]);
+        assert_eq!((f.backend.as_str(), f.extra.len(), is_kernel_tcp("floor")), ("floor", 0, false));
+        assert!(syscall_counters("floor").is_empty());
         let x = spec("xsk", 7000, "drv", &["--no-defer-acks".into()]);
         assert_eq!((x.backend.as_str(), x.extra.len()), ("xsk", 1));
     }

@@ -116,6 +116,8 @@ pub const BINARIES: &[(&str, bool)] = &[
     ("vmt-stats", false),
     // The tokio adapter's axum example (`examples/` of the same profile): smoke's check.
     ("axum_server", false),
+    // xsk-device's least TCP on the port (`cost --servers floor`).
+    ("tcp_floor", false),
 ];
 
 /// Builds `work/<file>` (e.g. `initramfs.cpio`) for `kernel` with the binaries from

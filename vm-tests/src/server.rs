@@ -15,7 +15,8 @@ use crate::guest::Guest;
 pub struct ServerSpec {
     /// Shell-variable-safe tag, names the log/ready/json files (`/tmp/TAG.*`).
     pub tag: String,
-    /// "xsk" or "kernel".
+    /// "xsk" or "kernel" (rr-server's `--backend`), or "floor": xsk-device's `tcp_floor`
+    /// example in rr-server's place, on the same flags (the least TCP on the same port).
     pub backend: String,
     /// xsk: skb | drv | auto.
     pub attach: String,
@@ -50,8 +51,9 @@ impl ServerSpec {
     }
 
     fn argv(&self) -> String {
-        let mut a = format!("rr-server --backend {} --port {}", self.backend, self.port);
-        if self.backend == "xsk" {
+        let program = if self.backend == "floor" { "tcp_floor" } else { "rr-server" };
+        let mut a = format!("{program} --backend {} --port {}", self.backend, self.port);
+        if self.backend == "xsk" || self.backend == "floor" {
             a.push_str(&format!(
                 " --iface eth0 --addr {} --attach {}",
                 self.addr, self.attach
