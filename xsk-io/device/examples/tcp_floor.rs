@@ -26,9 +26,9 @@
 //! `--iface IF --addr A/LEN|shared --port P [--attach MODE] [--ready-file F]`;
 //! the others are accepted and ignored. With `shared` the address is the
 //! interface's own and the kernel answers ARP for it; otherwise the probe
-//! does. It runs until SIGINT or SIGTERM (exit status 0); SIGUSR1, with which
-//! vm-tests asks rr-server for its counters, is ignored. The XDP program is a
-//! bpf_link and goes with the process.
+//! does. It runs until SIGINT or SIGTERM (exit status 0). It counts nothing
+//! for SIGUSR1, so vm-tests does not ask it. The XDP program is a bpf_link
+//! and goes with the process.
 //!
 //! ```text
 //! cargo build --release -p xsk-device --example tcp_floor
@@ -38,7 +38,6 @@
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use xsk_device::ifaddr;
@@ -69,25 +68,13 @@ struct Conn {
     rx: Vec<u8>,
 }
 
-/// Set by SIGINT and SIGTERM: the loop ends at its next turn (the signal also
-/// ends the `poll` it sleeps in).
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_stop(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = args()?;
-    // SAFETY: `on_stop` only stores to an atomic, which is async-signal-safe;
-    // SIG_IGN is a valid disposition. (A shell starts a background job with
-    // SIGINT ignored; setting a handler also undoes that.)
-    unsafe {
-        libc::signal(libc::SIGINT, on_stop as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_stop as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGUSR1, libc::SIG_IGN);
-    }
-    let served = serve(&a, &STOP, |addr, mode, csum| {
+    // The lab kit's handlers, as rr-server's: the first SIGINT or SIGTERM sets
+    // a flag the loop reads at each turn (its sleep is at most 100 ms). They
+    // also undo the SIGINT a shell ignores for a background job.
+    xsk_lab::signals::install_signal_handlers();
+    let served = serve(&a, &xsk_lab::signals::interrupted, |addr, mode, csum| {
         println!("tcp_floor: listening on {addr}:{} ({mode:?} mode, tx checksum offload {csum})", a.port);
         let _ = std::io::stdout().flush();
         if let Some(f) = &a.ready_file {
@@ -115,8 +102,8 @@ pub struct Served {
 
 /// Binds queue 0 of `a.iface`, steers `a.port` on the address into it, calls
 /// `ready` (the address, the attach mode, whether TX checksums are offloaded),
-/// and answers until `stop` is set.
-pub fn serve(a: &Args, stop: &AtomicBool, ready: impl FnOnce(Ipv4Addr, AttachMode, bool)) -> Result<Served, Box<dyn std::error::Error>> {
+/// and answers until `stop` says so.
+pub fn serve(a: &Args, stop: &dyn Fn() -> bool, ready: impl FnOnce(Ipv4Addr, AttachMode, bool)) -> Result<Served, Box<dyn std::error::Error>> {
     let (addr, flags) = match a.addr {
         Some(addr) => (addr, SteerFlags::ARP),
         None => match ifaddr::ipv4(&a.iface)? {
@@ -143,7 +130,7 @@ pub fn serve(a: &Args, stop: &AtomicBool, ready: impl FnOnce(Ipv4Addr, AttachMod
     let mut rx = Vec::with_capacity(64);
     let mut iss: u32 = 0x1000_0000;
     let (mut frames, mut deferred) = (0u64, 0u64);
-    while !stop.load(Ordering::Relaxed) {
+    while !stop() {
         frames += xsk.recv(&mut rx, 64) as u64;
         if let Some(a) = &mut acks {
             // The floor answers no pure ACK, so it only reads them.

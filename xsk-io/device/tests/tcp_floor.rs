@@ -30,7 +30,7 @@ fn the_floor_echoes_a_kernel_client_over_two_connections_and_closes_them() {
     let stop2 = stop.clone();
     let server = std::thread::spawn(move || {
         let _in_a = ns_a.enter().expect("entering the server's namespace");
-        tcp_floor::serve(&args, &stop2, |addr, _, _| ready_tx.send(addr).unwrap())
+        tcp_floor::serve(&args, &|| stop2.load(Ordering::Relaxed), |addr, _, _| ready_tx.send(addr).unwrap())
             .map(|s| (s.frames, s.open))
             .map_err(|e| e.to_string())
     });
