@@ -3,7 +3,8 @@
 
 Usage: table.py OUT
 OUT/ui.txt: "floor|stack RATE CONNS INSTRUCTIONS" per host run (scripts/user-instructions);
-OUT/closed.json, OUT/rate300.json: vm-tests cost reports (servers kernel, xsk, floor).
+OUT/closed.json, OUT/rate300.json: vm-tests cost reports (servers kernel, xsk, floor);
+OUT/closed1-more.json, if there: a second closed-loop invocation (the README's check at one connection).
 results.json keeps every host run and, per guest case, each server's median and its rounds.
 """
 import json
@@ -35,7 +36,9 @@ KEYS = ["cpu_us", "user_us", "sys_us", "softirq_us", "task_us", "sleeps", "pkts_
 print()
 print("Guest CPU per request (vm-tests cost, -icount guest, 6.1; medians over rounds, us):")
 print(f"{'case':<18} {'server':<7} {'busy':>6} {'user':>6} {'sys':>6} {'softirq':>7} {'task':>6} {'/kernel':>8} {'task/k':>7} {'spread':>7}")
-for name, label in (("closed.json", "closed loop"), ("rate300.json", "300 req/s")):
+for name, label in (("closed.json", "closed loop"), ("rate300.json", "300 req/s"), ("closed1-more.json", "closed again")):
+    if not os.path.exists(os.path.join(out, name)):
+        continue  # closed1-more.json: the optional second invocation at one connection
     rep = json.load(open(os.path.join(out, name)))
     for conns in sorted({c["conns"] for c in rep["cases"]}):
         cs = {c["backend"]: c for c in rep["cases"] if c["conns"] == conns}

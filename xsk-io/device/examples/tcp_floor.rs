@@ -7,19 +7,21 @@
 //! segment with data by one segment carrying the same bytes back, a FIN by a
 //! FIN, an RST by forgetting. Per request it does what any TCP must do and
 //! no more: parse and check the frame (the TCP checksum as the engine checks
-//! it: a partial one from a local sender's offload accepted, else summed), find the connection, take the data into a receive buffer,
-//! write the answer's headers and payload into a TX frame (checksum offloaded
-//! when the port can, as the engine's), and the port's receive, send, flush
-//! and sleep (`poll`) as the embedder example runs them, with the steering
-//! program's deferred ACKs as the stack uses them (a pure ACK that arrives
-//! while it sleeps does not wake it).
+//! it: a partial one from a local sender's offload accepted, else summed),
+//! find the connection, take the data into a receive buffer, write the
+//! answer's headers and payload into a TX frame (checksum offloaded when the
+//! port can, as the engine's), and the port's receive, send, flush and sleep
+//! (`poll`) as the embedder example runs them, with the steering program's
+//! deferred ACKs as the stack uses them (a pure ACK that arrives while it
+//! sleeps does not wake it).
 //!
 //! What it leaves out, and a real stack cannot: retransmission (no timer is
-//! armed or cancelled), RTT and congestion state, windows (it assumes the
-//! peer's window is open and advertises a fixed one), out-of-order data,
-//! options after the SYN, IPv6, the application's framing and the XDP program's set-up
-//! beyond one address and port. So the instructions it spends per request are
-//! a lower bound for any stack on this port, not a design.
+//! armed or cancelled; a lost SYN-ACK or answer is not sent again), RTT and
+//! congestion state, windows (it assumes the peer's window is open and
+//! advertises a fixed one), out-of-order data, options after the SYN, IPv6,
+//! the application's framing, and the XDP program's set-up beyond one address
+//! and port. So the instructions it spends per request are a lower bound for
+//! any stack on this port, not a design.
 //!
 //! It takes `rr-server`'s flags so that `scripts/user-instructions` (`SERVER=`)
 //! and `vm-tests cost --servers floor` can run it in the server's place:
@@ -133,8 +135,8 @@ pub fn serve(a: &Args, stop: &dyn Fn() -> bool, ready: impl FnOnce(Ipv4Addr, Att
     while !stop() {
         frames += xsk.recv(&mut rx, 64) as u64;
         if let Some(a) = &mut acks {
-            // The floor answers no pure ACK, so it only reads them.
-            deferred += a.take(|r| !r.frame.is_empty()) as u64;
+            // The floor answers no pure ACK: it only takes them off the ring.
+            deferred += a.take(|_| true) as u64;
         }
         for f in rx.drain(..) {
             if xsk.umem().data(&f).get(12..14) == Some(&[0x08, 0x06]) {
