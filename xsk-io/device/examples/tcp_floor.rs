@@ -42,6 +42,7 @@ use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
 use std::time::Duration;
 
+use stack_engine::csum;
 use xsk_device::ifaddr;
 use xsk_device::steer::{Steer, SteerFlags};
 use xsk_io::port::{Port, QueueConfig};
@@ -273,10 +274,12 @@ fn parse(d: &[u8], addr: Ipv4Addr, port: u16) -> Option<Segment> {
     let src = Ipv4Addr::new(d[ETH + 12], d[ETH + 13], d[ETH + 14], d[ETH + 15]);
     // A local sender with checksum offload (a veth peer) leaves the field
     // holding the pseudo-header's sum: accepted first, as the engine does
-    // where it expects them; otherwise the whole segment is summed.
-    let ph = pseudo(src, addr, t.len());
+    // where it expects them (both spellings of zero); otherwise the whole
+    // segment is summed. The sums are the engine's own code.
+    let ph = csum::tcp_v4_pseudo(src, addr, t.len());
     let field = u16::from_be_bytes([t[16], t[17]]);
-    if field != fold(ph) && fold(ph + sum(t)) != 0xffff {
+    let partial = field == ph || (ph == 0xffff && field == 0) || (ph == 0 && field == 0xffff);
+    if !partial && csum::tcp_v4(src, addr, t) != 0xffff {
         return None;
     }
     let mut macs = [0; 12];
@@ -310,7 +313,7 @@ fn write(buf: &mut [u8], seg: &Segment, addr: Ipv4Addr, port: u16, (flags, seq, 
     ip[10..12].copy_from_slice(&[0, 0]);
     ip[12..16].copy_from_slice(&addr.octets());
     ip[16..20].copy_from_slice(&seg.src.octets());
-    let c = !fold(sum(ip));
+    let c = !csum::data(ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     let t = &mut b[ETH + IP..];
     t[0..2].copy_from_slice(&port.to_be_bytes());
@@ -325,43 +328,17 @@ fn write(buf: &mut [u8], seg: &Segment, addr: Ipv4Addr, port: u16, (flags, seq, 
         t[20..24].copy_from_slice(&[2, 4, 0x05, 0xb4]); // MSS 1460
     }
     t[TCP + opt..].copy_from_slice(payload);
-    let pseudo = pseudo(addr, seg.src, tcp_len);
-    let c = if offload { fold(pseudo) } else { !fold(pseudo + sum(t)) };
-    t[16..18].copy_from_slice(&c.to_be_bytes());
+    // As the stack's device writes it: the pseudo-header's sum for the kernel
+    // to complete, or the whole checksum.
+    if offload {
+        csum::fill_tcp_pseudo(b);
+    } else {
+        csum::fill_tcp(b);
+    }
     n
 }
 
-/// The pseudo-header's sum, unfolded.
-fn pseudo(src: Ipv4Addr, dst: Ipv4Addr, tcp_len: usize) -> u64 {
-    sum(&src.octets()) + sum(&dst.octets()) + 6 + tcp_len as u64
-}
-
-/// The one's-complement sum of `d` as 16-bit big-endian words, unfolded:
-/// eight bytes at a time.
-fn sum(d: &[u8]) -> u64 {
-    let mut acc: u64 = 0;
-    let mut words = d.chunks_exact(8);
-    for w in &mut words {
-        let v = u64::from_be_bytes(w.try_into().unwrap());
-        acc += (v >> 32) + (v & 0xffff_ffff);
-    }
-    let mut rest = words.remainder().chunks_exact(2);
-    for w in &mut rest {
-        acc += u16::from_be_bytes([w[0], w[1]]) as u64;
-    }
-    if let [last] = rest.remainder() {
-        acc += (*last as u64) << 8;
-    }
-    acc
-}
-
-fn fold(mut s: u64) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
+/// What the probe runs on (`args` reads it from rr-server's flags).
 pub struct Args {
     pub iface: String,
     /// None: `shared`, the interface's own.
