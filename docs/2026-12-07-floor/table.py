@@ -4,7 +4,9 @@
 Usage: table.py OUT
 OUT/ui.txt: "floor|stack RATE CONNS INSTRUCTIONS" per host run (scripts/user-instructions);
 OUT/closed.json, OUT/rate300.json: vm-tests cost reports (servers kernel, xsk, floor);
-OUT/closed1-more.json, if there: a second closed-loop invocation (the README's check at one connection).
+OUT/closed1-more.json, if there: a second closed-loop invocation (the README's check at one connection);
+OUT/napi-closed.json, OUT/napi-rate300.json, if there: the same with kernel-napi as well (the README's check
+of the kernel's best configuration).
 results.json keeps every host run and, per guest case, each server's median and its rounds.
 """
 import json
@@ -36,14 +38,15 @@ KEYS = ["cpu_us", "user_us", "sys_us", "softirq_us", "task_us", "sleeps", "pkts_
 print()
 print("Guest CPU per request (vm-tests cost, -icount guest, 6.1; medians over rounds, us):")
 print(f"{'case':<18} {'server':<7} {'busy':>6} {'user':>6} {'sys':>6} {'softirq':>7} {'task':>6} {'/kernel':>8} {'task/k':>7} {'spread':>7}")
-for name, label in (("closed.json", "closed loop"), ("rate300.json", "300 req/s"), ("closed1-more.json", "closed again")):
+for name, label in (("closed.json", "closed loop"), ("rate300.json", "300 req/s"), ("closed1-more.json", "closed again"),
+                    ("napi-closed.json", "closed, napi"), ("napi-rate300.json", "300/s, napi")):
     if not os.path.exists(os.path.join(out, name)):
-        continue  # closed1-more.json: the optional second invocation at one connection
+        continue  # the optional invocations: the README's checks
     rep = json.load(open(os.path.join(out, name)))
     for conns in sorted({c["conns"] for c in rep["cases"]}):
         cs = {c["backend"]: c for c in rep["cases"] if c["conns"] == conns}
         k = cs["kernel"]
-        for server in ("kernel", "xsk", "floor"):
+        for server in [x for x in ("kernel", "kernel-napi", "xsk", "floor") if x in cs]:
             c = cs[server]
             rounds = [r["cpu_us"] for r in rep["rows"] if r["backend"] == server and r["conns"] == conns]
             row = {"case": f"{label}, {conns} conn", "server": server, **{x: round(c[x], 2) for x in KEYS},
